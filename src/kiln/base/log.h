@@ -1,0 +1,17 @@
+// Logging goes through spdlog; this header only fixes kiln's logger name and level flag.
+#pragma once
+#include <spdlog/spdlog.h>
+
+#include <string_view>
+
+namespace kiln {
+
+// Sets the global level from a name ("trace", "debug", "info", "warn", "error", "off").
+void set_log_level(std::string_view level);
+
+}  // namespace kiln
+
+#define KILN_LOG_DEBUG(...) ::spdlog::debug(__VA_ARGS__)
+#define KILN_LOG_INFO(...) ::spdlog::info(__VA_ARGS__)
+#define KILN_LOG_WARN(...) ::spdlog::warn(__VA_ARGS__)
+#define KILN_LOG_ERROR(...) ::spdlog::error(__VA_ARGS__)

@@ -1,0 +1,56 @@
+// What model code calls to record its forward pass (the "trace"). Each method appends a node,
+// infers its output type, and returns the value. Model code exists once, written against this:
+// eager mode interprets the recorded graph, graph mode compiles it.
+#pragma once
+#include <string>
+
+#include "kiln/graph/ir.h"
+
+namespace kiln::graph {
+
+struct AttentionSpec {
+  int layer = 0;
+  int n_heads = 0;
+  int n_kv_heads = 0;
+  int head_dim = 0;
+  int window = 0;  // 0: full causal attention
+  float scale = 1.0f;
+};
+
+class Builder {
+ public:
+  explicit Builder(std::string graph_name) : graph_(std::move(graph_name)) {}
+
+  void bind_dim(std::string name, int64_t value) { graph_.dims().emplace_back(std::move(name), value); }
+
+  Value input(const std::string& name, DType dtype, const Shape& shape);
+  Value param(const std::string& name, DType dtype, const Shape& shape);
+  Value state(const std::string& name, DType dtype, const Shape& shape);
+
+  Value embedding(Value table, Value ids);
+  Value matmul(Value x, Value w);
+  Value add(Value a, Value b);
+  Value mul(Value a, Value b);
+  Value scale(Value x, double factor);
+  Value gelu(Value x);
+  Value silu(Value x);
+  Value softcap(Value x, double cap);
+  Value rms_norm(Value x, Value w, double eps);
+  Value rope(Value x, Value positions, int head_dim, double freq_base, bool neox);
+  Value reshape(Value x, const Shape& shape);
+  Value take_rows(Value x, Value rows);
+  Value kv_write(Value kv, Value k, Value v, Value slots, int layer);
+  Value attention(Value q, Value kv_token, Value block_table, Value seq_lens, Value positions,
+                  Value token_seq, const AttentionSpec& spec);
+  Value argmax(Value x);
+
+  void output(Value v) { graph_.outputs().push_back(v); }
+  const ValueType& type(Value v) const { return graph_.type(v); }
+  Graph finish();
+
+ private:
+  Value emit(Op op, std::vector<Value> inputs, Attrs attrs = {});
+  Graph graph_;
+};
+
+}  // namespace kiln::graph

@@ -1,0 +1,25 @@
+#include "kiln/graph/op_table.h"
+
+#include <iterator>
+
+namespace kiln::graph {
+namespace {
+
+constexpr OpInfo kOps[] = {
+#define KILN_OP_INFO(name, text, arity, outs, group, inplace) {text, arity, outs, OpGroup::group, inplace},
+    KILN_OPS(KILN_OP_INFO)
+#undef KILN_OP_INFO
+};
+
+}  // namespace
+
+const OpInfo& op_info(Op op) { return kOps[static_cast<int>(op)]; }
+
+std::optional<Op> op_from_name(std::string_view name) {
+  for (size_t i = 0; i < std::size(kOps); ++i) {
+    if (kOps[i].name == name) return static_cast<Op>(i);
+  }
+  return std::nullopt;
+}
+
+}  // namespace kiln::graph

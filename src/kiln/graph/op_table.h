@@ -1,0 +1,89 @@
+// The one table of graph ops. Every other place (printer, parser, verifier, passes, lowering)
+// reads it instead of listing ops again.
+//
+// Columns: enum name, text name, input arity (-1: variadic), output count, group, in-place
+// capable (its output may reuse the buffer of input 0 when that input dies here).
+#pragma once
+#include <optional>
+#include <string_view>
+
+namespace kiln::graph {
+
+enum class OpGroup { Source, Elementwise, Norm, Gemm, Attention, Mutation, Reduction, Shape, Fused };
+
+// clang-format off
+#define KILN_OPS(X)                                                                     \
+  /* sources: attrs {name}; `param` may carry {concat=[...]} for a weight derived at load */ \
+  X(Input,            "input",            0, 1, Source,      false)                     \
+  X(Param,            "param",            0, 1, Source,      false)                     \
+  X(State,            "state",            0, 1, Source,      false)                     \
+  /* gather rows of a (possibly quantized) table: (table[V,D], ids i32[T]) -> f32[T,D] */  \
+  X(Embedding,        "embedding",        2, 1, Gemm,        false)                     \
+  /* (x f32[T,K], w[N,K]) -> f32[T,N]: y = x w^T, any weight dtype */                    \
+  X(Matmul,           "matmul",           2, 1, Gemm,        false)                     \
+  X(Add,              "add",              2, 1, Elementwise, true)                      \
+  X(Mul,              "mul",              2, 1, Elementwise, true)                      \
+  /* x * factor */                                                                      \
+  X(Scale,            "scale",            1, 1, Elementwise, true)                      \
+  X(Gelu,             "gelu",             1, 1, Elementwise, true)                      \
+  X(Silu,             "silu",             1, 1, Elementwise, true)                      \
+  /* cap * tanh(x / cap) */                                                             \
+  X(Softcap,          "softcap",          1, 1, Elementwise, true)                      \
+  /* (x[...,D], w f32[D]) {eps} -> rms-normalized x * w over the last dimension */       \
+  X(RmsNorm,          "rms_norm",         2, 1, Norm,        true)                      \
+  /* (x f32[T,H*hd], positions i32[T]) {head_dim, freq_base, neox} */                   \
+  X(Rope,             "rope",             2, 1, Elementwise, true)                      \
+  /* same bytes, new shape {shape=[...]} */                                             \
+  X(Reshape,          "reshape",          1, 1, Shape,       false)                     \
+  X(Copy,             "copy",             1, 1, Shape,       false)                     \
+  /* {dtype=...} */                                                                     \
+  X(Cast,             "cast",             1, 1, Shape,       false)                     \
+  /* (x[T,D], rows i32[R]) -> x[R,D] */                                                 \
+  X(TakeRows,         "take_rows",        2, 1, Shape,       false)                     \
+  /* (kv state|token, k f32[T,KH*hd], v f32[T,KH*hd], slots i32[T]) {layer} -> token */    \
+  X(KvWrite,          "kv_write",         4, 1, Mutation,    false)                     \
+  /* (q f32[T,H*hd], kv token, block_table i32[S,P], seq_lens i32[S], positions i32[T],  \
+      token_seq i32[T]) {layer, n_heads, n_kv_heads, head_dim, window, scale}          \
+      -> f32[T,H*hd]; token t attends to its sequence's keys at positions <= its own,   \
+      and > position - window when window > 0 */                                        \
+  X(Attention,        "attention",        6, 1, Attention,   false)                     \
+  /* x[T,V] -> i32[T] */                                                                \
+  X(Argmax,           "argmax",           1, 1, Reduction,   false)                     \
+  /* ---- fused ops (produced by passes/fuse_*, never by model code) ---- */             \
+  /* (a, b, w) {eps} -> (a+b, rms_norm(a+b, w)) */                                      \
+  X(AddRmsNorm,       "add_rms_norm",     3, 2, Fused,       false)                     \
+  /* (gate, up) -> gelu(gate) * up */                                                   \
+  X(GeluMul,          "gelu_mul",         2, 1, Fused,       true)                      \
+  X(SiluMul,          "silu_mul",         2, 1, Fused,       true)                      \
+  /* (x, w_merged) {splits=[n0,n1,...]} -> one output per split of the output columns */  \
+  X(MatmulSplit,      "matmul_split",    -1, -1, Fused,      false)                     \
+  /* (x, w, residual) -> x w^T + residual */                                            \
+  X(MatmulAdd,        "matmul_add",       3, 1, Fused,       false)                     \
+  /* (q, k, v, q_norm_w, k_norm_w, positions, kv, slots) {eps, head_dim, freq_base, neox, \
+      layer, n_heads, n_kv_heads} -> (q normed+roped, token after writing k,v) */       \
+  X(QkNormRopeKvWrite,"qk_norm_rope_kv_write", 8, 2, Fused, false)                      \
+  /* (x, norm_w, w) {eps} -> i32[T]: argmax(rms_norm(x) w^T), logits never written */    \
+  X(NormMatmulArgmax, "norm_matmul_argmax", 3, 1, Fused,     false)
+// clang-format on
+
+enum class Op {
+#define KILN_OP_ENUM(name, text, arity, outs, group, inplace) name,
+  KILN_OPS(KILN_OP_ENUM)
+#undef KILN_OP_ENUM
+};
+
+struct OpInfo {
+  std::string_view name;
+  int arity;    // -1: variadic
+  int outputs;  // -1: decided by attributes (matmul_split: one per split)
+  OpGroup group;
+  bool inplace_capable;
+};
+
+const OpInfo& op_info(Op op);
+inline std::string_view op_name(Op op) { return op_info(op).name; }
+std::optional<Op> op_from_name(std::string_view name);
+// Ops with side effects on state: never removed, merged or reordered across each other.
+inline bool has_side_effect(Op op) { return op_info(op).group == OpGroup::Mutation || op == Op::QkNormRopeKvWrite; }
+
+}  // namespace kiln::graph
