@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "kiln/base/error.h"
+#include "kiln/engine/graph_runner.h"
 
 namespace kiln::engine {
 namespace {
@@ -117,6 +118,15 @@ void ModelRunner::bind(const StepBatch& b, const model::ForwardShape& shape, Bou
 }
 
 void ModelRunner::forward(const StepBatch& batch, StepOutput& out) {
+  if (graph_ != nullptr && graph_->can_run(batch)) {
+    validate(batch);
+    graph_->run(batch, out);
+    return;
+  }
+  forward_eager(batch, out);
+}
+
+void ModelRunner::forward_eager(const StepBatch& batch, StepOutput& out) {
   validate(batch);
   model::ForwardShape shape = shape_of(batch);
   graph::Graph g = trace(shape);

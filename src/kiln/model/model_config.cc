@@ -47,7 +47,7 @@ ModelConfig read_model_config(const GgufFile& file) {
   c.final_logit_softcap = file.try_get_f32(p + "final_logit_softcapping").value_or(0.0f);
   c.tied_output = !file.has_tensor("output.weight");
   KILN_CHECK(file.has_tensor("token_embd.weight"), "missing tensor 'token_embd.weight'");
-  c.vocab = file.tensor_shape("token_embd.weight")[0];
+  c.vocab = file.tensor_info("token_embd.weight").shape[0];
 
   c.layers.resize(c.n_layers);
   if (c.arch == "gemma3") {
