@@ -26,7 +26,7 @@ struct RuntimeOptions {
   GraphMode graph_mode = GraphMode::Optimize;
   int max_graph_bs = 32;
   int page_size = 16;
-  int64_t kv_tokens = 0;   // KV pool capacity in tokens; 0: enough for max_graph_bs x 4096
+  int64_t kv_tokens = 0;  // KV pool capacity in tokens; 0: enough for max_graph_bs x 4096
   int context_length = 0;  // 0: the model's, capped by kv_tokens
   std::string cache_dir;   // compile cache; empty: $KILN_CACHE_DIR or XDG cache dir
   bool check_graph = false;
@@ -43,7 +43,7 @@ struct ModelInfo {
   int64_t context_length = 0;
   int n_layers = 0;
   int n_embd = 0;
-  size_t weight_bytes = 0;    // bytes read per decode step for weights
+  size_t weight_bytes = 0;  // bytes read per decode step for weights
   std::string chat_template;  // the GGUF's tokenizer.chat_template, if any
 };
 
