@@ -67,6 +67,13 @@ struct Avx2 {
   static F select_lt(F a, F b, F yes, F no) {
     return _mm256_blendv_ps(no, yes, _mm256_cmp_ps(a, b, _CMP_LT_OQ));
   }
+  // Bit i set where lane i of a > b (resp. ==); false for NaN.
+  static uint32_t gt_mask(F a, F b) {
+    return static_cast<uint32_t>(_mm256_movemask_ps(_mm256_cmp_ps(a, b, _CMP_GT_OQ)));
+  }
+  static uint32_t eq_mask(F a, F b) {
+    return static_cast<uint32_t>(_mm256_movemask_ps(_mm256_cmp_ps(a, b, _CMP_EQ_OQ)));
+  }
   // Swaps lanes 2i and 2i+1 (for RoPE on adjacent pairs).
   static F swap_pairs(F a) { return _mm256_permute_ps(a, 0xb1); }
 

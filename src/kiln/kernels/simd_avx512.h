@@ -63,6 +63,9 @@ struct Avx512 {
   static F select_lt(F a, F b, F yes, F no) {
     return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, b, _CMP_LT_OQ), no, yes);
   }
+  // Bit i set where lane i of a > b (resp. ==); false for NaN.
+  static uint32_t gt_mask(F a, F b) { return _mm512_cmp_ps_mask(a, b, _CMP_GT_OQ); }
+  static uint32_t eq_mask(F a, F b) { return _mm512_cmp_ps_mask(a, b, _CMP_EQ_OQ); }
   // Swaps lanes 2i and 2i+1 (for RoPE on adjacent pairs).
   static F swap_pairs(F a) { return _mm512_permute_ps(a, 0xb1); }
 
