@@ -52,7 +52,7 @@ void update_attention(Step& s, int n_threads) {
 }
 
 void run_attention(const Step& s, const kernels::ExecContext& c) {
-  const auto* st = static_cast<const AttentionState*>(s.state);
+  auto* st = static_cast<AttentionState*>(s.state);
   kernels::attention_run(st->params, st->inputs, *st->work, s.scratch, c);
 }
 
@@ -63,24 +63,11 @@ struct QkNormRopeKvState {
 
 void run_qk_norm_rope_kv_write(const Step& s, const kernels::ExecContext& c) {
   const auto* st = static_cast<const QkNormRopeKvState*>(s.state);
-  kernels::QkNormRopeKvWriteArgs a;
-  a.q = static_cast<const float*>(s.in[0]);
-  a.k = static_cast<const float*>(s.in[1]);
-  a.v = static_cast<const float*>(s.in[2]);
-  a.q_norm_w = static_cast<const float*>(s.in[3]);
-  a.k_norm_w = static_cast<const float*>(s.in[4]);
-  a.positions = static_cast<const int32_t*>(s.in[5]);
-  a.slots = static_cast<const int32_t*>(s.in[7]);
-  a.inv_freq = st->inv_freq.data();
-  a.q_out = static_cast<float*>(s.out[0]);
-  a.rows = s.dim[0];
-  a.n_heads = static_cast<int>(s.dim[1]);
-  a.n_kv_heads = static_cast<int>(s.dim[2]);
-  a.head_dim = static_cast<int>(s.dim[3]);
-  a.neox = s.dim[4] != 0;
-  a.eps = s.f[0];
-  a.kv = st->view;
-  kernels::qk_norm_rope_kv_write(a, c);
+  kernels::qk_norm_rope_kv_write(static_cast<const float*>(s.in[0]), static_cast<const float*>(s.in[1]),
+                                 static_cast<const float*>(s.in[2]), static_cast<const float*>(s.in[3]),
+                                 static_cast<const float*>(s.in[4]), s.f[0], static_cast<const int32_t*>(s.in[5]),
+                                 st->inv_freq.data(), s.dim[2] != 0, static_cast<const int32_t*>(s.in[7]), s.dim[0],
+                                 static_cast<int>(s.dim[1]), static_cast<float*>(s.out[0]), st->view, c);
 }
 
 }  // namespace
@@ -108,7 +95,6 @@ bool lower_attention(const LowerContext& ctx, const Node& node, Lowered& l) {
       p.head_dim = static_cast<int>(node.attrs.get_int("head_dim"));
       p.window = static_cast<int>(node.attrs.get_int("window"));
       p.scale = static_cast<float>(node.attrs.get_float("scale"));
-      p.page_size = ctx.kv.page_size;
       p.max_pages_per_seq = static_cast<int>(table.shape[1]);
       kernels::AttentionInputs& in = st->inputs;
       in.q = static_cast<const float*>(s.in[0]);
@@ -116,13 +102,15 @@ bool lower_attention(const LowerContext& ctx, const Node& node, Lowered& l) {
       in.seq_lens = static_cast<const int32_t*>(s.in[3]);
       in.positions = static_cast<const int32_t*>(s.in[4]);
       in.token_seq = static_cast<const int32_t*>(s.in[5]);
-      in.n_tokens = q.shape.rows();
-      in.n_seqs = table.shape[0];
+      in.T = q.shape.rows();
+      in.S = table.shape[0];
       in.kv = layer_view(ctx.kv, const_cast<void*>(s.in[1]), static_cast<int>(node.attrs.get_int("layer")));
       in.out = static_cast<float*>(s.out[0]);
-      const int64_t max_keys = static_cast<int64_t>(p.max_pages_per_seq) * p.page_size;
-      st->work = std::make_unique<kernels::AttentionWork>(p, in.n_tokens, in.n_seqs, max_keys, ctx.n_threads);
-      l.scratch_bytes = kernels::attention_scratch_bytes(p, in.n_tokens, in.n_seqs, max_keys, ctx.n_threads);
+      kernels::AttentionLimits limits;
+      limits.max_tokens = in.T;
+      limits.max_threads = ctx.n_threads;
+      st->work = std::make_unique<kernels::AttentionWork>(p, limits);
+      l.scratch_bytes = kernels::attention_scratch_bytes(p, limits);
       s.run = run_attention;
       s.update = update_attention;
       s.state = st.get();
@@ -139,9 +127,7 @@ bool lower_attention(const LowerContext& ctx, const Node& node, Lowered& l) {
       l.owned = st;
       s.dim[0] = g.type(node.inputs[0]).shape.rows();
       s.dim[1] = node.attrs.get_int("n_heads");
-      s.dim[2] = node.attrs.get_int("n_kv_heads");
-      s.dim[3] = head_dim;
-      s.dim[4] = node.attrs.get_int("neox");
+      s.dim[2] = node.attrs.get_int("neox");
       s.f[0] = static_cast<float>(node.attrs.get_float("eps"));
       return true;
     }

@@ -112,7 +112,7 @@ bool lower_gemm(const LowerContext& ctx, const Node& node, Lowered& l) {
       s.dim[1] = x.shape.cols();
       s.dim[2] = static_cast<int64_t>(align64(sizeof(float) * m * x.shape.cols()));
       s.f[0] = static_cast<float>(node.attrs.get_float("eps"));
-      l.scratch_bytes = s.dim[2] + kernels::matmul_argmax_scratch_bytes(w, m);
+      l.scratch_bytes = s.dim[2] + kernels::matmul_argmax_scratch_bytes(w, m, ctx.n_threads);
       return true;
     }
     case Op::TakeRows: {
