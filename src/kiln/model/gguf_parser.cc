@@ -19,8 +19,8 @@ constexpr char kMagic[4] = {'G', 'G', 'U', 'F'};
 constexpr int kMaxArrayDepth = 16;
 // Smallest encodings, used to reject counts the rest of the file cannot possibly hold before
 // anything is allocated for them.
-constexpr uint64_t kMinKeyValueBytes = 8 + 4 + 1;          // key length, value type, a u8
-constexpr uint64_t kMinTensorInfoBytes = 8 + 4 + 4 + 8;    // name length, n_dims, type, offset
+constexpr uint64_t kMinKeyValueBytes = 8 + 4 + 1;        // key length, value type, a u8
+constexpr uint64_t kMinTensorInfoBytes = 8 + 4 + 4 + 8;  // name length, n_dims, type, offset
 
 // Bytes one element of this type takes at least.
 uint64_t min_encoded_bytes(GgufType type) {
@@ -303,8 +303,9 @@ class GgufParser {
     uint64_t a = file_.alignment_;
     file_.data_offset_ = (end_of_infos + a - 1) / a * a;
     if (!file_.tensors_.empty() && file_.data_offset_ > file_.size_) {
-      in_.fail("the tensor data section would start at byte {}, past the end of the file ({} bytes)",
-               file_.data_offset_, file_.size_);
+      in_.fail(
+          "the tensor data section would start at byte {}, past the end of the file ({} bytes)",
+          file_.data_offset_, file_.size_);
     }
   }
 
@@ -327,8 +328,9 @@ class GgufParser {
       const GgufTensorInfo& prev = file_.tensors_[order[k - 1]];
       const GgufTensorInfo& next = file_.tensors_[order[k]];
       if (next.offset < prev.offset + prev.nbytes) {
-        in_.fail("tensors '{}' (bytes {}..{}) and '{}' (from byte {}) overlap", printable(prev.name),
-                 prev.offset, prev.offset + prev.nbytes, printable(next.name), next.offset);
+        in_.fail("tensors '{}' (bytes {}..{}) and '{}' (from byte {}) overlap",
+                 printable(prev.name), prev.offset, prev.offset + prev.nbytes, printable(next.name),
+                 next.offset);
       }
     }
   }
