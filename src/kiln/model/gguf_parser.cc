@@ -97,8 +97,10 @@ class GgufParser {
     }
   }
 
+  // Vectors of strings, arrays, keys and tensor infos grow as elements are actually read rather
+  // than being reserved from a count: a corrupt count then fails on the first missing element
+  // instead of first allocating several times the file's size.
   void read_metadata() {
-    file_.metadata_.reserve(static_cast<size_t>(n_kv_));
     for (uint64_t i = 0; i < n_kv_; ++i) {
       in_.set_context(fmt::format("metadata key #{}", i));
       std::string key = in_.read_string("the key");
@@ -190,13 +192,11 @@ class GgufParser {
       }
       case GgufType::String: {
         std::vector<std::string> v;
-        v.reserve(n);
         for (size_t i = 0; i < n; ++i) v.push_back(in_.read_string("a string element"));
         return GgufArray{std::move(v)};
       }
       case GgufType::Array: {
         std::vector<GgufArray> v;
-        v.reserve(n);
         for (size_t i = 0; i < n; ++i) v.push_back(read_array(depth + 1));
         return GgufArray{std::move(v)};
       }
@@ -233,7 +233,6 @@ class GgufParser {
   }
 
   void read_tensor_infos() {
-    file_.tensors_.reserve(static_cast<size_t>(n_tensors_));
     for (uint64_t i = 0; i < n_tensors_; ++i) {
       in_.set_context(fmt::format("tensor info #{}", i));
       GgufTensorInfo info;
