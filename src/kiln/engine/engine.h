@@ -1,0 +1,77 @@
+// The serving engine: a scheduler thread that owns the model executor, the KV pool and the
+// radix prefix cache, and runs continuous batching (DESIGN.md "Engine"). Thread-safe: the HTTP
+// server's workers call submit/cancel/stats from any thread.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "kiln/engine/request.h"
+#include "kiln/engine/step_batch.h"
+
+namespace kiln::model {
+class Tokenizer;
+}
+
+namespace kiln::engine {
+
+class KvPool;
+
+struct EngineConfig {
+  int max_running_requests = 64;   // decode batch cap
+  int max_queued_requests = 1024;  // beyond: submit() throws QueueFull
+  int chunked_prefill_size = 512;  // prompt tokens per prefill chunk
+  int max_prefill_tokens = 2048;   // prompt tokens per step over all prefills
+  bool enable_prefix_cache = true;
+  int max_context = 0;  // 0: the model's
+};
+
+struct EngineStats {
+  int64_t queued = 0;
+  int64_t running = 0;
+  int64_t kv_pages_total = 0;
+  int64_t kv_pages_used = 0;    // held by running requests or the prefix cache
+  int64_t kv_pages_cached = 0;  // held only by the prefix cache (evictable)
+  int64_t prefix_cache_hit_tokens = 0;
+  int64_t prefix_cache_query_tokens = 0;
+  int64_t requests_finished = 0;
+  int64_t prompt_tokens_total = 0;
+  int64_t generated_tokens_total = 0;
+  int64_t graph_steps = 0;
+  int64_t eager_steps = 0;
+  int64_t preemptions = 0;
+};
+
+class QueueFull : public std::runtime_error {
+ public:
+  QueueFull() : std::runtime_error("the request queue is full") {}
+};
+
+class Engine {
+ public:
+  // Starts the scheduler thread. The executor and pool must outlive the engine.
+  Engine(ModelExecutor& executor, KvPool& pool, const model::Tokenizer& tokenizer,
+         const EngineConfig& config);
+  ~Engine();  // shutdown(), then joins
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Queues a request; events arrive on `on_event` (the last has finished=true; exactly one
+  // such event per request, also for aborts and shutdown). Throws kiln::Error for an invalid
+  // request (empty prompt, prompt + max_new_tokens over the context, bad sampling params) and
+  // QueueFull when the queue is full.
+  uint64_t submit(GenerateRequest request, EventCallback on_event);
+  // Aborts a queued or running request (client disconnect); its pages return to the pool.
+  void cancel(uint64_t request_id);
+  // Drops every prefix-cache entry not in use. Returns false if requests are running.
+  bool flush_cache();
+  EngineStats stats() const;
+  // Aborts everything in flight (finish_reason abort) and stops the scheduler thread.
+  void shutdown();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kiln::engine

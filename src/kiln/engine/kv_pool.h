@@ -1,0 +1,52 @@
+// The paged KV pool: K and V of every layer, f16, laid out
+// [layers][pages][page_size][kv_heads][head_dim] (DESIGN.md "Paged KV pool"), plus the
+// free-page allocator. One contiguous allocation whose address never changes: the graph
+// takes the whole pool as a single *state* input and mutates it in place.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "kiln/kernels/kv_cache.h"
+
+namespace kiln::engine {
+
+struct KvPoolConfig {
+  int n_layers = 0;
+  int n_kv_heads = 0;
+  int head_dim = 0;
+  int page_size = 16;
+  int64_t n_pages = 0;
+};
+
+class KvPool {
+ public:
+  explicit KvPool(const KvPoolConfig& config);
+  ~KvPool();
+  KvPool(const KvPool&) = delete;
+  KvPool& operator=(const KvPool&) = delete;
+
+  const KvPoolConfig& config() const { return config_; }
+  int page_size() const { return config_.page_size; }
+  int64_t n_pages() const { return config_.n_pages; }
+  size_t bytes() const { return bytes_; }
+  // Base address of the whole pool (the graph's state input).
+  void* data() const { return data_; }
+  kernels::KvLayerView layer(int layer) const;
+
+  // Page allocator. alloc returns false (and takes nothing) when fewer than n pages are free.
+  bool alloc(int64_t n, std::vector<int32_t>& out);
+  void free(const std::vector<int32_t>& pages);
+  void free_page(int32_t page);
+  int64_t free_pages() const { return static_cast<int64_t>(free_list_.size()); }
+  int64_t used_pages() const { return config_.n_pages - free_pages(); }
+
+ private:
+  KvPoolConfig config_;
+  size_t layer_bytes_ = 0;  // K (or V) of one layer
+  size_t bytes_ = 0;
+  uint16_t* data_ = nullptr;
+  std::vector<int32_t> free_list_;
+  std::vector<uint8_t> is_free_;  // catches double frees
+};
+
+}  // namespace kiln::engine

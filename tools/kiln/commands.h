@@ -1,0 +1,13 @@
+// Each `kiln` subcommand registers itself on the CLI app from its own file.
+#pragma once
+#include <CLI/CLI.hpp>
+
+namespace kiln::cli {
+
+void add_run_command(CLI::App& app);    // run_command.cc
+void add_serve_command(CLI::App& app);  // serve_command.cc
+void add_eval_command(CLI::App& app);   // eval_command.cc (eval gsm8k)
+void add_bench_command(CLI::App& app);  // bench_command.cc (bench, bench serving)
+void add_graph_command(CLI::App& app);  // graph_command.cc
+
+}  // namespace kiln::cli
