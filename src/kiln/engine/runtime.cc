@@ -155,5 +155,6 @@ const ModelInfo& Runtime::info() const { return impl_->info; }
 const RuntimeOptions& Runtime::options() const { return impl_->options; }
 GraphRunner* Runtime::graph_runner() { return impl_->graph.get(); }
 ModelRunner& Runtime::model_runner() { return *impl_->runner; }
+ThreadPool* Runtime::thread_pool() { return impl_->threads.get(); }
 
 }  // namespace kiln::engine

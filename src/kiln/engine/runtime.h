@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "kiln/base/thread_pool.h"
 #include "kiln/engine/kv_pool.h"
 #include "kiln/engine/step_batch.h"
 
@@ -68,6 +69,7 @@ class Runtime {
   const RuntimeOptions& options() const;
   GraphRunner* graph_runner();  // null with --graph-mode off
   ModelRunner& model_runner();
+  ThreadPool* thread_pool();
 
  private:
   struct Impl;

@@ -19,13 +19,14 @@ const GgufValue* GgufFile::find(std::string_view key) const {
 
 const GgufValue& GgufFile::require(std::string_view key, std::string_view expected) const {
   const GgufValue* v = find(key);
-  if (v == nullptr) fail("{}: metadata key '{}' is missing (expected {})", path_, key, expected);
+  if (v == nullptr)
+    fail("{}: metadata key '{}' is missing (expected {})", path_, printable(key), expected);
   return *v;
 }
 
 void GgufFile::fail_type(std::string_view key, const GgufValue& v,
                          std::string_view expected) const {
-  fail("{}: metadata key '{}' is {}, expected {}", path_, key, v.summary(), expected);
+  fail("{}: metadata key '{}' is {}, expected {}", path_, printable(key), v.summary(), expected);
 }
 
 const std::string& GgufFile::get_string(std::string_view key) const {
@@ -98,7 +99,7 @@ std::vector<int32_t> GgufFile::get_i32_array(std::string_view key) const {
           for (size_t i = 0; i < items.size(); ++i) {
             if (!std::in_range<int32_t>(items[i])) {
               fail("{}: metadata key '{}': element {} is {}, which does not fit in i32", path_,
-                   key, i, items[i]);
+                   printable(key), i, items[i]);
             }
             out[i] = static_cast<int32_t>(items[i]);
           }
@@ -128,8 +129,7 @@ std::optional<bool> GgufFile::try_get_bool(std::string_view key) const {
   if (!has_key(key)) return std::nullopt;
   return get_bool(key);
 }
-std::optional<std::vector<std::string>> GgufFile::try_get_string_array(
-    std::string_view key) const {
+std::optional<std::vector<std::string>> GgufFile::try_get_string_array(std::string_view key) const {
   if (!has_key(key)) return std::nullopt;
   return get_string_array(key);
 }
@@ -148,14 +148,18 @@ bool GgufFile::has_tensor(std::string_view name) const {
 
 const GgufTensorInfo& GgufFile::tensor_info(std::string_view name) const {
   auto it = tensor_index_.find(name);
-  if (it == tensor_index_.end()) fail("{}: no tensor named '{}'", path_, name);
+  if (it == tensor_index_.end()) fail("{}: no tensor named '{}'", path_, printable(name));
   return tensors_[it->second];
 }
 
 Tensor GgufFile::tensor(std::string_view name) const {
   const GgufTensorInfo& info = tensor_info(name);
+  if (!info.dtype && !gguf_tensor_type(info.gguf_type)) {
+    fail("{}: tensor '{}' has type id {}, which is not a ggml type kiln knows", path_,
+         printable(name), info.gguf_type);
+  }
   if (!info.dtype) {
-    fail("{}: tensor '{}' has type {}, which kiln does not support", path_, name,
+    fail("{}: tensor '{}' has type {}, which kiln does not support", path_, printable(name),
          info.type_name());
   }
   // The parser checked that these bytes lie inside the file. Tensor has no const view, and the

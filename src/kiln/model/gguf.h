@@ -28,11 +28,11 @@ namespace kiln::model {
 
 struct GgufTensorInfo {
   std::string name;
-  uint32_t gguf_type = 0;       // ggml_type id as stored
-  std::optional<DType> dtype;   // nullopt when kiln has no such dtype (q2_k, f64, ...)
-  Shape shape;                  // row-major: GGUF's [n_embd, n_vocab] becomes {n_vocab, n_embd}
-  uint64_t offset = 0;          // from the start of the data section
-  uint64_t nbytes = 0;          // 0 only when the type id is unknown to ggml (size unknowable)
+  uint32_t gguf_type = 0;      // ggml_type id as stored
+  std::optional<DType> dtype;  // nullopt when kiln has no such dtype (q2_k, f64, ...)
+  Shape shape;                 // row-major: GGUF's [n_embd, n_vocab] becomes {n_vocab, n_embd}
+  uint64_t offset = 0;         // from the start of the data section
+  uint64_t nbytes = 0;         // 0 only when the type id is unknown to ggml (size unknowable)
 
   std::string type_name() const;  // "q8_0", "q2_k", "type 99"
 };
@@ -59,7 +59,7 @@ class GgufFile {
 
   // ---- metadata ----
   const std::vector<GgufKeyValue>& metadata() const { return metadata_; }  // in file order
-  const GgufValue* find(std::string_view key) const;  // null when absent
+  const GgufValue* find(std::string_view key) const;                       // null when absent
   bool has_key(std::string_view key) const { return find(key) != nullptr; }
 
   // Typed accessors. They throw Error naming the key and what was expected when the key is

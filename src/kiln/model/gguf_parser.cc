@@ -19,8 +19,8 @@ constexpr char kMagic[4] = {'G', 'G', 'U', 'F'};
 constexpr int kMaxArrayDepth = 16;
 // Smallest encodings, used to reject counts the rest of the file cannot possibly hold before
 // anything is allocated for them.
-constexpr uint64_t kMinKeyValueBytes = 8 + 4 + 1;          // key length, value type, a u8
-constexpr uint64_t kMinTensorInfoBytes = 8 + 4 + 4 + 8;    // name length, n_dims, type, offset
+constexpr uint64_t kMinKeyValueBytes = 8 + 4 + 1;        // key length, value type, a u8
+constexpr uint64_t kMinTensorInfoBytes = 8 + 4 + 4 + 8;  // name length, n_dims, type, offset
 
 // Bytes one element of this type takes at least.
 uint64_t min_encoded_bytes(GgufType type) {
@@ -97,8 +97,10 @@ class GgufParser {
     }
   }
 
+  // Vectors of strings, arrays, keys and tensor infos grow as elements are actually read rather
+  // than being reserved from a count: a corrupt count then fails on the first missing element
+  // instead of first allocating several times the file's size.
   void read_metadata() {
-    file_.metadata_.reserve(static_cast<size_t>(n_kv_));
     for (uint64_t i = 0; i < n_kv_; ++i) {
       in_.set_context(fmt::format("metadata key #{}", i));
       std::string key = in_.read_string("the key");
@@ -190,13 +192,11 @@ class GgufParser {
       }
       case GgufType::String: {
         std::vector<std::string> v;
-        v.reserve(n);
         for (size_t i = 0; i < n; ++i) v.push_back(in_.read_string("a string element"));
         return GgufArray{std::move(v)};
       }
       case GgufType::Array: {
         std::vector<GgufArray> v;
-        v.reserve(n);
         for (size_t i = 0; i < n; ++i) v.push_back(read_array(depth + 1));
         return GgufArray{std::move(v)};
       }
@@ -233,7 +233,6 @@ class GgufParser {
   }
 
   void read_tensor_infos() {
-    file_.tensors_.reserve(static_cast<size_t>(n_tensors_));
     for (uint64_t i = 0; i < n_tensors_; ++i) {
       in_.set_context(fmt::format("tensor info #{}", i));
       GgufTensorInfo info;
@@ -303,8 +302,9 @@ class GgufParser {
     uint64_t a = file_.alignment_;
     file_.data_offset_ = (end_of_infos + a - 1) / a * a;
     if (!file_.tensors_.empty() && file_.data_offset_ > file_.size_) {
-      in_.fail("the tensor data section would start at byte {}, past the end of the file ({} bytes)",
-               file_.data_offset_, file_.size_);
+      in_.fail(
+          "the tensor data section would start at byte {}, past the end of the file ({} bytes)",
+          file_.data_offset_, file_.size_);
     }
   }
 
@@ -327,8 +327,9 @@ class GgufParser {
       const GgufTensorInfo& prev = file_.tensors_[order[k - 1]];
       const GgufTensorInfo& next = file_.tensors_[order[k]];
       if (next.offset < prev.offset + prev.nbytes) {
-        in_.fail("tensors '{}' (bytes {}..{}) and '{}' (from byte {}) overlap", printable(prev.name),
-                 prev.offset, prev.offset + prev.nbytes, printable(next.name), next.offset);
+        in_.fail("tensors '{}' (bytes {}..{}) and '{}' (from byte {}) overlap",
+                 printable(prev.name), prev.offset, prev.offset + prev.nbytes, printable(next.name),
+                 next.offset);
       }
     }
   }

@@ -11,10 +11,10 @@
 namespace kiln::model {
 
 struct GgufTensorType {
-  uint32_t id;             // ggml_type id as stored in the file
-  std::string_view name;   // "q4_k", "iq2_xs", ...
-  int64_t block_size;      // elements per block
-  int64_t block_bytes;     // bytes per block
+  uint32_t id;            // ggml_type id as stored in the file
+  std::string_view name;  // "q4_k", "iq2_xs", ...
+  int64_t block_size;     // elements per block
+  int64_t block_bytes;    // bytes per block
 };
 
 // The type with this id, or nullopt when the id is not a ggml type this reader knows (a file

@@ -9,7 +9,8 @@ namespace kiln::model {
 
 std::string_view gguf_value_type_name(GgufType type) {
   static constexpr std::string_view kNames[kNumGgufTypes] = {
-      "u8", "i8", "u16", "i16", "u32", "i32", "f32", "bool", "string", "array", "u64", "i64", "f64"};
+      "u8",   "i8",     "u16",   "i16", "u32", "i32", "f32",
+      "bool", "string", "array", "u64", "i64", "f64"};
   auto id = static_cast<uint32_t>(type);
   return id < kNumGgufTypes ? kNames[id] : "unknown type";
 }
