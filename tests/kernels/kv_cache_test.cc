@@ -42,7 +42,8 @@ TEST_P(KvCacheTest, WritesRowsToSlotsWithF16Rounding) {
       if (slots[t] < 0) continue;
       written[slots[t]] = true;
       for (int i = 0; i < kvh * hd; ++i) {
-        ASSERT_EQ(pool.k[slots[t] * kvh * hd + i], f32_to_f16(k[t * kvh * hd + i])) << t << " " << i;
+        ASSERT_EQ(pool.k[slots[t] * kvh * hd + i], f32_to_f16(k[t * kvh * hd + i]))
+            << t << " " << i;
         ASSERT_EQ(pool.v[slots[t] * kvh * hd + i], f32_to_f16(v[t * kvh * hd + i]));
       }
     }

@@ -18,8 +18,8 @@ using testing::run_group;
 constexpr double kRel = 2e-6;
 constexpr double kAbs = 1e-7;
 
-std::vector<float> norm_f64(const std::vector<float>& x, const std::vector<float>& w,
-                            int64_t rows, int64_t cols, double eps) {
+std::vector<float> norm_f64(const std::vector<float>& x, const std::vector<float>& w, int64_t rows,
+                            int64_t cols, double eps) {
   std::vector<float> out(rows * cols);
   for (int64_t r = 0; r < rows; ++r) {
     double ss = 0;

@@ -57,8 +57,8 @@ TEST_P(QkNormRopeKvWriteTest, BitIdenticalToNormRopeKvWrite) {
       std::vector<float> qo = q;  // in place
       run_group(nth, [&](const ExecContext& g) {
         qk_norm_rope_kv_write(qo.data(), k.data(), v.data(), c.norm ? qw.data() : nullptr,
-                              c.norm ? kw.data() : nullptr, 1e-6f, pos.data(), inv.data(),
-                              c.neox, slots.data(), c.T, c.H, qo.data(), view2, g);
+                              c.norm ? kw.data() : nullptr, 1e-6f, pos.data(), inv.data(), c.neox,
+                              slots.data(), c.T, c.H, qo.data(), view2, g);
       });
       ASSERT_TRUE(bits_equal(qo, qn)) << "q, hd " << c.hd << " nth " << nth;
       ASSERT_EQ(k2, k1) << "k cache, hd " << c.hd;
@@ -72,15 +72,15 @@ TEST_P(QkNormRopeKvWriteTest, BadArgumentsThrow) {
   KvLayerView view{kc.data(), vc.data(), 2, 4, 1, 8};
   std::vector<float> q(8), k(8), w(8), inv(4);
   std::vector<int32_t> pos = {0}, slot = {8};
-  EXPECT_THROW(qk_norm_rope_kv_write(q.data(), k.data(), k.data(), w.data(), w.data(), 1e-6f,
-                                     pos.data(), inv.data(), true, slot.data(), 1, 1, q.data(),
-                                     view, ExecContext{}),
-               Error);
+  EXPECT_THROW(
+      qk_norm_rope_kv_write(q.data(), k.data(), k.data(), w.data(), w.data(), 1e-6f, pos.data(),
+                            inv.data(), true, slot.data(), 1, 1, q.data(), view, ExecContext{}),
+      Error);
   slot[0] = 0;
-  EXPECT_THROW(qk_norm_rope_kv_write(q.data(), k.data(), k.data(), w.data(), nullptr, 1e-6f,
-                                     pos.data(), inv.data(), true, slot.data(), 1, 1, q.data(),
-                                     view, ExecContext{}),
-               Error);
+  EXPECT_THROW(
+      qk_norm_rope_kv_write(q.data(), k.data(), k.data(), w.data(), nullptr, 1e-6f, pos.data(),
+                            inv.data(), true, slot.data(), 1, 1, q.data(), view, ExecContext{}),
+      Error);
 }
 
 KILN_INSTANTIATE_ISA_TESTS(QkNormRopeKvWriteTest);

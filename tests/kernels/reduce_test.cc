@@ -49,9 +49,8 @@ TEST_P(ReduceTest, ArgmaxMatchesReferenceWithTiesAndNaN) {
         x[cols - 1] = 4.0f;  // a late tie must not win
       }
       std::vector<int32_t> out(rows);
-      run_group(2, [&](const ExecContext& ctx) {
-        argmax_rows(x.data(), rows, cols, out.data(), ctx);
-      });
+      run_group(
+          2, [&](const ExecContext& ctx) { argmax_rows(x.data(), rows, cols, out.data(), ctx); });
       for (int64_t r = 0; r < rows; ++r)
         ASSERT_EQ(out[r], argmax_ref(x.data() + r * cols, cols)) << rows << "x" << cols;
     }

@@ -106,7 +106,8 @@ struct AttentionSimd {
     *M = mn;
     *L = *L * fa + l * fb;
     F va = S::set1(fa), vb = S::set1(fb);
-    for (int d = 0; d < hd; d += W) S::store(O + d, S::fma(S::load(acc + d), vb, S::mul(S::load(O + d), va)));
+    for (int d = 0; d < hd; d += W)
+      S::store(O + d, S::fma(S::load(acc + d), vb, S::mul(S::load(O + d), va)));
   }
 
   [[gnu::noinline]] static void finalize(float* O, float L, int hd) {
@@ -155,11 +156,11 @@ struct AttentionSimd {
     const Geometry g = geometry(a, tile);
     const int hd = g.hd, nq = g.nq, kvh = item.kv_head;
     const int64_t nq_max = detail::attn_max_queries(*a.p);
-    float* scores = ws;                       // [nq_max][CH]
-    float* accbuf = scores + nq_max * CH;     // [nq_max][hd]
-    float* block = accbuf + nq_max * hd;      // [KB][hd]
-    float* pm = block + KB * hd;              // [nq_max]
-    float* pl = pm + nq_max;                  // [nq_max]
+    float* scores = ws;                    // [nq_max][CH]
+    float* accbuf = scores + nq_max * CH;  // [nq_max][hd]
+    float* block = accbuf + nq_max * hd;   // [KB][hd]
+    float* pm = block + KB * hd;           // [nq_max]
+    float* pl = pm + nq_max;               // [nq_max]
     const bool prefix = item.chunk_begin == tile.chunk_begin;
     const int64_t stride = detail::attn_partial_stride(hd);
     const int64_t per_head = static_cast<int64_t>(tile.chunk_end - tile.split_chunk) * nq;
