@@ -53,12 +53,17 @@ struct AttentionSimd {
   // Converts keys [pos0, pos0 + n) of one KV head from the f16 pool into dst [n][hd].
   static void load_block(const uint16_t* pool, const Geometry& g, int kvh, int pos0, int n,
                          float* dst) {
+    // Walk pages and offsets instead of dividing per key.
+    int page = pos0 / g.ps, off = pos0 % g.ps;
     for (int j = 0; j < n; ++j) {
-      int pos = pos0 + j;
-      int64_t slot = static_cast<int64_t>(g.bt[pos / g.ps]) * g.ps + pos % g.ps;
+      int64_t slot = static_cast<int64_t>(g.bt[page]) * g.ps + off;
       const uint16_t* src = pool + slot * g.kv_stride + static_cast<int64_t>(kvh) * g.hd;
       float* d = dst + static_cast<int64_t>(j) * g.hd;
       for (int x = 0; x < g.hd; x += W) S::store(d + x, S::load_f16(src + x));
+      if (++off == g.ps) {
+        off = 0;
+        ++page;
+      }
     }
   }
 
