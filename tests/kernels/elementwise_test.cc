@@ -159,8 +159,7 @@ TEST_P(ElementwiseTest, RowBroadcastAddsBiasToEveryRow) {
         add_row_broadcast(a.data(), b.data(), out.data(), rows, cols, ctx);
       });
       for (int64_t r = 0; r < rows; ++r)
-        for (int64_t c = 0; c < cols; ++c)
-          ASSERT_EQ(out[r * cols + c], a[r * cols + c] + b[c]);
+        for (int64_t c = 0; c < cols; ++c) ASSERT_EQ(out[r * cols + c], a[r * cols + c] + b[c]);
     }
   }
 }

@@ -34,11 +34,11 @@ inline std::string isa_param_name(const ::testing::TestParamInfo<Isa>& info) {
   return isa_name(info.param);
 }
 
-#define KILN_INSTANTIATE_ISA_TESTS(Fixture)                                               \
-  INSTANTIATE_TEST_SUITE_P(Isa, Fixture,                                                  \
-                           ::testing::Values(::kiln::Isa::Scalar, ::kiln::Isa::Avx2,      \
-                                             ::kiln::Isa::Avx512),                        \
-                           ::kiln::kernels::testing::isa_param_name)
+#define KILN_INSTANTIATE_ISA_TESTS(Fixture)                                           \
+  INSTANTIATE_TEST_SUITE_P(                                                           \
+      Isa, Fixture,                                                                   \
+      ::testing::Values(::kiln::Isa::Scalar, ::kiln::Isa::Avx2, ::kiln::Isa::Avx512), \
+      ::kiln::kernels::testing::isa_param_name)
 
 // Runs f with the scalar reference ISA, then restores `isa`.
 template <class F>

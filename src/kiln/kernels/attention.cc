@@ -80,8 +80,8 @@ ScratchLayout layout(const AttentionParams& p, const AttentionLimits& l) {
   size_t f = sizeof(float);
   s.run_ml = 0;
   s.partials = align64(static_cast<size_t>(l.max_tokens) * p.n_heads * 2 * f);
-  s.ws = s.partials +
-         align64(static_cast<size_t>(l.max_split_partials) * detail::attn_partial_stride(p.head_dim) * f);
+  s.ws = s.partials + align64(static_cast<size_t>(l.max_split_partials) *
+                              detail::attn_partial_stride(p.head_dim) * f);
   s.total = s.ws + static_cast<size_t>(l.max_threads) * detail::attn_ws_floats(p) * f;
   return s;
 }
@@ -127,8 +127,8 @@ void attention_plan(const AttentionParams& p, const AttentionInputs& in, int nth
              in.T, lim.max_tokens);
   check_kv_view(in.kv);
   KILN_CHECK(in.kv.n_kv_heads == p.n_kv_heads && in.kv.head_dim == p.head_dim,
-             "attention_plan: KV view has {} heads x {} dims, params say {} x {}",
-             in.kv.n_kv_heads, in.kv.head_dim, p.n_kv_heads, p.head_dim);
+             "attention_plan: KV view has {} heads x {} dims, params say {} x {}", in.kv.n_kv_heads,
+             in.kv.head_dim, p.n_kv_heads, p.head_dim);
   KILN_CHECK(in.T == 0 || (in.q != nullptr && in.out != nullptr && in.positions != nullptr &&
                            in.token_seq != nullptr),
              "attention_plan: null input");
@@ -151,8 +151,7 @@ void attention_plan(const AttentionParams& p, const AttentionInputs& in, int nth
     KILN_CHECK(len >= 0 && len <= max_keys,
                "attention_plan: seq_len {} of sequence {} outside [0, {}]", len, s, max_keys);
     KILN_CHECK(pos >= 0 && pos < len,
-               "attention_plan: row {} at position {} but sequence {} has {} keys", t, pos, s,
-               len);
+               "attention_plan: row {} at position {} but sequence {} has {} keys", t, pos, s, len);
     w.row_hi[t] = pos + 1;
     w.row_lo[t] = p.window > 0 ? std::max(0, pos - p.window + 1) : 0;
   }

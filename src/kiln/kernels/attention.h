@@ -32,15 +32,15 @@
 
 namespace kiln::kernels {
 
-constexpr int kAttnChunk = 256;     // key positions per split-K chunk (fixed: see above)
-constexpr int kAttnTileRows = 8;    // query rows of one sequence sharing one K/V pass
+constexpr int kAttnChunk = 256;   // key positions per split-K chunk (fixed: see above)
+constexpr int kAttnTileRows = 8;  // query rows of one sequence sharing one K/V pass
 constexpr int kAttnMaxHeadDim = 512;
 
 // Static shapes, fixed at plan-build time.
 struct AttentionParams {
   int n_heads = 0;
-  int n_kv_heads = 0;  // n_heads must be a multiple (GQA)
-  int head_dim = 0;    // even, <= kAttnMaxHeadDim; the AVX paths need a multiple of 16
+  int n_kv_heads = 0;         // n_heads must be a multiple (GQA)
+  int head_dim = 0;           // even, <= kAttnMaxHeadDim; the AVX paths need a multiple of 16
   int max_pages_per_seq = 0;  // row stride of the block table
   int window = 0;             // 0 = full causal, else sliding window of this many positions
   float scale = 1.0f;         // applied to q.k (usually 1/sqrt(head_dim))
@@ -65,8 +65,8 @@ struct AttentionInputs {
   const int32_t* block_table = nullptr;  // [S, max_pages_per_seq]
   const int32_t* seq_lens = nullptr;     // [S]
   int64_t S = 0;
-  KvLayerView kv;             // n_kv_heads and head_dim must match the params
-  float* out = nullptr;       // [T, n_heads * head_dim]; must not alias q
+  KvLayerView kv;        // n_kv_heads and head_dim must match the params
+  float* out = nullptr;  // [T, n_heads * head_dim]; must not alias q
 };
 
 // The work list attention_plan() fills. Allocated once (constructor), refilled every step.
@@ -80,7 +80,7 @@ class AttentionWork {
     int32_t seq = 0;
     int32_t chunk_begin = 0;
     int32_t chunk_end = 0;
-    int32_t split_chunk = 0;  // chunks >= this are computed by other items (== end: no split)
+    int32_t split_chunk = 0;   // chunks >= this are computed by other items (== end: no split)
     int64_t partial_base = 0;  // first partial of this tile (per KV head: + kvh * per_head)
   };
   struct Item {

@@ -53,12 +53,17 @@ struct AttentionSimd {
   // Converts keys [pos0, pos0 + n) of one KV head from the f16 pool into dst [n][hd].
   static void load_block(const uint16_t* pool, const Geometry& g, int kvh, int pos0, int n,
                          float* dst) {
+    // Walk pages and offsets instead of dividing per key.
+    int page = pos0 / g.ps, off = pos0 % g.ps;
     for (int j = 0; j < n; ++j) {
-      int pos = pos0 + j;
-      int64_t slot = static_cast<int64_t>(g.bt[pos / g.ps]) * g.ps + pos % g.ps;
+      int64_t slot = static_cast<int64_t>(g.bt[page]) * g.ps + off;
       const uint16_t* src = pool + slot * g.kv_stride + static_cast<int64_t>(kvh) * g.hd;
       float* d = dst + static_cast<int64_t>(j) * g.hd;
       for (int x = 0; x < g.hd; x += W) S::store(d + x, S::load_f16(src + x));
+      if (++off == g.ps) {
+        off = 0;
+        ++page;
+      }
     }
   }
 
@@ -106,7 +111,8 @@ struct AttentionSimd {
     *M = mn;
     *L = *L * fa + l * fb;
     F va = S::set1(fa), vb = S::set1(fb);
-    for (int d = 0; d < hd; d += W) S::store(O + d, S::fma(S::load(acc + d), vb, S::mul(S::load(O + d), va)));
+    for (int d = 0; d < hd; d += W)
+      S::store(O + d, S::fma(S::load(acc + d), vb, S::mul(S::load(O + d), va)));
   }
 
   [[gnu::noinline]] static void finalize(float* O, float L, int hd) {
@@ -155,11 +161,11 @@ struct AttentionSimd {
     const Geometry g = geometry(a, tile);
     const int hd = g.hd, nq = g.nq, kvh = item.kv_head;
     const int64_t nq_max = detail::attn_max_queries(*a.p);
-    float* scores = ws;                       // [nq_max][CH]
-    float* accbuf = scores + nq_max * CH;     // [nq_max][hd]
-    float* block = accbuf + nq_max * hd;      // [KB][hd]
-    float* pm = block + KB * hd;              // [nq_max]
-    float* pl = pm + nq_max;                  // [nq_max]
+    float* scores = ws;                    // [nq_max][CH]
+    float* accbuf = scores + nq_max * CH;  // [nq_max][hd]
+    float* block = accbuf + nq_max * hd;   // [KB][hd]
+    float* pm = block + KB * hd;           // [nq_max]
+    float* pl = pm + nq_max;               // [nq_max]
     const bool prefix = item.chunk_begin == tile.chunk_begin;
     const int64_t stride = detail::attn_partial_stride(hd);
     const int64_t per_head = static_cast<int64_t>(tile.chunk_end - tile.split_chunk) * nq;

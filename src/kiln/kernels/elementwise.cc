@@ -50,9 +50,9 @@ void silu_mul_ref(const float* gate, const float* up, float* out, int64_t n) {
 
 }  // namespace
 
-constinit const ElementwiseFns kElementwiseScalar = {
-    add_ref,     mul_ref,      scale_ref,    gelu_tanh_ref,
-    silu_fn_ref, softcap_ref,  gelu_mul_ref, silu_mul_ref};
+constinit const ElementwiseFns kElementwiseScalar = {add_ref,       mul_ref,     scale_ref,
+                                                     gelu_tanh_ref, silu_fn_ref, softcap_ref,
+                                                     gelu_mul_ref,  silu_mul_ref};
 
 }  // namespace detail
 
@@ -78,8 +78,8 @@ void add(const float* a, const float* b, float* out, int64_t n, const ExecContex
   if (r.end > r.begin) fns().add(a + r.begin, b + r.begin, out + r.begin, r.end - r.begin);
 }
 
-void add_row_broadcast(const float* a, const float* b_row, float* out, int64_t rows,
-                       int64_t cols, const ExecContext& ctx) {
+void add_row_broadcast(const float* a, const float* b_row, float* out, int64_t rows, int64_t cols,
+                       const ExecContext& ctx) {
   KILN_CHECK(rows >= 0 && cols >= 0, "add_row_broadcast: bad shape [{}, {}]", rows, cols);
   int64_t min_rows = cols > 0 ? (kMinPerThread + cols - 1) / cols : rows + 1;
   Range r = detail::share(rows, ctx, 1, min_rows);
@@ -115,14 +115,12 @@ void softcap(const float* x, float cap, float* out, int64_t n, const ExecContext
 
 void gelu_mul(const float* gate, const float* up, float* out, int64_t n, const ExecContext& ctx) {
   Range r = my_range(n, ctx);
-  if (r.end > r.begin)
-    fns().gelu_mul(gate + r.begin, up + r.begin, out + r.begin, r.end - r.begin);
+  if (r.end > r.begin) fns().gelu_mul(gate + r.begin, up + r.begin, out + r.begin, r.end - r.begin);
 }
 
 void silu_mul(const float* gate, const float* up, float* out, int64_t n, const ExecContext& ctx) {
   Range r = my_range(n, ctx);
-  if (r.end > r.begin)
-    fns().silu_mul(gate + r.begin, up + r.begin, out + r.begin, r.end - r.begin);
+  if (r.end > r.begin) fns().silu_mul(gate + r.begin, up + r.begin, out + r.begin, r.end - r.begin);
 }
 
 }  // namespace kiln::kernels

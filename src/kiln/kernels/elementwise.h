@@ -14,8 +14,8 @@ namespace kiln::kernels {
 
 void add(const float* a, const float* b, float* out, int64_t n, const ExecContext& ctx);
 // out[r, c] = a[r, c] + b_row[c] (bias add).
-void add_row_broadcast(const float* a, const float* b_row, float* out, int64_t rows,
-                       int64_t cols, const ExecContext& ctx);
+void add_row_broadcast(const float* a, const float* b_row, float* out, int64_t rows, int64_t cols,
+                       const ExecContext& ctx);
 void mul(const float* a, const float* b, float* out, int64_t n, const ExecContext& ctx);
 void scale(const float* x, float factor, float* out, int64_t n, const ExecContext& ctx);
 // 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3))), the "gelu_pytorch_tanh" of Gemma.

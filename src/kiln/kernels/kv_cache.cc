@@ -25,8 +25,8 @@ const KvFns& kv_fns() { return pick_isa(kKvScalar, kKvAvx2, kKvAvx512); }
 void check_kv_view(const KvLayerView& view) {
   KILN_CHECK(view.k != nullptr && view.v != nullptr, "kv cache view: null K or V");
   KILN_CHECK(view.n_pages > 0 && view.page_size > 0 && view.n_kv_heads > 0 && view.head_dim > 0,
-             "kv cache view: bad sizes pages={} page_size={} kv_heads={} head_dim={}",
-             view.n_pages, view.page_size, view.n_kv_heads, view.head_dim);
+             "kv cache view: bad sizes pages={} page_size={} kv_heads={} head_dim={}", view.n_pages,
+             view.page_size, view.n_kv_heads, view.head_dim);
 }
 
 void kv_write(const float* k, const float* v, const int32_t* slots, int64_t T,

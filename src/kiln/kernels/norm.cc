@@ -43,12 +43,12 @@ void rms_norm(const float* x, const float* w, float* out, int64_t rows, int64_t 
   KILN_CHECK(eps >= 0.0f, "rms_norm: eps must be >= 0, got {}", eps);
   const auto& f = detail::norm_fns();
   Range r = row_share(rows, cols, ctx);
-  for (int64_t i = r.begin; i < r.end; ++i) f.rms_norm_row(x + i * cols, w, out + i * cols, cols, eps);
+  for (int64_t i = r.begin; i < r.end; ++i)
+    f.rms_norm_row(x + i * cols, w, out + i * cols, cols, eps);
 }
 
-void add_rms_norm(const float* a, const float* b, const float* w, float* sum_out,
-                  float* norm_out, int64_t rows, int64_t cols, float eps,
-                  const ExecContext& ctx) {
+void add_rms_norm(const float* a, const float* b, const float* w, float* sum_out, float* norm_out,
+                  int64_t rows, int64_t cols, float eps, const ExecContext& ctx) {
   KILN_CHECK(rows >= 0 && cols > 0, "add_rms_norm: bad shape [{}, {}]", rows, cols);
   KILN_CHECK(eps >= 0.0f, "add_rms_norm: eps must be >= 0, got {}", eps);
   const auto& norm = detail::norm_fns();

@@ -16,7 +16,7 @@ void rms_norm(const float* x, const float* w, float* out, int64_t rows, int64_t 
 // sum_out = a + b; norm_out = rms_norm(sum_out). Bit-identical to add() then rms_norm() on the
 // same ISA: it runs the very same per-row routines, one row at a time while the row is still
 // in L1. sum_out may alias a or b; norm_out must not alias a, b or sum_out.
-void add_rms_norm(const float* a, const float* b, const float* w, float* sum_out,
-                  float* norm_out, int64_t rows, int64_t cols, float eps, const ExecContext& ctx);
+void add_rms_norm(const float* a, const float* b, const float* w, float* sum_out, float* norm_out,
+                  int64_t rows, int64_t cols, float eps, const ExecContext& ctx);
 
 }  // namespace kiln::kernels

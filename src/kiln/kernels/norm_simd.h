@@ -41,7 +41,8 @@ struct NormSimd {
     float mean = sum_squares(x, n) / static_cast<float>(n);
     F inv = S::set1(1.0f / std::sqrt(mean + eps));
     int64_t i = 0;
-    for (; i + W <= n; i += W) S::store(out + i, S::mul(S::mul(S::load(x + i), inv), S::load(w + i)));
+    for (; i + W <= n; i += W)
+      S::store(out + i, S::mul(S::mul(S::load(x + i), inv), S::load(w + i)));
     if (i < n) {
       int m = static_cast<int>(n - i);
       S::store_n(out + i, S::mul(S::mul(S::load_n(x + i, m), inv), S::load_n(w + i, m)), m);

@@ -21,18 +21,16 @@ void qk_norm_rope_kv_write(const float* q, const float* k, const float* v, const
   const int hd = view.head_dim;
   const int kh = view.n_kv_heads;
   KILN_CHECK(hd % 2 == 0 && hd <= kRopeMaxHeadDim,
-             "qk_norm_rope_kv_write: head_dim must be even and <= {}, got {}", kRopeMaxHeadDim,
-             hd);
-  KILN_CHECK(T >= 0 && n_heads > 0, "qk_norm_rope_kv_write: bad shape T={} n_heads={}", T,
-             n_heads);
+             "qk_norm_rope_kv_write: head_dim must be even and <= {}, got {}", kRopeMaxHeadDim, hd);
+  KILN_CHECK(T >= 0 && n_heads > 0, "qk_norm_rope_kv_write: bad shape T={} n_heads={}", T, n_heads);
   KILN_CHECK((q_norm_w == nullptr) == (k_norm_w == nullptr),
              "qk_norm_rope_kv_write: give both norm weights or neither");
   KILN_CHECK(eps >= 0.0f, "qk_norm_rope_kv_write: eps must be >= 0, got {}", eps);
   const int64_t n_slots = view.n_slots();
   for (int64_t t = 0; t < T; ++t)
     KILN_CHECK(slots[t] < n_slots,
-               "qk_norm_rope_kv_write: slot {} of row {} is outside the pool ({} slots)",
-               slots[t], t, n_slots);
+               "qk_norm_rope_kv_write: slot {} of row {} is outside the pool ({} slots)", slots[t],
+               t, n_slots);
 
   const auto& norm = detail::norm_fns();
   const auto& rope = detail::rope_fns();
@@ -47,7 +45,8 @@ void qk_norm_rope_kv_write(const float* q, const float* k, const float* v, const
     const float* qt = q + t * q_cols;
     float* qo = q_out + t * q_cols;
     if (q_norm_w != nullptr) {
-      for (int h = 0; h < n_heads; ++h) norm.rms_norm_row(qt + h * hd, q_norm_w, qo + h * hd, hd, eps);
+      for (int h = 0; h < n_heads; ++h)
+        norm.rms_norm_row(qt + h * hd, q_norm_w, qo + h * hd, hd, eps);
       qt = qo;
     }
     rope.rotate_heads(qt, qo, n_heads, hd, neox, cos_t, sin_t);

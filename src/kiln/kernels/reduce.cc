@@ -56,8 +56,7 @@ const detail::ReduceFns& fns() {
 
 }  // namespace
 
-void argmax_rows(const float* x, int64_t rows, int64_t cols, int32_t* out,
-                 const ExecContext& ctx) {
+void argmax_rows(const float* x, int64_t rows, int64_t cols, int32_t* out, const ExecContext& ctx) {
   KILN_CHECK(rows >= 0 && cols > 0 && cols <= std::numeric_limits<int32_t>::max(),
              "argmax_rows: bad shape [{}, {}]", rows, cols);
   const auto& f = fns();

@@ -10,8 +10,7 @@ namespace kiln::kernels {
 // out[r] = index of the largest value of row r of x [rows, cols]; ties go to the lowest
 // index; NaN never wins (a row of only NaN gives 0). Exact: every ISA gives the same answer.
 // Threads split the rows.
-void argmax_rows(const float* x, int64_t rows, int64_t cols, int32_t* out,
-                 const ExecContext& ctx);
+void argmax_rows(const float* x, int64_t rows, int64_t cols, int32_t* out, const ExecContext& ctx);
 
 // x = softmax(x) over one row of n values (single-threaded: the sampler calls it per
 // request). -inf entries become 0. Throws kiln::Error if n < 1 or no entry is > -inf.

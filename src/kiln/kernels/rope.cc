@@ -54,8 +54,8 @@ std::vector<float> rope_inv_freq(int head_dim, double freq_base) {
   return inv;
 }
 
-void rope(const float* x, const int32_t* positions, const float* inv_freq, float* out,
-          int64_t rows, int n_heads, int head_dim, bool neox, const ExecContext& ctx) {
+void rope(const float* x, const int32_t* positions, const float* inv_freq, float* out, int64_t rows,
+          int n_heads, int head_dim, bool neox, const ExecContext& ctx) {
   KILN_CHECK(head_dim > 0 && head_dim % 2 == 0 && head_dim <= kRopeMaxHeadDim,
              "rope: head_dim must be even and in [2, {}], got {}", kRopeMaxHeadDim, head_dim);
   KILN_CHECK(rows >= 0 && n_heads > 0, "rope: bad shape rows={} n_heads={}", rows, n_heads);

@@ -19,7 +19,7 @@ std::vector<float> rope_inv_freq(int head_dim, double freq_base);
 // is rotated: neox=true pairs (i, i + head_dim/2) (NeoX / Gemma / Qwen layout), neox=false
 // pairs (2i, 2i + 1) (GPT-J / Llama GGUF layout). out may alias x. Agrees with a float64
 // reference to ~1e-6 relative to the row's magnitude. Threads split the rows.
-void rope(const float* x, const int32_t* positions, const float* inv_freq, float* out,
-          int64_t rows, int n_heads, int head_dim, bool neox, const ExecContext& ctx);
+void rope(const float* x, const int32_t* positions, const float* inv_freq, float* out, int64_t rows,
+          int n_heads, int head_dim, bool neox, const ExecContext& ctx);
 
 }  // namespace kiln::kernels

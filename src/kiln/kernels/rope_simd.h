@@ -20,8 +20,7 @@ struct RopeSimd {
 
   // x0' = x0 c - x1 s, x1' = x1 c + x0 s. Both halves of a pair are loaded before either is
   // stored, so out may alias x.
-  static void rotate_neox(const float* x, float* out, int hd, const float* c_t,
-                          const float* s_t) {
+  static void rotate_neox(const float* x, float* out, int hd, const float* c_t, const float* s_t) {
     int half = hd / 2;
     for (int i = 0; i < half; i += W) {
       int m = half - i < W ? half - i : W;
@@ -49,8 +48,7 @@ struct RopeSimd {
   static void rotate_heads(const float* x, float* out, int n_heads, int hd, bool neox,
                            const float* cos_t, const float* sin_t) {
     if (neox) {
-      for (int h = 0; h < n_heads; ++h)
-        rotate_neox(x + h * hd, out + h * hd, hd, cos_t, sin_t);
+      for (int h = 0; h < n_heads; ++h) rotate_neox(x + h * hd, out + h * hd, hd, cos_t, sin_t);
       return;
     }
     float c2[kRopeMaxHeadDim], s2[kRopeMaxHeadDim];

@@ -56,9 +56,7 @@ struct Avx2 {
   // propagates through clamps.
   static F max(F a, F b) { return _mm256_max_ps(a, b); }
   static F min(F a, F b) { return _mm256_min_ps(a, b); }
-  static F abs(F a) {
-    return _mm256_and_ps(a, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)));
-  }
+  static F abs(F a) { return _mm256_and_ps(a, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff))); }
   static F copysign(F mag, F sgn) {
     const F sign = _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>(0x80000000u)));
     return _mm256_or_ps(_mm256_andnot_ps(sign, mag), _mm256_and_ps(sign, sgn));
@@ -163,14 +161,13 @@ struct Avx2 {
     __m256d cr = _mm256_fmadd_pd(pc, z, _mm256_set1_pd(1.0));
     // q is integral and small, so the low bits of q + 1.5*2^52 hold q as a two's-complement int.
     __m256i qi = _mm256_castpd_si256(_mm256_add_pd(q, _mm256_set1_pd(6755399441055744.0)));
-    __m256d odd = _mm256_castsi256_pd(
-        _mm256_slli_epi64(_mm256_and_si256(qi, _mm256_set1_epi64x(1)), 63));
+    __m256d odd =
+        _mm256_castsi256_pd(_mm256_slli_epi64(_mm256_and_si256(qi, _mm256_set1_epi64x(1)), 63));
     __m256d s = _mm256_blendv_pd(sr, cr, odd);
     __m256d c = _mm256_blendv_pd(cr, sr, odd);
     __m256i sin_sign = _mm256_slli_epi64(_mm256_and_si256(qi, _mm256_set1_epi64x(2)), 62);
     __m256i cos_sign = _mm256_slli_epi64(
-        _mm256_and_si256(_mm256_add_epi64(qi, _mm256_set1_epi64x(1)), _mm256_set1_epi64x(2)),
-        62);
+        _mm256_and_si256(_mm256_add_epi64(qi, _mm256_set1_epi64x(1)), _mm256_set1_epi64x(2)), 62);
     *sin_out = _mm256_castsi256_pd(_mm256_xor_si256(_mm256_castpd_si256(s), sin_sign));
     *cos_out = _mm256_castsi256_pd(_mm256_xor_si256(_mm256_castpd_si256(c), cos_sign));
   }

@@ -56,8 +56,8 @@ struct Avx512 {
   static F abs(F a) { return _mm512_abs_ps(a); }
   static F copysign(F mag, F sgn) {
     const __m512i sign = _mm512_set1_epi32(static_cast<int>(0x80000000u));
-    return _mm512_castsi512_ps(_mm512_ternarylogic_epi32(_mm512_castps_si512(mag),
-                                                         _mm512_castps_si512(sgn), sign, 0xd8));
+    return _mm512_castsi512_ps(
+        _mm512_ternarylogic_epi32(_mm512_castps_si512(mag), _mm512_castps_si512(sgn), sign, 0xd8));
   }
   // Lanes where a < b take `yes`, others `no`.
   static F select_lt(F a, F b, F yes, F no) {
