@@ -52,8 +52,8 @@ TEST(Dequant, MatchesGgufReferenceForEveryType) {
     dequantize_row(*dt, raw.data(), got.data(), n);
     int64_t exact = 0;
     for (int64_t i = 0; i < n; ++i) {
-      ASSERT_LE(ulp_distance(got[i], ref[i]), 1) << name << " element " << i << ": " << got[i]
-                                                 << " vs gguf " << ref[i];
+      ASSERT_LE(ulp_distance(got[i], ref[i]), 1)
+          << name << " element " << i << ": " << got[i] << " vs gguf " << ref[i];
       exact += got[i] == ref[i];
     }
     // Same float operations as ggml, so nearly everything should be bit-exact.
@@ -76,7 +76,7 @@ TEST(Dequant, Q8_0KnownBlock) {
 
 TEST(Dequant, Q5_0KnownBlock) {
   BlockQ5_0 b{};
-  b.d = 0x3c00;  // 1.0
+  b.d = 0x3c00;    // 1.0
   b.qs[3] = 0x5A;  // element 3 low nibble 0xA, element 19 high nibble 0x5
   uint32_t qh = (1u << 3) | (1u << 19) | (1u << 31);
   std::memcpy(b.qh, &qh, 4);
@@ -95,8 +95,8 @@ TEST(Dequant, Q4_KScaleUnpacking) {
   // Sub-block 5: sc = low nibble of scales[9] | top bits of scales[1] << 4;
   //              m  = high nibble of scales[9] | top bits of scales[5] << 4.
   b.scales[9] = 0x73;
-  b.scales[1] = 0x80;  // top bits 10 -> sc += 32
-  b.scales[5] = 0x40;  // top bits 01 -> m += 16
+  b.scales[1] = 0x80;       // top bits 10 -> sc += 32
+  b.scales[5] = 0x40;       // top bits 01 -> m += 16
   b.qs[2 * 32 + 7] = 0x90;  // sub-block 5 = chunk 2, high nibbles: element 160 + 7 has code 9
   float out[256];
   dequantize_row(DType::Q4_K, &b, out, 256);

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "kiln/base/error.h"
+#include "kiln/kernels/matmul_kernels.h"
 #include "matmul_test_util.h"
 
 namespace kiln::kernels {
@@ -298,6 +299,47 @@ TEST(Matmul, ArgmaxMatchesLogits) {
         ASSERT_EQ(ids[i], reference_argmax(&logits[i * n], n))
             << dtype_name(t) << " row " << i << " nth " << nth;
     }
+  }
+}
+
+// The activation quantizers of every tier agree bit for bit, also on zero, NaN, infinite,
+// subnormal and huge inputs (a NaN or infinity must not make any tier read or write out of
+// bounds, and all tiers must treat it the same way).
+TEST(Matmul, ActivationQuantizationTiersAgree) {
+  std::mt19937 rng(17);
+  const int64_t k = 32 * 9;
+  auto x = random_acts(1, k, rng);
+  const float inf = std::numeric_limits<float>::infinity();
+  for (int j = 0; j < 32; ++j) x[32 + j] = 0.0f;                                   // zero block
+  x[64 + 3] = std::numeric_limits<float>::quiet_NaN();                             // NaN
+  x[96 + 5] = inf;                                                                 // +inf
+  x[128 + 1] = -inf;                                                               // -inf
+  for (int j = 0; j < 32; ++j) x[160 + j] = 1e-40f * (j - 16);                     // subnormal
+  for (int j = 0; j < 32; ++j) x[192 + j] = 3e38f * ((j % 3) - 1);                 // huge
+  for (int j = 0; j < 32; ++j) x[224 + j] = (j % 2 ? 0.5f : -0.5f) * (j % 5 + 1);  // ties
+  struct Out {
+    std::vector<int8_t> q = std::vector<int8_t>(k);
+    std::vector<float> d = std::vector<float>(k / 32), ds = std::vector<float>(k / 32);
+    std::vector<int32_t> s16 = std::vector<int32_t>(k / 16), s32 = std::vector<int32_t>(k / 32);
+  };
+  auto run = [&](QuantizeRowFn f) {
+    Out o;
+    f(x.data(), k, o.q.data(), o.d.data(), o.s16.data(), o.s32.data(), o.ds.data());
+    return o;
+  };
+  Out ref = run(quantize_row_scalar);
+  for (int j = 0; j < 32; ++j) EXPECT_EQ(ref.q[32 + j], 0);
+  EXPECT_EQ(ref.d[1], 0.0f);
+  std::vector<QuantizeRowFn> tiers;
+  if (best_isa() >= Isa::Avx2) tiers.push_back(quantize_row_avx2);
+  if (best_isa() >= Isa::Avx512) tiers.push_back(quantize_row_avx512);
+  for (QuantizeRowFn f : tiers) {
+    Out o = run(f);
+    EXPECT_EQ(o.q, ref.q);
+    EXPECT_EQ(o.s16, ref.s16);
+    EXPECT_EQ(o.s32, ref.s32);
+    EXPECT_EQ(0, std::memcmp(o.d.data(), ref.d.data(), ref.d.size() * 4));
+    EXPECT_EQ(0, std::memcmp(o.ds.data(), ref.ds.data(), ref.ds.size() * 4));
   }
 }
 

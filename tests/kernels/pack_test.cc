@@ -10,7 +10,9 @@ namespace {
 using testing::random_rows;
 using testing::weight_dtypes;
 
-int64_t test_k(DType t, int mult) { return dtype_info(t).block_size == 1 ? 7 * mult : dtype_info(t).block_size * mult; }
+int64_t test_k(DType t, int mult) {
+  return dtype_info(t).block_size == 1 ? 7 * mult : dtype_info(t).block_size * mult;
+}
 
 // Repacking loses nothing: every packed row dequantizes to exactly the source row, for every
 // dtype, with N not a multiple of the 16-row group.

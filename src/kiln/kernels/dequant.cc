@@ -81,8 +81,7 @@ void decode_q5_k(const void* p, uint8_t* q, float* scale, float* min) {
     const uint8_t* qs = b.qs + (j / 2) * 32;
     int shift = (j % 2) * 4;
     for (int l = 0; l < 32; ++l)
-      q[j * 32 + l] =
-          static_cast<uint8_t>(((qs[l] >> shift) & 0x0F) | (((b.qh[l] >> j) & 1) << 4));
+      q[j * 32 + l] = static_cast<uint8_t>(((qs[l] >> shift) & 0x0F) | (((b.qh[l] >> j) & 1) << 4));
   }
 }
 

@@ -7,8 +7,8 @@
 
 namespace kiln::kernels {
 
-void embedding(DType table_dtype, const void* table, int64_t vocab, int64_t dim,
-               const int32_t* ids, int64_t T, float* out, const ExecContext& ctx) {
+void embedding(DType table_dtype, const void* table, int64_t vocab, int64_t dim, const int32_t* ids,
+               int64_t T, float* out, const ExecContext& ctx) {
   KILN_CHECK(vocab >= 0 && dim > 0 && T >= 0, "embedding: bad shape vocab={} dim={} T={}", vocab,
              dim, T);
   KILN_CHECK(T == 0 || (ids != nullptr && out != nullptr && table != nullptr),

@@ -11,7 +11,7 @@ namespace kiln::kernels {
 
 // Tokens are split across the group's threads. The caller validates ids; an id outside
 // [0, vocab) still never reads outside the table: its row is written as zeros.
-void embedding(DType table_dtype, const void* table, int64_t vocab, int64_t dim,
-               const int32_t* ids, int64_t T, float* out, const ExecContext& ctx);
+void embedding(DType table_dtype, const void* table, int64_t vocab, int64_t dim, const int32_t* ids,
+               int64_t T, float* out, const ExecContext& ctx);
 
 }  // namespace kiln::kernels

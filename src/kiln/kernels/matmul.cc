@@ -63,6 +63,7 @@ void check_common(const PackedWeight& w, const float* x, int64_t m, void* scratc
   KILN_CHECK(m >= 0, "matmul: negative row count {}", m);
   KILN_CHECK(m == 0 || x != nullptr, "matmul: null input");
   KILN_CHECK(m == 0 || !w.quantized() || scratch != nullptr, "matmul: null scratch");
+  KILN_CHECK(reinterpret_cast<uintptr_t>(scratch) % 4 == 0, "matmul: scratch must be 4-aligned");
   KILN_CHECK(ctx.nth >= 1 && ctx.tid >= 0 && ctx.tid < ctx.nth, "matmul: bad thread {} of {}",
              ctx.tid, ctx.nth);
 }
@@ -157,11 +158,9 @@ void matmul(const PackedWeight& w, const float* x, int64_t m, float* y, const fl
 }
 
 void matmul_split(const PackedWeight& w, const float* x, int64_t m, float* const* outs,
-                  const int64_t* split_cols, int n_splits, void* scratch,
-                  const ExecContext& ctx) {
+                  const int64_t* split_cols, int n_splits, void* scratch, const ExecContext& ctx) {
   check_common(w, x, m, scratch, ctx);
-  KILN_CHECK(n_splits >= 1 && outs != nullptr && split_cols != nullptr,
-             "matmul_split: no outputs");
+  KILN_CHECK(n_splits >= 1 && outs != nullptr && split_cols != nullptr, "matmul_split: no outputs");
   int64_t total = 0;
   for (int s = 0; s < n_splits; ++s) {
     KILN_CHECK(split_cols[s] >= 0, "matmul_split: negative split {}", split_cols[s]);

@@ -22,7 +22,8 @@
 
 namespace kiln::kernels {
 
-// Scratch bytes matmul / matmul_split need for m rows (0 for float weights).
+// Scratch bytes matmul / matmul_split need for m rows (0 for float weights). Scratch must be at
+// least 4-byte aligned (64 is best) and is shared by the whole group.
 size_t matmul_scratch_bytes(const PackedWeight& w, int64_t m);
 
 // y[m, N] = x[m, K] * W^T (+ residual[m, N] when non-null; residual may alias y).

@@ -35,11 +35,11 @@ template <int Bits, int S, int J>
 inline void add_high_bits(__m512i* w, __m512i plane) {
   if constexpr (J < S / 4) {
     if constexpr (Bits == 5) {
-      w[J] = _mm512_or_si512(w[J], _mm512_and_si512(shift_bytes<4 - J>(plane),
-                                                    _mm512_set1_epi8(0x10)));
+      w[J] = _mm512_or_si512(w[J],
+                             _mm512_and_si512(shift_bytes<4 - J>(plane), _mm512_set1_epi8(0x10)));
     } else {
-      w[J] = _mm512_or_si512(w[J], _mm512_and_si512(shift_bytes<4 - 2 * J>(plane),
-                                                    _mm512_set1_epi8(0x30)));
+      w[J] = _mm512_or_si512(
+          w[J], _mm512_and_si512(shift_bytes<4 - 2 * J>(plane), _mm512_set1_epi8(0x30)));
     }
     add_high_bits<Bits, S, J + 1>(w, plane);
   }
@@ -136,7 +136,7 @@ void tile_float(const uint8_t* group, const ActView& a, int64_t row0, float* til
 // Runtime row count -> compile-time tile height.
 template <template <int> class K>
 void by_rows(const uint8_t* group, const ActView& a, int64_t row0, int mt, float* tile) {
-  static_assert(kMaxTileRows == 4);
+  static_assert(kMaxTileRows == 8);
   switch (mt) {
     case 1:
       return K<1>::run(group, a, row0, tile);
@@ -144,8 +144,16 @@ void by_rows(const uint8_t* group, const ActView& a, int64_t row0, int mt, float
       return K<2>::run(group, a, row0, tile);
     case 3:
       return K<3>::run(group, a, row0, tile);
-    default:
+    case 4:
       return K<4>::run(group, a, row0, tile);
+    case 5:
+      return K<5>::run(group, a, row0, tile);
+    case 6:
+      return K<6>::run(group, a, row0, tile);
+    case 7:
+      return K<7>::run(group, a, row0, tile);
+    default:
+      return K<8>::run(group, a, row0, tile);
   }
 }
 
@@ -202,8 +210,8 @@ TileFn tile_fn_avx512(DType t) {
   }
 }
 
-void quantize_row_avx512(const float* x, int64_t k, int8_t* q, float* d, int32_t* s16,
-                         int32_t* s32, float* ds) {
+void quantize_row_avx512(const float* x, int64_t k, int8_t* q, float* d, int32_t* s16, int32_t* s32,
+                         float* ds) {
   const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
   for (int64_t b = 0; b < k / 32; ++b) {
     __m512 x0 = _mm512_loadu_ps(x + 32 * b), x1 = _mm512_loadu_ps(x + 32 * b + 16);

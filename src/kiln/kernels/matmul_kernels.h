@@ -32,12 +32,11 @@ struct ActView {
 };
 
 // Rows a tile kernel handles in one pass over a group's weights.
-inline constexpr int kMaxTileRows = 4;
+inline constexpr int kMaxTileRows = 8;
 
 // Computes tile[i * 16 + r] for activation rows row0 .. row0 + mt - 1 (mt in 1..kMaxTileRows)
 // and the 16 rows (output columns) of one packed group.
-using TileFn = void (*)(const uint8_t* group, const ActView& a, int64_t row0, int mt,
-                        float* tile);
+using TileFn = void (*)(const uint8_t* group, const ActView& a, int64_t row0, int mt, float* tile);
 
 // Quantizes one activation row of k inputs (k a multiple of 32) as the contract says.
 using QuantizeRowFn = void (*)(const float* x, int64_t k, int8_t* q, float* d, int32_t* s16,
@@ -46,11 +45,11 @@ using QuantizeRowFn = void (*)(const float* x, int64_t k, int8_t* q, float* d, i
 TileFn tile_fn_scalar(DType t);
 TileFn tile_fn_avx2(DType t);
 TileFn tile_fn_avx512(DType t);
-void quantize_row_scalar(const float* x, int64_t k, int8_t* q, float* d, int32_t* s16,
-                         int32_t* s32, float* ds);
+void quantize_row_scalar(const float* x, int64_t k, int8_t* q, float* d, int32_t* s16, int32_t* s32,
+                         float* ds);
 void quantize_row_avx2(const float* x, int64_t k, int8_t* q, float* d, int32_t* s16, int32_t* s32,
                        float* ds);
-void quantize_row_avx512(const float* x, int64_t k, int8_t* q, float* d, int32_t* s16,
-                         int32_t* s32, float* ds);
+void quantize_row_avx512(const float* x, int64_t k, int8_t* q, float* d, int32_t* s16, int32_t* s32,
+                         float* ds);
 
 }  // namespace kiln::kernels

@@ -119,8 +119,8 @@ TileFn tile_fn_scalar(DType t) {
   }
 }
 
-void quantize_row_scalar(const float* x, int64_t k, int8_t* q, float* d, int32_t* s16,
-                         int32_t* s32, float* ds) {
+void quantize_row_scalar(const float* x, int64_t k, int8_t* q, float* d, int32_t* s16, int32_t* s32,
+                         float* ds) {
   for (int64_t b = 0; b < k / 32; ++b) {
     const float* xb = x + b * 32;
     float amax = 0.0f;

@@ -86,8 +86,7 @@ void pack_quant_group(DType t, const PackedLayout& L, const uint8_t* const* rows
   }
 }
 
-void pack_float_group(const PackedLayout& L, const uint8_t* const* rows, int64_t K,
-                      uint8_t* out) {
+void pack_float_group(const PackedLayout& L, const uint8_t* const* rows, int64_t K, uint8_t* out) {
   const int e = L.elem_bytes;
   for (int64_t k = 0; k < K; ++k) {
     for (int r = 0; r < R; ++r) {

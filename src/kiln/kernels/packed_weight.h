@@ -79,15 +79,15 @@ class PackedWeight {
 
 // Layout facts shared by the packer and the kernels.
 struct PackedLayout {
-  bool is_float;      // F32/F16/BF16: [K][16] elements per group
-  int elem_bytes;     // float types: 4 or 2
-  int sub_block;      // quantized: inputs per record (32 or 16)
-  int bits;           // quantized: code width
-  int zero_point;     // quantized without min
+  bool is_float;   // F32/F16/BF16: [K][16] elements per group
+  int elem_bytes;  // float types: 4 or 2
+  int sub_block;   // quantized: inputs per record (32 or 16)
+  int bits;        // quantized: code width
+  int zero_point;  // quantized without min
   bool has_min;
   bool f16_scale;
-  int code_bytes;     // quantized: bytes of codes per record (incl. the high-bit plane)
-  int record_bytes;   // quantized: codes + scales (+ mins)
+  int code_bytes;    // quantized: bytes of codes per record (incl. the high-bit plane)
+  int record_bytes;  // quantized: codes + scales (+ mins)
 };
 PackedLayout packed_layout(DType t);  // throws for types without a packed form
 
