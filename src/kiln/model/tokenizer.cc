@@ -51,10 +51,9 @@ Tokenizer::Tokenizer(TokenizerVocab vocab) : vocab_(std::move(vocab)) {
     types_[i] = t == 0 ? TokenType::kNormal : static_cast<TokenType>(t);
   }
 
-  token_to_id_.reserve(n);
+  token_to_id_.build(vocab_.tokens, [](int32_t) { return true; });
   for (size_t i = 0; i < n; ++i) {
     const auto id = static_cast<int32_t>(i);
-    token_to_id_.try_emplace(vocab_.tokens[i], id);
     switch (types_[i]) {
       case TokenType::kUserDefined:
         special_.add(vocab_.tokens[i], id, /*always=*/true);
@@ -73,10 +72,8 @@ Tokenizer::Tokenizer(TokenizerVocab vocab) : vocab_(std::move(vocab)) {
   if (vocab_.eos_id) end_of_generation_.insert(*vocab_.eos_id);
   for (int32_t id : vocab_.eot_ids) end_of_generation_.insert(id);
   for (std::string_view name : kEndOfTurnNames) {
-    auto it = token_to_id_.find(name);
-    if (it != token_to_id_.end() && types_[it->second] == TokenType::kControl) {
-      end_of_generation_.insert(it->second);
-    }
+    std::optional<int32_t> id = token_to_id_.find(name);
+    if (id && types_[*id] == TokenType::kControl) end_of_generation_.insert(*id);
   }
 }
 
@@ -172,9 +169,7 @@ bool Tokenizer::is_special(int32_t id) const {
 }
 
 std::optional<int32_t> Tokenizer::find_token(std::string_view piece) const {
-  auto it = token_to_id_.find(piece);
-  if (it == token_to_id_.end()) return std::nullopt;
-  return it->second;
+  return token_to_id_.find(piece);
 }
 
 bool Tokenizer::is_end_of_generation(int32_t id) const { return end_of_generation_.count(id) != 0; }

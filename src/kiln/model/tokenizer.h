@@ -10,10 +10,10 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
+#include "kiln/model/tokenizer_piece_index.h"
 #include "kiln/model/tokenizer_special_matcher.h"
 #include "kiln/model/tokenizer_vocab.h"
 
@@ -26,6 +26,8 @@ class Tokenizer {
   // Throws kiln::Error for an unknown model or pre-tokenizer name, or an inconsistent vocab.
   static std::unique_ptr<Tokenizer> create(TokenizerVocab vocab);
   virtual ~Tokenizer() = default;
+  Tokenizer(const Tokenizer&) = delete;  // indexes point into the owned vocab
+  Tokenizer& operator=(const Tokenizer&) = delete;
 
   // add_special: BOS / EOS as the vocab asks (add_bos, add_eos).
   // parse_special: control token text in `text` (e.g. "<start_of_turn>") becomes that token;
@@ -51,6 +53,7 @@ class Tokenizer {
 
   int32_t bos() const { return bos_; }  // kNoToken when the vocab has none
   int32_t eos() const { return eos_; }
+  bool add_bos() const { return vocab_.add_bos; }  // encode(add_special) prepends bos()
   bool add_space_prefix() const { return vocab_.add_space_prefix; }
   // eos, the vocab's eot ids, and end-of-turn control tokens found by name (<end_of_turn>,
   // <|eot_id|>, <|im_end|>, <|eom_id|>, <|end_of_text|>, <|endoftext|>).
@@ -72,7 +75,7 @@ class Tokenizer {
 
   TokenizerVocab vocab_;
   std::vector<TokenType> types_;
-  std::unordered_map<std::string_view, int32_t> token_to_id_;  // first id wins on duplicates
+  PieceIndex token_to_id_;  // every token; the first id wins on duplicates
 
  private:
   SpecialTokenMatcher special_;

@@ -6,6 +6,7 @@
 
 #include <array>
 #include <queue>
+#include <unordered_map>
 
 #include "kiln/base/error.h"
 #include "kiln/model/tokenizer_pretokenizer.h"

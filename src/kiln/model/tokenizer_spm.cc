@@ -44,16 +44,18 @@ class SpmTokenizer final : public Tokenizer {
     KILN_CHECK(!vocab_.scores.empty(), "SentencePiece tokenizer has no token scores");
     byte_ids_.fill(-1);
     const bool typed = !vocab_.token_types.empty();
+    // sentencepiece merges into normal, user-defined and unused pieces only; control, unknown
+    // and byte pieces never come out of a merge.
+    pieces_.build(vocab_.tokens, [&](int32_t id) {
+      const TokenType t = types_[id];
+      if (t != TokenType::kNormal && t != TokenType::kUserDefined && t != TokenType::kUnused) {
+        return false;
+      }
+      return typed || parse_byte_piece(vocab_.tokens[id]) < 0;
+    });
     for (size_t i = 0; i < vocab_.tokens.size(); ++i) {
       const TokenType t = types_[i];
       const auto id = static_cast<int32_t>(i);
-      // sentencepiece merges into normal, user-defined and unused pieces only; control,
-      // unknown and byte pieces never come out of a merge.
-      if (t == TokenType::kNormal || t == TokenType::kUserDefined || t == TokenType::kUnused) {
-        if (!(t == TokenType::kNormal && !typed && parse_byte_piece(vocab_.tokens[i]) >= 0)) {
-          pieces_.try_emplace(vocab_.tokens[i], id);
-        }
-      }
       if (t == TokenType::kByte || !typed) {
         const int b = parse_byte_piece(vocab_.tokens[i]);
         if (b >= 0 && byte_ids_[b] < 0) byte_ids_[b] = id;
@@ -113,7 +115,7 @@ class SpmTokenizer final : public Tokenizer {
   void emit(std::string_view norm, const std::vector<Node>& nodes, int32_t node,
             std::vector<int32_t>& out) const;
 
-  std::unordered_map<std::string_view, int32_t> pieces_;
+  PieceIndex pieces_;
   std::array<int32_t, 256> byte_ids_;
   int32_t unk_ = kNoToken;
 };
@@ -151,9 +153,9 @@ void SpmTokenizer::encode_fragment(std::string_view text, bool text_start,
     if (left < 0 || right < 0) return;
     const Node& n = nodes[symbols[left].node];
     const uint32_t len = symbols[left].len + symbols[right].len;
-    auto it = pieces_.find(std::string_view(norm).substr(n.start, len));
-    if (it == pieces_.end()) return;
-    agenda.push(Candidate{vocab_.scores[it->second], left, right, len});
+    const int32_t id = pieces_.find_or(std::string_view(norm).substr(n.start, len), -1);
+    if (id < 0) return;
+    agenda.push(Candidate{vocab_.scores[id], left, right, len});
   };
   for (size_t i = 1; i < symbols.size(); ++i) {
     consider(static_cast<int32_t>(i - 1), static_cast<int32_t>(i));
@@ -187,13 +189,13 @@ void SpmTokenizer::emit(std::string_view norm, const std::vector<Node>& nodes, i
                         std::vector<int32_t>& out) const {
   const Node& n = nodes[node];
   const std::string_view piece = norm.substr(n.start, n.len);
-  auto it = pieces_.find(piece);
-  if (it != pieces_.end()) {
-    if (types_[it->second] == TokenType::kUnused && n.left >= 0) {
+  const int32_t id = pieces_.find_or(piece, -1);
+  if (id >= 0) {
+    if (types_[id] == TokenType::kUnused && n.left >= 0) {
       emit(norm, nodes, n.left, out);
       emit(norm, nodes, n.right, out);
     } else {
-      out.push_back(it->second);
+      out.push_back(id);
     }
     return;
   }
