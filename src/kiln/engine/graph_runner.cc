@@ -18,6 +18,39 @@ namespace {
 using Json = nlohmann::json;
 namespace in = model::input_names;
 
+Json memory_to_json(const graph::MemoryPlan& m) {
+  Json buffers = Json::array();
+  for (const auto& b : m.buffers)
+    buffers.push_back({b.value.node, b.value.index, b.offset, b.size, b.first, b.last, b.slot});
+  return {{"arena_bytes", m.arena_bytes}, {"planned_bytes", m.planned_bytes}, {"alignment", m.alignment},
+          {"buffers", buffers}, {"index", m.index}};
+}
+
+graph::MemoryPlan memory_from_json(const Json& j) {
+  graph::MemoryPlan m;
+  m.arena_bytes = j.at("arena_bytes").get<size_t>();
+  m.planned_bytes = j.at("planned_bytes").get<size_t>();
+  m.alignment = j.at("alignment").get<size_t>();
+  for (const auto& b : j.at("buffers")) {
+    graph::PlannedBuffer p;
+    p.value = {b.at(0).get<int32_t>(), b.at(1).get<int32_t>()};
+    p.offset = b.at(2).get<size_t>();
+    p.size = b.at(3).get<size_t>();
+    p.first = b.at(4).get<int>();
+    p.last = b.at(5).get<int>();
+    p.slot = b.at(6).get<int>();
+    m.buffers.push_back(p);
+  }
+  m.index = j.at("index").get<std::vector<std::vector<int>>>();
+  return m;
+}
+
+std::string pipeline_description() {
+  std::string d;
+  for (const auto& p : graph::pipeline_passes()) d += std::string(p.name) + (p.rewrites ? "," : "(analysis),");
+  return d;
+}
+
 template <typename T>
 void copy_rows(const std::vector<T>& src, Tensor& dst, int64_t live, int64_t padded, T pad) {
   T* d = dst.data_as<T>();
@@ -42,7 +75,7 @@ GraphRunner::~GraphRunner() { aligned_free(arena_); }
 // weight data), but their names, dtypes and shapes are.
 std::string GraphRunner::cache_description() const {
   std::string d = fmt::format("kiln {} | passes {} | optimize {} | levels {} | isa {} | cpu {} | threads {} | ",
-                              KILN_VERSION, graph::pipeline_description(), options_.optimize,
+                              KILN_VERSION, pipeline_description(), options_.optimize,
                               options_.plan.level_barriers, isa_name(active_isa()), cpu_feature_string(),
                               threads_.size());
   graph::KvGeometry kv = runner_.kv_geometry();
@@ -77,10 +110,7 @@ void GraphRunner::capture(const std::function<void(int64_t, int64_t)>& progress)
     try {
       Json j = Json::parse(*payload);
       for (const auto& e : j.at("plans")) {
-        graph::MemoryPlan mem;
-        mem.arena_bytes = e.at("arena_bytes").get<size_t>();
-        mem.planned_bytes = e.at("planned_bytes").get<size_t>();
-        mem.offsets = e.at("offsets").get<std::vector<std::vector<int64_t>>>();
+        graph::MemoryPlan mem = memory_from_json(e.at("memory"));
         plans_.push_back({e.at("bs").get<int>(), e.at("greedy").get<bool>(),
                           graph::Plan::prepare(graph::parse(e.at("ir").get<std::string>()), options_.plan, mem)});
         if (progress) progress(static_cast<int64_t>(plans_.size()), total);
@@ -105,17 +135,16 @@ void GraphRunner::capture(const std::function<void(int64_t, int64_t)>& progress)
       shape.kv_pages = pool_.n_pages();
       shape.page_size = pool_.page_size();
       graph::Graph g = runner_.trace(shape);
-      if (options_.optimize) {
-        graph::PipelineResult r = graph::run_pipeline(g);
-        if (stats_.pass_report.empty()) stats_.pass_report = r.report();
-      }
+      // optimize: every pass; replay: only the in-place analysis (the graph as traced).
+      graph::PipelineOptions popts;
+      popts.rewrites = options_.optimize;
+      auto pass_stats = graph::run_pipeline(g, popts);
+      if (stats_.pass_report.empty()) stats_.pass_report = graph::format_pass_stats(pass_stats);
       auto plan = graph::Plan::prepare(std::move(g), options_.plan);
       j["plans"].push_back({{"bs", bs},
                             {"greedy", greedy},
                             {"ir", graph::print(plan->graph())},
-                            {"arena_bytes", plan->memory().arena_bytes},
-                            {"planned_bytes", plan->memory().planned_bytes},
-                            {"offsets", plan->memory().offsets}});
+                            {"memory", memory_to_json(plan->memory())}});
       plans_.push_back({bs, greedy, std::move(plan)});
       if (progress) progress(static_cast<int64_t>(plans_.size()), total);
     }

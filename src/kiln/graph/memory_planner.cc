@@ -1,95 +1,145 @@
 #include "kiln/graph/memory_planner.h"
 
-#include <algorithm>
-#include <map>
+#include <fmt/format.h>
 
+#include <algorithm>
+#include <numeric>
+
+#include "kiln/base/error.h"
 #include "kiln/graph/lowering.h"
-#include "kiln/graph/schedule.h"
+#include "kiln/graph/passes/inplace.h"
 
 namespace kiln::graph {
 namespace {
 
-constexpr size_t kAlign = 64;
+size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
-size_t aligned(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
-
-struct Interval {
-  int begin;
-  int end;  // inclusive
-  size_t bytes;
-  std::vector<std::pair<int, int>> values;  // (node, output) sharing this buffer
+struct Slot {
+  size_t size = 0;
+  int first = 0;
+  int last = 0;
+  size_t offset = 0;
+  bool placed = false;
 };
+
+bool overlaps(const Slot& a, const Slot& b) { return a.first <= b.last && b.first <= a.last; }
 
 }  // namespace
 
-MemoryPlan plan_memory(const Graph& g) {
-  const int n = g.num_nodes();
+size_t dense_byte_size(const ValueType& type) {
+  return dtype_bytes(type.dtype, type.shape.numel());
+}
+
+const PlannedBuffer* MemoryPlan::find(Value v) const {
+  if (v.node < 0 || v.node >= static_cast<int>(index.size())) return nullptr;
+  const auto& outs = index[v.node];
+  if (v.index < 0 || v.index >= static_cast<int>(outs.size()) || outs[v.index] < 0) return nullptr;
+  return &buffers[outs[v.index]];
+}
+
+std::string MemoryPlan::describe() const {
+  std::string out;
+  for (const PlannedBuffer& b : buffers) {
+    out += fmt::format("%{}:{}  offset {:>10}  size {:>10}  live [{}, {}]  slot {}\n", b.value.node,
+                       b.value.index, b.offset, b.size, b.first, b.last, b.slot);
+  }
+  out += fmt::format("arena {} bytes, planned {} bytes, reuse {:.2f}x\n", arena_bytes,
+                     planned_bytes, reuse_ratio());
+  return out;
+}
+
+MemoryPlan plan_memory(const Graph& g, const ByteSizeFn& byte_size, size_t alignment,
+                       const std::vector<int>* time) {
+  KILN_CHECK(alignment > 0 && (alignment & (alignment - 1)) == 0,
+             "alignment {} is not a power of two", alignment);
   MemoryPlan plan;
-  plan.offsets.resize(n);
-  for (int i = 0; i < n; ++i) plan.offsets[i].assign(g.node(i).outputs.size(), -1);
+  plan.alignment = alignment;
+  const int n = g.num_nodes();
+  plan.index.resize(n);
 
-  std::vector<int> level = node_levels(g);
-  std::vector<std::vector<bool>> is_output(n);
-  for (int i = 0; i < n; ++i) is_output[i].assign(g.node(i).outputs.size(), false);
-  for (const Value& v : g.outputs()) is_output[v.node][v.index] = true;
+  std::vector<std::vector<bool>> graph_output(n);
+  for (int i = 0; i < n; ++i) graph_output[i].assign(g.node(i).outputs.size(), false);
+  for (const Value& v : g.outputs()) graph_output[v.node][v.index] = true;
 
-  // The buffer holding each value: views and tokens resolve to what they alias.
-  std::vector<std::vector<int>> buffer_of(n);
-  std::vector<Interval> buffers;
-  auto owner = [&](Value v) -> int { return buffer_of[v.node].empty() ? -1 : buffer_of[v.node][v.index]; };
+  // Which values the arena holds, and their lifetimes.
   for (int i = 0; i < n; ++i) {
     const Node& node = g.node(i);
-    buffer_of[i].assign(node.outputs.size(), -1);
+    plan.index[i].assign(node.outputs.size(), -1);
     if (node.is_source()) continue;
-    for (size_t k = 0; k < node.outputs.size(); ++k) {
+    for (int k = 0; k < static_cast<int>(node.outputs.size()); ++k) {
       const ValueType& t = node.outputs[k];
-      if (t.dtype == DType::Token || is_output[i][k]) continue;
-      if (output_is_view(node) || (k == 0 && node.attrs.get_int("inplace", 0) != 0)) {
-        buffer_of[i][k] = owner(node.inputs[0]);  // shares input 0's bytes (-1 if unplanned)
-        if (buffer_of[i][k] >= 0) buffers[buffer_of[i][k]].values.emplace_back(i, static_cast<int>(k));
-        continue;
-      }
-      buffer_of[i][k] = static_cast<int>(buffers.size());
-      buffers.push_back({level[i], level[i], aligned(dtype_bytes(t.dtype, t.shape.numel())), {{i, static_cast<int>(k)}}});
+      if (t.dtype == DType::Token || graph_output[i][k]) continue;
+      plan.index[i][k] = static_cast<int>(plan.buffers.size());
+      PlannedBuffer b;
+      b.value = Value{i, k};
+      b.size = round_up(std::max<size_t>(byte_size(t), 1), alignment);
+      b.first = b.last = time ? (*time)[i] : i;
+      plan.buffers.push_back(b);
     }
   }
-  // Extend each buffer to the last level that reads any value living in it.
   for (int i = 0; i < n; ++i) {
     for (const Value& in : g.node(i).inputs) {
-      int b = owner(in);
-      if (b >= 0) buffers[b].end = std::max(buffers[b].end, level[i]);
+      const int b = plan.index[in.node][in.index];
+      if (b >= 0) plan.buffers[b].last = std::max(plan.buffers[b].last, time ? (*time)[i] : i);
     }
   }
 
-  // Greedy best-fit: place big buffers first; each goes to the lowest offset where it does
-  // not overlap any already-placed buffer whose interval intersects its own.
-  std::vector<int> order(buffers.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return buffers[a].bytes > buffers[b].bytes; });
-  std::vector<int64_t> offset(buffers.size(), -1);
+  // Slots: one per buffer, except in-place outputs join their input's slot.
+  std::vector<int> slot_of(plan.buffers.size());
+  std::vector<Slot> slots;
+  for (size_t b = 0; b < plan.buffers.size(); ++b) {
+    PlannedBuffer& buf = plan.buffers[b];
+    const Node& node = g.node(buf.value.node);
+    int joined = -1;
+    if (buf.value.index == 0 && (is_inplace(node) || output_is_view(node)) && !node.inputs.empty()) {
+      const int in_buf = plan.index[node.inputs[0].node][node.inputs[0].index];
+      // Only a planned input whose bytes suffice can be shared; otherwise plan separately.
+      if (in_buf >= 0 && plan.buffers[in_buf].size >= buf.size) joined = slot_of[in_buf];
+    }
+    if (joined < 0) {
+      joined = static_cast<int>(slots.size());
+      slots.push_back(Slot{buf.size, buf.first, buf.last});
+    }
+    Slot& s = slots[joined];
+    s.size = std::max(s.size, buf.size);
+    s.first = std::min(s.first, buf.first);
+    s.last = std::max(s.last, buf.last);
+    slot_of[b] = joined;
+    buf.slot = joined;
+    plan.planned_bytes += buf.size;
+  }
+
+  // Greedy best-fit, largest slots first (ties: earlier first, then slot order, for determinism).
+  std::vector<int> order(slots.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](int a, int b) {
+    if (slots[a].size != slots[b].size) return slots[a].size > slots[b].size;
+    if (slots[a].first != slots[b].first) return slots[a].first < slots[b].first;
+    return a < b;
+  });
   std::vector<int> placed;
-  for (int b : order) {
-    const Interval& cur = buffers[b];
-    std::vector<std::pair<int64_t, int64_t>> busy;  // [start, end) of conflicting buffers
+  for (int s : order) {
+    Slot& slot = slots[s];
+    std::vector<std::pair<size_t, size_t>> busy;  // [offset, end) of overlapping placed slots
     for (int p : placed) {
-      const Interval& o = buffers[p];
-      if (o.begin <= cur.end && cur.begin <= o.end) busy.emplace_back(offset[p], offset[p] + static_cast<int64_t>(o.bytes));
+      if (overlaps(slots[p], slot))
+        busy.emplace_back(slots[p].offset, slots[p].offset + slots[p].size);
     }
     std::sort(busy.begin(), busy.end());
-    int64_t best = -1, best_gap = INT64_MAX, cursor = 0;
-    for (const auto& [s, e] : busy) {
-      if (s > cursor && s - cursor >= static_cast<int64_t>(cur.bytes) && s - cursor < best_gap) {
+    size_t best = SIZE_MAX, best_gap = SIZE_MAX, cursor = 0;
+    for (const auto& [begin, end] : busy) {
+      if (begin > cursor && begin - cursor >= slot.size && begin - cursor < best_gap) {
         best = cursor;
-        best_gap = s - cursor;
+        best_gap = begin - cursor;
       }
-      cursor = std::max(cursor, e);
+      cursor = std::max(cursor, end);
     }
-    offset[b] = best >= 0 ? best : cursor;
-    placed.push_back(b);
-    plan.arena_bytes = std::max(plan.arena_bytes, static_cast<size_t>(offset[b]) + cur.bytes);
-    plan.planned_bytes += cur.bytes;
-    for (auto [node, k] : cur.values) plan.offsets[node][k] = offset[b];
+    slot.offset = best != SIZE_MAX ? best : cursor;  // else above everything live meanwhile
+    slot.placed = true;
+    placed.push_back(s);
+    plan.arena_bytes = std::max(plan.arena_bytes, slot.offset + slot.size);
   }
+  for (PlannedBuffer& b : plan.buffers) b.offset = slots[b.slot].offset;
   return plan;
 }
 

@@ -11,10 +11,16 @@ std::unique_ptr<Plan> Plan::prepare(Graph graph, const PlanOptions& options, std
   std::unique_ptr<Plan> plan(new Plan());
   plan->graph_ = std::move(graph);
   plan->options_ = options;
-  plan->memory_ = memory ? std::move(*memory) : plan_memory(plan->graph_);
   const Graph& g = plan->graph_;
-  KILN_CHECK(static_cast<int>(plan->memory_.offsets.size()) == g.num_nodes(),
-             "memory plan is for another graph ({} nodes, graph has {})", plan->memory_.offsets.size(), g.num_nodes());
+  if (memory) {
+    plan->memory_ = std::move(*memory);
+  } else {
+    // Nodes of a level run concurrently: liveness is measured in levels.
+    std::vector<int> time = node_levels(g);
+    plan->memory_ = plan_memory(g, dense_byte_size, 64, &time);
+  }
+  KILN_CHECK(static_cast<int>(plan->memory_.index.size()) == g.num_nodes(),
+             "memory plan is for another graph ({} nodes, graph has {})", plan->memory_.index.size(), g.num_nodes());
   // Static input buffers: their addresses are baked into the steps, so the caller copies the
   // live rows of each step's inputs here (or writes them here directly).
   plan->input_of_node_.assign(g.num_nodes(), -1);
@@ -58,9 +64,9 @@ void* Plan::address_of(Value v) {
     }
   }
   if (output_is_view(n)) return address_of(n.inputs[0]);
-  int64_t offset = memory_.offsets[v.node][v.index];
-  KILN_CHECK(offset >= 0, "value %{}:{} ({}) has no buffer in the memory plan", v.node, v.index, op_name(n.op));
-  return arena_ + offset;
+  const PlannedBuffer* b = memory_.find(v);
+  KILN_CHECK(b != nullptr, "value %{}:{} ({}) has no buffer in the memory plan", v.node, v.index, op_name(n.op));
+  return arena_ + b->offset;
 }
 
 void Plan::bind(void* arena, WeightProvider& weights, const KvGeometry& kv, void* kv_pool, int n_threads) {
