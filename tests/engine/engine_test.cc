@@ -89,7 +89,8 @@ GenerateRequest make_request(int prompt_len, uint64_t seed, int max_new, double 
                              bool ignore_eos = true) {
   std::mt19937_64 rng(seed * 7919 + 1);
   GenerateRequest r;
-  for (int i = 0; i < prompt_len; ++i) r.prompt_ids.push_back(3 + static_cast<int32_t>(rng() % (kVocab - 3)));
+  for (int i = 0; i < prompt_len; ++i)
+    r.prompt_ids.push_back(3 + static_cast<int32_t>(rng() % (kVocab - 3)));
   r.sampling.temperature = temperature;
   r.sampling.top_k = temperature > 0 ? 50 : -1;
   r.sampling.seed = seed;
@@ -265,7 +266,8 @@ TEST(Engine, PreemptionUnderATinyPoolFinishesEverythingIdentically) {
     ec.enable_prefix_cache = cache;
     Harness h({2, 1, 8, 4, 24}, ec);  // 96 tokens; each request needs up to 40
     std::vector<uint64_t> ids;
-    for (int i = 0; i < 8; ++i) ids.push_back(h.submit(make_request(10, 80 + i, 30, i % 2 ? 0.8 : 0.0)));
+    for (int i = 0; i < 8; ++i)
+      ids.push_back(h.submit(make_request(10, 80 + i, 30, i % 2 ? 0.8 : 0.0)));
     ASSERT_TRUE(h.collector.wait(8));
     for (auto id : ids) h.expect_matches_reference(id);
     EXPECT_GT(h.engine->stats().preemptions, 0) << "cache " << cache;
@@ -398,7 +400,8 @@ TEST(Engine, ShutdownAbortsEverythingInFlightExactlyOnce) {
   Harness h({2, 1, 8, 4, 256});
   std::vector<uint64_t> ids;
   for (int i = 0; i < 10; ++i) ids.push_back(h.submit(make_request(8, i, 400, 0.5)));
-  for (int i = 0; i < 1000 && h.model.decode_steps.load() < 3; ++i) std::this_thread::sleep_for(1ms);
+  for (int i = 0; i < 1000 && h.model.decode_steps.load() < 3; ++i)
+    std::this_thread::sleep_for(1ms);
   h.engine->shutdown();
   EXPECT_EQ(h.collector.finished(), 10);
   for (auto id : ids) {
@@ -459,7 +462,8 @@ TEST(Engine, SixtyFourConcurrentSubmittersFromSeveralThreads) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < 8; ++i) {
         const int k = t * 8 + i;
-        GenerateRequest r = make_request(3 + k % 17, 1000 + k, 4 + k % 23, k % 3 ? 0.7 : 0.0, k % 2);
+        GenerateRequest r =
+            make_request(3 + k % 17, 1000 + k, 4 + k % 23, k % 3 ? 0.7 : 0.0, k % 2);
         const uint64_t id = h.engine->submit(r, h.collector.callback());
         std::lock_guard lk(ids_mu);
         h.requests[id] = r;

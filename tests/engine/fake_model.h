@@ -79,16 +79,16 @@ constexpr uint64_t kHistorySeed = 0x1234567887654321ULL;
 inline void fake_logits(uint64_t h, int64_t vocab, float eos_bias, float* out) {
   for (int64_t v = 0; v < vocab; ++v) {
     const uint64_t r = mix64(h ^ (static_cast<uint64_t>(v) * 0xD6E8FEB86659FD93ULL));
-    out[v] = static_cast<float>(static_cast<double>(r >> 40) / static_cast<double>(1 << 24)) *
-                 8.0f - 4.0f;
+    out[v] =
+        static_cast<float>(static_cast<double>(r >> 40) / static_cast<double>(1 << 24)) * 8.0f -
+        4.0f;
     if (v <= FakeTokenizer::kEot) out[v] -= eos_bias;
   }
 }
 
 class FakeModel : public ModelExecutor {
  public:
-  FakeModel(const KvPool& pool, int64_t vocab = 512, int64_t context = 4096,
-            float eos_bias = 2.0f)
+  FakeModel(const KvPool& pool, int64_t vocab = 512, int64_t context = 4096, float eos_bias = 2.0f)
       : page_size_(pool.page_size()),
         n_pages_(pool.n_pages()),
         vocab_(vocab),
@@ -168,8 +168,8 @@ class FakeModel : public ModelExecutor {
   }
 
   std::function<void(const StepBatch&)> before_forward;  // e.g. block, or count
-  int32_t poison_token = -1;                              // forward() throws when it sees it
-  std::vector<std::string> errors;                        // well-formedness violations
+  int32_t poison_token = -1;                             // forward() throws when it sees it
+  std::vector<std::string> errors;                       // well-formedness violations
   std::atomic<int64_t> steps{0}, decode_steps{0}, greedy_steps{0}, rows{0};
   std::atomic<int64_t> max_batch_seqs{0}, max_batch_rows{0};
 

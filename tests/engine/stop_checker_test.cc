@@ -55,8 +55,8 @@ TEST(StopChecker, StopStringSplitAcrossTokensIsHeldBackAndCut) {
   Fed r = feed(c, tok.encode_letters("abc enxend"));
   // "en" is held while it may become "end", released when 'x' breaks it.
   EXPECT_EQ(r.deltas[0], "a");
-  EXPECT_EQ(r.deltas[4], "");   // "e" held
-  EXPECT_EQ(r.deltas[5], "");   // "en" held
+  EXPECT_EQ(r.deltas[4], "");  // "e" held
+  EXPECT_EQ(r.deltas[5], "");  // "en" held
   EXPECT_EQ(r.deltas[6], "enx");
   EXPECT_TRUE(r.last.finished);
   EXPECT_EQ(r.last.reason, FinishReason::Stop);

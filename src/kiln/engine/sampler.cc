@@ -35,8 +35,8 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 // std::uniform_real_distribution, whose algorithm is unspecified).
 double uniform01(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
 
-// exp(x) for x <= 0 (and -inf), branch-free so that loops over a vocabulary vectorize (std::exp does
-// not): x = n + f with n an integer and |f| <= 1/2 in base 2, 2^f by its degree-6 Taylor
+// exp(x) for x <= 0 (and -inf), branch-free so that loops over a vocabulary vectorize (std::exp
+// does not): x = n + f with n an integer and |f| <= 1/2 in base 2, 2^f by its degree-6 Taylor
 // polynomial (relative error ~1e-7, float precision), 2^n through the exponent bits.
 inline float exp_nonpositive(float x) {
   // Clamp at -87 (exp is ~0 there; keeps 2^n a normal float) on the bits: for x <= 0 and
