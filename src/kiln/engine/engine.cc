@@ -79,7 +79,14 @@ struct Engine::Impl {
         }
       }
       for (uint64_t id : cans) scheduler.cancel(id);
-      for (auto* p : fls) p->set_value(scheduler.flush_cache());
+      if (!fls.empty()) {
+        const bool flushed = scheduler.flush_cache();
+        {
+          std::lock_guard lk(mu);  // publish first: the caller's next stats() sees the flush
+          published = scheduler.stats();
+        }
+        for (auto* p : fls) p->set_value(flushed);
+      }
       if (stop) {
         scheduler.abort_all("the engine is shutting down");
         std::lock_guard lk(mu);
