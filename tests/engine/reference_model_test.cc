@@ -105,7 +105,7 @@ void check_model(const std::string& model_dir) {
       const float* ref_last = &c.logits[(c.positions.size() - 1) * c.vocab];
       double err = row_error(last.data(), ref_last, c.vocab);
       EXPECT_LT(err, tol) << "prefill logits of the last position";
-      RecordProperty("prefill_error_" + c.name, std::to_string(err));
+      ::testing::Test::RecordProperty("prefill_error_" + c.name, std::to_string(err));
       // Greedy continuation, token for token.
       std::vector<int32_t> got = h.greedy(prefill, argmax(last), static_cast<int>(c.greedy.size()) - 1);
       got.insert(got.begin(), argmax(last));
