@@ -13,21 +13,23 @@ namespace {
 
 // No node depends (by data or effect order) on another node of its own level, and each node's
 // level is exactly one above its deepest dependency.
-void check_levels(const Graph& g, const Schedule& s) {
+void check_levels(const Graph& g, const std::vector<std::vector<int>>& levels) {
+  const std::vector<int> level_of = node_levels(g);
   int scheduled = 0;
-  for (size_t l = 0; l < s.levels.size(); ++l) {
-    EXPECT_FALSE(s.levels[l].empty()) << "empty level " << l + 1;
-    for (int i : s.levels[l]) {
+  for (size_t l = 0; l < levels.size(); ++l) {
+    EXPECT_FALSE(levels[l].empty()) << "empty level " << l;
+    for (int i : levels[l]) {
       ++scheduled;
-      EXPECT_EQ(s.level_of[i], static_cast<int>(l) + 1);
-      int deepest = 0;
+      EXPECT_EQ(level_of[i], static_cast<int>(l));
+      int deepest = -1;
       for (const Value& in : g.node(i).inputs) {
-        EXPECT_LT(s.level_of[in.node], s.level_of[i])
-            << "node " << i << " depends on node " << in.node;
-        deepest = std::max(deepest, s.level_of[in.node]);
+        EXPECT_LT(level_of[in.node], level_of[i]) << "node " << i << " depends on node " << in.node;
+        deepest = std::max(deepest, level_of[in.node]);
       }
       // A write may sit higher than its inputs only to follow readers of the state it replaces.
-      if (!has_side_effect(g.node(i).op)) EXPECT_EQ(s.level_of[i], deepest + 1) << "node " << i;
+      if (!has_side_effect(g.node(i).op)) {
+        EXPECT_EQ(level_of[i], deepest + 1) << "node " << i;
+      }
     }
   }
   // Readers of a token run in an earlier level than the write that consumes that token.
@@ -37,11 +39,14 @@ void check_levels(const Graph& g, const Schedule& s) {
     for (int w = 0; w < g.num_nodes(); ++w) {
       const int we = effect_input(g.node(w).op);
       if (has_side_effect(g.node(w).op) && g.node(w).inputs[we] == g.node(r).inputs[e]) {
-        EXPECT_LT(s.level_of[r], s.level_of[w]);
+        EXPECT_LT(level_of[r], level_of[w]);
       }
     }
   }
-  EXPECT_EQ(scheduled, s.ops);
+  for (int i = 0; i < g.num_nodes(); ++i) {
+    if (g.node(i).is_source()) EXPECT_EQ(level_of[i], -1);
+  }
+  EXPECT_EQ(scheduled, schedule_stats(levels).ops);
 }
 
 TEST(Schedule, LevelsOfASmallGraph) {
@@ -55,15 +60,16 @@ TEST(Schedule, LevelsOfASmallGraph) {
   %d = add(%c, %b) : f32[2,8]
   return %d
 })IR");
-  const Schedule s = schedule_levels(g);
-  check_levels(g, s);
-  ASSERT_EQ(s.levels.size(), 3u);
-  EXPECT_EQ(s.levels[0], (std::vector<int>{3, 4}));  // both matmuls at once
-  EXPECT_EQ(s.levels[1], (std::vector<int>{5}));
-  EXPECT_EQ(s.levels[2], (std::vector<int>{6}));
-  EXPECT_EQ(s.barriers_per_op(), 4);
-  EXPECT_EQ(s.barriers_per_level(), 3);
-  EXPECT_EQ(s.max_width(), 2);
+  const auto levels = schedule_levels(g);
+  check_levels(g, levels);
+  ASSERT_EQ(levels.size(), 3u);
+  EXPECT_EQ(levels[0], (std::vector<int>{3, 4}));  // both matmuls at once
+  EXPECT_EQ(levels[1], (std::vector<int>{5}));
+  EXPECT_EQ(levels[2], (std::vector<int>{6}));
+  const ScheduleStats s = schedule_stats(levels);
+  EXPECT_EQ(s.ops, 4);
+  EXPECT_EQ(s.levels, 3);
+  EXPECT_EQ(s.max_width, 2);
 }
 
 TEST(Schedule, AWriteWaitsForReadersOfTheStateItReplaces) {
@@ -79,11 +85,11 @@ TEST(Schedule, AWriteWaitsForReadersOfTheStateItReplaces) {
   %t1 = kv_write(%t0, %k, %k, %s) {layer=1} : token[]
   return %a, %t1
 })IR");
-  const Schedule s = schedule_levels(g);
-  check_levels(g, s);
-  EXPECT_EQ(s.level_of[4], 1);  // first write
-  EXPECT_EQ(s.level_of[7], 3);  // attention after gelu, gelu
-  EXPECT_EQ(s.level_of[8], 4);  // second write: after the attention reads layer 0's state
+  check_levels(g, schedule_levels(g));
+  const std::vector<int> level = node_levels(g);
+  EXPECT_EQ(level[4], 0);  // first write
+  EXPECT_EQ(level[7], 2);  // attention after gelu, gelu
+  EXPECT_EQ(level[8], 3);  // second write: after the attention reads layer 0's state
 }
 
 // Traced as is, q/k/v and gate/up projections are independent and share a level. After the
@@ -97,13 +103,14 @@ TEST(Schedule, TransformerGraphsHaveFewerBarriersThanOpsUntilFused) {
     PipelineOptions options;
     options.rewrites = optimize;
     run_pipeline(g, options);
-    const Schedule s = schedule_levels(g);
-    check_levels(g, s);
+    const auto levels = schedule_levels(g);
+    check_levels(g, levels);
+    const ScheduleStats s = schedule_stats(levels);
     if (optimize) {
-      EXPECT_EQ(s.barriers_per_level(), s.barriers_per_op()) << s.describe(g);
+      EXPECT_EQ(s.levels, s.ops) << describe_schedule(g, levels);
     } else {
-      EXPECT_LT(s.barriers_per_level(), s.barriers_per_op()) << s.describe(g);
-      EXPECT_EQ(s.max_width(), 3);  // q, k, v projections
+      EXPECT_LT(s.levels, s.ops) << describe_schedule(g, levels);
+      EXPECT_EQ(s.max_width, 3);  // q, k, v projections
     }
   }
 }

@@ -6,59 +6,71 @@
 #include <numeric>
 
 #include "kiln/base/error.h"
-#include "kiln/graph/printer.h"
 
 namespace kiln::graph {
 
-int Schedule::max_width() const {
-  size_t w = 0;
-  for (const auto& l : levels) w = std::max(w, l.size());
-  return static_cast<int>(w);
-}
-
-std::string Schedule::describe(const Graph& g) const {
-  std::string out;
-  for (size_t l = 0; l < levels.size(); ++l) {
-    out += fmt::format("level {}:", l + 1);
-    for (int i : levels[l]) out += fmt::format(" %{}={}", i, op_name(g.node(i).op));
-    out += "\n";
-  }
-  out += fmt::format("{} ops in {} levels: {} barriers per step instead of {}\n", ops,
-                     levels.size(), barriers_per_level(), barriers_per_op());
-  return out;
-}
-
-Schedule schedule_levels(const Graph& g) {
+std::vector<int> node_levels(const Graph& g) {
   const int n = g.num_nodes();
-  Schedule s;
-  s.level_of.assign(n, 0);
-  // Highest level among the readers of each value that is (or may become) consumed by a write.
+  std::vector<int> level(n, -1);
+  // Highest level among the readers of each value that a write may consume (a state token):
+  // the write must come after every read of the state it replaces.
   std::vector<std::vector<int>> reader_level(n);
-  for (int i = 0; i < n; ++i) reader_level[i].assign(g.node(i).outputs.size(), 0);
+  for (int i = 0; i < n; ++i) reader_level[i].assign(g.node(i).outputs.size(), -1);
   for (int i = 0; i < n; ++i) {
     const Node& node = g.node(i);
     if (node.is_source()) continue;
-    int level = 0;
+    int lv = 0;
     for (const Value& in : node.inputs) {
       KILN_CHECK(in.node < i, "schedule: node {} reads node {}, which comes later", i, in.node);
-      level = std::max(level, s.level_of[in.node]);
+      lv = std::max(lv, level[in.node] + 1);
     }
     const int effect = effect_input(node.op);
-    if (effect >= 0 && has_side_effect(node.op)) {
+    if (effect >= 0) {
       const Value kv = node.inputs[effect];
-      level =
-          std::max(level, reader_level[kv.node][kv.index]);  // after every reader of the old state
+      int& readers = reader_level[kv.node][kv.index];
+      if (has_side_effect(node.op)) {
+        lv = std::max(lv, readers + 1);  // after every reader of the old state
+      } else {
+        readers = std::max(readers, lv);
+      }
     }
-    s.level_of[i] = level + 1;
-    if (effect >= 0 && !has_side_effect(node.op)) {
-      int& r = reader_level[node.inputs[effect].node][node.inputs[effect].index];
-      r = std::max(r, s.level_of[i]);
-    }
-    if (static_cast<int>(s.levels.size()) < s.level_of[i]) s.levels.resize(s.level_of[i]);
-    s.levels[s.level_of[i] - 1].push_back(i);
-    ++s.ops;
+    level[i] = lv;
+  }
+  return level;
+}
+
+std::vector<std::vector<int>> schedule_levels(const Graph& g) {
+  const std::vector<int> level = node_levels(g);
+  std::vector<std::vector<int>> levels;
+  for (int i = 0; i < g.num_nodes(); ++i) {
+    if (level[i] < 0) continue;
+    if (static_cast<int>(levels.size()) <= level[i]) levels.resize(level[i] + 1);
+    levels[level[i]].push_back(i);
+  }
+  return levels;
+}
+
+ScheduleStats schedule_stats(const std::vector<std::vector<int>>& levels) {
+  ScheduleStats s;
+  s.levels = static_cast<int>(levels.size());
+  for (const auto& l : levels) {
+    s.ops += static_cast<int>(l.size());
+    s.max_width = std::max(s.max_width, static_cast<int>(l.size()));
   }
   return s;
+}
+
+std::string describe_schedule(const Graph& g, const std::vector<std::vector<int>>& levels) {
+  std::string out;
+  for (size_t l = 0; l < levels.size(); ++l) {
+    out += fmt::format("level {}:", l);
+    for (int i : levels[l]) out += fmt::format(" %{}={}", i, op_name(g.node(i).op));
+    out += "\n";
+  }
+  const ScheduleStats s = schedule_stats(levels);
+  out += fmt::format("{} ops in {} levels: {} barriers per step instead of {}\n", s.ops, s.levels,
+                     s.levels, s.ops);
+  return out;
 }
 
 std::vector<WorkerGroup> split_workers(const std::vector<double>& costs, int threads) {

@@ -2,10 +2,10 @@
 // of one level, which never depend on each other, can run at the same time on disjoint worker
 // groups, with one barrier per level instead of one per op.
 //
-// A node's level is 1 + the highest level among the nodes it depends on (sources are level 0
-// and are not scheduled). Dependencies are the data inputs plus the effect order: a mutating
-// op comes after every reader of the state token it consumes (the readers must see the state
-// before the write). The token chain itself is a data dependency, so writes stay in order.
+// A node's level is 1 + the highest level among the nodes it depends on (0 when it depends on
+// sources only; sources are not scheduled). Dependencies are the data inputs plus the effect order:
+// a mutating op comes after every reader of the state token it consumes (the readers must see the
+// state before the write). The token chain itself is a data dependency, so writes stay in order.
 #pragma once
 #include <string>
 #include <vector>
@@ -14,18 +14,20 @@
 
 namespace kiln::graph {
 
-struct Schedule {
-  std::vector<std::vector<int>> levels;  // node indices per level (level 1 first), in graph order
-  std::vector<int> level_of;             // per node; 0 for sources
-  int ops = 0;                           // scheduled (non-source) nodes
-  // Barriers per step when every op ends with one, and when every level does.
-  int barriers_per_op() const { return ops; }
-  int barriers_per_level() const { return static_cast<int>(levels.size()); }
-  int max_width() const;
-  std::string describe(const Graph& graph) const;
-};
+// Level of every node, counting from 0 (sources: -1, they do not run).
+std::vector<int> node_levels(const Graph& graph);
+// The non-source nodes of each level, in ascending node order.
+std::vector<std::vector<int>> schedule_levels(const Graph& graph);
 
-Schedule schedule_levels(const Graph& graph);
+// What grouping by levels buys, for `kiln graph` and logs.
+struct ScheduleStats {
+  int ops = 0;        // scheduled (non-source) nodes: barriers per step with one per op
+  int levels = 0;     // barriers per step with one per level
+  int max_width = 0;  // most nodes in one level
+};
+ScheduleStats schedule_stats(const std::vector<std::vector<int>>& levels);
+// One line per level ("level 0: %3=matmul %4=matmul") and the barrier counts.
+std::string describe_schedule(const Graph& graph, const std::vector<std::vector<int>>& levels);
 
 // A contiguous range of worker threads.
 struct WorkerGroup {
