@@ -44,7 +44,9 @@ void check_levels(const Graph& g, const std::vector<std::vector<int>>& levels) {
     }
   }
   for (int i = 0; i < g.num_nodes(); ++i) {
-    if (g.node(i).is_source()) EXPECT_EQ(level_of[i], -1);
+    if (g.node(i).is_source()) {
+      EXPECT_EQ(level_of[i], -1);
+    }
   }
   EXPECT_EQ(scheduled, schedule_stats(levels).ops);
 }
