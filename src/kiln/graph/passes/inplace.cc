@@ -4,6 +4,25 @@
 
 namespace kiln::graph {
 
+namespace {
+
+// True when the bytes behind `v` are an intermediate's and nothing reads them after node
+// `user`. A reshape is a view of its input's bytes (the runtime never copies it), so the bytes
+// behind a reshape are its input's: every value up a chain of reshapes must die at the next
+// link, and the first non-reshape producer must not be a source.
+bool dies_here(const Graph& g, const UseMap& uses, Value v, int user) {
+  while (true) {
+    if (!uses.only_user_is(v, user)) return false;
+    const Node& producer = g.node(v.node);
+    if (producer.is_source()) return false;
+    if (producer.op != Op::Reshape) return true;
+    user = v.node;
+    v = producer.inputs[0];
+  }
+}
+
+}  // namespace
+
 bool is_inplace(const Node& node) { return node.attrs.get_int("inplace", 0) != 0; }
 
 PassResult run_inplace(Graph& g, const PassOptions&) {
@@ -19,9 +38,8 @@ PassResult run_inplace(Graph& g, const PassOptions&) {
       const Value in = n.inputs[0];
       const ValueType& in_type = g.type(in);
       const ValueType& out_type = n.outputs[0];
-      ok = !g.node(in.node).is_source() && uses.only_user_is(in, i) &&
-           !uses.is_output(Value{i, 0}) && in_type.dtype == out_type.dtype &&
-           in_type.dtype != DType::Token &&
+      ok = dies_here(g, uses, in, i) && !uses.is_output(Value{i, 0}) &&
+           in_type.dtype == out_type.dtype && in_type.dtype != DType::Token &&
            dtype_bytes(in_type.dtype, in_type.shape.numel()) ==
                dtype_bytes(out_type.dtype, out_type.shape.numel());
     }

@@ -2,7 +2,9 @@
 // memory planner gives both one slot. A node gets the attribute {inplace=1} when
 //   - its op is in-place capable in the op table (elementwise, norms, rope, reshape, gated acts),
 //   - input 0 is an intermediate (not a param, state or input: those buffers are not ours),
-//   - input 0 has this node as its only use (it dies here) and is not a graph output,
+//   - input 0 has this node as its only use (it dies here) and is not a graph output; through
+//     reshapes, which are views of their input's bytes, the same holds for every value up the
+//     chain (an in-place write into a reshape of a param or of a still-used value is refused),
 //   - output 0 has the same dtype and byte size as input 0, and is not a graph output
 //     (outputs get their own buffers).
 // Every earlier {inplace} attribute is recomputed, so the pass is idempotent.
