@@ -1,0 +1,22 @@
+// model::Tokenizer as the engine's TokenText: decode, end-of-generation ids, and streaming
+// through model::IncrementalDecoder (continuing after a prompt, so a generated leading space
+// is kept).
+#pragma once
+#include "kiln/engine/token_text.h"
+#include "kiln/model/tokenizer.h"
+
+namespace kiln::engine {
+
+class TokenizerText : public TokenText {
+ public:
+  explicit TokenizerText(const model::Tokenizer& tokenizer) : tokenizer_(&tokenizer) {}
+  std::string decode(std::span<const int32_t> ids, bool skip_special) const override;
+  bool is_end_of_generation(int32_t id) const override;
+  int64_t vocab_size() const override;
+  std::unique_ptr<TextStream> stream(bool skip_special) const override;
+
+ private:
+  const model::Tokenizer* tokenizer_;
+};
+
+}  // namespace kiln::engine
