@@ -40,7 +40,7 @@ TEST(IncrementalText, HoldsBackSplitUtf8) {
   EXPECT_EQ(t.push(FakeTokenizer::kByteA9), "\xC3\xA9");
   EXPECT_EQ(t.push(FakeTokenizer::kEos), "");  // special, skipped
   EXPECT_EQ(t.push(FakeTokenizer::kByteC3), "");
-  EXPECT_EQ(t.flush(), "\xC3");  // at the end, whatever is left
+  EXPECT_EQ(t.finish(), "\xC3");  // at the end, whatever is left
   EXPECT_TRUE(ends_with_incomplete_utf8("ab\xE2\x82"));
   EXPECT_FALSE(ends_with_incomplete_utf8("ab\xE2\x82\xAC"));
   EXPECT_TRUE(ends_with_incomplete_utf8("x\xEF\xBF\xBD"));

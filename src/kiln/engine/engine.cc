@@ -9,6 +9,7 @@
 #include "kiln/base/error.h"
 #include "kiln/base/log.h"
 #include "kiln/engine/scheduler.h"
+#include "kiln/engine/tokenizer_text.h"
 
 namespace kiln::engine {
 
@@ -120,6 +121,13 @@ struct Engine::Impl {
 Engine::Engine(ModelExecutor& executor, KvPool& pool, const TokenText& tokenizer,
                const EngineConfig& config)
     : impl_(std::make_unique<Impl>(executor, pool, tokenizer, config, nullptr)) {}
+
+Engine::Engine(ModelExecutor& executor, KvPool& pool, const model::Tokenizer& tokenizer,
+               const EngineConfig& config) {
+  auto adapter = std::make_unique<TokenizerText>(tokenizer);
+  const TokenText& text = *adapter;
+  impl_ = std::make_unique<Impl>(executor, pool, text, config, std::move(adapter));
+}
 
 Engine::~Engine() { shutdown(); }
 

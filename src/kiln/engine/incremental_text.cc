@@ -4,6 +4,10 @@
 
 namespace kiln::engine {
 
+std::unique_ptr<TextStream> TokenText::stream(bool skip_special) const {
+  return std::make_unique<IncrementalText>(*this, skip_special);
+}
+
 bool ends_with_incomplete_utf8(const std::string& s) {
   const size_t n = s.size();
   if (n >= 3 && s.compare(n - 3, 3, "\xEF\xBF\xBD") == 0) return true;
@@ -49,7 +53,7 @@ std::string IncrementalText::push(int32_t token) {
   return delta;
 }
 
-std::string IncrementalText::flush() {
+std::string IncrementalText::finish() {
   if (read_ == ids_.size()) return {};
   const std::string context = decode(prefix_, read_);
   const std::string window = decode(prefix_, ids_.size());

@@ -13,15 +13,15 @@
 
 namespace kiln::engine {
 
-class IncrementalText {
+class IncrementalText : public TextStream {
  public:
   IncrementalText(const TokenText& tokenizer, bool skip_special)
       : tokenizer_(&tokenizer), skip_special_(skip_special) {}
 
   // Appends a token; returns the text that became final (possibly empty).
-  std::string push(int32_t token);
+  std::string push(int32_t token) override;
   // Returns whatever is still held back (an incomplete character at the end of generation).
-  std::string flush();
+  std::string finish() override;
 
  private:
   std::string decode(size_t begin, size_t end) const;

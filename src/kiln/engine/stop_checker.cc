@@ -16,7 +16,7 @@ void validate(const StopConditions& stop) {
 
 StopChecker::StopChecker(const StopConditions& stop, const TokenText& tokenizer, bool skip_special,
                          std::span<const int32_t> eog_ids)
-    : stop_(stop), tokenizer_(&tokenizer), text_(tokenizer, skip_special) {
+    : stop_(stop), tokenizer_(&tokenizer), text_(tokenizer.stream(skip_special)) {
   validate(stop);
   if (stop_.min_new_tokens > 0) {
     if (!stop_.ignore_eos) banned_.assign(eog_ids.begin(), eog_ids.end());
@@ -76,18 +76,18 @@ StopUpdate StopChecker::on_token(int32_t token) {
   const bool may_stop = generated_ >= stop_.min_new_tokens;
   ++generated_;
   if (may_stop && is_stop_token(token)) {
-    u.text_delta = std::move(pending_) + text_.flush();
+    u.text_delta = std::move(pending_) + text_->finish();
     pending_.clear();
     u.finished = true;
     u.reason = FinishReason::Stop;
     u.matched_stop_token = token;
     return u;
   }
-  pending_ += text_.push(token);
+  pending_ += text_->push(token);
   if (may_stop && match_stop_string(u)) return u;
   if (generated_ >= stop_.max_new_tokens) {
     // The last token may complete a character (and so a stop string) only once flushed.
-    pending_ += text_.flush();
+    pending_ += text_->finish();
     if (may_stop && match_stop_string(u)) return u;
     u.text_delta = std::move(pending_);
     pending_.clear();

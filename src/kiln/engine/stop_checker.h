@@ -10,6 +10,7 @@
 // (EOS or a stop id) is never emitted.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -49,7 +50,7 @@ class StopChecker {
 
   StopConditions stop_;
   const TokenText* tokenizer_;
-  IncrementalText text_;
+  std::unique_ptr<TextStream> text_;
   std::vector<int32_t> banned_;  // EOS + stop ids, while below min_new_tokens
   std::string pending_;          // decoded text not yet streamed
   int generated_ = 0;

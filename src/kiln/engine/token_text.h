@@ -1,12 +1,23 @@
-// What the engine needs from a tokenizer: detokenization and the end-of-generation test.
-// A small interface so the scheduler and the stop checker can be tested with a fake
+// What the engine needs from a tokenizer: streaming detokenization and the end-of-generation
+// test. A small interface so the scheduler and the stop checker can be tested with a fake
 // vocabulary; model::Tokenizer is adapted to it (tokenizer_text.h).
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 
 namespace kiln::engine {
+
+// Detokenizes generated tokens one at a time, UTF-8 safe.
+class TextStream {
+ public:
+  virtual ~TextStream() = default;
+  // The text that became final with this token (possibly empty).
+  virtual std::string push(int32_t token) = 0;
+  // End of generation: whatever is still held back (an unfinished character).
+  virtual std::string finish() = 0;
+};
 
 class TokenText {
  public:
@@ -17,6 +28,9 @@ class TokenText {
   virtual std::string decode(std::span<const int32_t> ids, bool skip_special) const = 0;
   virtual bool is_end_of_generation(int32_t id) const = 0;
   virtual int64_t vocab_size() const = 0;
+  // A stream for tokens that continue a prompt (so a leading space is real text). The default
+  // decodes sliding windows with decode() (IncrementalText).
+  virtual std::unique_ptr<TextStream> stream(bool skip_special) const;
 };
 
 }  // namespace kiln::engine

@@ -1,4 +1,6 @@
-// The model's Tokenizer seen through the engine's TokenText interface.
+// model::Tokenizer as the engine's TokenText: decode, end-of-generation ids, and streaming
+// through model::IncrementalDecoder (continuing after a prompt, so a generated leading space
+// is kept).
 #pragma once
 #include "kiln/engine/token_text.h"
 #include "kiln/model/tokenizer.h"
@@ -7,15 +9,14 @@ namespace kiln::engine {
 
 class TokenizerText : public TokenText {
  public:
-  explicit TokenizerText(const model::Tokenizer& tokenizer) : tokenizer_(tokenizer) {}
-  std::string decode(std::span<const int32_t> ids, bool skip_special) const override {
-    return tokenizer_.decode(std::vector<int32_t>(ids.begin(), ids.end()), skip_special);
-  }
-  bool is_end_of_generation(int32_t id) const override { return tokenizer_.is_end_of_generation(id); }
-  int64_t vocab_size() const override { return tokenizer_.vocab_size(); }
+  explicit TokenizerText(const model::Tokenizer& tokenizer) : tokenizer_(&tokenizer) {}
+  std::string decode(std::span<const int32_t> ids, bool skip_special) const override;
+  bool is_end_of_generation(int32_t id) const override;
+  int64_t vocab_size() const override;
+  std::unique_ptr<TextStream> stream(bool skip_special) const override;
 
  private:
-  const model::Tokenizer& tokenizer_;
+  const model::Tokenizer* tokenizer_;
 };
 
 }  // namespace kiln::engine
