@@ -43,7 +43,7 @@ engine::RuntimeOptions options(const fs::path& model, engine::GraphMode mode, in
   o.max_graph_bs = max_bs;
   o.kv_tokens = 16384;
   o.context_length = 256;
-  o.cache_dir = "";
+  o.compile_cache = false;  // tests never touch the user's compile cache
   return o;
 }
 
@@ -88,7 +88,7 @@ class GraphVsEager : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GraphVsEager, GreedyTokensIdenticalAcrossBatchSizes) {
   fs::path model = tiny_model(GetParam());
-  if (!fs::exists(model)) GTEST_SKIP() << "fixture missing: " << model;
+  ASSERT_TRUE(fs::exists(model)) << "fixture missing (run tests/fixtures/generate_all.py): " << model;
   engine::Runtime eager(options(model, engine::GraphMode::Off, 1));
   engine::Runtime graph(options(model, engine::GraphMode::Optimize, 32));
   for (int bs : {1, 3, 8, 32}) {
@@ -106,7 +106,7 @@ TEST_P(GraphVsEager, GreedyTokensIdenticalAcrossBatchSizes) {
 // captured size (5 -> 8 here) with inert rows.
 TEST_P(GraphVsEager, LogitsBitIdenticalWithPadding) {
   fs::path model = tiny_model(GetParam());
-  if (!fs::exists(model)) GTEST_SKIP() << "fixture missing: " << model;
+  ASSERT_TRUE(fs::exists(model)) << "fixture missing (run tests/fixtures/generate_all.py): " << model;
   engine::RuntimeOptions go = options(model, engine::GraphMode::Optimize, 8);
   engine::Runtime graph(go);
   engine::Runtime eager(options(model, engine::GraphMode::Off, 1));
@@ -139,7 +139,7 @@ INSTANTIATE_TEST_SUITE_P(TinyModels, GraphVsEager,
 
 TEST(GraphReplay, NoHeapAllocationDuringReplay) {
   fs::path model = tiny_model("tiny-gemma3");
-  if (!fs::exists(model)) GTEST_SKIP() << "fixture missing: " << model;
+  ASSERT_TRUE(fs::exists(model)) << "fixture missing (run tests/fixtures/generate_all.py): " << model;
   engine::Runtime rt(options(model, engine::GraphMode::Optimize, 4));
   ModelHarness h(rt.executor(), rt.kv_pool());
   Sequence a, b, c;

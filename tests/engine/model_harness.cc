@@ -5,15 +5,10 @@
 
 namespace kiln::testing {
 
-ModelHarness::~ModelHarness() {
-  for (Sequence* s : live_) pool_.free(s->pages), s->pages.clear();
-}
-
 void ModelHarness::release(Sequence& seq) {
   pool_.free(seq.pages);
   seq.pages.clear();
   seq.len = 0;
-  live_.erase(std::remove(live_.begin(), live_.end(), &seq), live_.end());
 }
 
 int32_t argmax(const std::vector<float>& row) {
@@ -28,7 +23,6 @@ std::vector<std::vector<float>> ModelHarness::step(std::vector<Sequence*> seqs,
   const int page = pool_.page_size();
   for (size_t s = 0; s < seqs.size(); ++s) {
     Sequence& q = *seqs[s];
-    if (std::find(live_.begin(), live_.end(), &q) == live_.end()) live_.push_back(&q);
     const int64_t need = (q.len + static_cast<int64_t>(tokens[s].size()) + page - 1) / page;
     if (need > static_cast<int64_t>(q.pages.size()) &&
         !pool_.alloc(need - static_cast<int64_t>(q.pages.size()), q.pages))

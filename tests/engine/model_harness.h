@@ -1,5 +1,6 @@
 // Drives a ModelExecutor directly (no scheduler) for model-level tests: sequences with their
 // own KV pages, prefill of many tokens in one step, decode steps over several sequences.
+// Pages stay allocated until release(); tests use a pool per runtime, so leftovers vanish with it.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -17,7 +18,6 @@ struct Sequence {
 class ModelHarness {
  public:
   ModelHarness(engine::ModelExecutor& exec, engine::KvPool& pool) : exec_(exec), pool_(pool) {}
-  ~ModelHarness();
 
   // Appends `tokens` to each sequence in one step (every sequence may get a different number
   // of tokens: chunked prefill and decode mixed). Returns, per sequence, the last row's logits
@@ -31,7 +31,6 @@ class ModelHarness {
  private:
   engine::ModelExecutor& exec_;
   engine::KvPool& pool_;
-  std::vector<Sequence*> live_;
 };
 
 int32_t argmax(const std::vector<float>& row);

@@ -26,6 +26,7 @@ struct RefCase {
   std::vector<int32_t> prompt;
   std::vector<int32_t> positions;  // prompt positions with logits rows
   std::vector<int32_t> greedy;
+  std::vector<double> margins;  // reference top-1 minus top-2 logit at each greedy step
   int64_t vocab = 0;
   std::vector<float> logits;  // [positions, vocab]
 };
@@ -49,6 +50,7 @@ std::vector<RefCase> load_cases(const std::string& model_dir) {
     c.prompt = j.at("prompt_ids").get<std::vector<int32_t>>();
     c.positions = j.at("logits_positions").get<std::vector<int32_t>>();
     c.greedy = j.at("greedy_ids").get<std::vector<int32_t>>();
+    c.margins = j.at("greedy_margins").get<std::vector<double>>();
     c.vocab = j.at("n_vocab").get<int64_t>();
     std::ifstream f(dir / j.at("logits_file").get<std::string>(), std::ios::binary);
     c.logits.resize(c.positions.size() * c.vocab);
@@ -77,17 +79,38 @@ engine::RuntimeOptions options_for(const fs::path& model, engine::GraphMode mode
   o.graph_mode = mode;
   o.max_graph_bs = 4;
   o.kv_tokens = 4096;
-  o.cache_dir = "";  // tests never touch the user's compile cache
+  o.compile_cache = false;  // tests never touch the user's compile cache
+  if (const char* ps = std::getenv("KILN_TEST_PAGE_SIZE")) o.page_size = std::atoi(ps);
   return o;
 }
 
-// Tolerance on logits: activations are quantized to int8 per 32 inputs before quantized
-// matmuls (as llama.cpp does), which the float64 reference does not do; float weights use
-// exact f32 products.
+// Tolerance on logits, relative to the row's largest |logit|. The reference reproduces the
+// int8 activation quantization of quantized matmuls, but it quantizes float64 activations
+// where kiln quantizes float32 ones: an activation within float32 rounding of a code boundary
+// lands on the neighbouring code, and random-weight models amplify such flips through their
+// layers. Measured: up to 2.9% on the default model (prefill, last position), 1.8% on the tiny ones.
 double tolerance_for(const std::string& model) {
   const char* env = std::getenv("KILN_REF_TOL");
   if (env != nullptr) return std::atof(env);
-  return model.find("gemma3-270m") != std::string::npos ? 0.05 : 0.03;
+  return model.find("gemma3-270m") != std::string::npos ? 0.04 : 0.025;
+}
+
+double max_abs(const float* row, int64_t n) {
+  double m = 0;
+  for (int64_t i = 0; i < n; ++i) m = std::max(m, std::abs(static_cast<double>(row[i])));
+  return m;
+}
+
+// Greedy continuations must agree token for token until the reference itself had a near-tie
+// (top-2 margin within twice the logit tolerance); after one, both continuations are right.
+void expect_same_greedy(const std::vector<int32_t>& got, const RefCase& c, double abs_tol) {
+  for (size_t i = 0; i < c.greedy.size(); ++i) {
+    if (got[i] == c.greedy[i]) continue;
+    EXPECT_LT(c.margins[i], 2 * abs_tol) << "greedy token " << i << " differs (" << got[i] << " vs "
+                                         << c.greedy[i] << ") although the reference margin was "
+                                         << c.margins[i];
+    return;
+  }
 }
 
 void check_model(const std::string& model_dir) {
@@ -109,7 +132,7 @@ void check_model(const std::string& model_dir) {
       // Greedy continuation, token for token.
       std::vector<int32_t> got = h.greedy(prefill, argmax(last), static_cast<int>(c.greedy.size()) - 1);
       got.insert(got.begin(), argmax(last));
-      EXPECT_EQ(got, c.greedy);
+      expect_same_greedy(got, c, tol * max_abs(ref_last, c.vocab));
       // Token-by-token decode reproduces every position's logits (the decode path).
       if (c.positions.size() == c.prompt.size()) {
         Sequence decode;

@@ -9,7 +9,6 @@
 #include "kiln/base/log.h"
 #include "kiln/engine/engine.h"
 #include "kiln/engine/runtime.h"
-#include "kiln/engine/tokenizer_text.h"
 #include "kiln/model/chat_template.h"
 #include "kiln/model/tokenizer.h"
 #include "progress_bar.h"
@@ -65,8 +64,7 @@ int run(const RunArgs& a) {
              a.n_predict, rt.info().context_length);
 
   engine::EngineConfig cfg;
-  engine::TokenizerText text_view(tok);
-  engine::Engine eng(rt.executor(), rt.kv_pool(), text_view, cfg);
+  engine::Engine eng(rt.executor(), rt.kv_pool(), tok, cfg);
   std::mutex mu;
   std::condition_variable cv;
   bool done = false;

@@ -30,6 +30,7 @@ struct RuntimeOptions {
   int64_t kv_tokens = 0;  // KV pool capacity in tokens; 0: enough for max_graph_bs x 4096
   int context_length = 0;  // 0: the model's, capped by kv_tokens
   std::string cache_dir;   // compile cache; empty: $KILN_CACHE_DIR or XDG cache dir
+  bool compile_cache = true;  // false: always capture cold, never read or write the cache
   bool check_graph = false;
   // Called with (stage, done, total) while loading and capturing (progress bars).
   std::function<void(const char* stage, int64_t done, int64_t total)> progress;
