@@ -30,6 +30,7 @@ struct RunArgs {
   bool chat = false;
   std::string graph_mode = "optimize";
   int max_graph_bs = 32;
+  int ctx_size = 0;
   std::string log_level = "warn";
 };
 
@@ -41,6 +42,7 @@ int run(const RunArgs& a) {
   opts.threads = a.threads;
   opts.graph_mode = engine::parse_graph_mode(a.graph_mode);
   opts.max_graph_bs = a.max_graph_bs;
+  opts.context_length = a.ctx_size;
   opts.progress = [&](const char* stage, int64_t done, int64_t total) { bar.update(stage, done, total); };
   engine::Runtime rt(opts);
   const model::Tokenizer& tok = rt.tokenizer();
@@ -117,6 +119,8 @@ void add_run_command(CLI::App& app) {
   cmd->add_flag("--chat", args->chat, "Wrap the prompt in the model's chat template");
   cmd->add_option("--graph-mode", args->graph_mode, "off | replay | optimize");
   cmd->add_option("--max-graph-bs", args->max_graph_bs, "Largest captured decode batch")->check(CLI::Range(1, 512));
+  cmd->add_option("-c,--ctx-size", args->ctx_size, "Context length (default: the model's, capped by the KV pool)")
+      ->check(CLI::Range(0, 1 << 24));
   cmd->add_option("--log-level", args->log_level, "trace|debug|info|warn|error|off");
   cmd->callback([args] { std::exit(run(*args)); });
 }

@@ -7,9 +7,11 @@
 namespace kiln {
 namespace {
 
-// About 20-50 us of spinning before a worker yields or sleeps: longer than the gap between
-// decode steps' kernels, far shorter than the gap between requests.
-constexpr int kSpinIterations = 1 << 14;
+// About 50-250 us of spinning (a `pause` costs 40-140 cycles) before a waiter yields or
+// sleeps: longer than the gap between a decode step's kernels, short enough that a thread
+// spinning on an oversubscribed machine (tests running side by side) hands its core over
+// quickly to the thread it is waiting for.
+constexpr int kSpinIterations = 1 << 11;
 
 }  // namespace
 

@@ -24,6 +24,9 @@ struct PlanOptions {
   // Run independent nodes of a level without barriers between them (one barrier per level);
   // false: one barrier after every step, like eager mode (for measuring the difference).
   bool level_barriers = true;
+  // Give the nodes of a level disjoint groups of threads when that balances better than
+  // running them one after another on all threads ("several streams in one graph").
+  bool worker_groups = true;
 };
 
 // A static buffer a caller fills before each replay (graph inputs) or reads after (outputs).
@@ -38,6 +41,7 @@ struct PlanStats {
   int barriers = 0;          // per replay
   int barriers_unfused = 0;  // one per step (what eager mode pays)
   int update_hooks = 0;
+  int grouped_levels = 0;    // levels whose nodes run on disjoint worker groups
   size_t arena_bytes = 0;    // this plan's peak
   size_t planned_bytes = 0;  // sum of its intermediate buffers
 };
@@ -70,6 +74,8 @@ class Plan {
  private:
   Plan() = default;
   void* address_of(Value v);
+  double cost_of(int node) const;
+  void place_level(int first_step, int end_step, const std::vector<int>& nodes, int n_threads);
 
   Graph graph_;
   PlanOptions options_;
@@ -80,11 +86,19 @@ class Plan {
   std::vector<PlanBuffer> outputs_;
   std::vector<int> input_of_node_;   // node -> index in inputs_, or -1
   std::vector<Step> steps_;
+  struct Placement {
+    int first = 0;  // first thread of the step's worker group
+    int count = 0;  // threads in it (0: all)
+    int barrier = -1;  // index into group_barriers_, -1: the plan's barrier
+  };
+  std::vector<Placement> placement_;  // per step
+  std::vector<std::unique_ptr<SpinBarrier>> group_barriers_;
   std::vector<int> level_end_;       // steps_[level_end_[i-1] .. level_end_[i]) form level i
   std::vector<int> hook_steps_;      // indices of steps with an update hook
   std::vector<std::shared_ptr<void>> owned_;
   std::vector<Tensor> scratch_;
   SpinBarrier barrier_;
+  int barrier_participants_ = 0;
   PlanStats stats_;
 };
 
