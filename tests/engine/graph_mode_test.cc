@@ -220,3 +220,27 @@ TEST(GraphCompileCache, WarmStartHitsAndKeyChangesMiss) {
 
 }  // namespace
 }  // namespace kiln::testing
+
+namespace kiln::testing {
+namespace {
+
+// Replay mode keeps the traced graph, whose Q/K/V projections share a level; forcing worker
+// groups runs them on disjoint threads at the same time. Tokens must not change.
+TEST(GraphWorkerGroups, DisjointGroupsMatchEager) {
+  fs::path model = tiny_model("tiny-llama");
+  ASSERT_TRUE(fs::exists(model)) << "fixture missing: " << model;
+  engine::RuntimeOptions go = options(model, engine::GraphMode::Replay, 4);
+  go.plan.group_threshold = 100.0;  // split every level with several nodes
+  engine::Runtime graph(go);
+  engine::Runtime eager(options(model, engine::GraphMode::Off, 1));
+  graph::Plan* plan = graph.graph_runner()->plan_for(3, true);
+  ASSERT_NE(plan, nullptr);
+  EXPECT_GT(plan->stats().grouped_levels, 0);
+  auto ps = prompts(3, eager.info().vocab_size, 7);
+  int graph_steps = 0;
+  EXPECT_EQ(generate(graph, ps, 24, true, &graph_steps), generate(eager, ps, 24, true, nullptr));
+  EXPECT_EQ(graph_steps, 24);
+}
+
+}  // namespace
+}  // namespace kiln::testing

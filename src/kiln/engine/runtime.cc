@@ -124,6 +124,7 @@ Runtime::Runtime(const RuntimeOptions& options) : impl_(std::make_unique<Impl>()
     GraphRunnerOptions g;
     for (int bs = 1; bs <= options.max_graph_bs; ++bs) g.batch_sizes.push_back(bs);
     g.optimize = options.graph_mode == GraphMode::Optimize;
+    g.plan = options.plan;
     g.cache_dir = options.compile_cache ? graph::CompileCache::resolve_dir(options.cache_dir) : "";
     m.graph = std::make_unique<GraphRunner>(*m.runner, *m.weights, *m.pool, *m.threads, g);
     m.graph->capture([&](int64_t done, int64_t total) { progress("capture", done, total); });

@@ -10,6 +10,7 @@
 #include "kiln/base/thread_pool.h"
 #include "kiln/engine/kv_pool.h"
 #include "kiln/engine/step_batch.h"
+#include "kiln/graph/plan.h"
 
 namespace kiln::model {
 class Tokenizer;
@@ -32,6 +33,7 @@ struct RuntimeOptions {
   std::string cache_dir;   // compile cache; empty: $KILN_CACHE_DIR or XDG cache dir
   bool compile_cache = true;  // false: always capture cold, never read or write the cache
   bool check_graph = false;
+  graph::PlanOptions plan;  // barriers per level, worker groups
   // Called with (stage, done, total) while loading and capturing (progress bars).
   std::function<void(const char* stage, int64_t done, int64_t total)> progress;
 };

@@ -154,7 +154,7 @@ void Plan::place_level(int first_step, int end_step, const std::vector<int>& nod
     for (int t = groups[i].first; t < groups[i].first + groups[i].count; ++t) load[t] += costs[i] / groups[i].count;
   }
   const double grouped = *std::max_element(load.begin(), load.end());
-  if (!(grouped < 0.9 * sequential)) return;  // not worth splitting (the usual case at 2 threads)
+  if (!(grouped < options_.group_threshold * sequential)) return;  // not worth splitting (the usual case at 2 threads)
   for (size_t i = 0; i < nodes.size(); ++i) {
     Placement& p = placement_[first_step + i];
     p.first = groups[i].first;

@@ -27,6 +27,9 @@ struct PlanOptions {
   // Give the nodes of a level disjoint groups of threads when that balances better than
   // running them one after another on all threads ("several streams in one graph").
   bool worker_groups = true;
+  // Split a level only when the grouped time estimate is below this fraction of running its
+  // nodes one after another (tests raise it to force splitting).
+  double group_threshold = 0.9;
 };
 
 // A static buffer a caller fills before each replay (graph inputs) or reads after (outputs).
