@@ -312,3 +312,27 @@ INSTANTIATE_TEST_SUITE_P(Layouts, FusionNumericQk,
 
 }  // namespace
 }  // namespace kiln::graph
+
+namespace kiln::graph {
+namespace {
+
+TEST(FusionNumeric, MatmulMergeOfMoreProjectionsThanASplitHolds) {
+  // Six projections of one activation (a model with extra heads, or Q/K/V/gate/up of a
+  // parallel block). A merged GEMM writes at most 4 outputs (Step::out), so the pass must
+  // merge them in groups the lowering can take, not one group of six.
+  const int64_t K = 64;
+  for (int64_t T : kBatches) {
+    SCOPED_TRACE(T);
+    StepData data;
+    data.inputs = {random_input("x", {T, K}, 30)};
+    Builder b("merge6");
+    auto in = testing::declare_inputs(b, data);
+    for (int i = 0; i < 6; ++i)
+      b.output(b.matmul(in["x"], b.param("w" + std::to_string(i), DType::Q8_0, {16 + 3 * i, K})));
+    RandomWeights weights(31);
+    check_fusion(b.finish(), run_fuse_matmul_merge, {{Op::MatmulSplit, 2}}, data, weights);
+  }
+}
+
+}  // namespace
+}  // namespace kiln::graph
