@@ -5,6 +5,7 @@
 #include <random>
 
 #include "graph/test_graphs.h"
+#include "kiln/graph/lowering.h"
 #include "kiln/graph/passes/inplace.h"
 #include "kiln/graph/passes/pipeline.h"
 
@@ -40,7 +41,8 @@ void check_guarantees(const Graph& g, const MemoryPlan& plan) {
     for (const Value& in : node.inputs) {
       if (plan.find(in)) last[pos(in)] = std::max(last[pos(in)], i);
     }
-    if (is_inplace(node) && plan.find(Value{i, 0}) && plan.find(node.inputs[0])) {
+    if ((is_inplace(node) || output_is_view(node)) && plan.find(Value{i, 0}) &&
+        plan.find(node.inputs[0])) {
       group[pos(Value{i, 0})] = group[pos(node.inputs[0])];
       EXPECT_EQ(plan.find(Value{i, 0})->offset, plan.find(node.inputs[0])->offset)
           << "alias at node " << i;

@@ -62,6 +62,38 @@ TEST(FuseQkNormRopeKvWrite, FusesAndTheAttentionReadsTheFusedToken) {
   EXPECT_EQ(r.counter("patterns_fused"), 1);
 }
 
+// Replaces every occurrence of `from` in `text` by `to`.
+std::string replaced(std::string text, const std::string& from, const std::string& to) {
+  for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
+    text.replace(at, from.size(), to);
+  return text;
+}
+
+TEST(FuseQkNormRopeKvWrite, FusesTheModelsRowsPerHeadView) {
+  // model/transformer.cc views q [T, H*hd] as [T*H, hd] rows (not [T, H, hd]) for the per-head
+  // norm; the norm is the same, and the pass once missed this form, leaving every Gemma 3 and
+  // Qwen 3 layer unfused.
+  std::string in = replaced(layer(), "{shape=[2,2,8]} : f32[2,2,8]", "{shape=[4,8]} : f32[4,8]");
+  in = replaced(in, "{eps=1e-06} : f32[2,2,8]", "{eps=1e-06} : f32[4,8]");
+  in = replaced(in, "{shape=[2,1,8]} : f32[2,1,8]", "{shape=[2,8]} : f32[2,8]");
+  in = replaced(in, "} : f32[2,1,8]", "} : f32[2,8]");
+  ASSERT_EQ(in.find("[2,2,8]"), std::string::npos);
+  ASSERT_EQ(in.find("[2,1,8]"), std::string::npos);
+  Graph g = parse(in);
+  EXPECT_EQ(run_fuse_qk_norm_rope_kv_write(g, {}).counter("patterns_fused"), 1);
+  EXPECT_NO_THROW(verify(g));
+  EXPECT_EQ(g.num_nodes(), 13);  // 11 sources, the fused node, the attention
+}
+
+TEST(FuseQkNormRopeKvWrite, RefusesANormOverPartsOfHeads) {
+  // k viewed as [T*2, 4] rows and normed over 4 of each head's 8 values: not a per-head norm.
+  std::string in = replaced(layer(), "{shape=[2,1,8]} : f32[2,1,8]", "{shape=[4,4]} : f32[4,4]");
+  in = replaced(in, "} : f32[2,1,8]", "} : f32[4,4]");
+  in = replaced(in, "%kw = param \"k_norm\" : f32[8]", "%kw = param \"k_norm\" : f32[4]");
+  ASSERT_EQ(in.find("[2,1,8]"), std::string::npos);
+  expect_unchanged(run_fuse_qk_norm_rope_kv_write, in);
+}
+
 TEST(FuseQkNormRopeKvWrite, RefusesAnExtraConsumerOfTheKChain) {
   expect_unchanged(run_fuse_qk_norm_rope_kv_write, layer("1e-06", "", "%a, %kn"));
   expect_unchanged(run_fuse_qk_norm_rope_kv_write, layer("1e-06", "", "%a, %kr"));

@@ -27,6 +27,17 @@ void run_add(const Step& s, const kernels::ExecContext& c) {
 void run_mul(const Step& s, const kernels::ExecContext& c) {
   kernels::mul(fin(s, 0), fin(s, 1), fout(s, 0), s.dim[0], c);
 }
+// mul(a[rows, cols], b[cols]): b is one row broadcast over a's rows (shape inference allows it,
+// as for add). There is no broadcast mul kernel, so each thread multiplies whole rows of its
+// share, one kernels::mul call per row on that thread alone (exact IEEE products: the same
+// bits as any split).
+void run_mul_row_broadcast(const Step& s, const kernels::ExecContext& c) {
+  const int64_t rows = s.dim[0], cols = s.dim[1];
+  const Range r = split_range(rows, c.tid, c.nth);
+  const kernels::ExecContext alone;
+  for (int64_t i = r.begin; i < r.end; ++i)
+    kernels::mul(fin(s, 0) + i * cols, fin(s, 1), fout(s, 0) + i * cols, cols, alone);
+}
 void run_scale(const Step& s, const kernels::ExecContext& c) {
   kernels::scale(fin(s, 0), s.f[0], fout(s, 0), s.dim[0], c);
 }
@@ -80,6 +91,12 @@ bool lower_elementwise(const LowerContext& ctx, const Node& node, Lowered& l) {
       return true;
     }
     case Op::Mul:
+      if (ctx.graph->type(node.inputs[1]).shape != in0.shape) {
+        s.run = run_mul_row_broadcast;
+        s.dim[0] = out.shape.rows();
+        s.dim[1] = out.shape.cols();
+        return true;
+      }
       s.run = run_mul;
       s.dim[0] = out.shape.numel();
       return true;

@@ -3,14 +3,21 @@
 #include <fmt/format.h>
 
 #include <map>
+#include <type_traits>
 
 #include "kiln/base/error.h"
 #include "kiln/graph/passes/rewrite.h"
+#include "kiln/graph/step.h"
 
 namespace kiln::graph {
 namespace {
 
-// The matmuls of the first mergeable group, in graph order (empty when none).
+// A merged GEMM's outputs are written through Step::out (lower_gemm's matmul_split), so a
+// group larger than that merges in parts of at most this many.
+constexpr size_t kMaxSplits = std::extent_v<decltype(Step::out)>;
+
+// The matmuls of the first mergeable group, in graph order, at most kMaxSplits of them (empty
+// when none).
 std::vector<int> find_group(const Graph& g) {
   std::map<std::tuple<int, int, DType>, std::vector<int>> groups;  // (x node, x index, dtype)
   std::vector<std::tuple<int, int, DType>> order;
@@ -24,7 +31,9 @@ std::vector<int> find_group(const Graph& g) {
     members.push_back(i);
   }
   for (const auto& key : order) {
-    if (groups[key].size() >= 2) return groups[key];
+    std::vector<int>& members = groups[key];
+    if (members.size() > kMaxSplits) members.resize(kMaxSplits);
+    if (members.size() >= 2) return members;
   }
   return {};
 }

@@ -7,6 +7,8 @@
 // The runtime materializes a {concat} param once at load by stacking the named params' rows.
 // Matmuls merge when they read the same x and plain params (not derived) of one dtype; the
 // merged node sits where the first of them was, outputs in their order.
+// A group of more matmuls than one merged GEMM can write (4, Step::out) merges in parts of 4
+// (and a lone leftover stays a matmul).
 // Refuses: weights of different dtypes (their rows cannot share one buffer), weights that are
 // computed or derived rather than plain params, and a single matmul.
 // Does NOT: merge matmuls of different inputs, or split a group into dtype-compatible subsets

@@ -32,8 +32,10 @@ std::optional<HeadChain> match_chain(const Graph& g, const UseMap& uses, Value r
   c.src = split->inputs[0];
   const int64_t hd = c.rope->attrs.get_int("head_dim");
   const ValueType& h = g.type(heads);
-  // [T, H*hd] -> [T, H, hd] -> norm over hd -> back to exactly the source's shape.
-  if (h.shape.rank() != 3 || h.shape[2] != hd || g.type(flat) != g.type(c.src)) return std::nullopt;
+  // [T, H*hd] -> a view whose rows are single heads, [T, H, hd] or [T*H, hd] (the model's
+  // head_norm) -> norm over hd -> back to exactly the source's shape. Any view whose last
+  // dimension is hd normalizes every head on its own, which is what the fused kernel does.
+  if (h.shape.cols() != hd || g.type(flat) != g.type(c.src)) return std::nullopt;
   c.norm_w = c.norm->inputs[1];
   c.positions = c.rope->inputs[1];
   c.nodes = {roped.node, flat.node, normed.node, heads.node};
