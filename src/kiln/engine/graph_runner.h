@@ -33,6 +33,7 @@ struct CaptureStats {
   size_t arena_bytes = 0;         // the shared arena
   size_t max_plan_bytes = 0;      // largest single plan's peak
   size_t sum_plan_bytes = 0;      // what separate arenas would cost
+  size_t scratch_bytes = 0;       // shared kernel scratch
   std::string pass_report;        // per-pass statistics of the first plan
 };
 
@@ -70,6 +71,7 @@ class GraphRunner {
   GraphRunnerOptions options_;
   std::vector<Entry> plans_;
   void* arena_ = nullptr;
+  void* scratch_ = nullptr;  // kernel scratch shared by all plans, like the arena
   CaptureStats stats_;
   int64_t replays_ = 0;
 };

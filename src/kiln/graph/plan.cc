@@ -74,7 +74,8 @@ void Plan::bind(void* arena, WeightProvider& weights, const KvGeometry& kv, void
   kv_pool_ = kv_pool;
   steps_.clear();
   owned_.clear();
-  scratch_.clear();
+  scratch_offset_.clear();
+  scratch_bytes_ = 0;
   hook_steps_.clear();
   level_end_.clear();
 
@@ -92,15 +93,17 @@ void Plan::bind(void* arena, WeightProvider& weights, const KvGeometry& kv, void
   for (const auto& level : levels) {
     const int level_first_step = static_cast<int>(steps_.size());
     std::vector<int> level_nodes;
+    size_t level_scratch = 0;
     for (int node : level) {
       const Node& n = graph_.node(node);
       if (n.is_source() || output_is_view(n)) continue;
       Lowered l = lower_node(ctx, node);
       if (l.scratch_bytes > 0) {
-        // Steps of one level run concurrently, so each gets scratch of its own. Scratch is
-        // small (quantized activations, attention partials) next to the arena.
-        scratch_.push_back(Tensor::empty(DType::I8, {static_cast<int64_t>(l.scratch_bytes)}));
-        l.step.scratch = scratch_.back().data();
+        // Steps of one level run concurrently, so each gets a range of its own.
+        scratch_offset_.push_back(static_cast<int64_t>(level_scratch));
+        level_scratch += (l.scratch_bytes + 63) / 64 * 64;
+      } else {
+        scratch_offset_.push_back(-1);
       }
       if (l.step.update != nullptr) hook_steps_.push_back(static_cast<int>(steps_.size()));
       steps_.push_back(l.step);
@@ -109,6 +112,7 @@ void Plan::bind(void* arena, WeightProvider& weights, const KvGeometry& kv, void
       if (l.owned) owned_.push_back(std::move(l.owned));
       if (!options_.level_barriers) level_end_.push_back(static_cast<int>(steps_.size()));
     }
+    scratch_bytes_ = std::max(scratch_bytes_, level_scratch);
     if (options_.level_barriers && options_.worker_groups && level_nodes.size() > 1 && n_threads > 1)
       place_level(level_first_step, static_cast<int>(steps_.size()), level_nodes, n_threads);
     if (options_.level_barriers && (level_end_.empty() || level_end_.back() != static_cast<int>(steps_.size())))
@@ -166,6 +170,12 @@ void Plan::place_level(int first_step, int end_step, const std::vector<int>& nod
   }
   (void)end_step;
   ++stats_.grouped_levels;
+}
+
+void Plan::set_scratch(void* scratch) {
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    steps_[i].scratch = scratch_offset_[i] >= 0 ? static_cast<char*>(scratch) + scratch_offset_[i] : nullptr;
+  }
 }
 
 void Plan::check_state(const void* kv_pool) const {

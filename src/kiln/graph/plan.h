@@ -61,7 +61,14 @@ class Plan {
   const MemoryPlan& memory() const { return memory_; }
 
   // Lowers every node against `arena` (at least arena_bytes()), the weights and the KV pool.
+  // Kernel scratch is laid out but not placed: call set_scratch() before replaying.
   void bind(void* arena, WeightProvider& weights, const KvGeometry& kv, void* kv_pool, int n_threads);
+  // Scratch (quantized activations, attention partials) this plan needs: steps of one level
+  // run concurrently and get disjoint ranges; levels run one after another and reuse them.
+  size_t scratch_bytes() const { return scratch_bytes_; }
+  // Points the steps at `scratch` (at least scratch_bytes(), 64-byte aligned). Plans of one
+  // runner share a single scratch buffer, as they share the arena: one plan runs at a time.
+  void set_scratch(void* scratch);
 
   // Static input/output buffers, by graph input name / output index.
   PlanBuffer& input(std::string_view name);
@@ -99,7 +106,8 @@ class Plan {
   std::vector<int> level_end_;       // steps_[level_end_[i-1] .. level_end_[i]) form level i
   std::vector<int> hook_steps_;      // indices of steps with an update hook
   std::vector<std::shared_ptr<void>> owned_;
-  std::vector<Tensor> scratch_;
+  std::vector<int64_t> scratch_offset_;  // per step, -1: none
+  size_t scratch_bytes_ = 0;
   SpinBarrier barrier_;
   int barrier_participants_ = 0;
   PlanStats stats_;
