@@ -8,6 +8,7 @@
 #include "kiln/base/error.h"
 #include "kiln/base/log.h"
 #include "kiln/engine/engine.h"
+#include "kiln/engine/graph_checker.h"
 #include "kiln/engine/runtime.h"
 #include "kiln/model/chat_template.h"
 #include "kiln/model/tokenizer.h"
@@ -31,6 +32,7 @@ struct RunArgs {
   std::string graph_mode = "optimize";
   int max_graph_bs = 32;
   std::string log_level = "warn";
+  bool check_graph = false;
 };
 
 int run(const RunArgs& a) {
@@ -41,6 +43,7 @@ int run(const RunArgs& a) {
   opts.threads = a.threads;
   opts.graph_mode = engine::parse_graph_mode(a.graph_mode);
   opts.max_graph_bs = a.max_graph_bs;
+  opts.check_graph = a.check_graph;
   opts.progress = [&](const char* stage, int64_t done, int64_t total) { bar.update(stage, done, total); };
   engine::Runtime rt(opts);
   const model::Tokenizer& tok = rt.tokenizer();
@@ -100,6 +103,13 @@ int run(const RunArgs& a) {
 }
 
 }  // namespace
+  if (const engine::GraphChecker* checker = rt.graph_checker()) {
+    std::fprintf(stderr,
+                 "check-graph: %lld graph steps checked against eager mode, %lld diverged\n",
+                 static_cast<long long>(checker->steps_checked()),
+                 static_cast<long long>(checker->steps_failed()));
+    if (checker->steps_failed() > 0) return 3;
+  }
 
 void add_run_command(CLI::App& app) {
   auto args = std::make_shared<RunArgs>();
@@ -122,3 +132,5 @@ void add_run_command(CLI::App& app) {
 }
 
 }  // namespace kiln::cli
+  cmd->add_flag("--check-graph", args->check_graph,
+                "Check every graph-mode decode step against eager mode, node by node (slow)");
