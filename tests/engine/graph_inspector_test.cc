@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "kiln/base/error.h"
 #include "kiln/graph/parser.h"
 #include "kiln/graph/printer.h"
 
@@ -76,10 +77,10 @@ TEST(GraphInspector, ReplayModeRewritesNothing) {
 TEST(GraphInspector, BadInputIsAnError) {
   engine::GraphInspectOptions o;
   o.model_path = "/nonexistent/model.gguf";
-  EXPECT_THROW(engine::inspect_graph(o), Error);
+  EXPECT_THROW(engine::inspect_graph(o), kiln::Error);
   o.model_path = tiny_gemma();
   o.batch_size = 0;
-  EXPECT_THROW(engine::inspect_graph(o), Error);
+  EXPECT_THROW(engine::inspect_graph(o), kiln::Error);
 }
 
 }  // namespace

@@ -5,11 +5,11 @@
 // the eager interpreter. Then each step runs on the whole pool as its own dispatch: the
 // threads first meet at a barrier, thread 0 reads the clock, the kernel runs, the threads meet
 // at a second barrier (the kernel is done only when its slowest thread is), and thread 0 reads
-// the clock again. The sum of those intervals is the kernel time; update hooks, dispatch and
-// wake-ups fall outside it. Overhead of a mode = its measured step time minus the kernel time
-// of the graph it runs (the optimized plan's graph for graph mode, the traced graph for eager
-// mode), so both modes are charged by the same rule. Caveats: fresh buffers instead of the
-// plan's arena (cache locality may differ slightly) and one barrier per kernel counted as
+// the clock again. Each kernel's best interval over the repeats, summed, is the kernel time;
+// update hooks, dispatch and wake-ups fall outside it. Overhead of a mode = its measured step time
+// minus the kernel time of the graph it runs (the optimized plan's graph for graph mode, the traced
+// graph for eager mode), so both modes are charged by the same rule. Caveats: fresh buffers instead
+// of the plan's arena (cache locality may differ slightly) and one barrier per kernel counted as
 // kernel time (~1 us at most on this machine).
 #pragma once
 #include <vector>
@@ -21,7 +21,7 @@
 namespace kiln::cli {
 
 struct KernelProfile {
-  double kernel_seconds = 0;  // the smallest total over the repeats
+  double kernel_seconds = 0;  // sum over kernels of each kernel's best time over the repeats
   int kernels = 0;            // steps that run a kernel (views and sources excluded)
 };
 

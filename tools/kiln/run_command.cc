@@ -99,10 +99,6 @@ int run(const RunArgs& a) {
                "prompt: %d tokens, %.1f tok/s | generated: %d tokens, %.1f tok/s | ttft %.3f s | finish: %s\n",
                last.prompt_tokens, last.prompt_tokens / std::max(prefill_s, 1e-9), last.completion_tokens,
                decoded / std::max(decode_s, 1e-9), prefill_s, engine::finish_reason_name(last.finish_reason));
-  return 0;
-}
-
-}  // namespace
   if (const engine::GraphChecker* checker = rt.graph_checker()) {
     std::fprintf(stderr,
                  "check-graph: %lld graph steps checked against eager mode, %lld diverged\n",
@@ -110,6 +106,10 @@ int run(const RunArgs& a) {
                  static_cast<long long>(checker->steps_failed()));
     if (checker->steps_failed() > 0) return 3;
   }
+  return 0;
+}
+
+}  // namespace
 
 void add_run_command(CLI::App& app) {
   auto args = std::make_shared<RunArgs>();
@@ -127,10 +127,10 @@ void add_run_command(CLI::App& app) {
   cmd->add_flag("--chat", args->chat, "Wrap the prompt in the model's chat template");
   cmd->add_option("--graph-mode", args->graph_mode, "off | replay | optimize");
   cmd->add_option("--max-graph-bs", args->max_graph_bs, "Largest captured decode batch")->check(CLI::Range(1, 512));
+  cmd->add_flag("--check-graph", args->check_graph,
+                "Check every graph-mode decode step against eager mode, node by node (slow)");
   cmd->add_option("--log-level", args->log_level, "trace|debug|info|warn|error|off");
   cmd->callback([args] { std::exit(run(*args)); });
 }
 
 }  // namespace kiln::cli
-  cmd->add_flag("--check-graph", args->check_graph,
-                "Check every graph-mode decode step against eager mode, node by node (slow)");

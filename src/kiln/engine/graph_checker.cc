@@ -75,7 +75,7 @@ Diff compare(const Tensor& got, const Tensor& want, int64_t n, double atol, doub
 // How many leading elements of a padded plan value (rows [0, bs)) correspond to the eager
 // value (rows [0, live)), or -1 when the layouts are not comparable. Row-major: the live rows
 // are the leading elements when only the outermost dimension differs.
-int64_t comparable_prefix(const ValueType& plan, const ValueType& eager) {
+int64_t comparable_prefix(const graph::ValueType& plan, const graph::ValueType& eager) {
   if (plan.dtype != eager.dtype || plan.shape.rank() != eager.shape.rank()) return -1;
   if (plan.shape == eager.shape) return eager.shape.numel();
   if (plan.shape.rank() == 0 || plan.shape[0] < eager.shape[0]) return -1;
@@ -157,7 +157,7 @@ GraphCheckResult GraphChecker::step(const StepBatch& batch, StepOutput& out) {
     }
     bool compared = false;
     for (size_t k = 0; k < pn.outputs.size(); ++k) {
-      const ValueType& pt = pn.outputs[k];
+      const graph::ValueType& pt = pn.outputs[k];
       if (pt.dtype == DType::Token) continue;
       const int64_t n = comparable_prefix(pt, eager.node(node).outputs[k]);
       if (n < 0 || k >= values[node].size()) continue;
