@@ -63,7 +63,7 @@ def test_graph_prints_stats_ir_memory_schedule_and_dot(tiny_gemma, tmp_path):
     assert positions == sorted(positions)
     # Before and after: whole graphs (header and closing brace), batch 4.
     assert out.count("// ---- IR before passes ----") == 1
-    assert len(re.findall(r"^graph decode\(B=4\) \{$", out, re.M)) == len(after) + 1
+    assert len(re.findall(r"^graph decode\(T=4, S=4\) \{$", out, re.M)) == len(after) + 1
     m = re.search(r"^graph: decode B=4, greedy plan, graph mode optimize: (\d+) nodes traced -> (\d+) after passes",
                   out, re.M)
     assert m and int(m.group(2)) < int(m.group(1)), out[-3000:]
