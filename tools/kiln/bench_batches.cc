@@ -38,20 +38,33 @@ int32_t BenchSequences::slot(int seq, int pos) const {
   return pages_[seq][pos / pool_.page_size()] * pool_.page_size() + pos % pool_.page_size();
 }
 
-engine::StepBatch BenchSequences::prefill() const {
-  engine::StepBatch b;
-  b.greedy_only = true;
+std::vector<BenchSequences::Chunk> BenchSequences::prefill(int64_t chunk_tokens) const {
+  KILN_CHECK(chunk_tokens >= 1, "prefill chunk of {} tokens", chunk_tokens);
+  std::vector<Chunk> chunks;
+  Chunk* c = nullptr;
   for (int s = 0; s < size(); ++s) {
     const int n = static_cast<int>(prompts_[s].size());
     for (int p = 0; p < n; ++p) {
+      if (c == nullptr || c->batch.num_tokens() >= chunk_tokens) {
+        chunks.emplace_back();
+        c = &chunks.back();
+        c->batch.greedy_only = true;
+      }
+      engine::StepBatch& b = c->batch;
+      if (c->seqs.empty() || c->seqs.back() != s) {
+        c->seqs.push_back(s);
+        c->finishes.push_back(false);
+        b.seqs.push_back({pages_[s], 0, true});
+      }
       b.token_ids.push_back(prompts_[s][p]);
       b.positions.push_back(p);
-      b.token_seq.push_back(s);
+      b.token_seq.push_back(static_cast<int32_t>(b.seqs.size() - 1));
       b.slots.push_back(slot(s, p));
+      b.seqs.back().seq_len = p + 1;
+      c->finishes.back() = p + 1 == n;
     }
-    b.seqs.push_back({pages_[s], n, true});
   }
-  return b;
+  return chunks;
 }
 
 engine::StepBatch BenchSequences::decode(int pos, const std::vector<int32_t>& tokens,

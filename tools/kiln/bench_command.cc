@@ -1,12 +1,13 @@
 // `kiln bench`: offline throughput of one model, eager vs graph mode side by side in ONE
 // process (like SGLang's bench_one_batch, batches fed straight to the model runner). For each
-// batch size: prefill of every prompt in one step, then a timed greedy decode loop in eager
-// mode (ModelRunner::forward_eager) and in graph mode (the captured plans) on the same
-// Runtime, so both use the same weights, KV pool and threads. Plus: cold and warm capture of
-// all plans, the shared arena vs the sum of per-plan peaks, barriers per step, the split of a
-// decode step into kernel time and host overhead (kernel_profile.h), the batch-1 fraction of
-// memory bandwidth, and with --breakdown the gain split into removed per-step work, fewer
-// barriers and fusions. `kiln bench serving` (the online benchmark) hangs off this command.
+// batch size: prefill of every prompt (in chunks of --prefill-chunk tokens, as the scheduler
+// would: one eager step over 32 x 128 tokens keeps gigabytes of activations alive), then a timed
+// greedy decode loop in eager mode (ModelRunner::forward_eager) and in graph mode (the captured
+// plans) on the same Runtime, so both use the same weights, KV pool and threads. Plus: cold and
+// warm capture of all plans, the shared arena vs the sum of per-plan peaks, barriers per step, the
+// split of a decode step into kernel time and host overhead (kernel_profile.h), the batch-1
+// fraction of memory bandwidth, and with --breakdown the gain split into removed per-step work,
+// fewer barriers and fusions. `kiln bench serving` (the online benchmark) hangs off this command.
 #include <unistd.h>
 
 #include <chrono>
@@ -49,6 +50,7 @@ struct BenchArgs {
   bool breakdown = false;
   int breakdown_bs = 0;  // 0: the first batch size
   int repeats = 5;
+  int prefill_chunk = 512;   // the engine's default chunked_prefill_size
   double bandwidth_gbs = 0;  // 0: measure
   uint64_t seed = 1;
   std::string log_level = "warn";
@@ -102,12 +104,8 @@ class Bench {
     b.bs = bs;
     BenchSequences seqs(rt_.kv_pool(), bs, a_.input_len, a_.output_len, rt_.info().vocab_size,
                         a_.seed + bs);
-    engine::StepOutput out;
-    auto t0 = clock::now();
-    runner_.forward_eager(seqs.prefill(), out);
-    b.prefill_seconds = seconds_since(t0);
+    const std::vector<int32_t> first = prefill(seqs, &b.prefill_seconds, &b.prefill_chunks);
     b.prefill_tok_s = static_cast<double>(bs) * a_.input_len / b.prefill_seconds;
-    const std::vector<int32_t> first = out.greedy_ids;
 
     if (eager) decode(seqs, first, false, b.eager);
     if (graph) decode(seqs, first, true, b.graph);
@@ -120,8 +118,7 @@ class Bench {
     BenchSequences seqs(rt_.kv_pool(), bs, a_.input_len, a_.output_len, rt_.info().vocab_size,
                         a_.seed + 1000);
     engine::StepOutput out;
-    runner_.forward_eager(seqs.prefill(), out);
-    const engine::StepBatch probe = seqs.decode(probe_position(), out.greedy_ids);
+    const engine::StepBatch probe = seqs.decode(probe_position(), prefill(seqs, nullptr, nullptr));
     std::vector<BreakdownRow> rows;
     {
       BreakdownRow r{"eager", "interpreter: trace, lower and dispatch every op, every step"};
@@ -165,6 +162,24 @@ class Bench {
   int probe_position() const { return a_.input_len + a_.output_len / 2; }
 
  private:
+  // Prefills every prompt (eager, chunked like the scheduler) and returns each sequence's
+  // first generated token.
+  std::vector<int32_t> prefill(const BenchSequences& seqs, double* seconds, int* chunks) {
+    std::vector<int32_t> first(seqs.size(), -1);
+    engine::StepOutput out;
+    auto t0 = clock::now();
+    auto parts = seqs.prefill(a_.prefill_chunk);
+    for (const auto& c : parts) {
+      runner_.forward_eager(c.batch, out);
+      for (size_t i = 0; i < c.seqs.size(); ++i) {
+        if (c.finishes[i]) first[c.seqs[i]] = out.greedy_ids.at(i);
+      }
+    }
+    if (seconds) *seconds = seconds_since(t0);
+    if (chunks) *chunks = static_cast<int>(parts.size());
+    return first;
+  }
+
   template <typename Row>
   void fill_kernels(Row& r, const graph::Graph& g, const engine::StepBatch& batch) {
     engine::ModelRunner::BoundInputs bound;
@@ -273,6 +288,7 @@ int run(const BenchArgs& a) {
   f.output_len = a.output_len;
   f.max_graph_bs = graph ? opts.max_graph_bs : 0;
   f.repeats = a.repeats;
+  f.prefill_chunk = a.prefill_chunk;
   f.modes = a.modes;
 
   if (engine::GraphRunner* gr = rt.graph_runner()) {
@@ -360,6 +376,9 @@ CLI::App* add_bench_command(CLI::App& app) {
   cmd->add_option("--breakdown-bs", args->breakdown_bs,
                   "Batch size of --breakdown (default: the first)")
       ->check(CLI::Range(0, 512));
+  cmd->add_option("--prefill-chunk", args->prefill_chunk,
+                  "Prompt tokens per prefill step (default 512, the engine's chunked prefill size)")
+      ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--repeats", args->repeats, "Repeats of the probe step (best is kept)")
       ->check(CLI::Range(1, 1000));
   cmd->add_option("--bandwidth-gbs", args->bandwidth_gbs,

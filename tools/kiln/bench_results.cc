@@ -69,8 +69,10 @@ std::string format_table(const BenchFigures& f) {
   s += fmt::format(
       "kiln bench: {} ({}, {:.0f}M params, {:.1f} MiB of weights read per decode step)\n",
       f.model_name, f.architecture, f.n_params / 1e6, f.weight_bytes / 1048576.0);
-  s += fmt::format("threads {}, isa {}, input {} tokens, output {} tokens, probe repeats {}\n",
-                   f.threads, f.isa, f.input_len, f.output_len, f.repeats);
+  s += fmt::format(
+      "threads {}, isa {}, input {} tokens, output {} tokens, prefill chunk {} tokens, probe "
+      "repeats {}\n",
+      f.threads, f.isa, f.input_len, f.output_len, f.prefill_chunk, f.repeats);
   s += fmt::format("load average (1/5/15 min): {} at start, {} at end\n", loadavg(f.load_start),
                    loadavg(f.load_end));
   if (f.capture.ran) {
@@ -161,9 +163,13 @@ Json to_json(const BenchFigures& f) {
                 {"architecture", f.architecture},
                 {"n_params", f.n_params},
                 {"weight_bytes_per_step", f.weight_bytes}};
-  j["config"] = {{"threads", f.threads},           {"isa", f.isa},
-                 {"input_len", f.input_len},       {"output_len", f.output_len},
-                 {"max_graph_bs", f.max_graph_bs}, {"modes", f.modes},
+  j["config"] = {{"threads", f.threads},
+                 {"isa", f.isa},
+                 {"input_len", f.input_len},
+                 {"output_len", f.output_len},
+                 {"max_graph_bs", f.max_graph_bs},
+                 {"modes", f.modes},
+                 {"prefill_chunk", f.prefill_chunk},
                  {"probe_repeats", f.repeats}};
   j["load_average"] = {{"start", f.load_start}, {"end", f.load_end}};
   if (f.capture.ran) {
@@ -181,7 +187,10 @@ Json to_json(const BenchFigures& f) {
   j["results"] = Json::array();
   for (const auto& b : f.batches) {
     Json r = {{"batch_size", b.bs},
-              {"prefill", {{"seconds", b.prefill_seconds}, {"tok_s", b.prefill_tok_s}}},
+              {"prefill",
+               {{"seconds", b.prefill_seconds},
+                {"tok_s", b.prefill_tok_s},
+                {"chunks", b.prefill_chunks}}},
               {"eager", mode_json(b.eager, f.output_len)},
               {"graph", mode_json(b.graph, f.output_len)}};
     r["speedup"] = b.eager.ran && b.graph.ran ? Json(b.graph.decode_tok_s / b.eager.decode_tok_s)

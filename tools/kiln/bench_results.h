@@ -25,8 +25,9 @@ struct ModeFigures {
 
 struct BatchFigures {
   int bs = 0;
-  double prefill_seconds = 0;  // every prompt of the batch in one eager forward step
+  double prefill_seconds = 0;  // every prompt of the batch, eager, in --prefill-chunk steps
   double prefill_tok_s = 0;
+  int prefill_chunks = 0;
   ModeFigures eager;
   ModeFigures graph;
   std::optional<bool> tokens_match;  // both modes ran: identical greedy tokens
@@ -58,7 +59,7 @@ struct BenchFigures {
   std::string model_name, model_path, architecture, isa;
   int64_t n_params = 0;
   size_t weight_bytes = 0;
-  int threads = 0, input_len = 0, output_len = 0, max_graph_bs = 0, repeats = 0;
+  int threads = 0, input_len = 0, output_len = 0, max_graph_bs = 0, repeats = 0, prefill_chunk = 0;
   std::vector<std::string> modes;
   std::vector<double> load_start, load_end;  // /proc/loadavg 1, 5, 15 min
   CaptureFigures capture;
