@@ -8,6 +8,7 @@ import json
 import os
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -78,6 +79,18 @@ def test_graph_rejects_unknown_pass(tiny_gemma):
     r = kiln("graph", "-m", tiny_gemma, "--print-after", "no_such_pass", timeout=60)
     assert r.returncode != 0
     assert "unknown pass 'no_such_pass'" in r.stderr
+
+
+def test_graph_svg_through_graphviz_or_says_why_not(tiny_gemma, tmp_path):
+    svg = tmp_path / "g.svg"
+    r = kiln("graph", "-m", tiny_gemma, "--svg", svg, timeout=60)
+    if shutil.which("dot"):
+        assert r.returncode == 0, r.stderr
+        root = ET.fromstring(svg.read_text())
+        assert root.tag.endswith("svg")
+    else:
+        assert r.returncode != 0 and "`dot` is not installed" in r.stdout
+        assert not svg.exists()
 
 
 def test_graph_replay_mode_keeps_the_traced_nodes(tiny_gemma):
