@@ -43,7 +43,7 @@ struct BenchArgs {
   int input_len = 128;
   int output_len = 64;
   int threads = 0;
-  int max_graph_bs = 0;  // 0: the largest batch size
+  int max_graph_bs = 0;  // 0: capture only the benchmarked sizes; N: every size 1..N (serving)
   std::vector<std::string> modes{"eager", "graph"};
   std::string json_path;
   std::string plot_path;
@@ -96,7 +96,8 @@ struct TempDir {
 
 class Bench {
  public:
-  Bench(const BenchArgs& a, engine::Runtime& rt) : a_(a), rt_(rt), runner_(rt.model_runner()) {}
+  Bench(const BenchArgs& a, engine::Runtime& rt, engine::GraphRunner* graph)
+      : a_(a), rt_(rt), runner_(rt.model_runner()), graph_(graph) {}
 
   // Prefill, then the timed decode loops and the probes of each mode.
   BatchFigures run_batch(int bs, bool eager, bool graph) {
@@ -223,7 +224,7 @@ class Bench {
     const engine::StepBatch probe = seqs.decode(probe_position(), tokens);
     m.step_ms = 1e3 * best_seconds(a_.repeats, [&] { forward(probe, graph, out); });
     if (graph) {
-      graph::Plan* plan = rt_.graph_runner()->plan_for(bs, true);
+      graph::Plan* plan = graph_->plan_for(bs, true);
       m.barriers = plan->stats().barriers;
       m.barriers_unfused = plan->stats().barriers_unfused;
       // A plan padded past the live rows runs a larger graph than the batch binds; profile
@@ -239,6 +240,7 @@ class Bench {
   const BenchArgs& a_;
   engine::Runtime& rt_;
   engine::ModelRunner& runner_;
+  engine::GraphRunner* graph_;
 };
 
 int run(const BenchArgs& a) {
@@ -260,8 +262,10 @@ int run(const BenchArgs& a) {
   engine::RuntimeOptions opts;
   opts.model_path = a.model;
   opts.threads = a.threads;
-  opts.graph_mode = graph ? engine::GraphMode::Optimize : engine::GraphMode::Off;
-  opts.max_graph_bs = a.max_graph_bs > 0 ? a.max_graph_bs : max_bs;
+  // Graph mode is set up below, with the plans this run needs: on the default model every
+  // captured plan costs ~160 MB of host memory, and serving's 1..32 (64 plans) would not fit
+  // next to other work on a small machine.
+  opts.graph_mode = engine::GraphMode::Off;
   // The KV pool holds what the largest batch needs (batches run one after another and free
   // their pages), not the serving default, so memory stays small; the context is the bench's
   // sequence length.
@@ -270,7 +274,6 @@ int run(const BenchArgs& a) {
   const int64_t seq_pages = (seq_tokens + page - 1) / page;
   opts.kv_tokens = (std::max(max_bs, a.breakdown ? breakdown_bs : 1) + 1) * seq_pages * page;
   opts.context_length = static_cast<int>(seq_pages * page);
-  opts.cache_dir = cache.path;  // empty at first: the capture in the constructor is cold
   opts.progress = [&](const char* stage, int64_t done, int64_t total) {
     bar.update(stage, done, total);
   };
@@ -286,16 +289,33 @@ int run(const BenchArgs& a) {
   f.threads = rt.thread_pool()->size();
   f.input_len = a.input_len;
   f.output_len = a.output_len;
-  f.max_graph_bs = graph ? opts.max_graph_bs : 0;
+  f.max_graph_bs = graph ? a.max_graph_bs : 0;
   f.repeats = a.repeats;
   f.prefill_chunk = a.prefill_chunk;
   f.modes = a.modes;
 
-  if (engine::GraphRunner* gr = rt.graph_runner()) {
+  // Plans: the benchmarked batch sizes (or every size 1..--max-graph-bs), greedy and logits
+  // kinds, graph-mode optimize, as Runtime would capture them.
+  std::unique_ptr<engine::GraphRunner> gr;
+  int max_captured = 0;
+  if (graph) {
+    engine::GraphRunnerOptions go;
+    if (a.max_graph_bs > 0) {
+      for (int bs = 1; bs <= a.max_graph_bs; ++bs) go.batch_sizes.push_back(bs);
+    } else {
+      go.batch_sizes = a.batch_sizes;
+    }
+    max_captured = *std::max_element(go.batch_sizes.begin(), go.batch_sizes.end());
+    go.optimize = true;
+    go.cache_dir = cache.path;  // empty at first: the first capture is cold
+    gr = std::make_unique<engine::GraphRunner>(rt.model_runner(), rt.weights(), rt.kv_pool(),
+                                               *rt.thread_pool(), go);
+    gr->capture([&](int64_t done, int64_t total) { bar.update("capture", done, total); });
     const engine::CaptureStats cold = gr->capture_stats();
     KILN_CHECK(!cold.cache_hit, "the first capture into a fresh cache folder hit the cache");
     gr->capture();  // warm: everything from the compile cache just written
     const engine::CaptureStats& warm = gr->capture_stats();
+    rt.model_runner().set_graph_runner(gr.get());
     f.capture = {true,           cold.plans,       cold.seconds,        warm.seconds,
                  warm.cache_hit, warm.arena_bytes, warm.sum_plan_bytes, warm.max_plan_bytes};
   }
@@ -308,13 +328,13 @@ int run(const BenchArgs& a) {
     f.bandwidth_source = "measured: 1 GiB read";
   }
 
-  Bench bench(a, rt);
+  Bench bench(a, rt, gr.get());
   for (int bs : a.batch_sizes) {
     KILN_CHECK(bs >= 1, "batch size {} must be at least 1", bs);
-    const bool g = graph && bs <= opts.max_graph_bs;
+    const bool g = graph && bs <= max_captured;
     if (graph && !g)
       std::fprintf(stderr, "kiln bench: batch %d exceeds --max-graph-bs %d: eager only\n", bs,
-                   opts.max_graph_bs);
+                   max_captured);
     std::fprintf(stderr, "kiln bench: batch %d...\n", bs);
     f.batches.push_back(bench.run_batch(bs, eager, g));
   }
@@ -365,7 +385,8 @@ CLI::App* add_bench_command(CLI::App& app) {
   cmd->add_option("-t,--threads", args->threads, "Threads (default: all cores)")
       ->check(CLI::Range(0, 1024));
   cmd->add_option("--max-graph-bs", args->max_graph_bs,
-                  "Largest captured batch (default: the largest batch size)")
+                  "Capture every batch size 1..N, as serving does (default: only the "
+                  "benchmarked sizes; ~160 MB of memory per plan on the default model)")
       ->check(CLI::Range(0, 512));
   cmd->add_option("--modes", args->modes, "eager,graph or one of them")->delimiter(',');
   cmd->add_option("--json", args->json_path, "Write the results as JSON");
