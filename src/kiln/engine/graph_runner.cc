@@ -226,13 +226,19 @@ void GraphRunner::stage_inputs(const StepBatch& b, graph::Plan& plan, int bs) {
   std::fill(lens + live, lens + bs, 0);
 }
 
-void GraphRunner::run(const StepBatch& batch, StepOutput& out) {
+graph::Plan& GraphRunner::stage(const StepBatch& batch) {
   const int live = static_cast<int>(batch.num_seqs());
   graph::Plan* plan = plan_for(live, batch.greedy_only);
   KILN_CHECK(plan != nullptr && batch.is_decode(), "no captured plan for a decode batch of {}", live);
   const int bs = static_cast<int>(plan->input(in::kTokenIds).type.shape[0]);
   plan->check_state(pool_.data());
   stage_inputs(batch, *plan, bs);
+  return *plan;
+}
+
+void GraphRunner::run(const StepBatch& batch, StepOutput& out) {
+  const int live = static_cast<int>(batch.num_seqs());
+  graph::Plan* plan = &stage(batch);
   plan->replay(threads_);
   ++replays_;
   const Tensor& r = plan->output(0);

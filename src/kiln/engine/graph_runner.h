@@ -50,6 +50,9 @@ class GraphRunner {
   // A pure decode batch no larger than the largest captured size, of a captured kind.
   bool can_run(const StepBatch& batch) const;
   void run(const StepBatch& batch, StepOutput& out);
+  // The first half of run(): picks the plan for `batch` and copies its live rows into the
+  // plan's input buffers, without replaying (--check-graph executes it step by step).
+  graph::Plan& stage(const StepBatch& batch);
 
   // The plan that would run a batch of `bs` sequences (for tools and tests).
   graph::Plan* plan_for(int bs, bool greedy) const;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "kiln/base/error.h"
+#include "kiln/graph/interpreter.h"
 #include "kiln/graph/schedule.h"
 
 namespace kiln::graph {
@@ -207,6 +208,18 @@ void Plan::replay(ThreadPool& pool) {
       all.sync();
     }
   });
+}
+
+void Plan::replay_stepwise(ThreadPool& pool, const std::function<void(int node)>& after_step) {
+  for (Step& step : steps_) {
+    run_step_on_pool(pool, step, barrier_);
+    if (after_step) after_step(step.node);
+  }
+}
+
+Tensor Plan::value_view(Value v) {
+  const ValueType& t = graph_.type(v);
+  return Tensor::borrow(t.dtype, t.shape, address_of(v));
 }
 
 }  // namespace kiln::graph

@@ -8,6 +8,7 @@
 // selection and no string lookups: it runs the update hooks, then the steps level by level
 // with one barrier per level (independent nodes of a level share it).
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -80,6 +81,14 @@ class Plan {
 
   void replay(ThreadPool& pool);
   const PlanStats& stats() const { return stats_; }
+
+  // Diagnostics (--check-graph, `kiln bench`), never on the serving path. Runs the steps one at
+  // a time in order, each on the whole pool with its update hook (like eager mode), and calls
+  // `after_step` with the step's graph node once it has finished: a value's arena bytes may be
+  // reused by later steps, so it must be inspected right after the step that defines it.
+  void replay_stepwise(ThreadPool& pool, const std::function<void(int node)>& after_step);
+  // A borrowed view of where the plan keeps value `v` (arena, static input/output, state).
+  Tensor value_view(Value v);
 
  private:
   Plan() = default;
