@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "kiln/engine/engine.h"
+#include "kiln/engine/engine.h"  // EngineStats, QueueFull
 #include "kiln/engine/request.h"
 
 namespace kiln::server {
@@ -49,21 +49,6 @@ struct ModelCard {
   int64_t context_length = 0;
   int64_t vocab_size = 0;
   int64_t n_params = 0;
-};
-
-// Adapts engine::Engine to GenerationBackend.
-class EngineBackend final : public GenerationBackend {
- public:
-  explicit EngineBackend(engine::Engine& engine) : engine_(engine) {}
-  uint64_t submit(engine::GenerateRequest request, engine::EventCallback on_event) override {
-    return engine_.submit(std::move(request), std::move(on_event));
-  }
-  void cancel(uint64_t request_id) override { engine_.cancel(request_id); }
-  bool flush_cache() override { return engine_.flush_cache(); }
-  engine::EngineStats stats() const override { return engine_.stats(); }
-
- private:
-  engine::Engine& engine_;
 };
 
 }  // namespace kiln::server

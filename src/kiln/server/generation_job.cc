@@ -87,8 +87,8 @@ void GenerationJob::apply(const Update& u) {
   r.error = e.error;
   --unfinished_;
   double e2e = r.e2e_seconds();
-  metrics_.request_finished(e.finish_reason, r.prompt_tokens, r.completion_tokens,
-                            r.cached_tokens, e2e);
+  metrics_.request_finished(e.finish_reason, r.prompt_tokens, r.completion_tokens, r.cached_tokens,
+                            e2e);
   KILN_LOG_INFO("{} id={} finish={}{} prompt={} cached={} completion={} ttft={:.3f}s e2e={:.3f}s",
                 route_, r.engine_id, finish_reason_string(e.finish_reason),
                 e.error.empty() ? "" : " (" + e.error + ")", r.prompt_tokens, r.cached_tokens,

@@ -60,7 +60,7 @@ HttpServer::HttpServer(GenerationBackend& backend, const TextCodec& codec, Model
   // Responses httplib produced itself (no route matched, body too large) get a JSON body; a
   // path that exists under another method is a 405, not a 404.
   httplib::Server::HandlerWithResponse on_error = [router](const httplib::Request& req,
-                                                          httplib::Response& res) {
+                                                           httplib::Response& res) {
     if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
     if (res.status == 404) {
       auto methods = router->methods(req.path);

@@ -34,7 +34,8 @@ double number_field(const json& obj, const char* key, const std::string& prefix,
                     double lo, double hi);
 bool bool_field(const json& obj, const char* key, const std::string& prefix, bool fallback);
 
-// Joins a prefix and a key into a field path: ("sampling_params", "top_k") -> "sampling_params.top_k".
+// Joins a prefix and a key into a field path: ("sampling_params", "top_k") ->
+// "sampling_params.top_k".
 std::string field_path(const std::string& prefix, const char* key);
 
 }  // namespace kiln::server

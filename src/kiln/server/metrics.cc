@@ -87,8 +87,8 @@ std::string Metrics::render(const engine::EngineStats& s) const {
     std::lock_guard lock(mu_);
     out += "# HELP kiln_requests_total Generation requests finished, by finish reason.\n";
     out += "# TYPE kiln_requests_total counter\n";
-    for (auto r : {engine::FinishReason::Stop, engine::FinishReason::Length,
-                   engine::FinishReason::Abort}) {
+    for (auto r :
+         {engine::FinishReason::Stop, engine::FinishReason::Length, engine::FinishReason::Abort}) {
       out += fmt::format("kiln_requests_total{{finish_reason=\"{}\"}} {}\n",
                          finish_reason_string(r), finished_by_reason_[static_cast<size_t>(r)]);
     }
@@ -145,8 +145,7 @@ std::string Metrics::render(const engine::EngineStats& s) const {
   metric(out, "kiln_engine_requests_finished_total", "counter",
          "Requests the engine finished (any route, health checks included).",
          static_cast<double>(s.requests_finished));
-  ttft_.render("kiln_time_to_first_token_seconds", "Time from submission to the first token.",
-               out);
+  ttft_.render("kiln_time_to_first_token_seconds", "Time from submission to the first token.", out);
   itl_.render("kiln_inter_token_latency_seconds", "Time between streamed token events.", out);
   e2e_.render("kiln_e2e_request_latency_seconds", "Time from submission to the last token.", out);
   return out;

@@ -56,8 +56,8 @@ NativeGenerateRequest parse_native_generate(const json& body, const ParseLimits&
     }
     for (const auto& p : *sp) out.options.push_back(parse_sglang_sampling_params(p, limits));
   } else {
-    GenerationOptions opts =
-        sp ? parse_sglang_sampling_params(*sp, limits) : parse_sglang_sampling_params(json::object(), limits);
+    GenerationOptions opts = sp ? parse_sglang_sampling_params(*sp, limits)
+                                : parse_sglang_sampling_params(json::object(), limits);
     out.options.assign(out.prompts.size(), opts);
   }
 

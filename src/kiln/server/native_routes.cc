@@ -40,9 +40,7 @@ std::vector<engine::GenerateRequest> build_requests(const NativeGenerateRequest&
   return out;
 }
 
-bool returns_list(const NativeGenerateRequest& r) {
-  return r.is_batch || r.options[0].n > 1;
-}
+bool returns_list(const NativeGenerateRequest& r) { return r.is_batch || r.options[0].n > 1; }
 
 // A request the engine failed (not a client abort or shutdown) is a server error.
 void throw_if_engine_failed(const GenerationJob& job) {
@@ -126,14 +124,10 @@ json model_info(const ServerState& state) {
 
 json engine_state(const ServerState& state) {
   auto s = state.backend.stats();
-  return {{"queued_requests", s.queued},
-          {"running_requests", s.running},
-          {"kv_pages_total", s.kv_pages_total},
-          {"kv_pages_used", s.kv_pages_used},
-          {"kv_pages_cached", s.kv_pages_cached},
-          {"graph_steps", s.graph_steps},
-          {"eager_steps", s.eager_steps},
-          {"preemptions", s.preemptions}};
+  return {{"queued_requests", s.queued},          {"running_requests", s.running},
+          {"kv_pages_total", s.kv_pages_total},   {"kv_pages_used", s.kv_pages_used},
+          {"kv_pages_cached", s.kv_pages_cached}, {"graph_steps", s.graph_steps},
+          {"eager_steps", s.eager_steps},         {"preemptions", s.preemptions}};
 }
 
 void handle_tokenize(ServerState& state, const httplib::Request& req, httplib::Response& res) {

@@ -20,8 +20,8 @@ nlohmann::json completion_logprobs(const std::vector<engine::TokenLogprob>& lps,
                                    const TextCodec& codec);
 // /v1/chat/completions logprobs object ({"content": [{"token", "logprob", "bytes",
 // "top_logprobs"}]}).
-nlohmann::json chat_logprobs(const std::vector<engine::TokenLogprob>& lps, size_t begin,
-                             size_t end, int top_n, const TextCodec& codec);
+nlohmann::json chat_logprobs(const std::vector<engine::TokenLogprob>& lps, size_t begin, size_t end,
+                             int top_n, const TextCodec& codec);
 
 // Usage over a job whose sequences come n per prompt (the prompt counted once per prompt).
 nlohmann::json openai_usage(const GenerationJob& job, int n);

@@ -31,7 +31,7 @@ struct GenerationOptions {
 // POST /generate (SGLang native).
 struct NativeGenerateRequest {
   std::vector<PromptInput> prompts;
-  bool is_batch = false;                  // `text`/`input_ids` was a list of prompts
+  bool is_batch = false;                   // `text`/`input_ids` was a list of prompts
   std::vector<GenerationOptions> options;  // one per prompt
   bool stream = false;
   bool return_logprob = false;

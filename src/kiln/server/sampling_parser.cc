@@ -85,11 +85,23 @@ GenerationOptions parse_sglang_sampling_params(const json& obj, const ParseLimit
   as_object(obj, prefix);
   GenerationOptions out;
   out.stop.max_new_tokens = 128;  // SGLang's default
-  static constexpr std::array<std::string_view, 17> kKnown = {
-      "max_new_tokens", "min_new_tokens", "temperature", "top_p", "top_k", "min_p",
-      "frequency_penalty", "presence_penalty", "repetition_penalty", "stop", "stop_token_ids",
-      "ignore_eos", "skip_special_tokens", "n", "seed", "sampling_seed",
-      "spaces_between_special_tokens"};
+  static constexpr std::array<std::string_view, 17> kKnown = {"max_new_tokens",
+                                                              "min_new_tokens",
+                                                              "temperature",
+                                                              "top_p",
+                                                              "top_k",
+                                                              "min_p",
+                                                              "frequency_penalty",
+                                                              "presence_penalty",
+                                                              "repetition_penalty",
+                                                              "stop",
+                                                              "stop_token_ids",
+                                                              "ignore_eos",
+                                                              "skip_special_tokens",
+                                                              "n",
+                                                              "seed",
+                                                              "sampling_seed",
+                                                              "spaces_between_special_tokens"};
   for (auto it = obj.begin(); it != obj.end(); ++it) {
     bool known = false;
     for (auto k : kKnown) known = known || it.key() == k;

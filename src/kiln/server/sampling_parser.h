@@ -21,6 +21,7 @@ void read_max_tokens(const nlohmann::json& obj, const char* key, const std::stri
 
 // SGLang's `sampling_params` object (POST /generate). Unknown keys are errors: a misspelt
 // parameter ("max_tokens" here) would otherwise be silently ignored.
-GenerationOptions parse_sglang_sampling_params(const nlohmann::json& obj, const ParseLimits& limits);
+GenerationOptions parse_sglang_sampling_params(const nlohmann::json& obj,
+                                               const ParseLimits& limits);
 
 }  // namespace kiln::server

@@ -15,9 +15,10 @@ namespace kiln::server {
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
-  int port = 30000;      // 0: any free port (HttpServer::bind returns it)
-  std::string api_key;   // non-empty: every route but /health needs "Authorization: Bearer <key>"
-  int http_workers = 0;  // 0: enough for max_n concurrent streams plus headroom (see http_server.cc)
+  int port = 30000;     // 0: any free port (HttpServer::bind returns it)
+  std::string api_key;  // non-empty: every route but /health needs "Authorization: Bearer <key>"
+  int http_workers =
+      0;  // 0: enough for max_n concurrent streams plus headroom (see http_server.cc)
   size_t max_body_bytes = 16u << 20;  // larger bodies get 413
   int64_t max_prompt_tokens = 0;      // 0: the context length is the only limit
   int max_n = 64;                     // samples per prompt (n)

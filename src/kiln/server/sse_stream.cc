@@ -37,7 +37,8 @@ void stream_job(httplib::Response& res, std::shared_ptr<GenerationJob> job, Serv
         auto update = job.next(std::chrono::milliseconds(200));
         std::string chunk;
         if (update) {
-          for (const auto& payload : st->renderer.on_update(job, *update)) chunk += sse_data(payload);
+          for (const auto& payload : st->renderer.on_update(job, *update))
+            chunk += sse_data(payload);
         }
         if (job.all_finished()) {
           if (st->renderer.on_finish) {
