@@ -1,19 +1,27 @@
-// The kiln command line: run, serve, bench, eval, graph. Each subcommand lives in its own file.
+// The kiln command line: run, serve, bench, eval, graph. Each subcommand lives in its own file
+// and registers itself here; errors surface as one line and a non-zero exit.
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
 
+#include "commands.h"
 #include "kiln/base/error.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"kiln: LLM inference and serving with graph-mode decode"};
   app.require_subcommand(1);
   app.set_version_flag("--version", KILN_VERSION);
+  kiln::cli::add_run_command(app);
   try {
-    CLI11_PARSE(app, argc, argv);
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
   } catch (const kiln::Error& e) {
     std::fprintf(stderr, "kiln: error: %s\n", e.what());
     return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kiln: internal error: %s\n", e.what());
+    return 2;
   }
   return 0;
 }

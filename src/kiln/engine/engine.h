@@ -4,10 +4,12 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "kiln/engine/request.h"
 #include "kiln/engine/step_batch.h"
+#include "kiln/engine/token_text.h"
 
 namespace kiln::model {
 class Tokenizer;
@@ -24,6 +26,8 @@ struct EngineConfig {
   int max_prefill_tokens = 2048;   // prompt tokens per step over all prefills
   bool enable_prefix_cache = true;
   int max_context = 0;  // 0: the model's
+  // Seeds the engine RNG that seeds requests without a seed of their own; none: random.
+  std::optional<uint64_t> random_seed;
 };
 
 struct EngineStats {
@@ -51,6 +55,10 @@ class Engine {
  public:
   // Starts the scheduler thread. The executor and pool must outlive the engine.
   Engine(ModelExecutor& executor, KvPool& pool, const model::Tokenizer& tokenizer,
+         const EngineConfig& config);
+  // The same over the engine's own tokenizer interface (tests use a fake vocabulary). The
+  // tokenizer must outlive the engine.
+  Engine(ModelExecutor& executor, KvPool& pool, const TokenText& tokenizer,
          const EngineConfig& config);
   ~Engine();  // shutdown(), then joins
   Engine(const Engine&) = delete;

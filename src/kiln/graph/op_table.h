@@ -9,7 +9,17 @@
 
 namespace kiln::graph {
 
-enum class OpGroup { Source, Elementwise, Norm, Gemm, Attention, Mutation, Reduction, Shape, Fused };
+enum class OpGroup {
+  Source,
+  Elementwise,
+  Norm,
+  Gemm,
+  Attention,
+  Mutation,
+  Reduction,
+  Shape,
+  Fused
+};
 
 // clang-format off
 #define KILN_OPS(X)                                                                     \
@@ -33,8 +43,8 @@ enum class OpGroup { Source, Elementwise, Norm, Gemm, Attention, Mutation, Reduc
   X(RmsNorm,          "rms_norm",         2, 1, Norm,        true)                      \
   /* (x f32[T,H*hd], positions i32[T]) {head_dim, freq_base, neox} */                   \
   X(Rope,             "rope",             2, 1, Elementwise, true)                      \
-  /* same bytes, new shape {shape=[...]} */                                             \
-  X(Reshape,          "reshape",          1, 1, Shape,       false)                     \
+  /* same bytes, new shape {shape=[...]}; in place = a view, no bytes move */            \
+  X(Reshape,          "reshape",          1, 1, Shape,       true)                      \
   X(Copy,             "copy",             1, 1, Shape,       false)                     \
   /* {dtype=...} */                                                                     \
   X(Cast,             "cast",             1, 1, Shape,       false)                     \
@@ -56,7 +66,7 @@ enum class OpGroup { Source, Elementwise, Norm, Gemm, Attention, Mutation, Reduc
   X(GeluMul,          "gelu_mul",         2, 1, Fused,       true)                      \
   X(SiluMul,          "silu_mul",         2, 1, Fused,       true)                      \
   /* (x, w_merged) {splits=[n0,n1,...]} -> one output per split of the output columns */  \
-  X(MatmulSplit,      "matmul_split",    -1, -1, Fused,      false)                     \
+  X(MatmulSplit,      "matmul_split",     2, -1, Fused,      false)                     \
   /* (x, w, residual) -> x w^T + residual */                                            \
   X(MatmulAdd,        "matmul_add",       3, 1, Fused,       false)                     \
   /* (q, k, v, q_norm_w, k_norm_w, positions, kv, slots) {eps, head_dim, freq_base, neox, \
@@ -84,6 +94,11 @@ const OpInfo& op_info(Op op);
 inline std::string_view op_name(Op op) { return op_info(op).name; }
 std::optional<Op> op_from_name(std::string_view name);
 // Ops with side effects on state: never removed, merged or reordered across each other.
-inline bool has_side_effect(Op op) { return op_info(op).group == OpGroup::Mutation || op == Op::QkNormRopeKvWrite; }
+inline bool has_side_effect(Op op) {
+  return op_info(op).group == OpGroup::Mutation || op == Op::QkNormRopeKvWrite;
+}
+// Index of the input that carries the state or an effect token (the kv input of kv_write,
+// attention and qk_norm_rope_kv_write); -1 for ops that touch no state.
+int effect_input(Op op);
 
 }  // namespace kiln::graph

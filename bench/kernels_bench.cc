@@ -1,0 +1,185 @@
+// Microbenchmarks of the non-GEMM kernels at Gemma 3 270M shapes (n_embd 640, n_ff 2048,
+// 4 heads x 256, 1 KV head), with 1 and 2 threads. The bytes_per_second counter counts the
+// bytes a kernel must move (inputs read + outputs written; for attention the f16 K and V it
+// reads), to compare with the machine's ~26 GB/s read bandwidth.
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "kiln/base/half.h"
+#include "kiln/base/thread_pool.h"
+#include "kiln/kernels/attention.h"
+#include "kiln/kernels/elementwise.h"
+#include "kiln/kernels/norm.h"
+#include "kiln/kernels/rope.h"
+
+namespace kiln::kernels {
+namespace {
+
+std::vector<float> random_vec(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+ThreadPool& pool(int nth) {
+  static std::vector<std::unique_ptr<ThreadPool>> pools(3);
+  if (!pools[nth]) pools[nth] = std::make_unique<ThreadPool>(nth);
+  return *pools[nth];
+}
+
+// Runs f(ctx) on an nth-thread group, as a plan step would.
+template <class F>
+void on_group(int nth, SpinBarrier& barrier, F&& f) {
+  if (nth == 1) {
+    f(ExecContext{});
+    return;
+  }
+  pool(nth).run([&](int tid, int n) { f(ExecContext{tid, n, &barrier}); });
+}
+
+void set_bytes(benchmark::State& state, double bytes) {
+  state.counters["bytes_per_second"] = benchmark::Counter(
+      bytes, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::OneK::kIs1024);
+}
+
+void BM_RmsNorm(benchmark::State& state) {
+  const int64_t rows = state.range(0), cols = 640;
+  const int nth = static_cast<int>(state.range(1));
+  auto x = random_vec(rows * cols, 1), w = random_vec(cols, 2);
+  std::vector<float> out(x.size());
+  SpinBarrier barrier(nth);
+  for (auto _ : state) {
+    on_group(nth, barrier, [&](const ExecContext& ctx) {
+      rms_norm(x.data(), w.data(), out.data(), rows, cols, 1e-6f, ctx);
+    });
+    benchmark::DoNotOptimize(out.data());
+  }
+  set_bytes(state, 2.0 * rows * cols * 4);
+}
+
+void BM_AddRmsNorm(benchmark::State& state) {
+  const int64_t rows = state.range(0), cols = 640;
+  const int nth = static_cast<int>(state.range(1));
+  auto a = random_vec(rows * cols, 1), b = random_vec(rows * cols, 2), w = random_vec(cols, 3);
+  std::vector<float> sum(a.size()), out(a.size());
+  SpinBarrier barrier(nth);
+  for (auto _ : state) {
+    on_group(nth, barrier, [&](const ExecContext& ctx) {
+      add_rms_norm(a.data(), b.data(), w.data(), sum.data(), out.data(), rows, cols, 1e-6f, ctx);
+    });
+    benchmark::DoNotOptimize(out.data());
+  }
+  set_bytes(state, 4.0 * rows * cols * 4);
+}
+
+void BM_GeluMul(benchmark::State& state) {
+  const int64_t n = state.range(0) * 2048;
+  const int nth = static_cast<int>(state.range(1));
+  auto g = random_vec(n, 1), u = random_vec(n, 2);
+  std::vector<float> out(n);
+  SpinBarrier barrier(nth);
+  for (auto _ : state) {
+    on_group(nth, barrier,
+             [&](const ExecContext& ctx) { gelu_mul(g.data(), u.data(), out.data(), n, ctx); });
+    benchmark::DoNotOptimize(out.data());
+  }
+  set_bytes(state, 3.0 * n * 4);
+}
+
+void BM_Rope(benchmark::State& state) {
+  const int64_t rows = state.range(0);
+  const int nth = static_cast<int>(state.range(1));
+  const int heads = 4, hd = 256;
+  auto inv = rope_inv_freq(hd, 1e6);
+  auto x = random_vec(rows * heads * hd, 1);
+  std::vector<int32_t> pos(rows);
+  for (int64_t r = 0; r < rows; ++r) pos[r] = static_cast<int32_t>(1000 + r);
+  SpinBarrier barrier(nth);
+  for (auto _ : state) {
+    on_group(nth, barrier, [&](const ExecContext& ctx) {
+      rope(x.data(), pos.data(), inv.data(), x.data(), rows, heads, hd, true, ctx);
+    });
+    benchmark::DoNotOptimize(x.data());
+  }
+  set_bytes(state, 2.0 * rows * heads * hd * 4);
+}
+
+// Decode: B sequences of `keys` keys each, one query row per sequence; plan + run per step.
+void BM_AttentionDecode(benchmark::State& state) {
+  const int B = static_cast<int>(state.range(0));
+  const int keys = static_cast<int>(state.range(1));
+  const int nth = static_cast<int>(state.range(2));
+  const int H = 4, KH = 1, hd = 256, page_size = 16;
+  const int pages_per_seq = (keys + page_size - 1) / page_size;
+  const int64_t n_pages = static_cast<int64_t>(B) * pages_per_seq;
+  std::vector<uint16_t> kpool(n_pages * page_size * KH * hd), vpool(kpool.size());
+  {
+    auto f = random_vec(kpool.size(), 9);
+    for (size_t i = 0; i < f.size(); ++i) kpool[i] = vpool[i] = f32_to_f16(f[i]);
+  }
+  // Pages interleaved across sequences, as a long-running server's pool would be.
+  std::vector<int32_t> bt(static_cast<size_t>(B) * pages_per_seq);
+  for (int s = 0; s < B; ++s)
+    for (int p = 0; p < pages_per_seq; ++p) bt[s * pages_per_seq + p] = p * B + s;
+  std::vector<int32_t> lens(B, keys), pos(B, keys - 1), seq(B);
+  std::iota(seq.begin(), seq.end(), 0);
+  auto q = random_vec(static_cast<size_t>(B) * H * hd, 3);
+  std::vector<float> out(q.size());
+
+  AttentionParams p;
+  p.n_heads = H;
+  p.n_kv_heads = KH;
+  p.head_dim = hd;
+  p.max_pages_per_seq = pages_per_seq;
+  p.scale = 1.0f / 16.0f;
+  AttentionLimits lim;
+  lim.max_tokens = B;
+  lim.max_threads = nth;
+  AttentionWork work(p, lim);
+  std::vector<float> scratch(attention_scratch_bytes(p, lim) / sizeof(float));
+  AttentionInputs in;
+  in.q = q.data();
+  in.T = B;
+  in.positions = pos.data();
+  in.token_seq = seq.data();
+  in.block_table = bt.data();
+  in.seq_lens = lens.data();
+  in.S = B;
+  in.kv = {kpool.data(), vpool.data(), n_pages, page_size, KH, hd};
+  in.out = out.data();
+  SpinBarrier barrier(nth);
+  for (auto _ : state) {
+    attention_plan(p, in, nth, &work);
+    on_group(nth, barrier,
+             [&](const ExecContext& ctx) { attention_run(p, in, work, scratch.data(), ctx); });
+    benchmark::DoNotOptimize(out.data());
+  }
+  set_bytes(state, 2.0 * B * keys * KH * hd * 2);
+}
+
+void RowsAndThreads(benchmark::internal::Benchmark* b) {
+  for (int nth : {1, 2})
+    for (int rows : {1, 32, 512}) b->Args({rows, nth});
+}
+
+BENCHMARK(BM_RmsNorm)->Apply(RowsAndThreads)->UseRealTime();
+BENCHMARK(BM_AddRmsNorm)->Apply(RowsAndThreads)->UseRealTime();
+BENCHMARK(BM_GeluMul)->Apply(RowsAndThreads)->UseRealTime();
+BENCHMARK(BM_Rope)->Apply(RowsAndThreads)->UseRealTime();
+BENCHMARK(BM_AttentionDecode)
+    ->ArgsProduct({{1, 8, 32}, {512, 4096}, {1, 2}})
+    ->ArgNames({"B", "keys", "threads"})
+    ->UseRealTime();
+
+}  // namespace
+}  // namespace kiln::kernels
+
+BENCHMARK_MAIN();

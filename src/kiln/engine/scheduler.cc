@@ -1,0 +1,513 @@
+#include "kiln/engine/scheduler.h"
+
+#include <algorithm>
+#include <exception>
+
+#include "kiln/base/error.h"
+#include "kiln/base/log.h"
+#include "kiln/engine/sampler.h"
+#include "kiln/engine/stop_checker.h"
+
+namespace kiln::engine {
+
+// One request inside the scheduler. tokens = prompt + generated; K/V exists for the first
+// n_kv of them. While running, pages[] covers every position the request will compute before
+// it next needs a page; its first n_cached_pages pages belong to the prefix cache (pinned
+// through `node`), the rest to the request.
+struct Sequence {
+  enum class State { Waiting, Prefilling, Decoding };
+
+  uint64_t id = 0;
+  uint64_t arrival = 0;
+  GenerateRequest request;
+  EventCallback on_event;
+  std::vector<int32_t> tokens;
+  int64_t n_prompt = 0;
+  int64_t n_kv = 0;
+  std::vector<int32_t> pages;
+  size_t n_cached_pages = 0;
+  RadixCache::Node* node = nullptr;
+  State state = State::Waiting;
+  Sampler sampler;
+  StopChecker stop;
+  int cached_tokens = -1;  // prompt tokens served by the prefix cache on first admission
+
+  Sequence(uint64_t id_, uint64_t arrival_, GenerateRequest req, EventCallback cb, uint64_t seed,
+           const TokenText& tokenizer, std::span<const int32_t> eog_ids)
+      : id(id_),
+        arrival(arrival_),
+        request(std::move(req)),
+        on_event(std::move(cb)),
+        sampler(request.sampling, request.sampling.seed.value_or(seed), request.logprobs),
+        stop(request.stop, tokenizer, request.skip_special_tokens, eog_ids) {
+    tokens = request.prompt_ids;
+    n_prompt = static_cast<int64_t>(tokens.size());
+    sampler.add_prompt(tokens);
+  }
+  int64_t generated() const { return static_cast<int64_t>(tokens.size()) - n_prompt; }
+};
+
+namespace {
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+}  // namespace
+
+Scheduler::Scheduler(ModelExecutor& executor, KvPool& pool, const TokenText& tokenizer,
+                     const EngineConfig& config)
+    : executor_(&executor),
+      pool_(&pool),
+      tokenizer_(&tokenizer),
+      config_(config),
+      page_size_(pool.page_size()),
+      vocab_(executor.vocab_size()) {
+  KILN_CHECK(config.max_running_requests > 0, "max_running_requests must be positive");
+  KILN_CHECK(config.max_queued_requests >= 0, "max_queued_requests must be >= 0");
+  KILN_CHECK(config.chunked_prefill_size > 0, "chunked_prefill_size must be positive");
+  KILN_CHECK(config.max_prefill_tokens > 0, "max_prefill_tokens must be positive");
+  KILN_CHECK(vocab_ > 0, "the model reports an empty vocabulary");
+  context_limit_ = executor.context_length();
+  if (config.max_context > 0)
+    context_limit_ = std::min<int64_t>(context_limit_, config.max_context);
+  KILN_CHECK(context_limit_ > 0, "the context length must be positive");
+  const int64_t n = std::min(vocab_, tokenizer.vocab_size());
+  for (int32_t t = 0; t < n; ++t) {
+    if (tokenizer.is_end_of_generation(t)) eog_ids_.push_back(t);
+  }
+  if (config.enable_prefix_cache) cache_ = std::make_unique<RadixCache>(pool);
+  stats_.kv_pages_total = pool.n_pages();
+}
+
+Scheduler::~Scheduler() {
+  abort_all("the engine was destroyed");
+  cache_.reset();  // returns the cached pages
+}
+
+void Scheduler::validate(const GenerateRequest& r) const {
+  KILN_CHECK(!r.prompt_ids.empty(), "the prompt is empty");
+  for (int32_t t : r.prompt_ids)
+    KILN_CHECK(t >= 0 && t < vocab_, "prompt token id {} is outside the vocabulary [0, {})", t,
+               vocab_);
+  engine::validate(r.sampling);
+  engine::validate(r.stop);
+  for (int32_t t : r.stop.stop_token_ids)
+    KILN_CHECK(t >= 0 && t < vocab_, "stop token id {} is outside the vocabulary [0, {})", t,
+               vocab_);
+  KILN_CHECK(r.logprobs >= -1 && r.logprobs <= 1024, "logprobs must be in [-1, 1024], got {}",
+             r.logprobs);
+  const auto total = static_cast<int64_t>(r.prompt_ids.size()) + r.stop.max_new_tokens;
+  KILN_CHECK(total <= context_limit_,
+             "the prompt ({} tokens) plus max_new_tokens ({}) exceeds the context length ({})",
+             r.prompt_ids.size(), r.stop.max_new_tokens, context_limit_);
+  // A request that could not fit in the pool even alone would be preempted forever.
+  KILN_CHECK(ceil_div(total, page_size_) <= pool_->n_pages(),
+             "the prompt ({} tokens) plus max_new_tokens ({}) exceeds the KV cache capacity ({} "
+             "tokens)",
+             r.prompt_ids.size(), r.stop.max_new_tokens, pool_->n_pages() * page_size_);
+}
+
+void Scheduler::add(uint64_t id, GenerateRequest request, EventCallback on_event, uint64_t seed) {
+  auto seq = std::make_unique<Sequence>(id, next_arrival_++, std::move(request),
+                                        std::move(on_event), seed, *tokenizer_, eog_ids_);
+  stats_.prompt_tokens_total += seq->n_prompt;
+  if (seq->request.stop.max_new_tokens == 0) {  // nothing to generate
+    RequestEvent ev;
+    ev.finished = true;
+    ev.finish_reason = FinishReason::Length;
+    seq->cached_tokens = 0;
+    emit(*seq, ev);
+    ++stats_.requests_finished;
+    return;
+  }
+  insert_waiting(std::move(seq));
+}
+
+void Scheduler::insert_waiting(std::unique_ptr<Sequence> seq) {
+  auto pos = std::upper_bound(waiting_.begin(), waiting_.end(), seq->arrival,
+                              [](uint64_t a, const auto& s) { return a < s->arrival; });
+  waiting_.insert(pos, std::move(seq));
+}
+
+void Scheduler::insert_running(std::unique_ptr<Sequence> seq) {
+  auto pos = std::upper_bound(running_.begin(), running_.end(), seq->arrival,
+                              [](uint64_t a, const auto& s) { return a < s->arrival; });
+  running_.insert(pos, std::move(seq));
+}
+
+std::unique_ptr<Sequence> Scheduler::take(Sequence& seq) {
+  for (auto it = running_.begin(); it != running_.end(); ++it) {
+    if (it->get() == &seq) {
+      auto owned = std::move(*it);
+      running_.erase(it);
+      return owned;
+    }
+  }
+  for (auto it = waiting_.begin(); it != waiting_.end(); ++it) {
+    if (it->get() == &seq) {
+      auto owned = std::move(*it);
+      waiting_.erase(it);
+      return owned;
+    }
+  }
+  return nullptr;
+}
+
+void Scheduler::emit(Sequence& seq, RequestEvent& ev) {
+  ev.request_id = seq.id;
+  ev.prompt_tokens = static_cast<int>(seq.n_prompt);
+  ev.completion_tokens = static_cast<int>(seq.generated());
+  ev.cached_tokens = std::max(seq.cached_tokens, 0);
+  if (!seq.on_event) return;
+  try {
+    seq.on_event(ev);
+  } catch (const std::exception& e) {
+    // A failing consumer must not take the scheduler down with it.
+    KILN_LOG_ERROR("request {}: event callback threw: {}", seq.id, e.what());
+  } catch (...) {
+    KILN_LOG_ERROR("request {}: event callback threw", seq.id);
+  }
+}
+
+void Scheduler::finish(Sequence& seq, RequestEvent& ev) {
+  ev.finished = true;
+  try {
+    release(seq, /*to_cache=*/ev.error.empty());
+  } catch (const std::exception& e) {
+    // Only a bookkeeping bug gets here; the client still gets its final event.
+    KILN_LOG_ERROR("request {}: releasing its KV pages failed: {}", seq.id, e.what());
+  }
+  auto owned = take(seq);
+  ++stats_.requests_finished;
+  emit(seq, ev);
+}
+
+void Scheduler::cancel(uint64_t id) {
+  auto find = [&](auto& list) -> Sequence* {
+    for (auto& s : list)
+      if (s->id == id) return s.get();
+    return nullptr;
+  };
+  Sequence* seq = find(running_);
+  if (seq == nullptr) seq = find(waiting_);
+  if (seq == nullptr) return;
+  RequestEvent ev;
+  ev.finish_reason = FinishReason::Abort;
+  finish(*seq, ev);
+}
+
+void Scheduler::abort_all(const std::string& error) {
+  while (!running_.empty() || !waiting_.empty()) {
+    Sequence& seq = !running_.empty() ? *running_.back() : *waiting_.back();
+    RequestEvent ev;
+    ev.finish_reason = FinishReason::Abort;
+    ev.error = error;
+    finish(seq, ev);
+  }
+}
+
+bool Scheduler::flush_cache() {
+  if (!idle()) return false;
+  if (cache_) cache_->flush();
+  return true;
+}
+
+EngineStats Scheduler::stats() const {
+  EngineStats s = stats_;
+  s.queued = static_cast<int64_t>(waiting_.size());
+  s.running = static_cast<int64_t>(running_.size());
+  s.kv_pages_total = pool_->n_pages();
+  s.kv_pages_used = pool_->used_pages();
+  s.kv_pages_cached = cache_ ? cache_->evictable_pages() : 0;
+  return s;
+}
+
+// ---- memory --------------------------------------------------------------------------------
+
+void Scheduler::release(Sequence& seq, bool to_cache) {
+  if (seq.state == Sequence::State::Waiting) return;  // holds nothing
+  size_t first_owned = seq.n_cached_pages;
+  if (cache_ && to_cache) {
+    // Hand every fully computed page to the prefix cache (duplicates of cached pages are
+    // freed by insert and replaced in our table).
+    const auto n_full = static_cast<size_t>(seq.n_kv / page_size_);
+    if (n_full > 0) {
+      RadixCache::Node* node = cache_->insert(
+          std::span<const int32_t>(seq.tokens.data(), n_full * static_cast<size_t>(page_size_)),
+          std::span<int32_t>(seq.pages.data(), n_full));
+      (void)node;
+      first_owned = std::max(first_owned, n_full);
+    }
+  }
+  if (cache_) cache_->unlock(seq.node);
+  std::vector<int32_t> owned(seq.pages.begin() + static_cast<ptrdiff_t>(first_owned),
+                             seq.pages.end());
+  pool_->free(owned);
+  seq.pages.clear();
+  seq.n_cached_pages = 0;
+  seq.node = nullptr;
+  seq.n_kv = 0;
+  seq.state = Sequence::State::Waiting;
+}
+
+void Scheduler::cache_computed_prefix(Sequence& seq) {
+  // Publish newly completed full pages so that concurrent requests with the same prefix
+  // share them right away (a shared system prompt is then prefilled once).
+  if (!cache_) return;
+  const auto n_full = static_cast<size_t>(seq.n_kv / page_size_);
+  if (n_full <= seq.n_cached_pages) return;
+  RadixCache::Node* node = cache_->insert(
+      std::span<const int32_t>(seq.tokens.data(), n_full * static_cast<size_t>(page_size_)),
+      std::span<int32_t>(seq.pages.data(), n_full));
+  cache_->lock(node);
+  cache_->unlock(seq.node);
+  seq.node = node;
+  seq.n_cached_pages = n_full;
+}
+
+bool Scheduler::admit(Sequence& seq) {
+  RadixCache::Match match;
+  const auto n_tokens = static_cast<int64_t>(seq.tokens.size());
+  if (cache_) {
+    // Never match the last token: its logits are needed, so at least one row must run.
+    match = cache_->match_prefix(std::span<const int32_t>(seq.tokens.data(), n_tokens - 1));
+    cache_->lock(match.node);
+  }
+  const int64_t need = ceil_div(n_tokens, page_size_) - static_cast<int64_t>(match.pages.size());
+  // Headroom: every decoding request may need a fresh page at the next decode step; admitting
+  // into that headroom would only cause a preemption right after.
+  int64_t headroom = 0;
+  for (const auto& r : running_) headroom += r->state == Sequence::State::Decoding ? 1 : 0;
+  const int64_t available = pool_->free_pages() + (cache_ ? cache_->evictable_pages() : 0);
+  if (need + headroom > available) {
+    if (cache_) cache_->unlock(match.node);
+    return false;
+  }
+  if (pool_->free_pages() < need) cache_->evict(need - pool_->free_pages());
+  seq.pages = std::move(match.pages);
+  const bool ok = pool_->alloc(need, seq.pages);
+  KILN_CHECK(ok, "KV pool accounting error: {} pages promised but not free", need);
+  seq.n_cached_pages = seq.pages.size() - static_cast<size_t>(need);
+  seq.node = match.node;
+  seq.n_kv = match.n_tokens;
+  seq.state = Sequence::State::Prefilling;
+  if (seq.cached_tokens < 0) seq.cached_tokens = static_cast<int>(match.n_tokens);
+  stats_.prefix_cache_hit_tokens += match.n_tokens;
+  stats_.prefix_cache_query_tokens += n_tokens;
+  return true;
+}
+
+void Scheduler::preempt_youngest() {
+  Sequence& victim = *running_.back();
+  KILN_LOG_DEBUG("preempting request {} ({} tokens computed)", victim.id, victim.n_kv);
+  release(victim, /*to_cache=*/true);
+  insert_waiting(take(victim));
+  ++stats_.preemptions;
+}
+
+bool Scheduler::ensure_decode_page(Sequence& seq) {
+  // The new token goes to position n_kv; grow the block table until it covers it.
+  while (static_cast<int64_t>(seq.pages.size()) * page_size_ <= seq.n_kv) {
+    if (pool_->free_pages() == 0 && cache_) cache_->evict(1);
+    if (pool_->free_pages() == 0) {
+      const bool self = running_.back().get() == &seq;
+      preempt_youngest();
+      if (self) return false;
+      continue;
+    }
+    pool_->alloc(1, seq.pages);
+  }
+  return true;
+}
+
+// ---- steps ---------------------------------------------------------------------------------
+
+bool Scheduler::step() {
+  auto has_prefill_work = [&] {
+    if (!waiting_.empty()) return true;
+    for (const auto& r : running_)
+      if (r->state == Sequence::State::Prefilling) return true;
+    return false;
+  };
+  auto has_decode_work = [&] {
+    for (const auto& r : running_)
+      if (r->state == Sequence::State::Decoding) return true;
+    return false;
+  };
+  const bool decode_ready = has_decode_work();
+  if (has_prefill_work() && !(last_step_was_prefill_ && decode_ready)) {
+    if (prefill_step()) {
+      last_step_was_prefill_ = true;
+      return true;
+    }
+  }
+  last_step_was_prefill_ = false;
+  if (decode_ready) return decode_step();
+  return false;
+}
+
+bool Scheduler::prefill_step() {
+  StepBatch batch;
+  std::vector<Sequence*> members;
+  int64_t budget = config_.max_prefill_tokens;
+  auto add_chunk = [&](Sequence& seq) {
+    const int64_t remaining = static_cast<int64_t>(seq.tokens.size()) - seq.n_kv;
+    const int64_t take =
+        std::min({remaining, static_cast<int64_t>(config_.chunked_prefill_size), budget});
+    if (take <= 0) return;
+    const auto s = static_cast<int32_t>(batch.seqs.size());
+    for (int64_t i = 0; i < take; ++i) {
+      const int64_t pos = seq.n_kv + i;
+      batch.token_ids.push_back(seq.tokens[static_cast<size_t>(pos)]);
+      batch.positions.push_back(static_cast<int32_t>(pos));
+      batch.token_seq.push_back(s);
+      batch.slots.push_back(seq.pages[static_cast<size_t>(pos / page_size_)] * page_size_ +
+                            static_cast<int32_t>(pos % page_size_));
+    }
+    StepSequence ss;
+    ss.pages = seq.pages;
+    ss.seq_len = static_cast<int32_t>(seq.n_kv + take);
+    ss.want_logits = seq.n_kv + take == static_cast<int64_t>(seq.tokens.size());
+    batch.seqs.push_back(std::move(ss));
+    members.push_back(&seq);
+    budget -= take;
+  };
+  for (auto& r : running_) {
+    if (budget <= 0) break;
+    if (r->state == Sequence::State::Prefilling) add_chunk(*r);
+  }
+  while (budget > 0 && !waiting_.empty() &&
+         static_cast<int64_t>(running_.size()) < config_.max_running_requests) {
+    Sequence& seq = *waiting_.front();
+    if (!admit(seq)) break;  // FIFO: no overtaking, so big requests are not starved
+    insert_running(std::move(waiting_.front()));
+    waiting_.pop_front();
+    add_chunk(seq);
+  }
+  if (members.empty()) return false;
+  run_batch(batch, members);
+  return true;
+}
+
+bool Scheduler::decode_step() {
+  // Oldest first, so that preemption (which takes the youngest) favors older requests.
+  for (size_t i = 0; i < running_.size(); ++i) {
+    Sequence& seq = *running_[i];
+    if (seq.state != Sequence::State::Decoding) continue;
+    if (!ensure_decode_page(seq)) break;  // seq itself was the youngest and got preempted
+  }
+  StepBatch batch;
+  std::vector<Sequence*> members;
+  for (auto& r : running_) {
+    if (r->state != Sequence::State::Decoding) continue;
+    Sequence& seq = *r;
+    const int64_t pos = seq.n_kv;
+    batch.token_ids.push_back(seq.tokens.back());
+    batch.positions.push_back(static_cast<int32_t>(pos));
+    batch.token_seq.push_back(static_cast<int32_t>(batch.seqs.size()));
+    batch.slots.push_back(seq.pages[static_cast<size_t>(pos / page_size_)] * page_size_ +
+                          static_cast<int32_t>(pos % page_size_));
+    StepSequence ss;
+    ss.pages = seq.pages;
+    ss.seq_len = static_cast<int32_t>(pos + 1);
+    batch.seqs.push_back(std::move(ss));
+    members.push_back(&seq);
+  }
+  if (members.empty()) return false;
+  run_batch(batch, members);
+  return true;
+}
+
+void Scheduler::run_batch(StepBatch& batch, const std::vector<Sequence*>& members) {
+  // Greedy fast path: the LM head then only returns argmax ids.
+  bool greedy_only = true;
+  int64_t n_logits = 0;
+  for (size_t i = 0; i < members.size(); ++i) {
+    if (!batch.seqs[i].want_logits) continue;
+    ++n_logits;
+    greedy_only &=
+        members[i]->sampler.greedy_fast_path_ok() && members[i]->stop.banned_ids().empty();
+  }
+  batch.greedy_only = greedy_only && n_logits > 0;
+
+  output_.logits.clear();
+  output_.greedy_ids.clear();
+  output_.vocab = 0;
+  output_.used_graph = false;
+  std::string error;
+  try {
+    executor_->forward(batch, output_);
+    if (batch.greedy_only) {
+      KILN_CHECK(static_cast<int64_t>(output_.greedy_ids.size()) == n_logits,
+                 "the executor returned {} greedy ids for {} sequences", output_.greedy_ids.size(),
+                 n_logits);
+    } else {
+      KILN_CHECK(output_.vocab == vocab_ &&
+                     static_cast<int64_t>(output_.logits.size()) == n_logits * vocab_,
+                 "the executor returned {} logits of vocab {} for {} sequences of vocab {}",
+                 output_.logits.size(), output_.vocab, n_logits, vocab_);
+    }
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  if (!error.empty()) {
+    KILN_LOG_ERROR("forward step of {} sequences failed: {}", members.size(), error);
+    for (Sequence* seq : members) {
+      RequestEvent ev;
+      ev.finish_reason = FinishReason::Abort;
+      ev.error = "model execution failed: " + error;
+      finish(*seq, ev);
+    }
+    return;
+  }
+  if (output_.used_graph) {
+    ++stats_.graph_steps;
+  } else {
+    ++stats_.eager_steps;
+  }
+
+  int64_t row = 0;
+  for (size_t i = 0; i < members.size(); ++i) {
+    Sequence& seq = *members[i];
+    seq.n_kv = batch.seqs[i].seq_len;
+    if (!batch.seqs[i].want_logits) {
+      cache_computed_prefix(seq);
+      continue;
+    }
+    const int64_t r = row++;
+    seq.state = Sequence::State::Decoding;
+    cache_computed_prefix(seq);
+    RequestEvent ev;
+    int32_t token = 0;
+    try {
+      if (batch.greedy_only) {
+        token = output_.greedy_ids[static_cast<size_t>(r)];
+        KILN_CHECK(token >= 0 && token < vocab_, "the executor returned token id {}", token);
+      } else {
+        std::span<float> logits(output_.logits.data() + r * vocab_, static_cast<size_t>(vocab_));
+        TokenLogprob lp;
+        token = seq.sampler.sample(logits, seq.stop.banned_ids(),
+                                   seq.request.logprobs >= 0 ? &lp : nullptr);
+        if (seq.request.logprobs >= 0) ev.logprobs.push_back(std::move(lp));
+      }
+    } catch (const std::exception& e) {
+      ev.finish_reason = FinishReason::Abort;
+      ev.error = std::string("sampling failed: ") + e.what();
+      finish(seq, ev);
+      continue;
+    }
+    seq.tokens.push_back(token);
+    seq.sampler.add_output(token);
+    ++stats_.generated_tokens_total;
+    StopUpdate u = seq.stop.on_token(token);
+    ev.new_tokens.push_back(token);
+    ev.text_delta = std::move(u.text_delta);
+    if (u.finished) {
+      ev.finish_reason = u.reason;
+      ev.matched_stop = std::move(u.matched_stop);
+      ev.matched_stop_token = u.matched_stop_token;
+      finish(seq, ev);
+    } else {
+      emit(seq, ev);
+    }
+  }
+}
+
+}  // namespace kiln::engine

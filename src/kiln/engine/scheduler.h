@@ -1,0 +1,99 @@
+// The continuous-batching scheduler, single-threaded: Engine runs it on its own thread and
+// feeds it submissions and cancellations between steps; tests drive it directly.
+//
+// Step policy: a step is either a PREFILL step (chunks of prompts: requests admitted earlier
+// whose prefill is unfinished, then newly admitted ones, up to chunked_prefill_size tokens per
+// request and max_prefill_tokens in all) or a pure DECODE step (one token for every decoding
+// request). Keeping decode steps pure lets the graph runner replay its captured plans for
+// them; mixing prefill rows in would force every such step into eager mode. To keep
+// inter-token latency bounded while long prompts are prefilled, prefill and decode steps
+// alternate whenever both have work: a running request waits at most one prefill chunk step
+// per token.
+//
+// Memory: admission reserves pages for every token the request must (re)compute; decoding
+// grows one page at a time. When no page is free the prefix cache evicts LRU leaves, and
+// failing that the youngest running request is preempted: its computed full pages go to the
+// prefix cache, the rest back to the pool, and it is requeued (ahead of newer requests) with
+// its generated tokens, which are re-prefilled later. The client sees no duplicates: the
+// sampler and stop-checker state survive the preemption.
+#pragma once
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kiln/engine/engine.h"
+#include "kiln/engine/kv_pool.h"
+#include "kiln/engine/radix_cache.h"
+#include "kiln/engine/request.h"
+#include "kiln/engine/step_batch.h"
+#include "kiln/engine/token_text.h"
+
+namespace kiln::engine {
+
+struct Sequence;
+
+class Scheduler {
+ public:
+  Scheduler(ModelExecutor& executor, KvPool& pool, const TokenText& tokenizer,
+            const EngineConfig& config);
+  ~Scheduler();  // aborts whatever is left and returns every page
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Throws kiln::Error for a request the engine can never run. Thread-safe (reads only
+  // configuration).
+  void validate(const GenerateRequest& request) const;
+  // Queues a validated request. `seed` seeds its sampler when the request carries none.
+  void add(uint64_t id, GenerateRequest request, EventCallback on_event, uint64_t seed);
+  // Aborts a queued or running request (finish_reason abort); unknown ids are ignored.
+  void cancel(uint64_t id);
+  // Runs one step. Returns false when there was nothing it could do.
+  bool step();
+  bool idle() const { return waiting_.empty() && running_.empty(); }
+  // Aborts every request with `error` (empty: a plain abort).
+  void abort_all(const std::string& error);
+  // Drops every unpinned prefix-cache entry; false (and nothing dropped) while requests are
+  // queued or running.
+  bool flush_cache();
+  EngineStats stats() const;
+
+  // For tests.
+  const RadixCache* prefix_cache() const { return cache_.get(); }
+  int64_t context_limit() const { return context_limit_; }
+
+ private:
+  bool prefill_step();
+  bool decode_step();
+  bool admit(Sequence& seq);
+  bool ensure_decode_page(Sequence& seq);
+  void preempt_youngest();
+  // Runs the batch and handles its outputs; `members` are the batch's sequences in order.
+  void run_batch(StepBatch& batch, const std::vector<Sequence*>& members);
+  void cache_computed_prefix(Sequence& seq);
+  void release(Sequence& seq, bool to_cache);
+  void finish(Sequence& seq, RequestEvent& event);  // emits the final event and frees seq
+  void emit(Sequence& seq, RequestEvent& event);
+  void insert_running(std::unique_ptr<Sequence> seq);
+  void insert_waiting(std::unique_ptr<Sequence> seq);
+  std::unique_ptr<Sequence> take(Sequence& seq);  // removes it from waiting_ or running_
+
+  ModelExecutor* executor_;
+  KvPool* pool_;
+  const TokenText* tokenizer_;
+  EngineConfig config_;
+  int page_size_;
+  int64_t vocab_;
+  int64_t context_limit_;
+  std::vector<int32_t> eog_ids_;
+  std::unique_ptr<RadixCache> cache_;               // null when the prefix cache is disabled
+  std::deque<std::unique_ptr<Sequence>> waiting_;   // by arrival
+  std::vector<std::unique_ptr<Sequence>> running_;  // by arrival
+  bool last_step_was_prefill_ = false;
+  uint64_t next_arrival_ = 0;
+  StepOutput output_;  // reused: logits rows can be large
+  EngineStats stats_;
+};
+
+}  // namespace kiln::engine

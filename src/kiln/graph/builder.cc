@@ -1,0 +1,134 @@
+#include "kiln/graph/builder.h"
+
+#include "kiln/base/error.h"
+
+namespace kiln::graph {
+namespace {
+
+// Tensor names such as "blk.0.attn_q.weight" make good value names; other characters become _.
+std::string value_name_for(const std::string& tensor_name) {
+  std::string out = tensor_name;
+  for (char& ch : out) {
+    const bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                    (ch >= '0' && ch <= '9') || ch == '_' || ch == '.';
+    if (!ok) ch = '_';
+  }
+  return out;
+}
+
+}  // namespace
+
+Value Builder::emit(Op op, std::vector<Value> inputs, Attrs attrs) {
+  std::vector<ValueType> in_types;
+  for (const Value& v : inputs) {
+    KILN_CHECK(v.valid() && v.node < graph_.num_nodes(), "{}: input is not a value of this graph",
+               op_name(op));
+    in_types.push_back(graph_.type(v));
+  }
+  Node node;
+  node.op = op;
+  node.outputs = infer_output_types(op, in_types, attrs);
+  node.inputs = std::move(inputs);
+  node.attrs = std::move(attrs);
+  return graph_.add_node(std::move(node));
+}
+
+Value Builder::source(Op op, const std::string& name, DType dtype, const Shape& shape) {
+  KILN_CHECK(!name.empty(), "{}: a source needs a name", op_name(op));
+  KILN_CHECK(dtype != DType::Token, "{} {}: a source cannot be an effect token", op_name(op), name);
+  Node node;
+  node.op = op;
+  node.attrs.set("name", name);
+  node.outputs = {ValueType{dtype, shape}};
+  node.names = {value_name_for(name)};
+  return graph_.add_node(std::move(node));
+}
+
+Value Builder::input(const std::string& name, DType dtype, const Shape& shape) {
+  return source(Op::Input, name, dtype, shape);
+}
+Value Builder::param(const std::string& name, DType dtype, const Shape& shape) {
+  return source(Op::Param, name, dtype, shape);
+}
+Value Builder::state(const std::string& name, DType dtype, const Shape& shape) {
+  return source(Op::State, name, dtype, shape);
+}
+
+Value Builder::embedding(Value table, Value ids) { return emit(Op::Embedding, {table, ids}); }
+Value Builder::matmul(Value x, Value w) { return emit(Op::Matmul, {x, w}); }
+Value Builder::add(Value a, Value b) { return emit(Op::Add, {a, b}); }
+Value Builder::mul(Value a, Value b) { return emit(Op::Mul, {a, b}); }
+
+Value Builder::scale(Value x, double factor) {
+  Attrs a;
+  a.set("factor", factor);
+  return emit(Op::Scale, {x}, std::move(a));
+}
+
+Value Builder::gelu(Value x) { return emit(Op::Gelu, {x}); }
+Value Builder::silu(Value x) { return emit(Op::Silu, {x}); }
+
+Value Builder::softcap(Value x, double cap) {
+  Attrs a;
+  a.set("cap", cap);
+  return emit(Op::Softcap, {x}, std::move(a));
+}
+
+Value Builder::rms_norm(Value x, Value w, double eps) {
+  Attrs a;
+  a.set("eps", eps);
+  return emit(Op::RmsNorm, {x, w}, std::move(a));
+}
+
+Value Builder::rope(Value x, Value positions, int head_dim, double freq_base, bool neox) {
+  Attrs a;
+  a.set("head_dim", int64_t{head_dim});
+  a.set("freq_base", freq_base);
+  a.set("neox", int64_t{neox ? 1 : 0});
+  return emit(Op::Rope, {x, positions}, std::move(a));
+}
+
+Value Builder::reshape(Value x, const Shape& shape) {
+  std::vector<int64_t> dims;
+  for (int i = 0; i < shape.rank(); ++i) dims.push_back(shape[i]);
+  Attrs a;
+  a.set("shape", std::move(dims));
+  return emit(Op::Reshape, {x}, std::move(a));
+}
+
+Value Builder::take_rows(Value x, Value rows) { return emit(Op::TakeRows, {x, rows}); }
+
+Value Builder::kv_write(Value kv, Value k, Value v, Value slots, int layer) {
+  Attrs a;
+  a.set("layer", int64_t{layer});
+  return emit(Op::KvWrite, {kv, k, v, slots}, std::move(a));
+}
+
+Value Builder::attention(Value q, Value kv_token, Value block_table, Value seq_lens,
+                         Value positions, Value token_seq, const AttentionSpec& spec) {
+  Attrs a;
+  a.set("layer", int64_t{spec.layer});
+  a.set("n_heads", int64_t{spec.n_heads});
+  a.set("n_kv_heads", int64_t{spec.n_kv_heads});
+  a.set("head_dim", int64_t{spec.head_dim});
+  a.set("window", int64_t{spec.window});
+  a.set("scale", static_cast<double>(spec.scale));
+  return emit(Op::Attention, {q, kv_token, block_table, seq_lens, positions, token_seq},
+              std::move(a));
+}
+
+Value Builder::argmax(Value x) { return emit(Op::Argmax, {x}); }
+
+Value Builder::named(Value v, std::string name) {
+  KILN_CHECK(v.valid() && v.node < graph_.num_nodes(), "named: not a value of this graph");
+  graph_.set_value_name(v, std::move(name));
+  return v;
+}
+
+Graph Builder::finish() {
+  KILN_CHECK(!graph_.outputs().empty(), "graph {} has no outputs", graph_.name());
+  verify(graph_);
+  return std::move(graph_);
+}
+
+}  // namespace kiln::graph

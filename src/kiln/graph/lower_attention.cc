@@ -1,0 +1,139 @@
+// Lowering of the KV-cache ops: kv_write, attention (with its replay-time update hook that
+// re-partitions the work from this step's sequence lengths) and the fused
+// qk-norm + RoPE + kv-write.
+#include <memory>
+#include <vector>
+
+#include "kiln/base/error.h"
+#include "kiln/graph/lowering_internal.h"
+#include "kiln/kernels/attention.h"
+#include "kiln/kernels/kv_cache.h"
+#include "kiln/kernels/qk_norm_rope_kv_write.h"
+#include "kiln/kernels/rope.h"
+
+namespace kiln::graph::lowering {
+namespace {
+
+// The state input is f16[2*layers, pages, page_size, kv_dim]: K of every layer, then V.
+kernels::KvLayerView layer_view(const KvGeometry& kv, void* pool, int layer) {
+  const int64_t layer_elems =
+      kv.n_pages * kv.page_size * static_cast<int64_t>(kv.n_kv_heads) * kv.head_dim;
+  auto* base = static_cast<uint16_t*>(pool);
+  kernels::KvLayerView v;
+  v.k = base + layer * layer_elems;
+  v.v = base + (kv.n_layers + layer) * layer_elems;
+  v.n_pages = kv.n_pages;
+  v.page_size = kv.page_size;
+  v.n_kv_heads = kv.n_kv_heads;
+  v.head_dim = kv.head_dim;
+  return v;
+}
+
+struct KvWriteState {
+  kernels::KvLayerView view;
+};
+
+void run_kv_write(const Step& s, const kernels::ExecContext& c) {
+  const auto* st = static_cast<const KvWriteState*>(s.state);
+  kernels::kv_write(static_cast<const float*>(s.in[1]), static_cast<const float*>(s.in[2]),
+                    static_cast<const int32_t*>(s.in[3]), s.dim[0], st->view, c);
+}
+
+struct AttentionState {
+  kernels::AttentionParams params;
+  kernels::AttentionInputs inputs;
+  std::unique_ptr<kernels::AttentionWork> work;
+};
+
+// Replay-time update hook: the split of keys across threads depends on this step's lengths.
+void update_attention(Step& s, int n_threads) {
+  auto* st = static_cast<AttentionState*>(s.state);
+  kernels::attention_plan(st->params, st->inputs, n_threads, st->work.get());
+}
+
+void run_attention(const Step& s, const kernels::ExecContext& c) {
+  auto* st = static_cast<AttentionState*>(s.state);
+  kernels::attention_run(st->params, st->inputs, *st->work, s.scratch, c);
+}
+
+struct QkNormRopeKvState {
+  kernels::KvLayerView view;
+  std::vector<float> inv_freq;
+};
+
+void run_qk_norm_rope_kv_write(const Step& s, const kernels::ExecContext& c) {
+  const auto* st = static_cast<const QkNormRopeKvState*>(s.state);
+  kernels::qk_norm_rope_kv_write(static_cast<const float*>(s.in[0]), static_cast<const float*>(s.in[1]),
+                                 static_cast<const float*>(s.in[2]), static_cast<const float*>(s.in[3]),
+                                 static_cast<const float*>(s.in[4]), s.f[0], static_cast<const int32_t*>(s.in[5]),
+                                 st->inv_freq.data(), s.dim[2] != 0, static_cast<const int32_t*>(s.in[7]), s.dim[0],
+                                 static_cast<int>(s.dim[1]), static_cast<float*>(s.out[0]), st->view, c);
+}
+
+}  // namespace
+
+bool lower_attention(const LowerContext& ctx, const Node& node, Lowered& l) {
+  Step& s = l.step;
+  const Graph& g = *ctx.graph;
+  switch (node.op) {
+    case Op::KvWrite: {
+      auto st = std::make_shared<KvWriteState>();
+      st->view = layer_view(ctx.kv, const_cast<void*>(s.in[0]), static_cast<int>(node.attrs.get_int("layer")));
+      s.run = run_kv_write;
+      s.state = st.get();
+      l.owned = st;
+      s.dim[0] = g.type(node.inputs[1]).shape.rows();
+      return true;
+    }
+    case Op::Attention: {
+      auto st = std::make_shared<AttentionState>();
+      const ValueType& q = g.type(node.inputs[0]);
+      const ValueType& table = g.type(node.inputs[2]);
+      kernels::AttentionParams& p = st->params;
+      p.n_heads = static_cast<int>(node.attrs.get_int("n_heads"));
+      p.n_kv_heads = static_cast<int>(node.attrs.get_int("n_kv_heads"));
+      p.head_dim = static_cast<int>(node.attrs.get_int("head_dim"));
+      p.window = static_cast<int>(node.attrs.get_int("window"));
+      p.scale = static_cast<float>(node.attrs.get_float("scale"));
+      p.max_pages_per_seq = static_cast<int>(table.shape[1]);
+      kernels::AttentionInputs& in = st->inputs;
+      in.q = static_cast<const float*>(s.in[0]);
+      in.block_table = static_cast<const int32_t*>(s.in[2]);
+      in.seq_lens = static_cast<const int32_t*>(s.in[3]);
+      in.positions = static_cast<const int32_t*>(s.in[4]);
+      in.token_seq = static_cast<const int32_t*>(s.in[5]);
+      in.T = q.shape.rows();
+      in.S = table.shape[0];
+      in.kv = layer_view(ctx.kv, const_cast<void*>(s.in[1]), static_cast<int>(node.attrs.get_int("layer")));
+      in.out = static_cast<float*>(s.out[0]);
+      kernels::AttentionLimits limits;
+      limits.max_tokens = in.T;
+      limits.max_threads = ctx.n_threads;
+      st->work = std::make_unique<kernels::AttentionWork>(p, limits);
+      l.scratch_bytes = kernels::attention_scratch_bytes(p, limits);
+      s.run = run_attention;
+      s.update = update_attention;
+      s.state = st.get();
+      l.owned = st;
+      return true;
+    }
+    case Op::QkNormRopeKvWrite: {
+      auto st = std::make_shared<QkNormRopeKvState>();
+      const int head_dim = static_cast<int>(node.attrs.get_int("head_dim"));
+      st->view = layer_view(ctx.kv, const_cast<void*>(s.in[6]), static_cast<int>(node.attrs.get_int("layer")));
+      st->inv_freq = kernels::rope_inv_freq(head_dim, node.attrs.get_float("freq_base"));
+      s.run = run_qk_norm_rope_kv_write;
+      s.state = st.get();
+      l.owned = st;
+      s.dim[0] = g.type(node.inputs[0]).shape.rows();
+      s.dim[1] = node.attrs.get_int("n_heads");
+      s.dim[2] = node.attrs.get_int("neox");
+      s.f[0] = static_cast<float>(node.attrs.get_float("eps"));
+      return true;
+    }
+    default:
+      return false;
+  }
+}
+
+}  // namespace kiln::graph::lowering

@@ -1,0 +1,48 @@
+// Lowering: node -> Step. Chooses the kernel variant for the node's exact shapes and dtypes,
+// precomputes everything shape-dependent (RoPE frequency tables, attention work capacity,
+// scratch sizes, weight packing) and resolves every pointer through `LowerContext`.
+// Both execution modes use it: the interpreter per node per run (that per-step work is part
+// of what eager mode pays), plans once at capture.
+#pragma once
+#include <functional>
+#include <memory>
+
+#include "kiln/graph/ir.h"
+#include "kiln/graph/step.h"
+#include "kiln/graph/weight_provider.h"
+
+namespace kiln::graph {
+
+// Geometry of the paged KV pool (the graph's single state input).
+struct KvGeometry {
+  int n_layers = 0;
+  int64_t n_pages = 0;
+  int page_size = 16;
+  int n_kv_heads = 0;
+  int head_dim = 0;
+};
+
+struct LowerContext {
+  const Graph* graph = nullptr;
+  WeightProvider* weights = nullptr;
+  KvGeometry kv;
+  int n_threads = 1;
+  // Address of a non-param value (activation, graph input, state). Params go through weights.
+  std::function<void*(Value)> buffer;
+};
+
+struct Lowered {
+  Step step;
+  size_t scratch_bytes = 0;
+  // Objects the step points into (tables, work lists); must live as long as the step.
+  std::shared_ptr<void> owned;
+  // Reshape/view/token ops: nothing to run, the output is the input's buffer.
+  bool is_view = false;
+};
+
+Lowered lower_node(const LowerContext& ctx, int node_index);
+
+// Whether node's output occupies no buffer of its own (reshape: aliases input 0; tokens).
+bool output_is_view(const Node& node);
+
+}  // namespace kiln::graph

@@ -1,0 +1,111 @@
+#include "kiln/graph/passes/fuse_qk_norm_rope_kv_write.h"
+
+#include "kiln/base/error.h"
+#include "kiln/graph/passes/rewrite.h"
+
+namespace kiln::graph {
+namespace {
+
+// One of q or k: reshape -> rms_norm -> reshape -> rope, read back from the roped value.
+struct HeadChain {
+  Value src;     // the projection's output [T, heads*hd]
+  Value norm_w;  // [hd]
+  Value positions;
+  const Node* norm = nullptr;
+  const Node* rope = nullptr;
+  std::vector<int> nodes;  // reshape, rms_norm, reshape, rope
+};
+
+std::optional<HeadChain> match_chain(const Graph& g, const UseMap& uses, Value roped) {
+  HeadChain c;
+  c.rope = producer_if(g, roped, Op::Rope);
+  if (!c.rope) return std::nullopt;
+  const Value flat = c.rope->inputs[0];
+  const Node* back = producer_if(g, flat, Op::Reshape);
+  if (!back || !uses.only_user_is(flat, roped.node)) return std::nullopt;
+  const Value normed = back->inputs[0];
+  c.norm = producer_if(g, normed, Op::RmsNorm);
+  if (!c.norm || !uses.only_user_is(normed, flat.node)) return std::nullopt;
+  const Value heads = c.norm->inputs[0];
+  const Node* split = producer_if(g, heads, Op::Reshape);
+  if (!split || !uses.only_user_is(heads, normed.node)) return std::nullopt;
+  c.src = split->inputs[0];
+  const int64_t hd = c.rope->attrs.get_int("head_dim");
+  const ValueType& h = g.type(heads);
+  // [T, H*hd] -> [T, H, hd] -> norm over hd -> back to exactly the source's shape.
+  if (h.shape.rank() != 3 || h.shape[2] != hd || g.type(flat) != g.type(c.src)) return std::nullopt;
+  c.norm_w = c.norm->inputs[1];
+  c.positions = c.rope->inputs[1];
+  c.nodes = {roped.node, flat.node, normed.node, heads.node};
+  return c;
+}
+
+bool same_rope_and_norm(const HeadChain& a, const HeadChain& b) {
+  for (const char* key : {"head_dim", "neox"}) {
+    if (a.rope->attrs.get_int(key) != b.rope->attrs.get_int(key)) return false;
+  }
+  return a.rope->attrs.get_float("freq_base") == b.rope->attrs.get_float("freq_base") &&
+         a.norm->attrs.get_float("eps") == b.norm->attrs.get_float("eps") &&
+         a.positions == b.positions;
+}
+
+bool fuse_one(Graph& g, PassResult& result) {
+  const UseMap uses(g);
+  for (int w = 0; w < g.num_nodes(); ++w) {
+    const Node& write = g.node(w);
+    if (write.op != Op::KvWrite) continue;
+    const Value k_roped = write.inputs[1];
+    if (!uses.only_user_is(k_roped, w)) continue;
+    const auto k = match_chain(g, uses, k_roped);
+    if (!k) continue;
+    const int64_t layer = write.attrs.get_int("layer");
+    // The q chain: what an attention of the same layer reading this write's token attends with.
+    for (const Use& reader : uses.users(Value{w, 0})) {
+      if (reader.node < 0) continue;
+      const Node& att = g.node(reader.node);
+      if (att.op != Op::Attention || att.attrs.get_int("layer") != layer) continue;
+      const Value q_roped = att.inputs[0];
+      const auto q = match_chain(g, uses, q_roped);
+      if (!q || !same_rope_and_norm(*q, *k)) continue;
+      const int64_t hd = k->rope->attrs.get_int("head_dim");
+      Node fused;
+      fused.op = Op::QkNormRopeKvWrite;
+      fused.inputs = {q->src,    k->src,       write.inputs[2], q->norm_w,
+                      k->norm_w, k->positions, write.inputs[0], write.inputs[3]};
+      fused.attrs.set("eps", k->norm->attrs.get_float("eps"));
+      fused.attrs.set("head_dim", hd);
+      fused.attrs.set("freq_base", k->rope->attrs.get_float("freq_base"));
+      fused.attrs.set("neox", k->rope->attrs.get_int("neox"));
+      fused.attrs.set("layer", layer);
+      fused.attrs.set("n_heads", g.type(q->src).shape[1] / hd);
+      fused.attrs.set("n_kv_heads", g.type(k->src).shape[1] / hd);
+      std::vector<ValueType> in_types;
+      for (const Value& v : fused.inputs) in_types.push_back(g.type(v));
+      try {
+        fused.outputs =
+            infer_output_types(fused.op, in_types, fused.attrs);  // e.g. norm weight not [hd]
+      } catch (const Error&) {
+        continue;
+      }
+      std::vector<int> pattern = {w};
+      pattern.insert(pattern.end(), q->nodes.begin(), q->nodes.end());
+      pattern.insert(pattern.end(), k->nodes.begin(), k->nodes.end());
+      if (replace_with_fused(g, w, std::move(fused), {{q_roped, 0}, {Value{w, 0}, 1}}, pattern)) {
+        result.count("patterns_fused");
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+PassResult run_fuse_qk_norm_rope_kv_write(Graph& g, const PassOptions&) {
+  PassResult result;
+  while (fuse_one(g, result)) {
+  }
+  return result;
+}
+
+}  // namespace kiln::graph

@@ -1,0 +1,29 @@
+// A lowered node: the kernel to call and every argument it needs, resolved. The eager
+// interpreter builds a Step for each node every time it runs one; a Plan builds them once at
+// capture and replays the flat array. Steps are plain data (no heap, no strings) so replay
+// touches nothing but the kernels.
+#pragma once
+#include <cstdint>
+
+#include "kiln/kernels/exec_context.h"
+
+namespace kiln::graph {
+
+struct Step {
+  using RunFn = void (*)(const Step& step, const kernels::ExecContext& ctx);
+  // Host-side refresh from host values (attention's work split from sequence lengths), run
+  // on one thread before the step at every execution: the replay-time update hook.
+  using UpdateFn = void (*)(Step& step, int n_threads);
+
+  RunFn run = nullptr;
+  UpdateFn update = nullptr;
+  const void* in[8] = {};
+  void* out[4] = {};
+  int64_t dim[8] = {};
+  float f[4] = {};
+  void* scratch = nullptr;
+  void* state = nullptr;  // kernel-owned object: packed weight, RoPE table, attention work
+  int32_t node = -1;      // graph node this step executes (diagnostics)
+};
+
+}  // namespace kiln::graph

@@ -1,0 +1,19 @@
+// How lowering reaches the model's weights without the graph layer knowing about files: the
+// model layer implements this over its GGUF file and repacked copies.
+#pragma once
+#include "kiln/base/tensor.h"
+#include "kiln/graph/ir.h"
+#include "kiln/kernels/packed_weight.h"
+
+namespace kiln::graph {
+
+class WeightProvider {
+ public:
+  virtual ~WeightProvider() = default;
+  // The tensor as stored (norm weights, biases, embedding tables). Throws Error if unknown.
+  virtual const Tensor& raw(const Node& param) = 0;
+  // The weight repacked for matmul; for a derived {concat=[...]} param, the concatenation.
+  virtual const kernels::PackedWeight& packed(const Node& param) = 0;
+};
+
+}  // namespace kiln::graph

@@ -1,0 +1,193 @@
+#include "kiln/kernels/dequant.h"
+
+#include <cstring>
+
+#include "kiln/base/error.h"
+#include "kiln/base/half.h"
+
+namespace kiln::kernels {
+namespace {
+
+// Blocks may sit at any byte offset (18- and 22-byte blocks), so they are copied out, never
+// dereferenced in place.
+template <typename Block>
+Block load_block(const void* p) {
+  Block b;
+  std::memcpy(&b, p, sizeof(Block));
+  return b;
+}
+
+// The 6-bit scale and minimum of sub-block j of a Q4_K/Q5_K block (ggml's 12-byte packing:
+// sub-blocks 0-3 in the low 6 bits of bytes 0-7, sub-blocks 4-7 split between the nibbles of
+// bytes 8-11 and the top 2 bits of bytes 0-7).
+void k_scale_min(const uint8_t* s, int j, int* sc, int* m) {
+  if (j < 4) {
+    *sc = s[j] & 63;
+    *m = s[j + 4] & 63;
+  } else {
+    *sc = (s[j + 4] & 0x0F) | ((s[j - 4] >> 6) << 4);
+    *m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+  }
+}
+
+void decode_q4_0(const void* p, uint8_t* q, float* scale) {
+  auto b = load_block<BlockQ4_0>(p);
+  for (int j = 0; j < 16; ++j) {
+    q[j] = b.qs[j] & 0x0F;
+    q[j + 16] = b.qs[j] >> 4;
+  }
+  scale[0] = f16_to_f32(b.d);
+}
+
+void decode_q5_0(const void* p, uint8_t* q, float* scale) {
+  auto b = load_block<BlockQ5_0>(p);
+  uint32_t qh;
+  std::memcpy(&qh, b.qh, 4);
+  for (int j = 0; j < 16; ++j) {
+    q[j] = static_cast<uint8_t>((b.qs[j] & 0x0F) | (((qh >> j) & 1) << 4));
+    q[j + 16] = static_cast<uint8_t>((b.qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4));
+  }
+  scale[0] = f16_to_f32(b.d);
+}
+
+void decode_q8_0(const void* p, uint8_t* q, float* scale) {
+  auto b = load_block<BlockQ8_0>(p);
+  for (int j = 0; j < 32; ++j) q[j] = static_cast<uint8_t>(b.qs[j] + 128);
+  scale[0] = f16_to_f32(b.d);
+}
+
+void decode_q4_k(const void* p, uint8_t* q, float* scale, float* min) {
+  auto b = load_block<BlockQ4_K>(p);
+  float d = f16_to_f32(b.d), dmin = f16_to_f32(b.dmin);
+  for (int j = 0; j < 8; ++j) {
+    int sc, m;
+    k_scale_min(b.scales, j, &sc, &m);
+    scale[j] = d * static_cast<float>(sc);
+    min[j] = dmin * static_cast<float>(m);
+    const uint8_t* qs = b.qs + (j / 2) * 32;
+    int shift = (j % 2) * 4;
+    for (int l = 0; l < 32; ++l) q[j * 32 + l] = (qs[l] >> shift) & 0x0F;
+  }
+}
+
+void decode_q5_k(const void* p, uint8_t* q, float* scale, float* min) {
+  auto b = load_block<BlockQ5_K>(p);
+  float d = f16_to_f32(b.d), dmin = f16_to_f32(b.dmin);
+  for (int j = 0; j < 8; ++j) {
+    int sc, m;
+    k_scale_min(b.scales, j, &sc, &m);
+    scale[j] = d * static_cast<float>(sc);
+    min[j] = dmin * static_cast<float>(m);
+    const uint8_t* qs = b.qs + (j / 2) * 32;
+    int shift = (j % 2) * 4;
+    for (int l = 0; l < 32; ++l)
+      q[j * 32 + l] = static_cast<uint8_t>(((qs[l] >> shift) & 0x0F) | (((b.qh[l] >> j) & 1) << 4));
+  }
+}
+
+void decode_q6_k(const void* p, uint8_t* q, float* scale) {
+  auto b = load_block<BlockQ6_K>(p);
+  float d = f16_to_f32(b.d);
+  for (int s = 0; s < 16; ++s) scale[s] = d * static_cast<float>(b.scales[s]);
+  // Two halves of 128; in each, element 32c + l takes its low nibble from
+  // ql[64h + 32(c&1) + l] (shifted by 4 for c >= 2) and its top 2 bits from qh[32h + l] >> 2c.
+  for (int h = 0; h < 2; ++h) {
+    for (int c = 0; c < 4; ++c) {
+      for (int l = 0; l < 32; ++l) {
+        int lo = (b.ql[64 * h + 32 * (c & 1) + l] >> (4 * (c >> 1))) & 0x0F;
+        int hi = (b.qh[32 * h + l] >> (2 * c)) & 3;
+        q[128 * h + 32 * c + l] = static_cast<uint8_t>(lo | (hi << 4));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+const QuantScheme& quant_scheme(DType t) {
+  static constexpr QuantScheme kQ4_0{32, 4, 8, false, true};
+  static constexpr QuantScheme kQ5_0{32, 5, 16, false, true};
+  static constexpr QuantScheme kQ8_0{32, 8, 128, false, true};
+  static constexpr QuantScheme kQ4_K{32, 4, 0, true, false};
+  static constexpr QuantScheme kQ5_K{32, 5, 0, true, false};
+  static constexpr QuantScheme kQ6_K{16, 6, 32, false, false};
+  switch (t) {
+    case DType::Q4_0:
+      return kQ4_0;
+    case DType::Q5_0:
+      return kQ5_0;
+    case DType::Q8_0:
+      return kQ8_0;
+    case DType::Q4_K:
+      return kQ4_K;
+    case DType::Q5_K:
+      return kQ5_K;
+    case DType::Q6_K:
+      return kQ6_K;
+    default:
+      fail("{} is not a quantized type", dtype_name(t));
+  }
+}
+
+void decode_block(DType t, const void* block, uint8_t* codes, float* scale, float* min) {
+  switch (t) {
+    case DType::Q4_0:
+      return decode_q4_0(block, codes, scale);
+    case DType::Q5_0:
+      return decode_q5_0(block, codes, scale);
+    case DType::Q8_0:
+      return decode_q8_0(block, codes, scale);
+    case DType::Q4_K:
+      return decode_q4_k(block, codes, scale, min);
+    case DType::Q5_K:
+      return decode_q5_k(block, codes, scale, min);
+    case DType::Q6_K:
+      return decode_q6_k(block, codes, scale);
+    default:
+      fail("decode_block: {} is not a quantized type", dtype_name(t));
+  }
+}
+
+void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
+  const auto* bytes = static_cast<const uint8_t*>(src);
+  switch (t) {
+    case DType::F32:
+      std::memcpy(dst, src, static_cast<size_t>(n) * 4);
+      return;
+    case DType::F16:
+    case DType::BF16:
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, bytes + 2 * i, 2);
+        dst[i] = t == DType::F16 ? f16_to_f32(h) : bf16_to_f32(h);
+      }
+      return;
+    case DType::Q4_0:
+    case DType::Q5_0:
+    case DType::Q8_0:
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K:
+      break;
+    default:
+      fail("dequantize_row: {} has no element storage", dtype_name(t));
+  }
+  const DTypeInfo& info = dtype_info(t);
+  const QuantScheme& qs = quant_scheme(t);
+  KILN_CHECK(n % info.block_size == 0, "dequantize_row: {} elements is not whole {} blocks", n,
+             info.name);
+  uint8_t codes[256];
+  float scale[16], min[16];
+  for (int64_t b = 0; b < n / info.block_size; ++b) {
+    decode_block(t, bytes + b * info.block_bytes, codes, scale, min);
+    float* out = dst + b * info.block_size;
+    for (int i = 0; i < info.block_size; ++i) {
+      int s = i / qs.sub_block;
+      // The same float operations as ggml: scale * (code - zp), or scale * code - min.
+      out[i] = qs.has_min ? scale[s] * static_cast<float>(codes[i]) - min[s]
+                          : scale[s] * static_cast<float>(codes[i] - qs.zero_point);
+    }
+  }
+}
+
+}  // namespace kiln::kernels

@@ -1,0 +1,73 @@
+// GGUF block layouts and their scalar dequantization: the reference every other weight path
+// (repacking, matmul kernels, embedding lookup) is checked against.
+//
+// A quantized row is a sequence of blocks. Within a block every weight is an unsigned code times a
+// scale, minus an offset that is either a constant zero point (Q4_0, Q5_0, Q8_0, Q6_K) or a
+// per-sub-block minimum (Q4_K, Q5_K). `decode_block` exposes exactly that view (codes, scales,
+// minimums); dequantize_row is written on top of it, and the weight packer reuses it so the packed
+// form holds the same numbers.
+#pragma once
+#include <cstdint>
+
+#include "kiln/base/dtype.h"
+
+namespace kiln::kernels {
+
+// Field order and sizes are those of ggml (little-endian; f16 scales stored as raw bits).
+struct BlockQ4_0 {
+  uint16_t d;
+  uint8_t qs[16];  // element j in the low nibble of qs[j], element j+16 in the high nibble
+};
+struct BlockQ5_0 {
+  uint16_t d;
+  uint8_t qh[4];   // bit j (little-endian u32) is bit 4 of element j
+  uint8_t qs[16];  // as Q4_0
+};
+struct BlockQ8_0 {
+  uint16_t d;
+  int8_t qs[32];
+};
+struct BlockQ4_K {  // 8 sub-blocks of 32, 6-bit scales and minimums packed in `scales`
+  uint16_t d;
+  uint16_t dmin;
+  uint8_t scales[12];
+  uint8_t qs[128];  // 64-element chunks: low nibbles = sub-block 2c, high = 2c+1
+};
+struct BlockQ5_K {
+  uint16_t d;
+  uint16_t dmin;
+  uint8_t scales[12];
+  uint8_t qh[32];  // bit j of qh[l] is bit 4 of element 32j + l
+  uint8_t qs[128];
+};
+struct BlockQ6_K {  // 16 sub-blocks of 16, int8 scales
+  uint8_t ql[128];
+  uint8_t qh[64];
+  int8_t scales[16];
+  uint16_t d;
+};
+static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockQ5_0) == 22 && sizeof(BlockQ8_0) == 34);
+static_assert(sizeof(BlockQ4_K) == 144 && sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210);
+
+// How a quantized type's codes map to values: w = scale[s] * (code - zero_point) when
+// has_min is false, w = scale[s] * code - min[s] when it is true; s = element / sub_block.
+struct QuantScheme {
+  int sub_block;   // elements sharing one scale: 32, or 16 for Q6_K
+  int bits;        // code width: 4, 5, 6 or 8; codes are unsigned
+  int zero_point;  // 8, 16, 32 or 128 (when !has_min)
+  bool has_min;
+  bool f16_scale;  // the scale is an f16 value (not a product of two numbers)
+};
+// The scheme of a quantized type; throws kiln::Error for a type that is not quantized.
+const QuantScheme& quant_scheme(DType t);
+
+// Decodes one block of a quantized type: codes[block_size] (unsigned, < 2^bits),
+// scale[block_size / sub_block], and (has_min types) min[block_size / sub_block]. The values
+// are bit-exact to ggml's dequantization: scale and min are computed as ggml computes d * sc.
+void decode_block(DType t, const void* block, uint8_t* codes, float* scale, float* min);
+
+// dst[0..n) = the n values of a row of type t (n a multiple of the block size). Scalar
+// reference for F32, F16, BF16 and every quantized type; throws for types without storage.
+void dequantize_row(DType t, const void* src, float* dst, int64_t n);
+
+}  // namespace kiln::kernels

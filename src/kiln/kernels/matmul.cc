@@ -1,0 +1,244 @@
+#include "kiln/kernels/matmul.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "kiln/base/cpu_features.h"
+#include "kiln/base/error.h"
+#include "kiln/kernels/matmul_kernels.h"
+
+namespace kiln::kernels {
+namespace {
+
+constexpr int R = PackedWeight::kGroupRows;
+
+size_t align64(size_t n) { return (n + 63) / 64 * 64; }
+
+// Where each activation array lives in the scratch.
+struct ActScratch {
+  size_t q, d, s16, s32, ds, end;
+  int64_t q_stride;
+};
+
+ActScratch act_scratch(const PackedWeight& w, int64_t m) {
+  ActScratch s{};
+  if (!w.quantized()) return s;
+  const int64_t k = w.k();
+  s.q_stride = static_cast<int64_t>(align64(static_cast<size_t>(k)));
+  size_t mm = static_cast<size_t>(m);
+  s.q = 0;
+  s.d = align64(mm * s.q_stride);
+  s.s16 = s.d + align64(mm * (k / 32) * 4);
+  s.s32 = s.s16 + align64(mm * (k / 16) * 4);
+  s.ds = s.s32 + align64(mm * (k / 32) * 4);
+  s.end = s.ds + align64(mm * (k / 32) * 4);
+  return s;
+}
+
+TileFn tile_fn(DType t) {
+  switch (active_isa()) {
+    case Isa::Avx512:
+      return tile_fn_avx512(t);
+    case Isa::Avx2:
+      return tile_fn_avx2(t);
+    default:
+      return tile_fn_scalar(t);
+  }
+}
+
+QuantizeRowFn quantize_row_fn() {
+  switch (active_isa()) {
+    case Isa::Avx512:
+      return quantize_row_avx512;
+    case Isa::Avx2:
+      return quantize_row_avx2;
+    default:
+      return quantize_row_scalar;
+  }
+}
+
+void check_common(const PackedWeight& w, const float* x, int64_t m, void* scratch,
+                  const ExecContext& ctx) {
+  KILN_CHECK(w.n() > 0 && w.data() != nullptr, "matmul: empty weight");
+  KILN_CHECK(m >= 0, "matmul: negative row count {}", m);
+  KILN_CHECK(m == 0 || x != nullptr, "matmul: null input");
+  KILN_CHECK(m == 0 || !w.quantized() || scratch != nullptr, "matmul: null scratch");
+  KILN_CHECK(reinterpret_cast<uintptr_t>(scratch) % 4 == 0, "matmul: scratch must be 4-aligned");
+  KILN_CHECK(ctx.nth >= 1 && ctx.tid >= 0 && ctx.tid < ctx.nth, "matmul: bad thread {} of {}",
+             ctx.tid, ctx.nth);
+}
+
+// Phase 1: quantize this thread's share of the rows, then wait for the group. Returns the
+// view every thread's tile kernels read.
+ActView prepare_acts(const PackedWeight& w, const float* x, int64_t m, void* scratch,
+                     const ExecContext& ctx) {
+  ActView a;
+  a.k = w.k();
+  a.x = x;
+  a.x_stride = w.k();
+  if (w.quantized()) {
+    ActScratch s = act_scratch(w, m);
+    auto* base = static_cast<uint8_t*>(scratch);
+    auto* q = reinterpret_cast<int8_t*>(base + s.q);
+    auto* d = reinterpret_cast<float*>(base + s.d);
+    auto* s16 = reinterpret_cast<int32_t*>(base + s.s16);
+    auto* s32 = reinterpret_cast<int32_t*>(base + s.s32);
+    auto* ds = reinterpret_cast<float*>(base + s.ds);
+    const int64_t k = w.k(), nb = k / 32;
+    QuantizeRowFn quantize = quantize_row_fn();
+    Range rows = split_range(m, ctx.tid, ctx.nth);
+    for (int64_t i = rows.begin; i < rows.end; ++i)
+      quantize(x + i * k, k, q + i * s.q_stride, d + i * nb, s16 + i * 2 * nb, s32 + i * nb,
+               ds + i * nb);
+    a.q = q;
+    a.q_stride = s.q_stride;
+    a.d = d;
+    a.s16 = s16;
+    a.s32 = s32;
+    a.ds = ds;
+  }
+  ctx.sync();
+  return a;
+}
+
+// Phase 2: this thread's column groups; epi(col, valid_cols, row0, mt, tile) consumes each tile.
+template <typename Epilogue>
+void for_each_tile(const PackedWeight& w, const ActView& a, int64_t m, const ExecContext& ctx,
+                   Epilogue&& epi) {
+  Range groups = split_range(w.groups(), ctx.tid, ctx.nth);
+  const auto& segs = w.segments();
+  size_t si = 0;
+  TileFn fn = nullptr;
+  alignas(64) float tile[kMaxTileRows * R];
+  for (int64_t g = groups.begin; g < groups.end; ++g) {
+    while (g >= segs[si].group0 + segs[si].groups) {
+      ++si;
+      fn = nullptr;
+    }
+    const PackedSegment& seg = segs[si];
+    if (fn == nullptr) fn = tile_fn(seg.dtype);
+    const int64_t local = g - seg.group0;
+    const uint8_t* group = w.data() + seg.offset + local * seg.group_bytes;
+    const int64_t col = seg.col0 + local * R;
+    const int nv = static_cast<int>(std::min<int64_t>(R, seg.n - local * R));
+    for (int64_t i0 = 0; i0 < m; i0 += kMaxTileRows) {
+      int mt = static_cast<int>(std::min<int64_t>(kMaxTileRows, m - i0));
+      fn(group, a, i0, mt, tile);
+      epi(col, nv, i0, mt, tile);
+    }
+  }
+}
+
+}  // namespace
+
+size_t matmul_scratch_bytes(const PackedWeight& w, int64_t m) {
+  KILN_CHECK(m >= 0, "matmul: negative row count {}", m);
+  return act_scratch(w, m).end;
+}
+
+void matmul(const PackedWeight& w, const float* x, int64_t m, float* y, const float* residual,
+            void* scratch, const ExecContext& ctx) {
+  check_common(w, x, m, scratch, ctx);
+  KILN_CHECK(m == 0 || y != nullptr, "matmul: null output");
+  if (m == 0) return;
+  ActView a = prepare_acts(w, x, m, scratch, ctx);
+  const int64_t n = w.n();
+  for_each_tile(w, a, m, ctx, [&](int64_t col, int nv, int64_t i0, int mt, const float* tile) {
+    for (int i = 0; i < mt; ++i) {
+      float* yr = y + (i0 + i) * n + col;
+      const float* t = tile + i * R;
+      if (residual != nullptr) {
+        const float* rr = residual + (i0 + i) * n + col;
+        for (int c = 0; c < nv; ++c) yr[c] = t[c] + rr[c];
+      } else {
+        for (int c = 0; c < nv; ++c) yr[c] = t[c];
+      }
+    }
+  });
+}
+
+void matmul_split(const PackedWeight& w, const float* x, int64_t m, float* const* outs,
+                  const int64_t* split_cols, int n_splits, void* scratch, const ExecContext& ctx) {
+  check_common(w, x, m, scratch, ctx);
+  KILN_CHECK(n_splits >= 1 && outs != nullptr && split_cols != nullptr, "matmul_split: no outputs");
+  int64_t total = 0;
+  for (int s = 0; s < n_splits; ++s) {
+    KILN_CHECK(split_cols[s] >= 0, "matmul_split: negative split {}", split_cols[s]);
+    KILN_CHECK(m == 0 || split_cols[s] == 0 || outs[s] != nullptr, "matmul_split: null output {}",
+               s);
+    total += split_cols[s];
+  }
+  KILN_CHECK(total == w.n(), "matmul_split: splits cover {} columns, the weight has {}", total,
+             w.n());
+  if (m == 0) return;
+  ActView a = prepare_acts(w, x, m, scratch, ctx);
+  for_each_tile(w, a, m, ctx, [&](int64_t col, int nv, int64_t i0, int mt, const float* tile) {
+    // Find the split holding `col`; a group may straddle split boundaries.
+    int s = 0;
+    int64_t start = 0;
+    while (col >= start + split_cols[s]) start += split_cols[s++];
+    for (int c = 0; c < nv; ++c) {
+      while (col + c >= start + split_cols[s]) start += split_cols[s++];
+      const int64_t width = split_cols[s], lc = col + c - start;
+      for (int i = 0; i < mt; ++i) outs[s][(i0 + i) * width + lc] = tile[i * R + c];
+    }
+  });
+}
+
+size_t matmul_argmax_scratch_bytes(const PackedWeight& w, int64_t m, int nth) {
+  KILN_CHECK(m >= 0 && nth >= 1, "matmul_argmax: bad rows {} / threads {}", m, nth);
+  return act_scratch(w, m).end + align64(static_cast<size_t>(nth) * m * 8);
+}
+
+void matmul_argmax(const PackedWeight& w, const float* x, int64_t m, int32_t* out_ids,
+                   void* scratch, const ExecContext& ctx) {
+  check_common(w, x, m, scratch, ctx);
+  KILN_CHECK(m == 0 || out_ids != nullptr, "matmul_argmax: null output");
+  KILN_CHECK(m == 0 || scratch != nullptr, "matmul_argmax: null scratch");
+  if (m == 0) return;
+  ActView a = prepare_acts(w, x, m, scratch, ctx);
+  // Per-thread partial results: [nth][m] (value, column), column -1 when none yet.
+  auto* base = static_cast<uint8_t*>(scratch) + act_scratch(w, m).end;
+  auto* best = reinterpret_cast<float*>(base);
+  auto* where = reinterpret_cast<int32_t*>(base + static_cast<size_t>(ctx.nth) * m * 4);
+  float* my_best = best + ctx.tid * m;
+  int32_t* my_where = where + ctx.tid * m;
+  for (int64_t i = 0; i < m; ++i) {
+    my_best[i] = -std::numeric_limits<float>::infinity();
+    my_where[i] = -1;
+  }
+  for_each_tile(w, a, m, ctx, [&](int64_t col, int nv, int64_t i0, int mt, const float* tile) {
+    for (int i = 0; i < mt; ++i) {
+      float b = my_best[i0 + i];
+      int32_t at = my_where[i0 + i];
+      const float* t = tile + i * R;
+      for (int c = 0; c < nv; ++c) {
+        // Strictly greater: columns are visited in increasing order, so ties keep the lowest.
+        if (t[c] > b || (at < 0 && t[c] == b)) {
+          b = t[c];
+          at = static_cast<int32_t>(col + c);
+        }
+      }
+      my_best[i0 + i] = b;
+      my_where[i0 + i] = at;
+    }
+  });
+  ctx.sync();
+  // Merge in thread order (thread t owns lower columns than thread t + 1).
+  Range rows = split_range(m, ctx.tid, ctx.nth);
+  for (int64_t i = rows.begin; i < rows.end; ++i) {
+    float b = -std::numeric_limits<float>::infinity();
+    int32_t at = -1;
+    for (int t = 0; t < ctx.nth; ++t) {
+      float v = best[t * m + i];
+      int32_t c = where[t * m + i];
+      if (c >= 0 && (at < 0 || v > b)) {
+        b = v;
+        at = c;
+      }
+    }
+    out_ids[i] = at < 0 ? 0 : at;
+  }
+}
+
+}  // namespace kiln::kernels

@@ -1,0 +1,238 @@
+// AVX2 tile kernels (no VNNI): int8 dot products with vpmaddubsw + vpmaddwd, FMA for float
+// weights. Bit-identical to matmul_scalar.cc: the integer dots are exact (no 16-bit saturation:
+// 4/5/6-bit codes give pair sums <= 2 * 63 * 127; Q8_0 codes are turned back into signed values
+// and multiplied with the sign trick, pair sums <= 2 * 128 * 127), and the float operations are
+// those of the contract in matmul_kernels.h.
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "kiln/base/error.h"
+#include "kiln/kernels/matmul_kernels.h"
+#include "kiln/kernels/packed_weight.h"
+
+namespace kiln::kernels {
+namespace {
+
+inline int32_t load_i32(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+template <int Shift>
+inline __m256i shift_bytes(__m256i v) {
+  if constexpr (Shift > 0) return _mm256_slli_epi16(v, Shift);
+  if constexpr (Shift < 0) return _mm256_srli_epi16(v, -Shift);
+  return v;
+}
+
+template <int Bits, int S, int J>
+inline void add_high_bits(__m256i* w, __m256i plane) {
+  if constexpr (J < S / 4) {
+    if constexpr (Bits == 5) {
+      w[J] = _mm256_or_si256(w[J],
+                             _mm256_and_si256(shift_bytes<4 - J>(plane), _mm256_set1_epi8(0x10)));
+    } else {
+      w[J] = _mm256_or_si256(
+          w[J], _mm256_and_si256(shift_bytes<4 - 2 * J>(plane), _mm256_set1_epi8(0x30)));
+    }
+    add_high_bits<Bits, S, J + 1>(w, plane);
+  }
+}
+
+// Codes of rows 8h .. 8h+7 (half h of the 16-row group): S/4 vectors of u8.
+template <int Bits, int S>
+inline void load_codes(const uint8_t* rec, int h, __m256i* w) {
+  auto at = [&](int v) { return reinterpret_cast<const __m256i*>(rec + 64 * v + 32 * h); };
+  if constexpr (Bits == 8) {
+    for (int j = 0; j < S / 4; ++j) w[j] = _mm256_loadu_si256(at(j));
+  } else {
+    constexpr int NV = S / 8;
+    const __m256i lo = _mm256_set1_epi8(0x0F);
+    for (int v = 0; v < NV; ++v) {
+      __m256i raw = _mm256_loadu_si256(at(v));
+      w[v] = _mm256_and_si256(raw, lo);
+      w[v + NV] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), lo);
+    }
+    if constexpr (Bits > 4) add_high_bits<Bits, S, 0>(w, _mm256_loadu_si256(at(NV)));
+  }
+}
+
+// Exact sum of 4 products per int32 lane, added to acc (the vpdpbusd of AVX-512 VNNI).
+template <bool Signed8>
+inline __m256i dot4(__m256i acc, __m256i w, __m256i a) {
+  __m256i pairs;
+  if constexpr (Signed8) {  // w holds code - 128 as int8
+    pairs = _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(a, w));
+  } else {
+    pairs = _mm256_maddubs_epi16(w, a);
+  }
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+}
+
+template <int Bits, int S, int ZP, bool Min, bool F16Scale, int MT>
+void tile_quant_rows(const uint8_t* group, const ActView& a, int64_t row0, float* tile) {
+  constexpr int code_bytes = Bits == 8 ? 16 * S : 8 * S + (Bits > 4 ? 64 : 0);
+  constexpr int record_bytes = code_bytes + (F16Scale ? 32 : 64) + (Min ? 64 : 0);
+  constexpr bool kSigned8 = Bits == 8;  // Q8_0: dot of signed values, no zero-point term
+  const int64_t nsub = a.k / S, nb = a.k / 32, n16 = a.k / 16;
+  __m256 acc[MT][2];
+  for (int i = 0; i < MT; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+  for (int64_t s = 0; s < nsub; ++s) {
+    const uint8_t* rec = group + s * record_bytes;
+    const uint8_t* sp = rec + code_bytes;
+    const int64_t blk = s * S / 32;
+    for (int h = 0; h < 2; ++h) {
+      __m256i w[S / 4];
+      load_codes<Bits, S>(rec, h, w);
+      if constexpr (kSigned8)
+        for (int j = 0; j < S / 4; ++j) w[j] = _mm256_xor_si256(w[j], _mm256_set1_epi8(-128));
+      __m256 scale;
+      if constexpr (F16Scale) {
+        scale = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sp + 16 * h)));
+      } else {
+        scale = _mm256_loadu_ps(reinterpret_cast<const float*>(sp) + 8 * h);
+      }
+      for (int i = 0; i < MT; ++i) {
+        const int64_t row = row0 + i;
+        __m256i dot;
+        if constexpr (Min || kSigned8) {
+          dot = _mm256_setzero_si256();
+        } else {
+          int32_t sum = S == 32 ? a.s32[row * nb + blk] : a.s16[row * n16 + s];
+          dot = _mm256_set1_epi32(-ZP * sum);
+        }
+        const int8_t* qa = a.q + row * a.q_stride + s * S;
+        for (int j = 0; j < S / 4; ++j)
+          dot = dot4<kSigned8>(dot, w[j], _mm256_set1_epi32(load_i32(qa + 4 * j)));
+        __m256 t = _mm256_mul_ps(scale, _mm256_set1_ps(a.d[row * nb + blk]));
+        acc[i][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), t, acc[i][h]);
+        if constexpr (Min) {
+          __m256 mn = _mm256_loadu_ps(reinterpret_cast<const float*>(sp + 64) + 8 * h);
+          acc[i][h] = _mm256_fnmadd_ps(mn, _mm256_set1_ps(a.ds[row * nb + blk]), acc[i][h]);
+        }
+      }
+    }
+  }
+  for (int i = 0; i < MT; ++i) {
+    _mm256_storeu_ps(tile + 16 * i, acc[i][0]);
+    _mm256_storeu_ps(tile + 16 * i + 8, acc[i][1]);
+  }
+}
+
+// 16 ymm registers: rows go through in pairs (each pair re-reads the group from L1).
+template <int Bits, int S, int ZP, bool Min, bool F16Scale>
+void tile_quant(const uint8_t* group, const ActView& a, int64_t row0, int mt, float* tile) {
+  int i = 0;
+  for (; i + 2 <= mt; i += 2)
+    tile_quant_rows<Bits, S, ZP, Min, F16Scale, 2>(group, a, row0 + i, tile + 16 * i);
+  if (i < mt) tile_quant_rows<Bits, S, ZP, Min, F16Scale, 1>(group, a, row0 + i, tile + 16 * i);
+}
+
+template <DType T>
+inline __m256 load_float8(const uint8_t* p) {
+  if constexpr (T == DType::F32) {
+    return _mm256_loadu_ps(reinterpret_cast<const float*>(p));
+  } else if constexpr (T == DType::F16) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  } else {
+    __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  }
+}
+
+template <DType T, int MT>
+void tile_float_rows(const uint8_t* group, const ActView& a, int64_t row0, float* tile) {
+  constexpr int eb = T == DType::F32 ? 4 : 2;
+  __m256 acc[MT][2];
+  for (int i = 0; i < MT; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+  for (int64_t k = 0; k < a.k; ++k) {
+    __m256 w0 = load_float8<T>(group + k * 16 * eb),
+           w1 = load_float8<T>(group + k * 16 * eb + 8 * eb);
+    for (int i = 0; i < MT; ++i) {
+      __m256 x = _mm256_set1_ps(a.x[(row0 + i) * a.x_stride + k]);
+      acc[i][0] = _mm256_fmadd_ps(x, w0, acc[i][0]);
+      acc[i][1] = _mm256_fmadd_ps(x, w1, acc[i][1]);
+    }
+  }
+  for (int i = 0; i < MT; ++i) {
+    _mm256_storeu_ps(tile + 16 * i, acc[i][0]);
+    _mm256_storeu_ps(tile + 16 * i + 8, acc[i][1]);
+  }
+}
+
+template <DType T>
+void tile_float(const uint8_t* group, const ActView& a, int64_t row0, int mt, float* tile) {
+  int i = 0;
+  for (; i + 4 <= mt; i += 4) tile_float_rows<T, 4>(group, a, row0 + i, tile + 16 * i);
+  for (; i < mt; ++i) tile_float_rows<T, 1>(group, a, row0 + i, tile + 16 * i);
+}
+
+inline float hmax8(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  return _mm_cvtss_f32(m);
+}
+
+}  // namespace
+
+TileFn tile_fn_avx2(DType t) {
+  switch (t) {
+    case DType::F32:
+      return tile_float<DType::F32>;
+    case DType::F16:
+      return tile_float<DType::F16>;
+    case DType::BF16:
+      return tile_float<DType::BF16>;
+    case DType::Q4_0:
+      return tile_quant<4, 32, 8, false, true>;
+    case DType::Q5_0:
+      return tile_quant<5, 32, 16, false, true>;
+    case DType::Q8_0:
+      return tile_quant<8, 32, 128, false, true>;
+    case DType::Q4_K:
+      return tile_quant<4, 32, 0, true, false>;
+    case DType::Q5_K:
+      return tile_quant<5, 32, 0, true, false>;
+    case DType::Q6_K:
+      return tile_quant<6, 16, 32, false, false>;
+    default:
+      fail("matmul: no kernel for {} weights", dtype_name(t));
+  }
+}
+
+void quantize_row_avx2(const float* x, int64_t k, int8_t* q, float* d, int32_t* s16, int32_t* s32,
+                       float* ds) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  const __m256i lo = _mm256_set1_epi32(-127), hi = _mm256_set1_epi32(127);
+  for (int64_t b = 0; b < k / 32; ++b) {
+    __m256 v[4];
+    __m256 amax = _mm256_setzero_ps();
+    for (int j = 0; j < 4; ++j) {
+      v[j] = _mm256_loadu_ps(x + 32 * b + 8 * j);
+      amax = _mm256_max_ps(_mm256_and_ps(v[j], abs_mask), amax);  // NaN keeps amax
+    }
+    float m = hmax8(amax);
+    float inv = m > 0.0f ? 127.0f / m : 0.0f;
+    d[b] = m / 127.0f;
+    alignas(32) int32_t c[32];
+    for (int j = 0; j < 4; ++j) {
+      __m256i cj = _mm256_cvtps_epi32(_mm256_mul_ps(v[j], _mm256_set1_ps(inv)));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(c + 8 * j),
+                         _mm256_min_epi32(_mm256_max_epi32(cj, lo), hi));
+    }
+    int32_t sums[2] = {0, 0};
+    for (int j = 0; j < 32; ++j) {
+      q[32 * b + j] = static_cast<int8_t>(c[j]);
+      sums[j / 16] += c[j];
+    }
+    s16[2 * b] = sums[0];
+    s16[2 * b + 1] = sums[1];
+    s32[b] = sums[0] + sums[1];
+    ds[b] = d[b] * static_cast<float>(s32[b]);
+  }
+}
+
+}  // namespace kiln::kernels

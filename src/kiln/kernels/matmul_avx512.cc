@@ -1,0 +1,239 @@
+// AVX-512 tile kernels: int8 dot products with AVX512_VNNI (vpdpbusd: 16 output columns x 4
+// inputs per instruction) for quantized weights, FMA for float weights. Bit-identical to
+// matmul_scalar.cc (same integer dots, same float operations in the same order).
+#include <immintrin.h>
+
+// GCC 12 flags its own _mm512_reduce_* helpers (an intentionally undefined register).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+#include <cstring>
+
+#include "kiln/base/error.h"
+#include "kiln/kernels/matmul_kernels.h"
+#include "kiln/kernels/packed_weight.h"
+
+namespace kiln::kernels {
+namespace {
+
+inline int32_t load_i32(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// Moves each byte's bits so that plane bits for input group J land at bit 4 (5-bit codes:
+// bit J) or bits 4..5 (6-bit codes: bits 2J..2J+1). Word shifts are safe: the mask below
+// keeps only bits that came from the same byte.
+template <int Shift>
+inline __m512i shift_bytes(__m512i v) {
+  if constexpr (Shift > 0) return _mm512_slli_epi16(v, Shift);
+  if constexpr (Shift < 0) return _mm512_srli_epi16(v, -Shift);
+  return v;
+}
+
+template <int Bits, int S, int J>
+inline void add_high_bits(__m512i* w, __m512i plane) {
+  if constexpr (J < S / 4) {
+    if constexpr (Bits == 5) {
+      w[J] = _mm512_or_si512(w[J],
+                             _mm512_and_si512(shift_bytes<4 - J>(plane), _mm512_set1_epi8(0x10)));
+    } else {
+      w[J] = _mm512_or_si512(
+          w[J], _mm512_and_si512(shift_bytes<4 - 2 * J>(plane), _mm512_set1_epi8(0x30)));
+    }
+    add_high_bits<Bits, S, J + 1>(w, plane);
+  }
+}
+
+// Unpacks a record's codes into S/4 vectors of u8 (one per group of 4 inputs).
+template <int Bits, int S>
+inline void load_codes(const uint8_t* rec, __m512i* w) {
+  if constexpr (Bits == 8) {
+    for (int j = 0; j < S / 4; ++j) w[j] = _mm512_loadu_si512(rec + 64 * j);
+  } else {
+    constexpr int NV = S / 8;
+    const __m512i lo = _mm512_set1_epi8(0x0F);
+    for (int v = 0; v < NV; ++v) {
+      __m512i raw = _mm512_loadu_si512(rec + 64 * v);
+      w[v] = _mm512_and_si512(raw, lo);
+      w[v + NV] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), lo);
+    }
+    if constexpr (Bits > 4) add_high_bits<Bits, S, 0>(w, _mm512_loadu_si512(rec + 64 * NV));
+  }
+}
+
+template <DType T, int Bits, int S, int ZP, bool Min, bool F16Scale, int MT>
+void tile_quant(const uint8_t* group, const ActView& a, int64_t row0, float* tile) {
+  constexpr int code_bytes = Bits == 8 ? 16 * S : 8 * S + (Bits > 4 ? 64 : 0);
+  constexpr int record_bytes = code_bytes + (F16Scale ? 32 : 64) + (Min ? 64 : 0);
+  const int64_t nsub = a.k / S, nb = a.k / 32, n16 = a.k / 16;
+  __m512 acc[MT];
+  const int8_t* q[MT];
+  for (int i = 0; i < MT; ++i) {
+    acc[i] = _mm512_setzero_ps();
+    q[i] = a.q + (row0 + i) * a.q_stride;
+  }
+  for (int64_t s = 0; s < nsub; ++s) {
+    const uint8_t* rec = group + s * record_bytes;
+    __m512i w[S / 4];
+    load_codes<Bits, S>(rec, w);
+    const uint8_t* sp = rec + code_bytes;
+    __m512 scale;
+    if constexpr (F16Scale) {
+      scale = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sp)));
+    } else {
+      scale = _mm512_loadu_ps(sp);
+    }
+    const int64_t blk = s * S / 32;
+    for (int i = 0; i < MT; ++i) {
+      const int64_t row = row0 + i;
+      __m512i dot;
+      if constexpr (Min) {
+        dot = _mm512_setzero_si512();
+      } else {
+        int32_t sum = S == 32 ? a.s32[row * nb + blk] : a.s16[row * n16 + s];
+        dot = _mm512_set1_epi32(-ZP * sum);
+      }
+      const int8_t* qa = q[i] + s * S;
+      for (int j = 0; j < S / 4; ++j)
+        dot = _mm512_dpbusd_epi32(dot, w[j], _mm512_set1_epi32(load_i32(qa + 4 * j)));
+      __m512 t = _mm512_mul_ps(scale, _mm512_set1_ps(a.d[row * nb + blk]));
+      acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), t, acc[i]);
+      if constexpr (Min) {
+        __m512 mn = _mm512_loadu_ps(sp + 64);
+        acc[i] = _mm512_fnmadd_ps(mn, _mm512_set1_ps(a.ds[row * nb + blk]), acc[i]);
+      }
+    }
+  }
+  for (int i = 0; i < MT; ++i) _mm512_storeu_ps(tile + 16 * i, acc[i]);
+}
+
+template <DType T>
+inline __m512 load_float16(const uint8_t* p) {
+  if constexpr (T == DType::F32) {
+    return _mm512_loadu_ps(p);
+  } else if constexpr (T == DType::F16) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  } else {  // bf16: the high half of an f32
+    __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+}
+
+template <DType T, int MT>
+void tile_float(const uint8_t* group, const ActView& a, int64_t row0, float* tile) {
+  constexpr int eb = T == DType::F32 ? 4 : 2;
+  __m512 acc[MT];
+  for (int i = 0; i < MT; ++i) acc[i] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < a.k; ++k) {
+    __m512 w = load_float16<T>(group + k * 16 * eb);
+    for (int i = 0; i < MT; ++i)
+      acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(a.x[(row0 + i) * a.x_stride + k]), w, acc[i]);
+  }
+  for (int i = 0; i < MT; ++i) _mm512_storeu_ps(tile + 16 * i, acc[i]);
+}
+
+// Runtime row count -> compile-time tile height.
+template <template <int> class K>
+void by_rows(const uint8_t* group, const ActView& a, int64_t row0, int mt, float* tile) {
+  static_assert(kMaxTileRows == 8);
+  switch (mt) {
+    case 1:
+      return K<1>::run(group, a, row0, tile);
+    case 2:
+      return K<2>::run(group, a, row0, tile);
+    case 3:
+      return K<3>::run(group, a, row0, tile);
+    case 4:
+      return K<4>::run(group, a, row0, tile);
+    case 5:
+      return K<5>::run(group, a, row0, tile);
+    case 6:
+      return K<6>::run(group, a, row0, tile);
+    case 7:
+      return K<7>::run(group, a, row0, tile);
+    default:
+      return K<8>::run(group, a, row0, tile);
+  }
+}
+
+template <DType T, int Bits, int S, int ZP, bool Min, bool F16Scale>
+struct Quant {
+  template <int MT>
+  struct K {
+    static void run(const uint8_t* g, const ActView& a, int64_t r, float* t) {
+      tile_quant<T, Bits, S, ZP, Min, F16Scale, MT>(g, a, r, t);
+    }
+  };
+  static void fn(const uint8_t* g, const ActView& a, int64_t r, int mt, float* t) {
+    by_rows<K>(g, a, r, mt, t);
+  }
+};
+
+template <DType T>
+struct Float {
+  template <int MT>
+  struct K {
+    static void run(const uint8_t* g, const ActView& a, int64_t r, float* t) {
+      tile_float<T, MT>(g, a, r, t);
+    }
+  };
+  static void fn(const uint8_t* g, const ActView& a, int64_t r, int mt, float* t) {
+    by_rows<K>(g, a, r, mt, t);
+  }
+};
+
+}  // namespace
+
+TileFn tile_fn_avx512(DType t) {
+  switch (t) {
+    case DType::F32:
+      return Float<DType::F32>::fn;
+    case DType::F16:
+      return Float<DType::F16>::fn;
+    case DType::BF16:
+      return Float<DType::BF16>::fn;
+    case DType::Q4_0:
+      return Quant<DType::Q4_0, 4, 32, 8, false, true>::fn;
+    case DType::Q5_0:
+      return Quant<DType::Q5_0, 5, 32, 16, false, true>::fn;
+    case DType::Q8_0:
+      return Quant<DType::Q8_0, 8, 32, 128, false, true>::fn;
+    case DType::Q4_K:
+      return Quant<DType::Q4_K, 4, 32, 0, true, false>::fn;
+    case DType::Q5_K:
+      return Quant<DType::Q5_K, 5, 32, 0, true, false>::fn;
+    case DType::Q6_K:
+      return Quant<DType::Q6_K, 6, 16, 32, false, false>::fn;
+    default:
+      fail("matmul: no kernel for {} weights", dtype_name(t));
+  }
+}
+
+void quantize_row_avx512(const float* x, int64_t k, int8_t* q, float* d, int32_t* s16, int32_t* s32,
+                         float* ds) {
+  const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
+  for (int64_t b = 0; b < k / 32; ++b) {
+    __m512 x0 = _mm512_loadu_ps(x + 32 * b), x1 = _mm512_loadu_ps(x + 32 * b + 16);
+    // max(v, amax) keeps amax when v is NaN, like the scalar reference.
+    __m512 amax = _mm512_max_ps(_mm512_abs_ps(x0), _mm512_setzero_ps());
+    amax = _mm512_max_ps(_mm512_abs_ps(x1), amax);
+    float m = _mm512_reduce_max_ps(amax);
+    float inv = m > 0.0f ? 127.0f / m : 0.0f;
+    d[b] = m / 127.0f;
+    __m512 vinv = _mm512_set1_ps(inv);
+    __m512i c0 = _mm512_cvtps_epi32(_mm512_mul_ps(x0, vinv));
+    __m512i c1 = _mm512_cvtps_epi32(_mm512_mul_ps(x1, vinv));
+    c0 = _mm512_min_epi32(_mm512_max_epi32(c0, lo), hi);
+    c1 = _mm512_min_epi32(_mm512_max_epi32(c1, lo), hi);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 32 * b), _mm512_cvtepi32_epi8(c0));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 32 * b + 16), _mm512_cvtepi32_epi8(c1));
+    int32_t a0 = _mm512_reduce_add_epi32(c0), a1 = _mm512_reduce_add_epi32(c1);
+    s16[2 * b] = a0;
+    s16[2 * b + 1] = a1;
+    s32[b] = a0 + a1;
+    ds[b] = d[b] * static_cast<float>(s32[b]);
+  }
+}
+
+}  // namespace kiln::kernels

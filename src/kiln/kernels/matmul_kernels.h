@@ -1,0 +1,55 @@
+// Internal interface between the matmul driver (matmul.cc: threading, activation scratch,
+// epilogues) and the per-ISA tile kernels (matmul_scalar.cc, matmul_avx2.cc, matmul_avx512.cc).
+//
+// THE ARITHMETIC CONTRACT (what makes every tier and every batch shape bit-identical):
+// activations are quantized per 32 inputs to int8 with d = amax / 127 and q = round_even(x * 127
+// / amax) clamped to [-127, 127] (an out-of-range or NaN product converts to INT32_MIN as on
+// x86, then clamps); for each sub-block s of S inputs, in order, an output accumulates
+//   dot  = sum(code * q) - zp * sum(q)                (exact, int32)
+//   acc  = fma(float(dot), scale_s * d_b, acc)        (b: the 32-input block containing s)
+//   acc  = fma(-min_s, d_b * float(sum32(q)), acc)    (types with a minimum only)
+// starting from acc = 0. Float weights: acc = fma(x_k, w_k, acc) for k = 0..K-1 in order.
+// Each output element sees only its own weight row and activation row, in this fixed order,
+// whatever tile, thread or batch it is computed in.
+#pragma once
+#include <cstdint>
+
+#include "kiln/base/dtype.h"
+
+namespace kiln::kernels {
+
+// Activation rows as the tile kernels read them (views into the caller's scratch).
+struct ActView {
+  int64_t k = 0;
+  const int8_t* q = nullptr;  // [m][q_stride] int8 codes
+  int64_t q_stride = 0;
+  const float* d = nullptr;      // [m][k/32] scales
+  const int32_t* s16 = nullptr;  // [m][k/16] code sums per 16
+  const int32_t* s32 = nullptr;  // [m][k/32] code sums per 32
+  const float* ds = nullptr;     // [m][k/32] d * float(s32)
+  const float* x = nullptr;      // [m][x_stride] the f32 rows (float weights read them directly)
+  int64_t x_stride = 0;
+};
+
+// Rows a tile kernel handles in one pass over a group's weights.
+inline constexpr int kMaxTileRows = 8;
+
+// Computes tile[i * 16 + r] for activation rows row0 .. row0 + mt - 1 (mt in 1..kMaxTileRows)
+// and the 16 rows (output columns) of one packed group.
+using TileFn = void (*)(const uint8_t* group, const ActView& a, int64_t row0, int mt, float* tile);
+
+// Quantizes one activation row of k inputs (k a multiple of 32) as the contract says.
+using QuantizeRowFn = void (*)(const float* x, int64_t k, int8_t* q, float* d, int32_t* s16,
+                               int32_t* s32, float* ds);
+
+TileFn tile_fn_scalar(DType t);
+TileFn tile_fn_avx2(DType t);
+TileFn tile_fn_avx512(DType t);
+void quantize_row_scalar(const float* x, int64_t k, int8_t* q, float* d, int32_t* s16, int32_t* s32,
+                         float* ds);
+void quantize_row_avx2(const float* x, int64_t k, int8_t* q, float* d, int32_t* s16, int32_t* s32,
+                       float* ds);
+void quantize_row_avx512(const float* x, int64_t k, int8_t* q, float* d, int32_t* s16, int32_t* s32,
+                         float* ds);
+
+}  // namespace kiln::kernels

@@ -1,0 +1,249 @@
+#include "kiln/kernels/packed_weight.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "kiln/base/error.h"
+#include "kiln/base/half.h"
+#include "kiln/kernels/dequant.h"
+
+namespace kiln::kernels {
+namespace {
+
+constexpr int R = PackedWeight::kGroupRows;
+
+// Writes the codes of 16 rows x S inputs (codes[r * S + k]) into a record's code area.
+void put_codes(const PackedLayout& L, const uint8_t* codes, uint8_t* rec) {
+  const int S = L.sub_block;
+  const int nvec = S / 8;  // nibble vectors (4-bit and up)
+  std::memset(rec, 0, static_cast<size_t>(L.code_bytes));
+  for (int r = 0; r < R; ++r) {
+    for (int k = 0; k < S; ++k) {
+      uint8_t c = codes[r * S + k];
+      int j = k / 4, t = k % 4, byte = 4 * r + t;
+      if (L.bits == 8) {
+        rec[j * 64 + byte] = c;
+        continue;
+      }
+      rec[(j % nvec) * 64 + byte] |= static_cast<uint8_t>((c & 0x0F) << (4 * (j / nvec)));
+      uint8_t* plane = rec + nvec * 64;
+      if (L.bits == 5) plane[byte] |= static_cast<uint8_t>(((c >> 4) & 1) << j);
+      if (L.bits == 6) plane[byte] |= static_cast<uint8_t>(((c >> 4) & 3) << (2 * j));
+    }
+  }
+}
+
+uint8_t get_code(const PackedLayout& L, const uint8_t* rec, int r, int k) {
+  const int nvec = L.sub_block / 8;
+  int j = k / 4, t = k % 4, byte = 4 * r + t;
+  if (L.bits == 8) return rec[j * 64 + byte];
+  int c = (rec[(j % nvec) * 64 + byte] >> (4 * (j / nvec))) & 0x0F;
+  const uint8_t* plane = rec + nvec * 64;
+  if (L.bits == 5) c |= ((plane[byte] >> j) & 1) << 4;
+  if (L.bits == 6) c |= ((plane[byte] >> (2 * j)) & 3) << 4;
+  return static_cast<uint8_t>(c);
+}
+
+// Packs one 16-row group of a quantized type. rows[r] is null for padding rows.
+void pack_quant_group(DType t, const PackedLayout& L, const uint8_t* const* rows, int64_t K,
+                      uint8_t* out) {
+  const DTypeInfo& info = dtype_info(t);
+  const int S = L.sub_block;
+  const int64_t nsub = K / S;
+  const int bs = info.block_size, sub_per_block = bs / S;
+  std::vector<uint8_t> codes(static_cast<size_t>(R) * K);
+  std::vector<float> scale(static_cast<size_t>(R) * nsub), min(static_cast<size_t>(R) * nsub);
+  for (int r = 0; r < R; ++r) {
+    if (rows[r] == nullptr) {  // padding: code = zero point (or 0), scale 0, min 0 -> value 0
+      std::memset(&codes[static_cast<size_t>(r) * K], L.has_min ? 0 : L.zero_point, K);
+      continue;
+    }
+    for (int64_t b = 0; b < K / bs; ++b) {
+      decode_block(t, rows[r] + b * info.block_bytes, &codes[r * K + b * bs],
+                   &scale[r * nsub + b * sub_per_block], &min[r * nsub + b * sub_per_block]);
+    }
+  }
+  std::vector<uint8_t> sub_codes(static_cast<size_t>(R) * S);
+  for (int64_t s = 0; s < nsub; ++s) {
+    uint8_t* rec = out + s * L.record_bytes;
+    for (int r = 0; r < R; ++r) std::memcpy(&sub_codes[r * S], &codes[r * K + s * S], S);
+    put_codes(L, sub_codes.data(), rec);
+    uint8_t* sc = rec + L.code_bytes;
+    for (int r = 0; r < R; ++r) {
+      float v = scale[r * nsub + s];
+      if (L.f16_scale) {
+        uint16_t h = f32_to_f16(v);  // exact: v was read from an f16
+        std::memcpy(sc + 2 * r, &h, 2);
+      } else {
+        std::memcpy(sc + 4 * r, &v, 4);
+      }
+    }
+    if (L.has_min) {
+      uint8_t* mn = sc + 64;
+      for (int r = 0; r < R; ++r) std::memcpy(mn + 4 * r, &min[r * nsub + s], 4);
+    }
+  }
+}
+
+void pack_float_group(const PackedLayout& L, const uint8_t* const* rows, int64_t K, uint8_t* out) {
+  const int e = L.elem_bytes;
+  for (int64_t k = 0; k < K; ++k) {
+    for (int r = 0; r < R; ++r) {
+      uint8_t* dst = out + (k * R + r) * e;
+      if (rows[r] == nullptr) {
+        std::memset(dst, 0, e);
+      } else {
+        std::memcpy(dst, rows[r] + k * e, e);
+      }
+    }
+  }
+}
+
+size_t group_bytes(const PackedLayout& L, int64_t K) {
+  if (L.is_float) return static_cast<size_t>(K) * R * L.elem_bytes;
+  return static_cast<size_t>(K / L.sub_block) * L.record_bytes;
+}
+
+}  // namespace
+
+PackedLayout packed_layout(DType t) {
+  PackedLayout L{};
+  switch (t) {
+    case DType::F32:
+    case DType::F16:
+    case DType::BF16:
+      L.is_float = true;
+      L.elem_bytes = t == DType::F32 ? 4 : 2;
+      return L;
+    case DType::Q4_0:
+    case DType::Q5_0:
+    case DType::Q8_0:
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K:
+      break;
+    default:
+      fail("no packed weight format for {}", dtype_name(t));
+  }
+  const QuantScheme& q = quant_scheme(t);
+  L.sub_block = q.sub_block;
+  L.bits = q.bits;
+  L.zero_point = q.zero_point;
+  L.has_min = q.has_min;
+  L.f16_scale = q.f16_scale;
+  L.code_bytes = q.bits == 8 ? 16 * q.sub_block : 8 * q.sub_block + (q.bits > 4 ? 64 : 0);
+  L.record_bytes = L.code_bytes + (q.f16_scale ? 32 : 64) + (q.has_min ? 64 : 0);
+  return L;
+}
+
+PackedWeight PackedWeight::pack(const Tensor& w) { return pack_concat({w}); }
+
+PackedWeight PackedWeight::pack_concat(const std::vector<Tensor>& ws) {
+  KILN_CHECK(!ws.empty(), "pack_concat: no weights");
+  PackedWeight p;
+  p.k_ = ws[0].shape().rank() == 2 ? ws[0].shape()[1] : -1;
+  for (size_t i = 0; i < ws.size(); ++i) {
+    const Tensor& w = ws[i];
+    KILN_CHECK(w.shape().rank() == 2, "weight {} must be [N, K], got {}", i, w.shape().str());
+    KILN_CHECK(w.shape()[1] == p.k_, "pack_concat: weight {} has K = {}, weight 0 has K = {}", i,
+               w.shape()[1], p.k_);
+    KILN_CHECK(w.contiguous() && w.data() != nullptr, "weight {} must be contiguous", i);
+    PackedLayout L = packed_layout(w.dtype());
+    const DTypeInfo& info = dtype_info(w.dtype());
+    KILN_CHECK(p.k_ > 0 && p.k_ % info.block_size == 0,
+               "weight {}: K = {} is not a positive multiple of the {} block size {}", i, p.k_,
+               info.name, info.block_size);
+    PackedSegment s{};
+    s.dtype = w.dtype();
+    s.n = w.shape()[0];
+    s.col0 = p.n_;
+    s.groups = (s.n + R - 1) / R;
+    s.group0 = p.groups_;
+    s.group_bytes = group_bytes(L, p.k_);
+    s.offset = p.bytes_;
+    p.n_ += s.n;
+    p.groups_ += s.groups;
+    p.bytes_ += s.group_bytes * static_cast<size_t>(s.groups);
+    p.quantized_ = p.quantized_ || !L.is_float;
+    p.segs_.push_back(s);
+  }
+  uint8_t* buf = static_cast<uint8_t*>(aligned_alloc64(p.bytes_));
+  p.data_ = std::shared_ptr<uint8_t>(buf, [](uint8_t* q) { aligned_free(q); });
+  for (size_t i = 0; i < ws.size(); ++i) {
+    const PackedSegment& s = p.segs_[i];
+    PackedLayout L = packed_layout(s.dtype);
+    const auto* src = static_cast<const uint8_t*>(ws[i].data());
+    size_t row_bytes = ws[i].row_bytes();
+    for (int64_t g = 0; g < s.groups; ++g) {
+      const uint8_t* rows[R];
+      for (int r = 0; r < R; ++r) {
+        int64_t row = g * R + r;
+        rows[r] = row < s.n ? src + row * row_bytes : nullptr;
+      }
+      uint8_t* out = buf + s.offset + g * s.group_bytes;
+      if (L.is_float) {
+        pack_float_group(L, rows, p.k_, out);
+      } else {
+        pack_quant_group(s.dtype, L, rows, p.k_, out);
+      }
+    }
+  }
+  return p;
+}
+
+std::string PackedWeight::format() const {
+  std::string out;
+  for (const PackedSegment& s : segs_) {
+    if (!out.empty()) out += "+";
+    bool is_float = packed_layout(s.dtype).is_float;
+    out += fmt::format("{}x{}/{}", dtype_name(s.dtype), R, is_float ? "fma" : "vnni");
+  }
+  return out;
+}
+
+void PackedWeight::dequantize_row(int64_t row, float* dst) const {
+  KILN_CHECK(row >= 0 && row < n_, "packed row {} out of range [0, {})", row, n_);
+  const PackedSegment* seg = &segs_[0];
+  for (const PackedSegment& s : segs_) {
+    if (row >= s.col0 && row < s.col0 + s.n) seg = &s;
+  }
+  int64_t local = row - seg->col0;
+  int r = static_cast<int>(local % R);
+  const uint8_t* group = data_.get() + seg->offset + (local / R) * seg->group_bytes;
+  PackedLayout L = packed_layout(seg->dtype);
+  if (L.is_float) {
+    for (int64_t k = 0; k < k_; ++k) {
+      const uint8_t* e = group + (k * R + r) * L.elem_bytes;
+      uint16_t h;
+      std::memcpy(&h, e, 2);
+      if (seg->dtype == DType::F32) {
+        std::memcpy(&dst[k], e, 4);
+      } else {
+        dst[k] = seg->dtype == DType::F16 ? f16_to_f32(h) : bf16_to_f32(h);
+      }
+    }
+    return;
+  }
+  const int S = L.sub_block;
+  for (int64_t s = 0; s < k_ / S; ++s) {
+    const uint8_t* rec = group + s * L.record_bytes;
+    const uint8_t* sc = rec + L.code_bytes;
+    float scale, min = 0;
+    if (L.f16_scale) {
+      uint16_t h;
+      std::memcpy(&h, sc + 2 * r, 2);
+      scale = f16_to_f32(h);
+    } else {
+      std::memcpy(&scale, sc + 4 * r, 4);
+    }
+    if (L.has_min) std::memcpy(&min, sc + 64 + 4 * r, 4);
+    for (int k = 0; k < S; ++k) {
+      int c = get_code(L, rec, r, k);
+      dst[s * S + k] = L.has_min ? scale * static_cast<float>(c) - min
+                                 : scale * static_cast<float>(c - L.zero_point);
+    }
+  }
+}
+
+}  // namespace kiln::kernels

@@ -1,0 +1,94 @@
+// A weight matrix [N, K] (N output features, K inputs) repacked once at load into the layout
+// the matmul kernels stream through.
+//
+// Rows are taken 16 at a time (a "group": one AVX-512 register of int32/f32 lanes per output
+// column). Quantized types keep their own bit width so batch-1 decode reads no more bytes than
+// the GGUF file holds (a few percent more for K-quants, whose products d*sc are stored as f32),
+// but the codes of the 16 rows are interleaved 4 bytes at a time, the operand shape of
+// AVX512_VNNI vpdpbusd (u8 codes x s8 activations, 4 products per int32 lane). For each
+// sub-block (32 inputs; 16 for Q6_K) of a group the record holds:
+//   codes   8-bit types: S/4 vectors of 64 bytes; vector j, byte 4r+t = code(row r, input 4j+t)
+//           4/5/6-bit:   S/8 vectors of nibbles; vector v holds input group v in its low
+//                        nibbles and group v+S/8 in its high nibbles; 5- and 6-bit types add
+//                        one 64-byte plane with the code bits above 4 (bit j, resp. bits
+//                        2j..2j+1, of byte 4r+t belong to input group j)
+//   scale   16 x f16 (Q4_0/Q5_0/Q8_0, whose scale is an f16) or 16 x f32 (K-quants: d * sc)
+//   min     16 x f32 (Q4_K/Q5_K only: dmin * m)
+// Codes are unsigned (Q8_0 is stored as q + 128); the zero point is subtracted in integers.
+// F32/F16/BF16 weights keep their element type, laid out [K][16] per group.
+// Padding rows (N not a multiple of 16) have zero scales and minimums, so they read as 0.
+//
+// pack_concat stacks several weights' rows (same K; dtypes may differ): each source becomes a
+// segment with its own format, and every output column depends only on its own row, so a
+// concatenated weight gives bit-identical columns to the separate ones.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kiln/base/dtype.h"
+#include "kiln/base/tensor.h"
+
+namespace kiln::kernels {
+
+struct PackedSegment {
+  DType dtype;         // the source type, which fixes the record layout
+  int64_t n;           // rows of this segment
+  int64_t col0;        // its first output column in the whole weight
+  int64_t groups;      // ceil(n / 16)
+  int64_t group0;      // its first group in the whole weight
+  size_t group_bytes;  // bytes of one 16-row group (all of K)
+  size_t offset;       // byte offset of its first group in the packed buffer
+};
+
+class PackedWeight {
+ public:
+  static constexpr int kGroupRows = 16;
+
+  PackedWeight() = default;
+  // w: [N, K], contiguous, of any storage dtype (F32, F16, BF16, Q4_0, Q5_0, Q8_0, Q4_K, Q5_K,
+  // Q6_K). Throws kiln::Error otherwise.
+  static PackedWeight pack(const Tensor& w);
+  // Rows of every tensor, in order, as one [sum N, K] weight (merged QKV, gate/up).
+  static PackedWeight pack_concat(const std::vector<Tensor>& ws);
+
+  int64_t n() const { return n_; }
+  int64_t k() const { return k_; }
+  size_t bytes() const { return bytes_; }
+  // "q8_0x16/vnni", "q5_0x16/vnni+q8_0x16/vnni", "f16x16/fma".
+  std::string format() const;
+  // dst[0..K) = row `row` as stored (for tests: equals the source row's dequantization exactly).
+  void dequantize_row(int64_t row, float* dst) const;
+
+  const std::vector<PackedSegment>& segments() const { return segs_; }
+  int64_t groups() const { return groups_; }
+  const uint8_t* data() const { return data_.get(); }
+  // True when some segment is quantized (the matmul then quantizes the activations).
+  bool quantized() const { return quantized_; }
+
+ private:
+  int64_t n_ = 0;
+  int64_t k_ = 0;
+  int64_t groups_ = 0;
+  size_t bytes_ = 0;
+  bool quantized_ = false;
+  std::vector<PackedSegment> segs_;
+  std::shared_ptr<uint8_t> data_;
+};
+
+// Layout facts shared by the packer and the kernels.
+struct PackedLayout {
+  bool is_float;   // F32/F16/BF16: [K][16] elements per group
+  int elem_bytes;  // float types: 4 or 2
+  int sub_block;   // quantized: inputs per record (32 or 16)
+  int bits;        // quantized: code width
+  int zero_point;  // quantized without min
+  bool has_min;
+  bool f16_scale;
+  int code_bytes;    // quantized: bytes of codes per record (incl. the high-bit plane)
+  int record_bytes;  // quantized: codes + scales (+ mins)
+};
+PackedLayout packed_layout(DType t);  // throws for types without a packed form
+
+}  // namespace kiln::kernels

@@ -1,0 +1,72 @@
+// RoPE: inverse frequencies, the scalar reference, ISA dispatch and the row split.
+#include "kiln/kernels/rope.h"
+
+#include <cmath>
+
+#include "kiln/base/error.h"
+#include "kiln/kernels/dispatch.h"
+#include "kiln/kernels/rope_isa.h"
+
+namespace kiln::kernels {
+namespace detail {
+namespace {
+
+void cos_sin_ref(int32_t pos, const float* inv_freq, float* cos_out, float* sin_out, int half) {
+  for (int i = 0; i < half; ++i) {
+    double a = static_cast<double>(pos) * static_cast<double>(inv_freq[i]);
+    cos_out[i] = static_cast<float>(std::cos(a));
+    sin_out[i] = static_cast<float>(std::sin(a));
+  }
+}
+
+// The rotation in double, rounded once: the reference the vector paths are tested against.
+void rotate_heads_ref(const float* x, float* out, int n_heads, int hd, bool neox,
+                      const float* cos_t, const float* sin_t) {
+  int half = hd / 2;
+  for (int h = 0; h < n_heads; ++h) {
+    const float* xh = x + h * hd;
+    float* oh = out + h * hd;
+    for (int i = 0; i < half; ++i) {
+      int i0 = neox ? i : 2 * i;
+      int i1 = neox ? i + half : 2 * i + 1;
+      double x0 = xh[i0], x1 = xh[i1], c = cos_t[i], s = sin_t[i];
+      oh[i0] = static_cast<float>(x0 * c - x1 * s);
+      oh[i1] = static_cast<float>(x1 * c + x0 * s);
+    }
+  }
+}
+
+}  // namespace
+
+constinit const RopeFns kRopeScalar = {cos_sin_ref, rotate_heads_ref};
+
+const RopeFns& rope_fns() { return pick_isa(kRopeScalar, kRopeAvx2, kRopeAvx512); }
+
+}  // namespace detail
+
+std::vector<float> rope_inv_freq(int head_dim, double freq_base) {
+  KILN_CHECK(head_dim > 0 && head_dim % 2 == 0 && head_dim <= kRopeMaxHeadDim,
+             "rope: head_dim must be even and in [2, {}], got {}", kRopeMaxHeadDim, head_dim);
+  KILN_CHECK(freq_base > 1.0 && std::isfinite(freq_base), "rope: bad freq_base {}", freq_base);
+  std::vector<float> inv(head_dim / 2);
+  for (int i = 0; i < head_dim / 2; ++i)
+    inv[i] = static_cast<float>(std::pow(freq_base, -2.0 * i / head_dim));
+  return inv;
+}
+
+void rope(const float* x, const int32_t* positions, const float* inv_freq, float* out, int64_t rows,
+          int n_heads, int head_dim, bool neox, const ExecContext& ctx) {
+  KILN_CHECK(head_dim > 0 && head_dim % 2 == 0 && head_dim <= kRopeMaxHeadDim,
+             "rope: head_dim must be even and in [2, {}], got {}", kRopeMaxHeadDim, head_dim);
+  KILN_CHECK(rows >= 0 && n_heads > 0, "rope: bad shape rows={} n_heads={}", rows, n_heads);
+  const auto& f = detail::rope_fns();
+  int64_t cols = static_cast<int64_t>(n_heads) * head_dim;
+  Range r = detail::share(rows, ctx, 1, (2048 + cols - 1) / cols);
+  float cos_t[kRopeMaxHeadDim / 2], sin_t[kRopeMaxHeadDim / 2];
+  for (int64_t t = r.begin; t < r.end; ++t) {
+    f.cos_sin(positions[t], inv_freq, cos_t, sin_t, head_dim / 2);
+    f.rotate_heads(x + t * cols, out + t * cols, n_heads, head_dim, neox, cos_t, sin_t);
+  }
+}
+
+}  // namespace kiln::kernels

@@ -1,0 +1,22 @@
+// Internal: one ISA's RoPE pieces (the public kernel and the fused qk-norm+rope+kv-write call
+// them through this table, so fused and unfused paths run identical machine code).
+#pragma once
+#include <cstdint>
+
+namespace kiln::kernels::detail {
+
+struct RopeFns {
+  // cos/sin of pos * inv_freq[i], i < half, angle in double, results rounded to float.
+  void (*cos_sin)(int32_t pos, const float* inv_freq, float* cos_out, float* sin_out, int half);
+  // Rotates n_heads consecutive heads of x into out (out may alias x) with the tables above.
+  void (*rotate_heads)(const float* x, float* out, int n_heads, int head_dim, bool neox,
+                       const float* cos_t, const float* sin_t);
+};
+
+extern const RopeFns kRopeScalar;
+extern const RopeFns kRopeAvx2;
+extern const RopeFns kRopeAvx512;
+
+const RopeFns& rope_fns();  // the active ISA's table
+
+}  // namespace kiln::kernels::detail

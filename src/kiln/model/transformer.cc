@@ -1,0 +1,125 @@
+#include "kiln/model/transformer.h"
+
+#include <cmath>
+
+#include "kiln/base/error.h"
+#include "kiln/graph/builder.h"
+
+namespace kiln::model {
+namespace {
+
+using graph::Builder;
+using graph::Value;
+
+class ForwardBuilder {
+ public:
+  ForwardBuilder(const ModelConfig& c, const WeightLookup& w, const ForwardShape& s, const std::string& name)
+      : c_(c), weights_(w), s_(s), b_(name) {}
+
+  graph::Graph build() {
+    const int64_t T = s_.tokens;
+    const int64_t S = s_.seqs;
+    b_.bind_dim("T", T);
+    b_.bind_dim("S", S);
+    ids_ = b_.input(input_names::kTokenIds, DType::I32, {T});
+    positions_ = b_.input(input_names::kPositions, DType::I32, {T});
+    token_seq_ = b_.input(input_names::kTokenSeq, DType::I32, {T});
+    slots_ = b_.input(input_names::kSlots, DType::I32, {T});
+    block_table_ = b_.input(input_names::kBlockTable, DType::I32, {S, s_.max_pages_per_seq});
+    seq_lens_ = b_.input(input_names::kSeqLens, DType::I32, {S});
+    const int64_t kv_dim = static_cast<int64_t>(c_.n_kv_heads) * c_.head_dim;
+    Value kv = b_.state(input_names::kKvPool, DType::F16,
+                        {2 * static_cast<int64_t>(c_.n_layers), s_.kv_pages, s_.page_size, kv_dim});
+
+    Value x = b_.embedding(weight("token_embd.weight"), ids_);
+    if (c_.scale_embeddings) x = b_.scale(x, std::sqrt(static_cast<double>(c_.n_embd)));
+
+    for (int il = 0; il < c_.n_layers; ++il) x = layer(il, x, kv);
+
+    if (s_.logit_rows >= 0) {
+      Value rows = b_.input(input_names::kLogitRows, DType::I32, {s_.logit_rows});
+      x = b_.take_rows(x, rows);
+    }
+    x = b_.rms_norm(x, weight("output_norm.weight"), c_.rms_eps);
+    Value head = weight(c_.tied_output ? "token_embd.weight" : "output.weight");
+    Value logits = b_.matmul(x, head);
+    if (c_.final_logit_softcap > 0) logits = b_.softcap(logits, c_.final_logit_softcap);
+    b_.output(s_.greedy ? b_.argmax(logits) : logits);
+    return b_.finish();
+  }
+
+ private:
+  Value weight(const std::string& name) {
+    auto meta = weights_(name);
+    KILN_CHECK(meta.has_value(), "model file has no tensor '{}' needed by {}", name, c_.arch);
+    return b_.param(name, meta->dtype, meta->shape);
+  }
+  bool has_weight(const std::string& name) { return weights_(name).has_value(); }
+
+  // y = x w^T (+ bias when the file has one).
+  Value linear(Value x, const std::string& prefix) {
+    Value y = b_.matmul(x, weight(prefix + ".weight"));
+    if (has_weight(prefix + ".bias")) y = b_.add(y, weight(prefix + ".bias"));
+    return y;
+  }
+
+  // Per-head RMSNorm: view [T, H*hd] as [T*H, hd] rows.
+  Value head_norm(Value x, int n_heads, const std::string& w) {
+    const int64_t T = s_.tokens;
+    Value rows = b_.reshape(x, {T * n_heads, c_.head_dim});
+    Value normed = b_.rms_norm(rows, weight(w), c_.rms_eps);
+    return b_.reshape(normed, {T, static_cast<int64_t>(n_heads) * c_.head_dim});
+  }
+
+  Value layer(int il, Value x, Value& kv) {
+    const std::string blk = "blk." + std::to_string(il);
+    const LayerConfig& lc = c_.layers[il];
+
+    Value h = b_.rms_norm(x, weight(blk + ".attn_norm.weight"), c_.rms_eps);
+    Value q = linear(h, blk + ".attn_q");
+    Value k = linear(h, blk + ".attn_k");
+    Value v = linear(h, blk + ".attn_v");
+    if (c_.qk_norm) {
+      q = head_norm(q, c_.n_heads, blk + ".attn_q_norm.weight");
+      k = head_norm(k, c_.n_kv_heads, blk + ".attn_k_norm.weight");
+    }
+    q = b_.rope(q, positions_, c_.head_dim, lc.rope_base, c_.rope_neox);
+    k = b_.rope(k, positions_, c_.head_dim, lc.rope_base, c_.rope_neox);
+    kv = b_.kv_write(kv, k, v, slots_, il);
+
+    graph::AttentionSpec spec;
+    spec.layer = il;
+    spec.n_heads = c_.n_heads;
+    spec.n_kv_heads = c_.n_kv_heads;
+    spec.head_dim = c_.head_dim;
+    spec.window = lc.window;
+    spec.scale = static_cast<float>(c_.attention_scale);
+    Value attn = b_.attention(q, kv, block_table_, seq_lens_, positions_, token_seq_, spec);
+    Value o = b_.matmul(attn, weight(blk + ".attn_output.weight"));
+    if (c_.post_norms) o = b_.rms_norm(o, weight(blk + ".post_attention_norm.weight"), c_.rms_eps);
+    x = b_.add(x, o);
+
+    h = b_.rms_norm(x, weight(blk + ".ffn_norm.weight"), c_.rms_eps);
+    Value gate = b_.matmul(h, weight(blk + ".ffn_gate.weight"));
+    Value up = b_.matmul(h, weight(blk + ".ffn_up.weight"));
+    Value act = c_.activation == Activation::GeluTanh ? b_.gelu(gate) : b_.silu(gate);
+    Value d = b_.matmul(b_.mul(act, up), weight(blk + ".ffn_down.weight"));
+    if (c_.post_norms) d = b_.rms_norm(d, weight(blk + ".post_ffw_norm.weight"), c_.rms_eps);
+    return b_.add(x, d);
+  }
+
+  const ModelConfig& c_;
+  const WeightLookup& weights_;
+  const ForwardShape& s_;
+  Builder b_;
+  Value ids_, positions_, token_seq_, slots_, block_table_, seq_lens_;
+};
+
+}  // namespace
+
+graph::Graph build_forward(const ModelConfig& config, const WeightLookup& weights,
+                           const ForwardShape& shape, const std::string& name) {
+  return ForwardBuilder(config, weights, shape, name).build();
+}
+
+}  // namespace kiln::model

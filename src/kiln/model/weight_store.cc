@@ -1,0 +1,107 @@
+#include "kiln/model/weight_store.h"
+
+#include <chrono>
+
+#include "kiln/base/error.h"
+#include "kiln/base/log.h"
+#include "kiln/kernels/dequant.h"
+#include "kiln/model/gguf.h"
+
+namespace kiln::model {
+namespace {
+
+// The param node's identity: its GGUF name, or for a derived concat the joined names.
+std::string param_key(const graph::Node& param) {
+  if (param.attrs.has("concat")) {
+    std::string key;
+    for (const auto& part : param.attrs.get_strs("concat")) key += part + "+";
+    return key;
+  }
+  return param.attrs.get_str("name");
+}
+
+}  // namespace
+
+WeightStore::WeightStore(std::shared_ptr<const GgufFile> file) : file_(std::move(file)) {}
+
+std::optional<WeightMeta> WeightStore::meta(const std::string& name) const {
+  if (!file_->has_tensor(name)) return std::nullopt;
+  const auto& info = file_->tensor_info(name);
+  KILN_CHECK(info.dtype.has_value(), "tensor '{}' has type {}, which kiln does not support", name,
+             gguf_type_name(info.gguf_type));
+  return WeightMeta{*info.dtype, info.shape};
+}
+
+WeightLookup WeightStore::lookup() const {
+  return [this](const std::string& name) { return meta(name); };
+}
+
+const Tensor& WeightStore::raw_by_name(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = raw_.find(name);
+  if (it != raw_.end()) return it->second;
+  Tensor t = file_->tensor(name);
+  // Vectors (norm weights, biases) are read by f32 kernels: convert them once.
+  if (t.shape().rank() == 1 && t.dtype() != DType::F32) {
+    Tensor f = Tensor::empty(DType::F32, t.shape());
+    kernels::dequantize_row(t.dtype(), t.data(), f.data_as<float>(), t.numel());
+    t = f;
+  }
+  return raw_.emplace(name, std::move(t)).first->second;
+}
+
+const Tensor& WeightStore::raw(const graph::Node& param) {
+  KILN_CHECK(!param.attrs.has("concat"), "derived weight {} has no stored form", param_key(param));
+  return raw_by_name(param.attrs.get_str("name"));
+}
+
+const kernels::PackedWeight& WeightStore::packed_by_key(const graph::Node& param) {
+  std::string key = param_key(param);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = packed_.find(key);
+    if (it != packed_.end()) return *it->second;
+  }
+  auto start = std::chrono::steady_clock::now();
+  std::unique_ptr<kernels::PackedWeight> packed;
+  if (param.attrs.has("concat")) {
+    std::vector<Tensor> parts;
+    for (const auto& name : param.attrs.get_strs("concat")) parts.push_back(file_->tensor(name));
+    packed = std::make_unique<kernels::PackedWeight>(kernels::PackedWeight::pack_concat(parts));
+  } else {
+    packed = std::make_unique<kernels::PackedWeight>(kernels::PackedWeight::pack(file_->tensor(key)));
+  }
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::lock_guard<std::mutex> lock(mutex_);
+  pack_stats_.tensors += 1;
+  pack_stats_.bytes += packed->bytes();
+  pack_stats_.seconds += seconds;
+  return *packed_.emplace(key, std::move(packed)).first->second;
+}
+
+const kernels::PackedWeight& WeightStore::packed(const graph::Node& param) {
+  return packed_by_key(param);
+}
+
+void WeightStore::prepack(const graph::Graph& graph,
+                          const std::function<void(int64_t, int64_t)>& progress) {
+  std::vector<int> params;
+  for (const auto& node : graph.nodes()) {
+    if (node.op != graph::Op::Matmul && node.op != graph::Op::MatmulAdd &&
+        node.op != graph::Op::MatmulSplit && node.op != graph::Op::NormMatmulArgmax)
+      continue;
+    graph::Value w = node.inputs[node.op == graph::Op::NormMatmulArgmax ? 2 : 1];
+    params.push_back(w.node);
+  }
+  int64_t done = 0;
+  for (int p : params) {
+    packed(graph.node(p));
+    if (progress) progress(++done, static_cast<int64_t>(params.size()));
+  }
+  KILN_LOG_INFO("repacked {} weights: {:.1f} MiB in {:.2f} s", pack_stats_.tensors,
+                pack_stats_.bytes / 1048576.0, pack_stats_.seconds);
+}
+
+size_t WeightStore::matmul_weight_bytes() const { return pack_stats_.bytes; }
+
+}  // namespace kiln::model

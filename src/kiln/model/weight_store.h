@@ -1,0 +1,56 @@
+// The model's weights: GGUF tensors borrowed from the mmap'd file, small tensors (norms,
+// biases) converted to f32 once, and matmul weights repacked at load into the kernels' layout
+// (kernels/packed_weight.h). Implements graph::WeightProvider, including derived params that
+// graph passes create ({concat=[a,b,c]}: merged QKV and gate/up weights), packed on first use.
+#pragma once
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "kiln/graph/weight_provider.h"
+#include "kiln/model/transformer.h"
+
+namespace kiln::model {
+
+class GgufFile;
+
+struct PackStats {
+  int64_t tensors = 0;
+  size_t bytes = 0;  // repacked bytes held in memory
+  double seconds = 0;
+};
+
+class WeightStore : public graph::WeightProvider {
+ public:
+  explicit WeightStore(std::shared_ptr<const GgufFile> file);
+
+  std::optional<WeightMeta> meta(const std::string& name) const;
+  WeightLookup lookup() const;
+
+  // Repacks every tensor used as a matmul weight by `graph` now (load time, with progress),
+  // so that capture and the first request do not pay for it.
+  void prepack(const graph::Graph& graph,
+               const std::function<void(int64_t done, int64_t total)>& progress = nullptr);
+  const PackStats& pack_stats() const { return pack_stats_; }
+  // Bytes of weights one forward pass reads (for bandwidth figures): packed matmul weights
+  // plus the embedding rows are negligible, so this sums packed weights.
+  size_t matmul_weight_bytes() const;
+
+  const Tensor& raw(const graph::Node& param) override;
+  const kernels::PackedWeight& packed(const graph::Node& param) override;
+
+ private:
+  const Tensor& raw_by_name(const std::string& name);
+  const kernels::PackedWeight& packed_by_key(const graph::Node& param);
+
+  std::shared_ptr<const GgufFile> file_;
+  std::mutex mutex_;
+  std::unordered_map<std::string, Tensor> raw_;
+  std::unordered_map<std::string, std::unique_ptr<kernels::PackedWeight>> packed_;
+  PackStats pack_stats_;
+};
+
+}  // namespace kiln::model

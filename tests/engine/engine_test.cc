@@ -1,0 +1,491 @@
+// The Engine end to end over FakeModel: every output is compared with reference_generate
+// (the same request run alone, token by token, without the scheduler).
+#include "kiln/engine/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "engine/fake_model.h"
+#include "kiln/base/error.h"
+#include "kiln/engine/kv_pool.h"
+
+namespace kiln::engine {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::FakeModel;
+using testing::FakeTokenizer;
+using testing::Generation;
+using testing::reference_generate;
+
+constexpr int64_t kVocab = 512;
+
+struct Result {
+  std::vector<int32_t> tokens;
+  std::string text;
+  std::vector<std::string> deltas;
+  std::vector<TokenLogprob> logprobs;
+  FinishReason reason = FinishReason::None;
+  std::string matched_stop;
+  std::string error;
+  int finished_events = 0;
+  int cached_tokens = 0;
+  int prompt_tokens = 0;
+  int completion_tokens = 0;
+};
+
+class Collector {
+ public:
+  EventCallback callback() {
+    return [this](const RequestEvent& e) {
+      std::lock_guard lk(mu_);
+      Result& r = results_[e.request_id];
+      EXPECT_EQ(r.finished_events, 0) << "event after the finished event";
+      r.tokens.insert(r.tokens.end(), e.new_tokens.begin(), e.new_tokens.end());
+      r.text += e.text_delta;
+      r.deltas.push_back(e.text_delta);
+      r.logprobs.insert(r.logprobs.end(), e.logprobs.begin(), e.logprobs.end());
+      r.cached_tokens = e.cached_tokens;
+      r.prompt_tokens = e.prompt_tokens;
+      r.completion_tokens = e.completion_tokens;
+      if (e.finished) {
+        ++r.finished_events;
+        r.reason = e.finish_reason;
+        r.matched_stop = e.matched_stop;
+        r.error = e.error;
+        ++finished_;
+        cv_.notify_all();
+      }
+    };
+  }
+  bool wait(int n, std::chrono::milliseconds timeout = 60s) {
+    std::unique_lock lk(mu_);
+    return cv_.wait_for(lk, timeout, [&] { return finished_ >= n; });
+  }
+  Result get(uint64_t id) {
+    std::lock_guard lk(mu_);
+    return results_[id];
+  }
+  int finished() {
+    std::lock_guard lk(mu_);
+    return finished_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<uint64_t, Result> results_;
+  int finished_ = 0;
+};
+
+GenerateRequest make_request(int prompt_len, uint64_t seed, int max_new, double temperature,
+                             bool ignore_eos = true) {
+  std::mt19937_64 rng(seed * 7919 + 1);
+  GenerateRequest r;
+  for (int i = 0; i < prompt_len; ++i)
+    r.prompt_ids.push_back(3 + static_cast<int32_t>(rng() % (kVocab - 3)));
+  r.sampling.temperature = temperature;
+  r.sampling.top_k = temperature > 0 ? 50 : -1;
+  r.sampling.seed = seed;
+  r.stop.max_new_tokens = max_new;
+  r.stop.ignore_eos = ignore_eos;
+  return r;
+}
+
+struct Harness {
+  explicit Harness(KvPoolConfig pc = {2, 1, 8, 4, 256}, EngineConfig ec = {})
+      : pool(pc), model(pool, kVocab), config(ec) {
+    config.random_seed = 1;
+    engine = std::make_unique<Engine>(model, pool, tok, config);
+  }
+  ~Harness() {
+    engine.reset();
+    EXPECT_TRUE(model.errors_copy().empty()) << model.errors_copy().front();
+  }
+  uint64_t submit(const GenerateRequest& r) {
+    const uint64_t id = engine->submit(r, collector.callback());
+    requests[id] = r;
+    return id;
+  }
+  void expect_matches_reference(uint64_t id) {
+    const GenerateRequest& r = requests.at(id);
+    const Generation ref = reference_generate(r, *r.sampling.seed, tok, kVocab);
+    const Result got = collector.get(id);
+    EXPECT_EQ(got.finished_events, 1) << "request " << id;
+    EXPECT_EQ(got.tokens, ref.tokens) << "request " << id;
+    EXPECT_EQ(got.text, ref.text) << "request " << id;
+    EXPECT_EQ(got.reason, ref.reason) << "request " << id;
+    EXPECT_EQ(got.matched_stop, ref.matched_stop) << "request " << id;
+    EXPECT_EQ(got.completion_tokens, static_cast<int>(ref.tokens.size()));
+    EXPECT_EQ(got.prompt_tokens, static_cast<int>(r.prompt_ids.size()));
+    EXPECT_TRUE(got.error.empty()) << got.error;
+  }
+  // Waits for the scheduler to report nothing queued or running, then checks that every used
+  // page is a (evictable) prefix-cache page, and that a flush returns them all.
+  // Stats are published after each step, so they can trail the events by one step.
+  EngineStats wait_idle() {
+    for (int i = 0; i < 5000; ++i) {
+      const EngineStats s = engine->stats();
+      if (s.queued == 0 && s.running == 0) return s;
+      std::this_thread::sleep_for(1ms);
+    }
+    return engine->stats();
+  }
+  void expect_no_leak() {
+    EngineStats s = wait_idle();
+    ASSERT_EQ(s.queued + s.running, 0);
+    EXPECT_EQ(s.kv_pages_used, s.kv_pages_cached);
+    EXPECT_TRUE(engine->flush_cache());
+    s = engine->stats();
+    EXPECT_EQ(s.kv_pages_used, 0);
+    EXPECT_EQ(s.kv_pages_cached, 0);
+  }
+
+  KvPool pool;
+  FakeTokenizer tok{kVocab};
+  FakeModel model;
+  EngineConfig config;
+  std::unique_ptr<Engine> engine;
+  Collector collector;
+  std::map<uint64_t, GenerateRequest> requests;
+};
+
+TEST(Engine, SingleRequestsMatchTheReference) {
+  Harness h;
+  std::vector<uint64_t> ids;
+  ids.push_back(h.submit(make_request(5, 1, 20, 0.0)));
+  ASSERT_TRUE(h.collector.wait(1));
+  ids.push_back(h.submit(make_request(9, 2, 20, 0.9)));
+  ASSERT_TRUE(h.collector.wait(2));
+  ids.push_back(h.submit(make_request(1, 3, 15, 1.3, /*ignore_eos=*/false)));
+  ASSERT_TRUE(h.collector.wait(3));
+  for (auto id : ids) h.expect_matches_reference(id);
+  EXPECT_GT(h.model.greedy_steps.load(), 0);  // the greedy request used the fast path
+  h.expect_no_leak();
+}
+
+TEST(Engine, ContinuousBatchingJoinsAndFinishesMidFlightWithIdenticalOutputs) {
+  Harness h;
+  std::vector<uint64_t> ids;
+  for (int i = 0; i < 6; ++i)
+    ids.push_back(h.submit(make_request(3 + i * 5, 10 + i, 10 + 7 * i, i % 2 ? 0.8 : 0.0, i % 3)));
+  // Join while the first wave runs.
+  for (int i = 0; i < 300 && h.collector.finished() == 0; ++i) std::this_thread::sleep_for(1ms);
+  for (int i = 6; i < 12; ++i)
+    ids.push_back(h.submit(make_request(2 + i, 10 + i, 5 + 3 * i, i % 2 ? 1.0 : 0.0, i % 3)));
+  ASSERT_TRUE(h.collector.wait(12));
+  for (auto id : ids) h.expect_matches_reference(id);
+  EXPECT_GT(h.model.max_batch_seqs.load(), 1);
+  EXPECT_GT(h.model.decode_steps.load(), 0);
+  const EngineStats s = h.wait_idle();
+  EXPECT_EQ(s.requests_finished, 12);
+  h.expect_no_leak();
+}
+
+TEST(Engine, ChunkedPrefillGivesTheSameOutputs) {
+  EngineConfig ec;
+  ec.chunked_prefill_size = 16;
+  ec.max_prefill_tokens = 40;
+  Harness h({2, 1, 8, 4, 512}, ec);
+  std::vector<uint64_t> ids;
+  for (int i = 0; i < 4; ++i) ids.push_back(h.submit(make_request(150 + 13 * i, 40 + i, 12, 0.7)));
+  ASSERT_TRUE(h.collector.wait(4));
+  for (auto id : ids) h.expect_matches_reference(id);
+  EXPECT_LE(h.model.max_batch_rows.load(), 40);
+  h.expect_no_leak();
+}
+
+TEST(Engine, PrefixCacheHitReportsCachedTokensAndKeepsOutputs) {
+  Harness h;
+  GenerateRequest a = make_request(30, 50, 10, 0.0);
+  const uint64_t ia = h.submit(a);
+  ASSERT_TRUE(h.collector.wait(1));
+  EXPECT_EQ(h.collector.get(ia).cached_tokens, 0);
+  GenerateRequest b = a;  // same prompt, sampled differently
+  b.sampling.temperature = 0.9;
+  b.sampling.seed = 51;
+  const uint64_t ib = h.submit(b);
+  GenerateRequest c = a;  // shares a prefix only
+  c.prompt_ids.resize(18);
+  c.prompt_ids.push_back(7);
+  c.sampling.seed = 52;
+  ASSERT_TRUE(h.collector.wait(2));
+  const uint64_t ic = h.submit(c);
+  ASSERT_TRUE(h.collector.wait(3));
+  h.expect_matches_reference(ia);
+  h.expect_matches_reference(ib);
+  h.expect_matches_reference(ic);
+  EXPECT_EQ(h.collector.get(ib).cached_tokens, 28);  // 29 matchable tokens, in 4-token pages
+  EXPECT_EQ(h.collector.get(ic).cached_tokens, 16);
+  const EngineStats s = h.wait_idle();
+  EXPECT_EQ(s.prefix_cache_hit_tokens, 44);
+  EXPECT_GT(s.kv_pages_cached, 0);
+  h.expect_no_leak();
+}
+
+TEST(Engine, ConcurrentRequestsShareAPromptPrefix) {
+  Harness h;
+  GenerateRequest base = make_request(64, 60, 8, 0.0);
+  std::vector<uint64_t> ids;
+  for (int i = 0; i < 6; ++i) {
+    GenerateRequest r = base;
+    r.prompt_ids.push_back(100 + i);
+    r.sampling.seed = 60 + i;
+    r.sampling.temperature = 0.5;
+    ids.push_back(h.submit(r));
+  }
+  ASSERT_TRUE(h.collector.wait(6));
+  for (auto id : ids) h.expect_matches_reference(id);
+  h.expect_no_leak();
+}
+
+TEST(Engine, EvictionUnderPressureKeepsServing) {
+  Harness h({2, 1, 8, 4, 48});  // 192 tokens of KV
+  std::vector<uint64_t> ids;
+  for (int i = 0; i < 20; ++i) {
+    ids.push_back(h.submit(make_request(40, 70 + i, 20, 0.6)));
+    ASSERT_TRUE(h.collector.wait(i + 1));
+  }
+  for (auto id : ids) h.expect_matches_reference(id);
+  const EngineStats s = h.wait_idle();
+  EXPECT_GT(s.kv_pages_cached, 0);
+  EXPECT_LE(s.kv_pages_used, s.kv_pages_total);
+  h.expect_no_leak();
+}
+
+TEST(Engine, PreemptionUnderATinyPoolFinishesEverythingIdentically) {
+  for (bool cache : {true, false}) {
+    EngineConfig ec;
+    ec.enable_prefix_cache = cache;
+    Harness h({2, 1, 8, 4, 24}, ec);  // 96 tokens; each request needs up to 40
+    std::vector<uint64_t> ids;
+    for (int i = 0; i < 8; ++i)
+      ids.push_back(h.submit(make_request(10, 80 + i, 30, i % 2 ? 0.8 : 0.0)));
+    ASSERT_TRUE(h.collector.wait(8));
+    for (auto id : ids) h.expect_matches_reference(id);
+    EXPECT_GT(h.engine->stats().preemptions, 0) << "cache " << cache;
+    h.expect_no_leak();
+  }
+}
+
+TEST(Engine, StopStringsAndLogprobsThroughTheEngine) {
+  Harness h;
+  // Find a stop string the greedy continuation will produce: run once, take two tokens' text.
+  GenerateRequest probe = make_request(6, 90, 12, 0.0);
+  const Generation g = reference_generate(probe, 90, h.tok, kVocab);
+  ASSERT_GE(g.tokens.size(), 8u);
+  const std::string stop = h.tok.piece(g.tokens[4]) + h.tok.piece(g.tokens[5]);
+  GenerateRequest r = probe;
+  r.stop.stop_strings = {stop};
+  r.logprobs = 2;
+  const uint64_t id = h.submit(r);
+  ASSERT_TRUE(h.collector.wait(1));
+  h.expect_matches_reference(id);
+  const Result got = h.collector.get(id);
+  EXPECT_EQ(got.reason, FinishReason::Stop);
+  EXPECT_EQ(got.matched_stop, stop);
+  EXPECT_EQ(got.text.find(stop), std::string::npos);
+  ASSERT_EQ(got.logprobs.size(), got.tokens.size());
+  for (size_t i = 0; i < got.tokens.size(); ++i) {
+    EXPECT_EQ(got.logprobs[i].token, got.tokens[i]);
+    ASSERT_EQ(got.logprobs[i].top.size(), 2u);
+    EXPECT_EQ(got.logprobs[i].top[0].first, got.tokens[i]);  // greedy: the top alternative
+  }
+  EXPECT_EQ(h.model.greedy_steps.load(), 0);  // logprobs need real logits
+}
+
+TEST(Engine, MinAndMaxNewTokens) {
+  Harness h;
+  GenerateRequest r = make_request(4, 95, 6, 0.0, /*ignore_eos=*/false);
+  r.stop.min_new_tokens = 6;
+  r.stop.stop_token_ids = {3, 4, 5, 6, 7, 8, 9, 10};
+  const uint64_t a = h.submit(r);
+  GenerateRequest zero = make_request(4, 96, 0, 0.0);
+  const uint64_t b = h.submit(zero);
+  ASSERT_TRUE(h.collector.wait(2));
+  h.expect_matches_reference(a);
+  EXPECT_EQ(h.collector.get(a).tokens.size(), 6u);
+  EXPECT_EQ(h.collector.get(a).reason, FinishReason::Length);
+  EXPECT_EQ(h.collector.get(b).reason, FinishReason::Length);
+  EXPECT_TRUE(h.collector.get(b).tokens.empty());
+}
+
+TEST(Engine, InvalidRequestsAreRejectedAtSubmit) {
+  Harness h({2, 1, 8, 4, 16});
+  auto cb = h.collector.callback();
+  EXPECT_THROW(h.engine->submit(GenerateRequest{}, cb), Error);
+  GenerateRequest r = make_request(4, 1, 4, 0.0);
+  r.prompt_ids[1] = static_cast<int32_t>(kVocab);
+  EXPECT_THROW(h.engine->submit(r, cb), Error);
+  r = make_request(4, 1, 4, 0.0);
+  r.sampling.top_p = 0;
+  EXPECT_THROW(h.engine->submit(r, cb), Error);
+  r = make_request(40, 1, 40, 0.0);  // 80 tokens > 64 tokens of KV
+  EXPECT_THROW(h.engine->submit(r, cb), Error);
+  r = make_request(4, 1, 5000, 0.0);  // over the context
+  EXPECT_THROW(h.engine->submit(r, cb), Error);
+  EXPECT_EQ(h.collector.finished(), 0);
+}
+
+// Holds every forward() until released, so tests can act while requests are in flight.
+struct Gate {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool open = false;
+  int entered = 0;
+  void pass() {
+    std::unique_lock lk(mu);
+    ++entered;
+    cv.notify_all();
+    cv.wait(lk, [&] { return open; });
+  }
+  void wait_entered(int n) {
+    std::unique_lock lk(mu);
+    cv.wait(lk, [&] { return entered >= n; });
+  }
+  void release() {
+    std::lock_guard lk(mu);
+    open = true;
+    cv.notify_all();
+  }
+};
+
+TEST(Engine, CancelQueuedAndRunningRequests) {
+  EngineConfig ec;
+  ec.max_running_requests = 2;
+  Harness h({2, 1, 8, 4, 256}, ec);
+  Gate gate;
+  h.model.before_forward = [&](const StepBatch&) { gate.pass(); };
+  const uint64_t a = h.submit(make_request(8, 1, 200, 0.0));
+  // b cancels itself from its own callback (on the scheduler thread) after 5 tokens.
+  std::atomic<uint64_t> b_id{0};
+  auto inner = h.collector.callback();
+  int b_tokens = 0;
+  const GenerateRequest rb = make_request(8, 2, 200, 0.0);
+  const uint64_t b = h.engine->submit(rb, [&](const RequestEvent& e) {
+    inner(e);
+    b_tokens += static_cast<int>(e.new_tokens.size());
+    if (b_tokens == 5) h.engine->cancel(b_id.load());
+  });
+  b_id = b;
+  gate.wait_entered(1);
+  const uint64_t c = h.submit(make_request(8, 3, 200, 0.0));  // queued
+  const uint64_t d = h.submit(make_request(8, 4, 10, 0.0));
+  h.engine->cancel(a);
+  h.engine->cancel(c);
+  h.engine->cancel(12345);  // unknown: ignored
+  gate.release();
+  ASSERT_TRUE(h.collector.wait(4));
+  for (auto id : {a, b, c}) {
+    EXPECT_EQ(h.collector.get(id).reason, FinishReason::Abort) << id;
+    EXPECT_EQ(h.collector.get(id).finished_events, 1);
+    EXPECT_TRUE(h.collector.get(id).error.empty());
+  }
+  EXPECT_TRUE(h.collector.get(c).tokens.empty());
+  // Cancellation is applied at the next step boundary: b saw its 5th token, maybe one more.
+  EXPECT_GE(h.collector.get(b).tokens.size(), 5u);
+  EXPECT_LE(h.collector.get(b).tokens.size(), 6u);
+  h.expect_matches_reference(d);
+  h.expect_no_leak();
+}
+
+TEST(Engine, ShutdownAbortsEverythingInFlightExactlyOnce) {
+  Harness h({2, 1, 8, 4, 256});
+  std::vector<uint64_t> ids;
+  for (int i = 0; i < 10; ++i) ids.push_back(h.submit(make_request(8, i, 400, 0.5)));
+  for (int i = 0; i < 1000 && h.model.decode_steps.load() < 3; ++i)
+    std::this_thread::sleep_for(1ms);
+  h.engine->shutdown();
+  EXPECT_EQ(h.collector.finished(), 10);
+  for (auto id : ids) {
+    EXPECT_EQ(h.collector.get(id).finished_events, 1);
+    EXPECT_EQ(h.collector.get(id).reason, FinishReason::Abort);
+  }
+  EXPECT_THROW(h.submit(make_request(8, 1, 4, 0.0)), Error);
+  h.engine->shutdown();  // idempotent
+  EXPECT_TRUE(h.engine->flush_cache());
+  EXPECT_EQ(h.engine->stats().kv_pages_used, 0);
+  h.engine.reset();
+  EXPECT_EQ(h.pool.free_pages(), h.pool.n_pages());
+}
+
+TEST(Engine, QueueFullWhenTheQueueIsAtItsBound) {
+  EngineConfig ec;
+  ec.max_running_requests = 1;
+  ec.max_queued_requests = 3;
+  Harness h({2, 1, 8, 4, 256}, ec);
+  Gate gate;
+  h.model.before_forward = [&](const StepBatch&) { gate.pass(); };
+  h.submit(make_request(4, 1, 3, 0.0));
+  gate.wait_entered(1);  // the first request is running, the scheduler is blocked in forward
+  for (int i = 0; i < 3; ++i) h.submit(make_request(4, 2 + i, 3, 0.0));
+  EXPECT_THROW(h.submit(make_request(4, 9, 3, 0.0)), QueueFull);
+  EXPECT_EQ(h.engine->stats().queued, 3);
+  gate.release();
+  ASSERT_TRUE(h.collector.wait(4));
+  h.submit(make_request(4, 10, 3, 0.0));  // room again
+  ASSERT_TRUE(h.collector.wait(5));
+  for (auto& [id, r] : h.requests) h.expect_matches_reference(id);
+}
+
+TEST(Engine, ExecutorErrorsAbortOnlyTheAffectedRequests) {
+  Harness h;
+  h.model.poison_token = 7;
+  GenerateRequest bad = make_request(6, 1, 10, 0.0);
+  bad.prompt_ids[2] = 7;
+  const uint64_t ib = h.submit(bad);
+  ASSERT_TRUE(h.collector.wait(1));
+  EXPECT_EQ(h.collector.get(ib).reason, FinishReason::Abort);
+  EXPECT_NE(h.collector.get(ib).error.find("poisoned"), std::string::npos);
+  h.model.poison_token = -1;
+  const uint64_t ok = h.submit(make_request(6, 2, 10, 0.0));
+  ASSERT_TRUE(h.collector.wait(2));
+  h.expect_matches_reference(ok);
+  h.expect_no_leak();
+}
+
+TEST(Engine, SixtyFourConcurrentSubmittersFromSeveralThreads) {
+  EngineConfig ec;
+  ec.max_running_requests = 16;
+  Harness h({2, 1, 8, 4, 400}, ec);
+  std::mutex ids_mu;
+  std::vector<uint64_t> ids;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 8; ++i) {
+        const int k = t * 8 + i;
+        GenerateRequest r =
+            make_request(3 + k % 17, 1000 + k, 4 + k % 23, k % 3 ? 0.7 : 0.0, k % 2);
+        const uint64_t id = h.engine->submit(r, h.collector.callback());
+        std::lock_guard lk(ids_mu);
+        h.requests[id] = r;
+        ids.push_back(id);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  ASSERT_TRUE(h.collector.wait(64));
+  EXPECT_EQ(ids.size(), 64u);
+  for (auto id : ids) h.expect_matches_reference(id);
+  h.expect_no_leak();
+}
+
+TEST(Engine, SleepsWhenIdle) {
+  Harness h;
+  h.submit(make_request(4, 1, 3, 0.0));
+  ASSERT_TRUE(h.collector.wait(1));
+  const int64_t steps = h.model.steps.load();
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(h.model.steps.load(), steps);
+}
+
+}  // namespace
+}  // namespace kiln::engine

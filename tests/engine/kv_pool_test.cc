@@ -1,0 +1,78 @@
+#include "kiln/engine/kv_pool.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <set>
+
+#include "kiln/base/error.h"
+
+namespace kiln::engine {
+namespace {
+
+KvPoolConfig small() { return KvPoolConfig{3, 2, 8, 4, 10}; }
+
+TEST(KvPool, LayoutIsOneAlignedBlockKThenV) {
+  KvPool pool(small());
+  const size_t plane = 10 * 4 * 2 * 8;  // pages * page_size * heads * head_dim
+  EXPECT_EQ(pool.bytes(), plane * 2 * 3 * sizeof(uint16_t));
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(pool.data()) % 64, 0u);
+  auto* base = static_cast<uint16_t*>(pool.data());
+  for (int l = 0; l < 3; ++l) {
+    auto v = pool.layer(l);
+    EXPECT_EQ(v.k, base + l * plane);
+    EXPECT_EQ(v.v, base + (3 + l) * plane);
+    EXPECT_EQ(v.n_pages, 10);
+    EXPECT_EQ(v.page_size, 4);
+    EXPECT_EQ(v.n_kv_heads, 2);
+    EXPECT_EQ(v.head_dim, 8);
+  }
+  // Writable end to end (ASan checks the bounds) and zero-initialized.
+  EXPECT_EQ(pool.layer(2).v[plane - 1], 0);
+  pool.layer(2).v[plane - 1] = 1;
+  EXPECT_THROW(pool.layer(3), Error);
+  EXPECT_THROW(pool.layer(-1), Error);
+}
+
+TEST(KvPool, RejectsBadConfig) {
+  EXPECT_THROW(KvPool(KvPoolConfig{0, 1, 8, 4, 10}), Error);
+  EXPECT_THROW(KvPool(KvPoolConfig{1, 1, 8, 0, 10}), Error);
+  EXPECT_THROW(KvPool(KvPoolConfig{1, 1, 8, 4, 0}), Error);
+  EXPECT_THROW(KvPool(KvPoolConfig{1, 1, 8, 4, int64_t{1} << 40}), Error);
+}
+
+TEST(KvPool, AllocatesDistinctPagesAndRefusesOverdraw) {
+  KvPool pool(small());
+  std::vector<int32_t> a, b;
+  ASSERT_TRUE(pool.alloc(6, a));
+  EXPECT_EQ(a.front(), 0);  // lowest first
+  EXPECT_FALSE(pool.alloc(5, b));
+  EXPECT_TRUE(b.empty());  // a refused alloc takes nothing
+  ASSERT_TRUE(pool.alloc(4, b));
+  std::set<int32_t> all(a.begin(), a.end());
+  all.insert(b.begin(), b.end());
+  EXPECT_EQ(all.size(), 10u);
+  EXPECT_EQ(pool.free_pages(), 0);
+  pool.free(a);
+  pool.free(b);
+  EXPECT_EQ(pool.free_pages(), 10);
+  EXPECT_EQ(pool.used_pages(), 0);
+}
+
+TEST(KvPool, DoubleFreeAndBadPagesAreErrorsThatChangeNothing) {
+  KvPool pool(small());
+  std::vector<int32_t> a;
+  ASSERT_TRUE(pool.alloc(3, a));
+  pool.free_page(a[0]);
+  EXPECT_THROW(pool.free_page(a[0]), Error);
+  EXPECT_THROW(pool.free({a[1], a[1]}), Error);  // duplicate inside one call
+  EXPECT_EQ(pool.free_pages(), 8);               // and nothing was freed by it
+  EXPECT_THROW(pool.free({a[1], 99}), Error);
+  EXPECT_THROW(pool.free_page(-1), Error);
+  EXPECT_EQ(pool.free_pages(), 8);
+  pool.free({a[1], a[2]});
+  EXPECT_EQ(pool.free_pages(), 10);
+}
+
+}  // namespace
+}  // namespace kiln::engine

@@ -1,0 +1,70 @@
+#include "model_harness.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace kiln::testing {
+
+ModelHarness::~ModelHarness() {
+  for (Sequence* s : live_) pool_.free(s->pages), s->pages.clear();
+}
+
+void ModelHarness::release(Sequence& seq) {
+  pool_.free(seq.pages);
+  seq.pages.clear();
+  seq.len = 0;
+  live_.erase(std::remove(live_.begin(), live_.end(), &seq), live_.end());
+}
+
+int32_t argmax(const std::vector<float>& row) {
+  return static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
+}
+
+std::vector<std::vector<float>> ModelHarness::step(std::vector<Sequence*> seqs,
+                                                   const std::vector<std::vector<int32_t>>& tokens, bool greedy,
+                                                   bool* used_graph) {
+  engine::StepBatch b;
+  b.greedy_only = greedy;
+  const int page = pool_.page_size();
+  for (size_t s = 0; s < seqs.size(); ++s) {
+    Sequence& q = *seqs[s];
+    if (std::find(live_.begin(), live_.end(), &q) == live_.end()) live_.push_back(&q);
+    const int64_t need = (q.len + static_cast<int64_t>(tokens[s].size()) + page - 1) / page;
+    if (need > static_cast<int64_t>(q.pages.size()) &&
+        !pool_.alloc(need - static_cast<int64_t>(q.pages.size()), q.pages))
+      throw std::runtime_error("test KV pool exhausted");
+    for (int32_t tok : tokens[s]) {
+      const int32_t pos = q.len++;
+      b.token_ids.push_back(tok);
+      b.positions.push_back(pos);
+      b.token_seq.push_back(static_cast<int32_t>(s));
+      b.slots.push_back(q.pages[pos / page] * page + pos % page);
+    }
+    b.seqs.push_back({q.pages, q.len, true});
+  }
+  engine::StepOutput out;
+  exec_.forward(b, out);
+  if (used_graph != nullptr) *used_graph = out.used_graph;
+  std::vector<std::vector<float>> rows(seqs.size());
+  for (size_t s = 0; s < seqs.size(); ++s) {
+    if (greedy) {
+      rows[s] = {static_cast<float>(out.greedy_ids.at(s))};
+    } else {
+      rows[s].assign(out.logits.begin() + s * out.vocab, out.logits.begin() + (s + 1) * out.vocab);
+    }
+  }
+  return rows;
+}
+
+std::vector<int32_t> ModelHarness::greedy(Sequence& seq, int32_t first_token, int n, bool greedy_plans) {
+  std::vector<int32_t> out;
+  int32_t tok = first_token;
+  for (int i = 0; i < n; ++i) {
+    auto rows = step({&seq}, {{tok}}, greedy_plans);
+    tok = greedy_plans ? static_cast<int32_t>(rows[0][0]) : argmax(rows[0]);
+    out.push_back(tok);
+  }
+  return out;
+}
+
+}  // namespace kiln::testing

@@ -1,0 +1,80 @@
+#include "kiln/graph/passes/fuse_matmul_merge.h"
+
+#include "ir/ir_test_util.h"
+
+namespace kiln::graph {
+namespace {
+
+using testing::expect_rewrite;
+using testing::expect_unchanged;
+
+TEST(FuseMatmulMerge, MergesQkvAndGateUp) {
+  auto r = expect_rewrite(run_fuse_matmul_merge, R"IR(graph g() {
+  %x = input "x" : f32[2,32]
+  %wq = param "wq" : q8_0[64,32]
+  %wk = param "wk" : q8_0[32,32]
+  %wv = param "wv" : q8_0[32,32]
+  %q = matmul(%x, %wq) : f32[2,64]
+  %k = matmul(%x, %wk) : f32[2,32]
+  %v = matmul(%x, %wv) : f32[2,32]
+  %a = add(%k, %v) : f32[2,32]
+  %wg = param "wg" : f32[48,32]
+  %wu = param "wu" : f32[48,32]
+  %g = matmul(%a, %wg) : f32[2,48]
+  %u = matmul(%a, %wu) : f32[2,48]
+  return %q, %g, %u
+})IR",
+                          R"IR(graph g() {
+  %x = input "x" : f32[2,32]
+  %0 = param "wq+wk+wv" {concat=["wq","wk","wv"]} : q8_0[128,32]
+  %q, %k, %v = matmul_split(%x, %0) {splits=[64,32,32]} : f32[2,64], f32[2,32], f32[2,32]
+  %a = add(%k, %v) : f32[2,32]
+  %1 = param "wg+wu" {concat=["wg","wu"]} : f32[96,32]
+  %g, %u = matmul_split(%a, %1) {splits=[48,48]} : f32[2,48], f32[2,48]
+  return %q, %g, %u
+})IR");
+  EXPECT_EQ(r.counter("matmuls_merged"), 5);
+  EXPECT_EQ(r.counter("patterns_fused"), 2);
+}
+
+TEST(FuseMatmulMerge, GroupsByWeightDtype) {
+  // q and v (q8_0) merge; k (f32) cannot share their buffer and stays.
+  expect_rewrite(run_fuse_matmul_merge, R"IR(graph g() {
+  %x = input "x" : f32[2,32]
+  %wq = param "wq" : q8_0[64,32]
+  %wk = param "wk" : f32[32,32]
+  %wv = param "wv" : q8_0[32,32]
+  %q = matmul(%x, %wq) : f32[2,64]
+  %k = matmul(%x, %wk) : f32[2,32]
+  %v = matmul(%x, %wv) : f32[2,32]
+  return %q, %k, %v
+})IR",
+                 R"IR(graph g() {
+  %x = input "x" : f32[2,32]
+  %wk = param "wk" : f32[32,32]
+  %0 = param "wq+wv" {concat=["wq","wv"]} : q8_0[96,32]
+  %q, %v = matmul_split(%x, %0) {splits=[64,32]} : f32[2,64], f32[2,32]
+  %k = matmul(%x, %wk) : f32[2,32]
+  return %q, %k, %v
+})IR");
+}
+
+TEST(FuseMatmulMerge, RefusesMismatchedDtypesComputedWeightsAndDifferentInputs) {
+  expect_unchanged(run_fuse_matmul_merge, R"IR(graph g() {
+  %x = input "x" : f32[2,32]
+  %y = input "y" : f32[2,32]
+  %wq = param "wq" : q8_0[64,32]
+  %wk = param "wk" : f32[32,32]
+  %wd = param "wd" {derive="reshape", args=["w"], shape=[32,32]} : f32[32,32]
+  %wc = add(%wk, %wk) : f32[32,32]
+  %q = matmul(%x, %wq) : f32[2,64]
+  %k = matmul(%x, %wk) : f32[2,32]
+  %d = matmul(%x, %wd) : f32[2,32]
+  %c = matmul(%x, %wc) : f32[2,32]
+  %o = matmul(%y, %wq) : f32[2,64]
+  return %q, %k, %d, %c, %o
+})IR");
+}
+
+}  // namespace
+}  // namespace kiln::graph

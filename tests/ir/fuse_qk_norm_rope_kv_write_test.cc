@@ -1,0 +1,102 @@
+#include "kiln/graph/passes/fuse_qk_norm_rope_kv_write.h"
+
+#include "ir/ir_test_util.h"
+
+namespace kiln::graph {
+namespace {
+
+using testing::expect_rewrite;
+using testing::expect_unchanged;
+
+// q: 2 heads x 8, k and v: 1 head x 8, one layer; refusal tests vary k's norm eps, add nodes
+// before the write, return more values, or chain the write after another.
+std::string layer(const std::string& k_eps = "1e-06", const std::string& extra = "",
+                  const std::string& ret = "%a", const std::string& kv_in = "%kv") {
+  return R"IR(graph g() {
+  %pos = input "positions" : i32[2]
+  %slots = input "slots" : i32[2]
+  %bt = input "bt" : i32[2,4]
+  %sl = input "sl" : i32[2]
+  %ts = input "ts" : i32[2]
+  %kv = state "kv" : f16[2,64,8]
+  %q = input "q" : f32[2,16]
+  %k = input "k" : f32[2,8]
+  %v = input "v" : f32[2,8]
+  %qw = param "q_norm" : f32[8]
+  %kw = param "k_norm" : f32[8]
+  %q3 = reshape(%q) {shape=[2,2,8]} : f32[2,2,8]
+  %qn = rms_norm(%q3, %qw) {eps=1e-06} : f32[2,2,8]
+  %q2 = reshape(%qn) {shape=[2,16]} : f32[2,16]
+  %qr = rope(%q2, %pos) {head_dim=8, freq_base=10000.0, neox=1} : f32[2,16]
+  %k3 = reshape(%k) {shape=[2,1,8]} : f32[2,1,8]
+  %kn = rms_norm(%k3, %kw) {eps=)IR" +
+         k_eps + R"IR(} : f32[2,1,8]
+  %k2 = reshape(%kn) {shape=[2,8]} : f32[2,8]
+  %kr = rope(%k2, %pos) {head_dim=8, freq_base=10000.0, neox=1} : f32[2,8]
+)IR" + extra +
+         R"IR(
+  %t = kv_write()IR" +
+         kv_in + R"IR(, %kr, %v, %slots) {layer=0} : token[]
+  %a = attention(%qr, %t, %bt, %sl, %pos, %ts) {layer=0, n_heads=2, n_kv_heads=1, head_dim=8, window=0, scale=0.35} : f32[2,16]
+  return )IR" +
+         ret + "\n}\n";
+}
+
+TEST(FuseQkNormRopeKvWrite, FusesAndTheAttentionReadsTheFusedToken) {
+  auto r = expect_rewrite(run_fuse_qk_norm_rope_kv_write, layer(), R"IR(graph g() {
+  %pos = input "positions" : i32[2]
+  %slots = input "slots" : i32[2]
+  %bt = input "bt" : i32[2,4]
+  %sl = input "sl" : i32[2]
+  %ts = input "ts" : i32[2]
+  %kv = state "kv" : f16[2,64,8]
+  %q = input "q" : f32[2,16]
+  %k = input "k" : f32[2,8]
+  %v = input "v" : f32[2,8]
+  %qw = param "q_norm" : f32[8]
+  %kw = param "k_norm" : f32[8]
+  %qr, %t = qk_norm_rope_kv_write(%q, %k, %v, %qw, %kw, %pos, %kv, %slots) {eps=1e-06, head_dim=8, freq_base=10000.0, neox=1, layer=0, n_heads=2, n_kv_heads=1} : f32[2,16], token[]
+  %a = attention(%qr, %t, %bt, %sl, %pos, %ts) {layer=0, n_heads=2, n_kv_heads=1, head_dim=8, window=0, scale=0.35} : f32[2,16]
+  return %a
+})IR");
+  EXPECT_EQ(r.counter("patterns_fused"), 1);
+}
+
+TEST(FuseQkNormRopeKvWrite, RefusesAnExtraConsumerOfTheKChain) {
+  expect_unchanged(run_fuse_qk_norm_rope_kv_write, layer("1e-06", "", "%a, %kn"));
+  expect_unchanged(run_fuse_qk_norm_rope_kv_write, layer("1e-06", "", "%a, %kr"));
+}
+
+TEST(FuseQkNormRopeKvWrite, RefusesMismatchedNorms) {
+  expect_unchanged(run_fuse_qk_norm_rope_kv_write, layer("1e-05"));
+}
+
+TEST(FuseQkNormRopeKvWrite, RefusesWhenAReaderOfTheOldStateNeedsTheFusedQ) {
+  // %early reads the state before this write, so it must run before the fused write, but it
+  // needs the roped q, which the fused node would produce: the rewrite has no valid order.
+  expect_unchanged(
+      run_fuse_qk_norm_rope_kv_write,
+      layer(
+          "1e-06",
+          "  %t0 = kv_write(%kv, %v, %v, %slots) {layer=1} : token[]\n"
+          "  %early = attention(%qr, %t0, %bt, %sl, %pos, %ts) {layer=1, n_heads=2, n_kv_heads=1, "
+          "head_dim=8, window=0, scale=0.35} : f32[2,16]\n",
+          "%a, %early", "%t0"));
+}
+
+}  // namespace
+}  // namespace kiln::graph
+
+namespace kiln::graph {
+namespace {
+
+TEST(FuseQkNormRopeKvWrite, AWriteLaterInTheTokenChainStillFuses) {
+  // The control for the refusal above: same chain without the early reader.
+  Graph g = parse(
+      layer("1e-06", "  %t0 = kv_write(%kv, %v, %v, %slots) {layer=1} : token[]\n", "%a", "%t0"));
+  EXPECT_EQ(run_fuse_qk_norm_rope_kv_write(g, {}).counter("patterns_fused"), 1);
+  EXPECT_NO_THROW(verify(g));
+}
+
+}  // namespace
+}  // namespace kiln::graph

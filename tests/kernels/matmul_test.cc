@@ -1,0 +1,357 @@
+#include "kiln/kernels/matmul.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "kiln/base/error.h"
+#include "kiln/kernels/matmul_kernels.h"
+#include "matmul_test_util.h"
+
+namespace kiln::kernels {
+namespace {
+
+using testing::random_acts;
+using testing::random_rows;
+using testing::run_threads;
+using testing::weight_dtypes;
+
+bool is_float(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
+
+// K values with tails: odd counts of blocks (float types: odd lengths).
+std::vector<int64_t> test_ks(DType t) {
+  if (is_float(t)) return {1, 7, 33};
+  int bs = dtype_info(t).block_size;
+  return bs == 32 ? std::vector<int64_t>{32, 96, 224} : std::vector<int64_t>{256, 768};
+}
+
+struct Problem {
+  DType t;
+  int64_t n, k;
+  std::vector<uint8_t> bytes;
+  PackedWeight w;
+};
+
+Problem make_problem(DType t, int64_t n, int64_t k, std::mt19937& rng) {
+  Problem p{t, n, k, random_rows(t, n, k, rng), {}};
+  p.w = PackedWeight::pack(testing::borrow_rows(t, n, k, p.bytes));
+  return p;
+}
+
+std::vector<float> run_matmul(const PackedWeight& w, const std::vector<float>& x, int64_t m,
+                              int nth = 1, const float* residual = nullptr) {
+  std::vector<float> y(m * w.n(), std::numeric_limits<float>::quiet_NaN());
+  std::vector<uint8_t> scratch(matmul_scratch_bytes(w, m) + 1);
+  run_threads(nth, [&](const ExecContext& ctx) {
+    matmul(w, x.data(), m, y.data(), residual, scratch.data(), ctx);
+  });
+  return y;
+}
+
+// --- An independent statement of the arithmetic contract (matmul_kernels.h), written from the
+// GGUF blocks (decode_block) rather than the packed layout the kernels read.
+struct RefActs {
+  std::vector<int8_t> q;
+  std::vector<float> d;
+};
+
+RefActs reference_quantize(const float* x, int64_t k) {
+  RefActs a{std::vector<int8_t>(k), std::vector<float>(k / 32)};
+  for (int64_t b = 0; b < k / 32; ++b) {
+    float amax = 0;
+    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[b * 32 + j]));
+    a.d[b] = amax / 127.0f;
+    float inv = amax > 0 ? 127.0f / amax : 0.0f;
+    for (int j = 0; j < 32; ++j) {
+      long c = std::lrint(x[b * 32 + j] * inv);
+      a.q[b * 32 + j] = static_cast<int8_t>(std::clamp(c, -127L, 127L));
+    }
+  }
+  return a;
+}
+
+float contract_reference(const Problem& p, const float* x, int64_t col) {
+  if (is_float(p.t)) {
+    std::vector<float> w(p.k);
+    dequantize_row(p.t, p.bytes.data() + col * dtype_bytes(p.t, p.k), w.data(), p.k);
+    float acc = 0;
+    for (int64_t k = 0; k < p.k; ++k) acc = std::fma(x[k], w[k], acc);
+    return acc;
+  }
+  const QuantScheme& qs = quant_scheme(p.t);
+  const DTypeInfo& info = dtype_info(p.t);
+  RefActs a = reference_quantize(x, p.k);
+  const uint8_t* row = p.bytes.data() + col * dtype_bytes(p.t, p.k);
+  float acc = 0;
+  for (int64_t b = 0; b < p.k / info.block_size; ++b) {
+    uint8_t codes[256];
+    float scale[16], min[16];
+    decode_block(p.t, row + b * info.block_bytes, codes, scale, min);
+    for (int s = 0; s < info.block_size / qs.sub_block; ++s) {
+      int64_t k0 = b * info.block_size + s * qs.sub_block;
+      int32_t dot = 0, sum = 0;
+      for (int j = 0; j < qs.sub_block; ++j) {
+        int c = codes[s * qs.sub_block + j] - (qs.has_min ? 0 : qs.zero_point);
+        dot += c * a.q[k0 + j];
+      }
+      float d = a.d[k0 / 32];
+      acc = std::fma(static_cast<float>(dot), scale[s] * d, acc);
+      if (qs.has_min) {
+        for (int j = 0; j < 32; ++j) sum += a.q[k0 + j];
+        acc = std::fma(-min[s], d * static_cast<float>(sum), acc);
+      }
+    }
+  }
+  return acc;
+}
+
+// Bound on |quantized-activation result - exact f32 product|: each activation moves by at most
+// half its block's step d_b = amax_b / 127 (plus the rounding of x * 127 / amax), so the error is
+// at most sum_b 0.51 d_b sum_{k in b} |w_k|; float accumulation adds a few ulps of sum |w_k x_k|.
+double error_bound(DType t, const float* w, const float* x, int64_t k) {
+  double wx = 0, quant = 0;
+  for (int64_t i = 0; i < k; ++i) wx += std::fabs(static_cast<double>(w[i]) * x[i]);
+  if (!is_float(t)) {
+    for (int64_t b = 0; b < k / 32; ++b) {
+      double amax = 0, wsum = 0;
+      for (int j = 0; j < 32; ++j) {
+        amax = std::max(amax, std::fabs(static_cast<double>(x[b * 32 + j])));
+        wsum += std::fabs(w[b * 32 + j]);
+      }
+      quant += 0.51 * amax / 127.0 * wsum;
+    }
+  }
+  return quant + 4.0 * (k + 8) * 6e-8 * wx + 1e-30;
+}
+
+// Every tier equals the contract bit for bit, and the f32 product within the stated bound,
+// for every dtype, K with tails, N not a multiple of 16, and m = 1..33.
+TEST(Matmul, EveryTierMatchesReferenceForEveryDtype) {
+  testing::IsaCapGuard guard;
+  std::mt19937 rng(10);
+  for (DType t : weight_dtypes()) {
+    for (int64_t k : test_ks(t)) {
+      Problem p = make_problem(t, 19, k, rng);
+      auto wf = testing::dequantize_all(t, p.n, k, p.bytes);
+      const int64_t m_max = 33;
+      auto x = random_acts(m_max, k, rng);
+      std::vector<float> expect(m_max * p.n);
+      for (int64_t i = 0; i < m_max; ++i) {
+        for (int64_t c = 0; c < p.n; ++c) {
+          expect[i * p.n + c] = contract_reference(p, &x[i * k], c);
+          double exact = 0;
+          for (int64_t j = 0; j < k; ++j)
+            exact += static_cast<double>(wf[c * k + j]) * x[i * k + j];
+          ASSERT_LE(std::fabs(expect[i * p.n + c] - exact),
+                    error_bound(t, &wf[c * k], &x[i * k], k))
+              << dtype_name(t) << " k " << k;
+        }
+      }
+      for (Isa isa : testing::isa_tiers()) {
+        set_isa_cap(isa);
+        for (int64_t m : {1, 2, 3, 4, 5, 8, 13, 33}) {
+          auto y = run_matmul(p.w, x, m);
+          for (int64_t e = 0; e < m * p.n; ++e)
+            ASSERT_EQ(y[e], expect[e]) << dtype_name(t) << " " << isa_name(isa) << " k " << k
+                                       << " m " << m << " row " << e / p.n << " col " << e % p.n;
+        }
+      }
+    }
+  }
+}
+
+// All m = 1..33 on the tier in use, two threads (every tile height and tail).
+TEST(Matmul, AllBatchSizesTwoThreads) {
+  std::mt19937 rng(11);
+  for (DType t : {DType::Q8_0, DType::Q4_K, DType::Q6_K, DType::BF16}) {
+    int64_t k = is_float(t) ? 40 : dtype_info(t).block_size * 2;
+    Problem p = make_problem(t, 35, k, rng);
+    auto x = random_acts(33, k, rng);
+    for (int64_t m = 1; m <= 33; ++m) {
+      auto y = run_matmul(p.w, x, m, 2);
+      for (int64_t e = 0; e < m * p.n; ++e)
+        ASSERT_EQ(y[e], contract_reference(p, &x[(e / p.n) * k], e % p.n))
+            << dtype_name(t) << " m " << m;
+    }
+  }
+}
+
+// A row's result is bit-identical alone, inside batches of 8 and 32 with other rows, and with
+// 1, 2 or 3 threads splitting the columns.
+TEST(Matmul, BatchInvariant) {
+  std::mt19937 rng(12);
+  for (DType t : weight_dtypes()) {
+    int64_t k = is_float(t) ? 48 : dtype_info(t).block_size * 2;
+    Problem p = make_problem(t, 83, k, rng);
+    auto x = random_acts(32, k, rng);
+    auto batch32 = run_matmul(p.w, x, 32, 1);
+    for (int nth : {1, 2, 3}) {
+      EXPECT_EQ(run_matmul(p.w, x, 32, nth), batch32) << dtype_name(t) << " nth " << nth;
+      for (int64_t i : {0, 5, 31}) {
+        std::vector<float> one(x.begin() + i * k, x.begin() + (i + 1) * k);
+        auto y1 = run_matmul(p.w, one, 1, nth);
+        ASSERT_EQ(0, std::memcmp(y1.data(), &batch32[i * p.n], p.n * 4))
+            << dtype_name(t) << " row " << i << " nth " << nth;
+      }
+      // Batch of 8 made of rows 24..31 preceded by a different mix.
+      std::vector<float> eight(x.begin() + 24 * k, x.end());
+      auto y8 = run_matmul(p.w, eight, 8, nth);
+      ASSERT_EQ(0, std::memcmp(y8.data(), &batch32[24 * p.n], 8 * p.n * 4));
+    }
+  }
+}
+
+TEST(Matmul, ResidualMayAliasOutput) {
+  std::mt19937 rng(13);
+  Problem p = make_problem(DType::Q5_0, 40, 64, rng);
+  auto x = random_acts(3, 64, rng);
+  auto base = run_matmul(p.w, x, 3);
+  auto res = random_acts(3, 40, rng);
+  std::vector<float> y = res;
+  std::vector<uint8_t> scratch(matmul_scratch_bytes(p.w, 3));
+  run_threads(2, [&](const ExecContext& ctx) {
+    matmul(p.w, x.data(), 3, y.data(), y.data(), scratch.data(), ctx);
+  });
+  for (size_t e = 0; e < y.size(); ++e) ASSERT_EQ(y[e], base[e] + res[e]);
+}
+
+// Merged weights (pack_concat, mixed dtypes) and split outputs give the same bits per column as
+// the separate weights.
+TEST(Matmul, SplitAndConcatMatchSeparateWeights) {
+  std::mt19937 rng(14);
+  const int64_t k = 256, m = 6;
+  DType types[] = {DType::Q5_0, DType::Q8_0, DType::Q4_K};
+  int64_t ns[] = {40, 7, 24};
+  std::vector<Problem> parts;
+  std::vector<Tensor> ws;
+  for (int i = 0; i < 3; ++i) parts.push_back(make_problem(types[i], ns[i], k, rng));
+  for (auto& p : parts) ws.push_back(testing::borrow_rows(p.t, p.n, k, p.bytes));
+  PackedWeight merged = PackedWeight::pack_concat(ws);
+  auto x = random_acts(m, k, rng);
+  for (int nth : {1, 2, 3}) {
+    auto ym = run_matmul(merged, x, m, nth);
+    std::vector<std::vector<float>> outs(3);
+    std::vector<float*> out_ptrs;
+    for (int i = 0; i < 3; ++i) {
+      outs[i].assign(m * ns[i], -1.0f);
+      out_ptrs.push_back(outs[i].data());
+    }
+    std::vector<uint8_t> scratch(matmul_scratch_bytes(merged, m));
+    run_threads(nth, [&](const ExecContext& ctx) {
+      matmul_split(merged, x.data(), m, out_ptrs.data(), ns, 3, scratch.data(), ctx);
+    });
+    int64_t col0 = 0;
+    for (int s = 0; s < 3; ++s) {
+      auto alone = run_matmul(parts[s].w, x, m);
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t c = 0; c < ns[s]; ++c) {
+          ASSERT_EQ(outs[s][i * ns[s] + c], alone[i * ns[s] + c]) << s;
+          ASSERT_EQ(ym[i * merged.n() + col0 + c], alone[i * ns[s] + c]) << s;
+        }
+      col0 += ns[s];
+    }
+  }
+  std::vector<float*> bad_outs(3, nullptr);
+  std::vector<uint8_t> scratch(matmul_scratch_bytes(merged, m));
+  int64_t wrong[] = {40, 7, 23};
+  EXPECT_THROW(matmul_split(merged, x.data(), m, bad_outs.data(), wrong, 3, scratch.data(), {}),
+               Error);
+}
+
+int32_t reference_argmax(const float* v, int64_t n) {
+  float best = -std::numeric_limits<float>::infinity();
+  int32_t at = -1;
+  for (int64_t c = 0; c < n; ++c)
+    if (v[c] > best || (at < 0 && v[c] == best)) {
+      best = v[c];
+      at = static_cast<int32_t>(c);
+    }
+  return at < 0 ? 0 : at;
+}
+
+// argmax without logits equals argmax over matmul's logits; ties (duplicated weight rows, one
+// in each thread's share) resolve to the lowest column.
+TEST(Matmul, ArgmaxMatchesLogits) {
+  std::mt19937 rng(15);
+  for (DType t : {DType::Q8_0, DType::Q6_K, DType::F16}) {
+    const int64_t n = 200, k = is_float(t) ? 64 : dtype_info(t).block_size;
+    auto bytes = random_rows(t, n, k, rng);
+    size_t rb = dtype_bytes(t, k);
+    // Rows 3, 150 and 199 copy row 120 -> a four-way tie for whichever row wins there.
+    for (int64_t dup : {3, 150, 199}) std::memcpy(&bytes[dup * rb], &bytes[120 * rb], rb);
+    PackedWeight w = PackedWeight::pack(testing::borrow_rows(t, n, k, bytes));
+    const int64_t m = 9;
+    auto x = random_acts(m, k, rng);
+    // Make row 0's winner the duplicated row: x = that row's weights.
+    std::vector<float> w120(k);
+    dequantize_row(t, &bytes[120 * rb], w120.data(), k);
+    for (int64_t j = 0; j < k; ++j) x[j] = w120[j] * 100.0f;
+    auto logits = run_matmul(w, x, m);
+    EXPECT_EQ(reference_argmax(logits.data(), n), 3) << dtype_name(t);
+    for (int nth : {1, 2, 3}) {
+      std::vector<int32_t> ids(m, -7);
+      std::vector<uint8_t> scratch(matmul_argmax_scratch_bytes(w, m, nth));
+      run_threads(nth, [&](const ExecContext& ctx) {
+        matmul_argmax(w, x.data(), m, ids.data(), scratch.data(), ctx);
+      });
+      for (int64_t i = 0; i < m; ++i)
+        ASSERT_EQ(ids[i], reference_argmax(&logits[i * n], n))
+            << dtype_name(t) << " row " << i << " nth " << nth;
+    }
+  }
+}
+
+// The activation quantizers of every tier agree bit for bit, also on zero, NaN, infinite,
+// subnormal and huge inputs (a NaN or infinity must not make any tier read or write out of
+// bounds, and all tiers must treat it the same way).
+TEST(Matmul, ActivationQuantizationTiersAgree) {
+  std::mt19937 rng(17);
+  const int64_t k = 32 * 9;
+  auto x = random_acts(1, k, rng);
+  const float inf = std::numeric_limits<float>::infinity();
+  for (int j = 0; j < 32; ++j) x[32 + j] = 0.0f;                                   // zero block
+  x[64 + 3] = std::numeric_limits<float>::quiet_NaN();                             // NaN
+  x[96 + 5] = inf;                                                                 // +inf
+  x[128 + 1] = -inf;                                                               // -inf
+  for (int j = 0; j < 32; ++j) x[160 + j] = 1e-40f * (j - 16);                     // subnormal
+  for (int j = 0; j < 32; ++j) x[192 + j] = 3e38f * ((j % 3) - 1);                 // huge
+  for (int j = 0; j < 32; ++j) x[224 + j] = (j % 2 ? 0.5f : -0.5f) * (j % 5 + 1);  // ties
+  struct Out {
+    std::vector<int8_t> q = std::vector<int8_t>(k);
+    std::vector<float> d = std::vector<float>(k / 32), ds = std::vector<float>(k / 32);
+    std::vector<int32_t> s16 = std::vector<int32_t>(k / 16), s32 = std::vector<int32_t>(k / 32);
+  };
+  auto run = [&](QuantizeRowFn f) {
+    Out o;
+    f(x.data(), k, o.q.data(), o.d.data(), o.s16.data(), o.s32.data(), o.ds.data());
+    return o;
+  };
+  Out ref = run(quantize_row_scalar);
+  for (int j = 0; j < 32; ++j) EXPECT_EQ(ref.q[32 + j], 0);
+  EXPECT_EQ(ref.d[1], 0.0f);
+  std::vector<QuantizeRowFn> tiers;
+  if (best_isa() >= Isa::Avx2) tiers.push_back(quantize_row_avx2);
+  if (best_isa() >= Isa::Avx512) tiers.push_back(quantize_row_avx512);
+  for (QuantizeRowFn f : tiers) {
+    Out o = run(f);
+    EXPECT_EQ(o.q, ref.q);
+    EXPECT_EQ(o.s16, ref.s16);
+    EXPECT_EQ(o.s32, ref.s32);
+    EXPECT_EQ(0, std::memcmp(o.d.data(), ref.d.data(), ref.d.size() * 4));
+    EXPECT_EQ(0, std::memcmp(o.ds.data(), ref.ds.data(), ref.ds.size() * 4));
+  }
+}
+
+TEST(Matmul, RejectsBadArguments) {
+  std::mt19937 rng(16);
+  Problem p = make_problem(DType::Q8_0, 16, 32, rng);
+  std::vector<float> x(32), y(16);
+  EXPECT_THROW(matmul(p.w, x.data(), 1, y.data(), nullptr, nullptr, {}), Error);  // no scratch
+  EXPECT_THROW(matmul(p.w, nullptr, 1, y.data(), nullptr, x.data(), {}), Error);
+  EXPECT_THROW(matmul(PackedWeight{}, x.data(), 1, y.data(), nullptr, x.data(), {}), Error);
+  EXPECT_THROW(matmul_scratch_bytes(p.w, -1), Error);
+}
+
+}  // namespace
+}  // namespace kiln::kernels

@@ -1,0 +1,105 @@
+#include <gtest/gtest.h>
+
+#include "kiln/base/error.h"
+#include "kiln/kernels/packed_weight.h"
+#include "matmul_test_util.h"
+
+namespace kiln::kernels {
+namespace {
+
+using testing::random_rows;
+using testing::weight_dtypes;
+
+int64_t test_k(DType t, int mult) {
+  return dtype_info(t).block_size == 1 ? 7 * mult : dtype_info(t).block_size * mult;
+}
+
+// Repacking loses nothing: every packed row dequantizes to exactly the source row, for every
+// dtype, with N not a multiple of the 16-row group.
+TEST(PackedWeight, DequantizesToTheSourceExactly) {
+  std::mt19937 rng(1);
+  for (DType t : weight_dtypes()) {
+    for (int mult : {1, 3}) {
+      const int64_t n = 37, k = test_k(t, mult);
+      auto bytes = random_rows(t, n, k, rng);
+      PackedWeight p = PackedWeight::pack(testing::borrow_rows(t, n, k, bytes));
+      EXPECT_EQ(p.n(), n);
+      EXPECT_EQ(p.k(), k);
+      auto ref = testing::dequantize_all(t, n, k, bytes);
+      std::vector<float> row(k);
+      for (int64_t r = 0; r < n; ++r) {
+        p.dequantize_row(r, row.data());
+        ASSERT_EQ(std::memcmp(row.data(), &ref[r * k], k * 4), 0)
+            << dtype_name(t) << " row " << r << " k " << k;
+      }
+    }
+  }
+}
+
+// The packed size is the GGUF size (f16-scale types) or states its overhead (K-quants keep f32
+// products d*sc); N is padded to whole 16-row groups.
+TEST(PackedWeight, BytesAndFormat) {
+  std::mt19937 rng(2);
+  const int64_t n = 32;
+  struct Case {
+    DType t;
+    int64_t k;
+    size_t bytes;
+    const char* format;
+  } cases[] = {
+      {DType::Q8_0, 640, 32 * 640 / 32 * 34, "q8_0x16/vnni"},
+      {DType::Q5_0, 640, 32 * 640 / 32 * 22, "q5_0x16/vnni"},
+      {DType::Q4_0, 64, 32 * 64 / 32 * 18, "q4_0x16/vnni"},
+      {DType::Q4_K, 256, 32 * 8 * 24, "q4_kx16/vnni"},
+      {DType::Q5_K, 256, 32 * 8 * 28, "q5_kx16/vnni"},
+      {DType::Q6_K, 256, 32 * 16 * 16, "q6_kx16/vnni"},
+      {DType::BF16, 10, 32 * 10 * 2, "bf16x16/fma"},
+  };
+  for (const Case& c : cases) {
+    auto bytes = random_rows(c.t, n, c.k, rng);
+    PackedWeight p = PackedWeight::pack(testing::borrow_rows(c.t, n, c.k, bytes));
+    EXPECT_EQ(p.bytes(), c.bytes) << dtype_name(c.t);
+    EXPECT_EQ(p.format(), c.format);
+  }
+}
+
+TEST(PackedWeight, ConcatKeepsEveryRow) {
+  std::mt19937 rng(3);
+  const int64_t k = 64;
+  DType types[] = {DType::Q5_0, DType::Q8_0, DType::F16};
+  int64_t ns[] = {20, 5, 16};
+  std::vector<std::vector<uint8_t>> bytes;
+  std::vector<Tensor> ws;
+  for (int i = 0; i < 3; ++i) bytes.push_back(random_rows(types[i], ns[i], k, rng));
+  for (int i = 0; i < 3; ++i) ws.push_back(testing::borrow_rows(types[i], ns[i], k, bytes[i]));
+  PackedWeight p = PackedWeight::pack_concat(ws);
+  EXPECT_EQ(p.n(), 41);
+  EXPECT_EQ(p.format(), "q5_0x16/vnni+q8_0x16/vnni+f16x16/fma");
+  std::vector<float> row(k);
+  int64_t at = 0;
+  for (int i = 0; i < 3; ++i) {
+    auto ref = testing::dequantize_all(types[i], ns[i], k, bytes[i]);
+    for (int64_t r = 0; r < ns[i]; ++r, ++at) {
+      p.dequantize_row(at, row.data());
+      ASSERT_EQ(std::memcmp(row.data(), &ref[r * k], k * 4), 0) << i << " " << r;
+    }
+  }
+  EXPECT_THROW(p.dequantize_row(41, row.data()), Error);
+}
+
+TEST(PackedWeight, RejectsBadShapes) {
+  std::mt19937 rng(4);
+  auto b1 = random_rows(DType::Q8_0, 4, 64, rng);
+  auto b2 = random_rows(DType::Q8_0, 4, 32, rng);
+  Tensor a = testing::borrow_rows(DType::Q8_0, 4, 64, b1);
+  Tensor b = testing::borrow_rows(DType::Q8_0, 4, 32, b2);
+  EXPECT_THROW(PackedWeight::pack_concat({a, b}), Error);  // K differs
+  EXPECT_THROW(PackedWeight::pack_concat({}), Error);
+  EXPECT_THROW(PackedWeight::pack(Tensor::borrow(DType::Q8_0, Shape{256}, b1.data())), Error);
+  // 64 inputs is not a whole Q4_K super-block.
+  EXPECT_THROW(PackedWeight::pack(Tensor::borrow(DType::Q4_K, Shape{1, 64}, b1.data())), Error);
+  EXPECT_THROW(PackedWeight::pack(Tensor::empty(DType::I32, Shape{2, 4})), Error);
+}
+
+}  // namespace
+}  // namespace kiln::kernels

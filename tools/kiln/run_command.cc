@@ -1,0 +1,126 @@
+// `kiln run`: one prompt through the engine, text streamed to stdout, then one summary line.
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+
+#include "commands.h"
+#include "kiln/base/error.h"
+#include "kiln/base/log.h"
+#include "kiln/engine/engine.h"
+#include "kiln/engine/runtime.h"
+#include "kiln/engine/tokenizer_text.h"
+#include "kiln/model/chat_template.h"
+#include "kiln/model/tokenizer.h"
+#include "progress_bar.h"
+
+namespace kiln::cli {
+namespace {
+
+struct RunArgs {
+  std::string model;
+  std::string prompt;
+  int n_predict = 128;
+  double temperature = 0.0;
+  int top_k = -1;
+  double top_p = 1.0;
+  double min_p = 0.0;
+  int64_t seed = -1;
+  int threads = 0;
+  bool ignore_eos = false;
+  bool chat = false;
+  std::string graph_mode = "optimize";
+  int max_graph_bs = 32;
+  std::string log_level = "warn";
+};
+
+int run(const RunArgs& a) {
+  set_log_level(a.log_level);
+  ProgressBar bar;
+  engine::RuntimeOptions opts;
+  opts.model_path = a.model;
+  opts.threads = a.threads;
+  opts.graph_mode = engine::parse_graph_mode(a.graph_mode);
+  opts.max_graph_bs = a.max_graph_bs;
+  opts.progress = [&](const char* stage, int64_t done, int64_t total) { bar.update(stage, done, total); };
+  engine::Runtime rt(opts);
+  const model::Tokenizer& tok = rt.tokenizer();
+
+  std::string text = a.prompt;
+  if (a.chat) {
+    auto kind = model::detect_chat_template(rt.info().chat_template, rt.info().architecture);
+    text = model::apply_chat_template(kind, {{"user", a.prompt}}, true);
+  }
+  engine::GenerateRequest req;
+  req.prompt_ids = tok.encode(text, /*add_special=*/true, /*parse_special=*/true);
+  req.sampling.temperature = a.temperature;
+  req.sampling.top_k = a.top_k;
+  req.sampling.top_p = a.top_p;
+  req.sampling.min_p = a.min_p;
+  if (a.seed >= 0) req.sampling.seed = static_cast<uint64_t>(a.seed);
+  req.stop.max_new_tokens = a.n_predict;
+  req.stop.ignore_eos = a.ignore_eos;
+  KILN_CHECK(static_cast<int64_t>(req.prompt_ids.size()) + a.n_predict <= rt.info().context_length,
+             "prompt of {} tokens plus {} new tokens exceeds the context of {}", req.prompt_ids.size(),
+             a.n_predict, rt.info().context_length);
+
+  engine::EngineConfig cfg;
+  engine::TokenizerText text_view(tok);
+  engine::Engine eng(rt.executor(), rt.kv_pool(), text_view, cfg);
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  engine::RequestEvent last;
+  using clock = std::chrono::steady_clock;
+  auto t0 = clock::now();
+  clock::time_point t_first{};
+  eng.submit(req, [&](const engine::RequestEvent& ev) {
+    if (!ev.new_tokens.empty() && t_first == clock::time_point{}) t_first = clock::now();
+    std::fwrite(ev.text_delta.data(), 1, ev.text_delta.size(), stdout);
+    std::fflush(stdout);
+    if (ev.finished) {
+      std::lock_guard<std::mutex> lock(mu);
+      last = ev;
+      done = true;
+      cv.notify_all();
+    }
+  });
+  std::unique_lock<std::mutex> lock(mu);
+  cv.wait(lock, [&] { return done; });
+  auto t_end = clock::now();
+  KILN_CHECK(last.error.empty(), "generation failed: {}", last.error);
+  if (t_first == clock::time_point{}) t_first = t_end;
+  double prefill_s = std::chrono::duration<double>(t_first - t0).count();
+  double decode_s = std::chrono::duration<double>(t_end - t_first).count();
+  int decoded = std::max(0, last.completion_tokens - 1);  // the first token comes with the prefill
+  std::printf("\n");
+  std::fprintf(stderr,
+               "prompt: %d tokens, %.1f tok/s | generated: %d tokens, %.1f tok/s | ttft %.3f s | finish: %s\n",
+               last.prompt_tokens, last.prompt_tokens / std::max(prefill_s, 1e-9), last.completion_tokens,
+               decoded / std::max(decode_s, 1e-9), prefill_s, engine::finish_reason_name(last.finish_reason));
+  return 0;
+}
+
+}  // namespace
+
+void add_run_command(CLI::App& app) {
+  auto args = std::make_shared<RunArgs>();
+  CLI::App* cmd = app.add_subcommand("run", "Generate text for one prompt");
+  cmd->add_option("-m,--model", args->model, "GGUF model file (default: Gemma 3 270M Q4_K_M)");
+  cmd->add_option("-p,--prompt", args->prompt, "Prompt text")->required();
+  cmd->add_option("-n,--n-predict", args->n_predict, "Tokens to generate")->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--temp", args->temperature, "Sampling temperature (0: greedy)")->check(CLI::Range(0.0, 100.0));
+  cmd->add_option("--top-k", args->top_k, "Top-k (-1: off)");
+  cmd->add_option("--top-p", args->top_p, "Top-p")->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--min-p", args->min_p, "Min-p")->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--seed", args->seed, "Sampling seed");
+  cmd->add_option("-t,--threads", args->threads, "Threads (default: all cores)")->check(CLI::Range(0, 1024));
+  cmd->add_flag("--ignore-eos", args->ignore_eos, "Keep generating past end-of-sequence");
+  cmd->add_flag("--chat", args->chat, "Wrap the prompt in the model's chat template");
+  cmd->add_option("--graph-mode", args->graph_mode, "off | replay | optimize");
+  cmd->add_option("--max-graph-bs", args->max_graph_bs, "Largest captured decode batch")->check(CLI::Range(1, 512));
+  cmd->add_option("--log-level", args->log_level, "trace|debug|info|warn|error|off");
+  cmd->callback([args] { std::exit(run(*args)); });
+}
+
+}  // namespace kiln::cli
