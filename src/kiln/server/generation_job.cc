@@ -12,7 +12,13 @@ double SequenceResult::e2e_seconds() const {
 GenerationJob::GenerationJob(GenerationBackend& backend, Metrics& metrics, std::string route)
     : backend_(backend), metrics_(metrics), route_(std::move(route)) {}
 
-GenerationJob::~GenerationJob() { cancel_all(); }
+GenerationJob::~GenerationJob() {
+  cancel_all();
+  // The engine answers a cancel with the request's final (abort) event; applying it here is
+  // what counts and logs requests whose client went away. Bounded, in case the engine is gone.
+  auto deadline = Clock::now() + std::chrono::seconds(2);
+  while (!all_finished() && Clock::now() < deadline) next(std::chrono::milliseconds(50));
+}
 
 void GenerationJob::start(std::vector<engine::GenerateRequest> requests) {
   results_.resize(requests.size());

@@ -47,7 +47,7 @@ struct SequenceResult {
 class GenerationJob {
  public:
   GenerationJob(GenerationBackend& backend, Metrics& metrics, std::string route);
-  ~GenerationJob();  // cancels every unfinished sequence
+  ~GenerationJob();  // cancels every unfinished sequence and collects its final event
   GenerationJob(const GenerationJob&) = delete;
   GenerationJob& operator=(const GenerationJob&) = delete;
 
