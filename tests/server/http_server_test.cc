@@ -245,6 +245,9 @@ TEST_F(ServerTest, ClientDisconnectCancels) {
   }
   EXPECT_EQ(engine_->aborted(), 1);
   EXPECT_TRUE(server_->wait_idle(std::chrono::seconds(2)));
+  // The cancelled request's final event was collected: it is counted as an abort.
+  auto m = client().Get("/metrics");
+  EXPECT_NE(m->body.find("kiln_requests_total{finish_reason=\"abort\"} 1"), std::string::npos);
 }
 
 TEST_F(ServerTest, ShutdownEndsStreamsWithAbort) {
