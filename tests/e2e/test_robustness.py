@@ -43,6 +43,7 @@ def test_bad_requests_are_400_with_field(server):
         assert err["message"]
         if param:
             assert err["param"] == param, (body, err)
+    server.assert_all_pages_free()
 
 
 def test_prompt_over_context(server):
@@ -60,6 +61,7 @@ def test_empty_prompt(server):
         assert r.json()["meta_info"]["completion_tokens"] == 8
     r = server.post("/v1/completions", {"prompt": [], "max_tokens": 2})
     assert r.status_code == 400
+    server.assert_all_pages_free()
 
 
 def test_routes_and_methods(server):
@@ -122,8 +124,11 @@ def test_half_sent_request_does_not_hurt(server):
 def test_kv_exhaustion_queues_and_preempts(server_factory, gemma):
     # 16 pages of 16 tokens; 8 requests each needing 4 pages cannot all run at once.
     s = server_factory(gemma, "--kv-tokens", "256", "--page-size", "16", "--context-length",
-                       "256", "--max-running-requests", "8", name="tiny-kv")
+                       "256", "--max-running-requests", "8", "--max-prompt-tokens", "100",
+                       name="tiny-kv")
     try:
+        r = s.post("/generate", {"input_ids": [7] * 101})
+        assert r.status_code == 400 and r.json()["error"]["param"] == "input_ids"
         prompts = [f"kv pressure {i} " + "x " * 8 for i in range(8)]
         body = lambda p: {"text": p, "sampling_params": {**GREEDY, "max_new_tokens": 40}}
         alone = [s.generate(body(p))["output_ids"] for p in prompts[:2]]

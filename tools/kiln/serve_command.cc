@@ -44,6 +44,7 @@ struct ServeArgs {
   bool disable_prefix_cache = false;
   int64_t random_seed = -1;
   size_t max_body_bytes = 16u << 20;
+  int64_t max_prompt_tokens = 0;
   std::string log_level = "info";
 };
 
@@ -136,6 +137,7 @@ int serve(const ServeArgs& a) {
   sopts.port = a.port;
   sopts.api_key = a.api_key;
   sopts.max_body_bytes = a.max_body_bytes;
+  sopts.max_prompt_tokens = a.max_prompt_tokens;
   sopts.server_args = server_args_json(a, info);
   server::HttpServer http(backend, codec, card, sopts);
   const int port = http.bind();
@@ -213,6 +215,9 @@ void add_serve_command(CLI::App& app) {
                   "Seed for requests that give none (default: random)");
   cmd->add_option("--max-body-bytes", a->max_body_bytes, "Larger request bodies get 413")
       ->capture_default_str();
+  cmd->add_option("--max-prompt-tokens", a->max_prompt_tokens,
+                  "Longer prompts get 400 (0: only the context length limits them)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--log-level", a->log_level, "trace|debug|info|warn|error|off")
       ->capture_default_str();
   cmd->callback([a] { std::exit(serve(*a)); });
