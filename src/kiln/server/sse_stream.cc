@@ -1,5 +1,6 @@
 #include "kiln/server/sse_stream.h"
 
+#include "kiln/base/log.h"
 #include "kiln/server/http_error.h"
 
 namespace kiln::server {
@@ -17,6 +18,30 @@ struct StreamState {
   bool done = false;
 };
 
+bool write_next(StreamState& st, httplib::DataSink& sink) {
+  if (st.done) return false;
+  GenerationJob& job = *st.job;
+  // Blocks this worker briefly; returning true with nothing written makes httplib call again,
+  // so the wait is a loop with a bounded sleep, not a busy spin.
+  auto update = job.next(std::chrono::milliseconds(200));
+  std::string chunk;
+  if (update) {
+    for (const auto& payload : st.renderer.on_update(job, *update)) chunk += sse_data(payload);
+  }
+  if (job.all_finished()) {
+    if (st.renderer.on_finish) {
+      for (const auto& payload : st.renderer.on_finish(job)) chunk += sse_data(payload);
+    }
+    chunk += kSseDone;
+  }
+  if (!chunk.empty() && !sink.write(chunk.data(), chunk.size())) return false;
+  if (job.all_finished()) {
+    st.done = true;
+    sink.done();
+  }
+  return true;
+}
+
 }  // namespace
 
 void stream_job(httplib::Response& res, std::shared_ptr<GenerationJob> job, ServerState& state,
@@ -30,28 +55,14 @@ void stream_job(httplib::Response& res, std::shared_ptr<GenerationJob> job, Serv
   res.set_chunked_content_provider(
       "text/event-stream",
       [st](size_t /*offset*/, httplib::DataSink& sink) {
-        if (st->done) return false;
-        GenerationJob& job = *st->job;
-        // Blocks this worker briefly; returning true with nothing written makes httplib call
-        // again, so the wait is a loop with a bounded sleep, not a busy spin.
-        auto update = job.next(std::chrono::milliseconds(200));
-        std::string chunk;
-        if (update) {
-          for (const auto& payload : st->renderer.on_update(job, *update))
-            chunk += sse_data(payload);
+        // Runs after the handler returned, outside the router's error translation: a failure
+        // here can only end the stream (the status line is already sent).
+        try {
+          return write_next(*st, sink);
+        } catch (const std::exception& e) {
+          KILN_LOG_ERROR("stream aborted: {}", e.what());
+          return false;
         }
-        if (job.all_finished()) {
-          if (st->renderer.on_finish) {
-            for (const auto& payload : st->renderer.on_finish(job)) chunk += sse_data(payload);
-          }
-          chunk += kSseDone;
-        }
-        if (!chunk.empty() && !sink.write(chunk.data(), chunk.size())) return false;
-        if (job.all_finished()) {
-          st->done = true;
-          sink.done();
-        }
-        return true;
       },
       [st](bool success) {
         // On a write failure (client gone) stop generating now rather than at max_tokens.
