@@ -76,8 +76,8 @@ json request_body(const ServingOptions& o, const json& prompt, const std::string
           {"stream_options", {{"include_usage", true}}}};
 }
 
-RequestRecord run_one(const ServingOptions& o, const json& body) {
-  RequestRecord rec;
+ServingRequestRecord run_one(const ServingOptions& o, const json& body) {
+  ServingRequestRecord rec;
   JsonClient client(o.url, o.api_key);
   auto start = Clock::now();
   auto last = start;
@@ -148,11 +148,11 @@ void run_bench_serving(const ServingOptions& o) {
     }
   }
 
-  std::vector<RequestRecord> records(o.num_prompts);
+  std::vector<ServingRequestRecord> records(o.num_prompts);
   std::counting_semaphore<1 << 20> slots(o.max_concurrency > 0 ? o.max_concurrency : (1 << 20));
   std::mt19937_64 rng(o.seed + 1);
   std::exponential_distribution<double> gap(std::isinf(o.request_rate) ? 1.0 : o.request_rate);
-  ProgressBar bar("bench serving", o.num_prompts);
+  ClientProgressBar bar("bench serving", o.num_prompts);
   std::vector<std::thread> threads;
   auto start = Clock::now();
   for (int i = 0; i < o.num_prompts; ++i) {
@@ -177,12 +177,12 @@ void run_bench_serving(const ServingOptions& o) {
       break;
     }
   }
-  BenchResult result = compute_bench_result(records, duration);
+  ServingResult result = compute_serving_result(records, duration);
   std::string rate = std::isinf(o.request_rate) ? "inf" : fmt::format("{:.2f}", o.request_rate);
   std::string conc = o.max_concurrency > 0 ? std::to_string(o.max_concurrency) : "not set";
-  std::fputs(format_bench_result(result, "kiln-" + o.api, rate, conc).c_str(), stdout);
+  std::fputs(format_serving_result(result, "kiln-" + o.api, rate, conc).c_str(), stdout);
   if (!o.json_path.empty()) {
-    json j = bench_result_json(result);
+    json j = serving_result_json(result);
     j["backend"] = "kiln-" + o.api;
     j["request_rate"] = rate;
     j["max_concurrency"] = o.max_concurrency;

@@ -133,7 +133,7 @@ void run_gsm8k(const EvalOptions& o) {
 
   std::vector<Outcome> outcomes(n);
   std::atomic<size_t> next{0};
-  ProgressBar bar("gsm8k", static_cast<int64_t>(n));
+  ClientProgressBar bar("gsm8k", static_cast<int64_t>(n));
   auto tic = std::chrono::steady_clock::now();
   std::vector<std::thread> workers;
   int threads = std::max(1, std::min<int>(o.parallel, static_cast<int>(n)));

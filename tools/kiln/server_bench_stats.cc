@@ -19,14 +19,14 @@ double percentile(const std::vector<double>& sorted, double p) {
   return sorted[lo] + (sorted[hi] - sorted[lo]) * frac;
 }
 
-Summary to_ms(Summary s) {
+LatencySummary to_ms(LatencySummary s) {
   return {s.mean * 1e3, s.median * 1e3, s.p99 * 1e3, s.std * 1e3, s.max * 1e3};
 }
 
 }  // namespace
 
-Summary summarize(std::vector<double> v) {
-  Summary s;
+LatencySummary summarize(std::vector<double> v) {
+  LatencySummary s;
   if (v.empty()) return s;
   std::sort(v.begin(), v.end());
   s.mean = std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
@@ -39,8 +39,9 @@ Summary summarize(std::vector<double> v) {
   return s;
 }
 
-BenchResult compute_bench_result(const std::vector<RequestRecord>& records, double duration) {
-  BenchResult r;
+ServingResult compute_serving_result(const std::vector<ServingRequestRecord>& records,
+                                     double duration) {
+  ServingResult r;
   r.duration = duration;
   std::vector<double> e2e, ttft, tpot, itl;
   double latency_sum = 0;
@@ -71,8 +72,8 @@ BenchResult compute_bench_result(const std::vector<RequestRecord>& records, doub
   return r;
 }
 
-nlohmann::json bench_result_json(const BenchResult& r) {
-  auto s = [](const Summary& x) {
+nlohmann::json serving_result_json(const ServingResult& r) {
+  auto s = [](const LatencySummary& x) {
     return nlohmann::json{
         {"mean", x.mean}, {"median", x.median}, {"p99", x.p99}, {"std", x.std}, {"max", x.max}};
   };
@@ -91,8 +92,8 @@ nlohmann::json bench_result_json(const BenchResult& r) {
           {"itl_ms", s(r.itl_ms)}};
 }
 
-std::string format_bench_result(const BenchResult& r, const std::string& backend,
-                                const std::string& rate, const std::string& concurrency) {
+std::string format_serving_result(const ServingResult& r, const std::string& backend,
+                                  const std::string& rate, const std::string& concurrency) {
   std::string out;
   auto line = [&](const std::string& k, const std::string& v) {
     out += fmt::format("{:<40} {:<10}\n", k, v);

@@ -10,7 +10,7 @@
 
 namespace kiln::cli {
 
-struct RequestRecord {
+struct ServingRequestRecord {
   bool success = false;
   std::string error;
   int prompt_len = 0;
@@ -20,13 +20,13 @@ struct RequestRecord {
   std::vector<double> itl;
 };
 
-struct Summary {
+struct LatencySummary {
   double mean = 0, median = 0, p99 = 0, std = 0, max = 0;
 };
 // Percentiles with linear interpolation (numpy's default); zeros for an empty input.
-Summary summarize(std::vector<double> values);
+LatencySummary summarize(std::vector<double> values);
 
-struct BenchResult {
+struct ServingResult {
   int completed = 0;
   int failed = 0;
   double duration = 0;
@@ -34,12 +34,13 @@ struct BenchResult {
   int64_t total_output = 0;
   double request_throughput = 0, input_throughput = 0, output_throughput = 0;
   double concurrency = 0;  // mean requests in flight: sum of latencies / duration
-  Summary e2e_ms, ttft_ms, tpot_ms, itl_ms;
+  LatencySummary e2e_ms, ttft_ms, tpot_ms, itl_ms;
 };
 
-BenchResult compute_bench_result(const std::vector<RequestRecord>& records, double duration);
-nlohmann::json bench_result_json(const BenchResult& r);
-std::string format_bench_result(const BenchResult& r, const std::string& backend,
-                                const std::string& rate, const std::string& concurrency);
+ServingResult compute_serving_result(const std::vector<ServingRequestRecord>& records,
+                                     double duration);
+nlohmann::json serving_result_json(const ServingResult& r);
+std::string format_serving_result(const ServingResult& r, const std::string& backend,
+                                  const std::string& rate, const std::string& concurrency);
 
 }  // namespace kiln::cli

@@ -6,7 +6,7 @@
 
 namespace kiln::cli {
 
-ProgressBar::ProgressBar(std::string label, int64_t total)
+ClientProgressBar::ClientProgressBar(std::string label, int64_t total)
     : label_(std::move(label)),
       total_(total),
       tty_(isatty(STDERR_FILENO) != 0),
@@ -15,13 +15,13 @@ ProgressBar::ProgressBar(std::string label, int64_t total)
   draw(true);
 }
 
-void ProgressBar::advance(int64_t n) {
+void ClientProgressBar::advance(int64_t n) {
   std::lock_guard lock(mu_);
   done_ += n;
   draw(false);
 }
 
-void ProgressBar::finish() {
+void ClientProgressBar::finish() {
   std::lock_guard lock(mu_);
   if (finished_) return;
   finished_ = true;
@@ -29,7 +29,7 @@ void ProgressBar::finish() {
   std::fputc('\n', stderr);
 }
 
-void ProgressBar::draw(bool force) {
+void ClientProgressBar::draw(bool force) {
   auto now = std::chrono::steady_clock::now();
   if (!tty_ && !(force && finished_)) return;
   if (!force && now - last_draw_ < std::chrono::milliseconds(100) && done_ < total_) return;

@@ -1,4 +1,5 @@
-// A one-line progress bar on stderr for the client tools (eval, bench serving): redrawn in
+// A one-line progress bar on stderr for the client tools (eval, bench serving): thread-safe,
+// with elapsed time (the loading bar in progress_bar.h is per stage). Redrawn in
 // place on a terminal, printed only at the end otherwise (so logs stay readable).
 #pragma once
 #include <chrono>
@@ -8,9 +9,9 @@
 
 namespace kiln::cli {
 
-class ProgressBar {
+class ClientProgressBar {
  public:
-  ProgressBar(std::string label, int64_t total);
+  ClientProgressBar(std::string label, int64_t total);
   void advance(int64_t n = 1);  // thread-safe
   void finish();
 
