@@ -14,11 +14,9 @@ int main(int argc, char** argv) {
   kiln::cli::add_run_command(app);
   kiln::cli::add_graph_command(app);
   CLI::App* bench = kiln::cli::add_bench_command(app);
-  // [server helper] `kiln serve`, `kiln eval` and `kiln bench serving` register here:
-  //   kiln::cli::add_serve_command(app);
-  //   kiln::cli::add_eval_command(app);
-  //   kiln::cli::add_bench_serving_command(*bench);
-  (void)bench;
+  kiln::cli::add_bench_serving_command(*bench);
+  kiln::cli::add_serve_command(app);
+  kiln::cli::add_eval_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
