@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <vector>
 
 namespace kiln {
@@ -31,6 +33,27 @@ TEST(ThreadPool, BarrierOrdersPhases) {
       pool.barrier();
     });
   }
+}
+
+// Waits longer than any spin phase take the futex path: a thread that arrives late at a barrier,
+// a caller whose workers are slow, and workers woken after an idle gap must all still meet (a
+// lost wake-up would hang here).
+TEST(ThreadPool, SleepingWaitersAreWoken) {
+  ThreadPool pool(3);
+  SpinBarrier barrier(3);
+  std::vector<int> data(3, 0);
+  for (int r = 0; r < 6; ++r) {
+    pool.run([&](int tid, int nth) {
+      if (tid == r % nth) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      data[tid] = r;
+      barrier.arrive_and_wait();
+      for (int t = 0; t < nth; ++t) EXPECT_EQ(data[t], r);
+      barrier.arrive_and_wait();
+      if (tid != 0 && r % 2 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(r % 2 ? 3 : 0));  // idle gap
+  }
+  EXPECT_EQ(pool.runs(), 6u);
 }
 
 TEST(SplitRange, CoversEverythingOnce) {

@@ -1,7 +1,9 @@
 // Persistent worker threads. run(f) calls f(tid, nth) on every thread (the caller is tid 0)
 // and returns when all are done; nothing is allocated and no thread is created per call.
-// Waiting workers spin briefly, then sleep on a futex (std::atomic::wait), so an idle server
-// burns no CPU while a busy decode loop never pays a wake-up syscall.
+// Every wait (workers between runs, the caller for the workers, barriers) spins for a bounded
+// TIME, then sleeps on a futex (std::atomic::wait): an idle server burns no CPU, a busy decode
+// loop never pays a wake-up syscall, and on an oversubscribed machine a thread whose partner
+// was preempted gives its core back instead of spinning through its time slice.
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -12,7 +14,7 @@
 namespace kiln {
 
 // A reusable barrier for a fixed number of participants (all threads of a run, or one worker
-// group of a plan level). Spin-then-yield: on an oversubscribed machine it degrades gracefully.
+// group of a plan level). Spin (~50 us), then sleep on a futex until the last thread arrives.
 class SpinBarrier {
  public:
   explicit SpinBarrier(int participants = 1) : participants_(participants) {}
@@ -22,6 +24,7 @@ class SpinBarrier {
  private:
   alignas(64) std::atomic<int> arrived_{0};
   alignas(64) std::atomic<uint32_t> phase_{0};
+  alignas(64) std::atomic<int> sleepers_{0};
   int participants_;
 };
 
@@ -36,9 +39,9 @@ class ThreadPool {
 
   template <typename F>
   void run(F&& f) {
-    run_raw(
-        [](void* ctx, int tid, int nth) { (*static_cast<std::remove_reference_t<F>*>(ctx))(tid, nth); },
-        static_cast<void*>(&f));
+    run_raw([](void* ctx, int tid,
+               int nth) { (*static_cast<std::remove_reference_t<F>*>(ctx))(tid, nth); },
+            static_cast<void*>(&f));
   }
   using RawFn = void (*)(void* ctx, int tid, int nth);
   // An exception thrown by f on any thread is rethrown here, on the caller, once every thread
@@ -62,6 +65,7 @@ class ThreadPool {
   alignas(64) std::atomic<uint32_t> generation_{0};
   alignas(64) std::atomic<int> pending_{0};
   alignas(64) std::atomic<int> sleeping_{0};
+  std::atomic<bool> main_waiting_{false};  // run_raw's caller sleeps on pending_
   std::atomic<bool> stop_{false};
   std::atomic<bool> failed_{false};
   std::exception_ptr error_;

@@ -121,6 +121,9 @@ Runtime::Runtime(const RuntimeOptions& options) : impl_(std::make_unique<Impl>()
   one.kv_pages = kv.n_pages;
   one.page_size = kv.page_size;
   m.weights->prepack(m.runner->trace(one), [&](int64_t done, int64_t total) { progress("repack", done, total); });
+  // Bytes one decode step reads, before capture adds merged (QKV, gate/up) copies that replace
+  // the separate weights in the plans rather than add to them.
+  const size_t step_weight_bytes = m.weights->matmul_weight_bytes();
 
   if (options.graph_mode != GraphMode::Off) {
     GraphRunnerOptions g;
@@ -150,7 +153,7 @@ Runtime::Runtime(const RuntimeOptions& options) : impl_(std::make_unique<Impl>()
   info.context_length = context;
   info.n_layers = m.config.n_layers;
   info.n_embd = m.config.n_embd;
-  info.weight_bytes = m.weights->matmul_weight_bytes();
+  info.weight_bytes = step_weight_bytes;
   info.chat_template = m.file->try_get_string("tokenizer.chat_template").value_or("");
   for (const auto& t : m.file->tensor_infos()) info.n_params += t.shape.numel();
   KILN_LOG_INFO("loaded {} ({}, {} layers, vocab {}), context {}, KV pool {} pages x {} ({:.0f} MiB), {} threads",
