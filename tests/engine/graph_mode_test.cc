@@ -2,14 +2,14 @@
 // token over 64 steps at batch sizes 1, 3, 8 and 32 with mixed sequence lengths, identical
 // logits, inert padding, replay without heap allocation, and the compile cache.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
-#include <new>
 #include <fstream>
+#include <new>
 #include <random>
-#include <unistd.h>
 
 #include "kiln/engine/graph_runner.h"
 #include "kiln/engine/model_runner.h"
@@ -61,8 +61,9 @@ std::vector<std::vector<int32_t>> prompts(int n, int64_t vocab, uint32_t seed) {
 }
 
 // Prefills every prompt, then decodes `steps` greedy tokens for all sequences as one batch.
-std::vector<std::vector<int32_t>> generate(engine::Runtime& rt, const std::vector<std::vector<int32_t>>& ps,
-                                           int steps, bool greedy_plans, int* graph_steps) {
+std::vector<std::vector<int32_t>> generate(engine::Runtime& rt,
+                                           const std::vector<std::vector<int32_t>>& ps, int steps,
+                                           bool greedy_plans, int* graph_steps) {
   ModelHarness h(rt.executor(), rt.kv_pool());
   std::vector<Sequence> seqs(ps.size());
   std::vector<Sequence*> all;
@@ -90,7 +91,8 @@ class GraphVsEager : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GraphVsEager, GreedyTokensIdenticalAcrossBatchSizes) {
   fs::path model = tiny_model(GetParam());
-  ASSERT_TRUE(fs::exists(model)) << "fixture missing (run tests/fixtures/generate_all.py): " << model;
+  ASSERT_TRUE(fs::exists(model)) << "fixture missing (run tests/fixtures/generate_all.py): "
+                                 << model;
   engine::Runtime eager(options(model, engine::GraphMode::Off, 1));
   engine::Runtime graph(options(model, engine::GraphMode::Optimize, 32));
   for (int bs : {1, 3, 8, 32}) {
@@ -108,7 +110,8 @@ TEST_P(GraphVsEager, GreedyTokensIdenticalAcrossBatchSizes) {
 // captured size (5 -> 8 here) with inert rows.
 TEST_P(GraphVsEager, LogitsBitIdenticalWithPadding) {
   fs::path model = tiny_model(GetParam());
-  ASSERT_TRUE(fs::exists(model)) << "fixture missing (run tests/fixtures/generate_all.py): " << model;
+  ASSERT_TRUE(fs::exists(model)) << "fixture missing (run tests/fixtures/generate_all.py): "
+                                 << model;
   engine::RuntimeOptions go = options(model, engine::GraphMode::Optimize, 8);
   engine::Runtime graph(go);
   engine::Runtime eager(options(model, engine::GraphMode::Off, 1));
@@ -132,7 +135,8 @@ TEST_P(GraphVsEager, LogitsBitIdenticalWithPadding) {
 }
 
 INSTANTIATE_TEST_SUITE_P(TinyModels, GraphVsEager,
-                         ::testing::Values("tiny-gemma3", "tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-mistral"),
+                         ::testing::Values("tiny-gemma3", "tiny-llama", "tiny-qwen2", "tiny-qwen3",
+                                           "tiny-mistral"),
                          [](const auto& info) {
                            std::string s = info.param;
                            std::replace(s.begin(), s.end(), '-', '_');
@@ -141,7 +145,8 @@ INSTANTIATE_TEST_SUITE_P(TinyModels, GraphVsEager,
 
 TEST(GraphReplay, NoHeapAllocationDuringReplay) {
   fs::path model = tiny_model("tiny-gemma3");
-  ASSERT_TRUE(fs::exists(model)) << "fixture missing (run tests/fixtures/generate_all.py): " << model;
+  ASSERT_TRUE(fs::exists(model)) << "fixture missing (run tests/fixtures/generate_all.py): "
+                                 << model;
   engine::Runtime rt(options(model, engine::GraphMode::Optimize, 4));
   ModelHarness h(rt.executor(), rt.kv_pool());
   Sequence a, b, c;

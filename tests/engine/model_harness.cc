@@ -16,8 +16,8 @@ int32_t argmax(const std::vector<float>& row) {
 }
 
 std::vector<std::vector<float>> ModelHarness::step(std::vector<Sequence*> seqs,
-                                                   const std::vector<std::vector<int32_t>>& tokens, bool greedy,
-                                                   bool* used_graph) {
+                                                   const std::vector<std::vector<int32_t>>& tokens,
+                                                   bool greedy, bool* used_graph) {
   engine::StepBatch b;
   b.greedy_only = greedy;
   const int page = pool_.page_size();
@@ -50,7 +50,8 @@ std::vector<std::vector<float>> ModelHarness::step(std::vector<Sequence*> seqs,
   return rows;
 }
 
-std::vector<int32_t> ModelHarness::greedy(Sequence& seq, int32_t first_token, int n, bool greedy_plans) {
+std::vector<int32_t> ModelHarness::greedy(Sequence& seq, int32_t first_token, int n,
+                                          bool greedy_plans) {
   std::vector<int32_t> out;
   int32_t tok = first_token;
   for (int i = 0; i < n; ++i) {

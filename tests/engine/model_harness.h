@@ -22,7 +22,8 @@ class ModelHarness {
   // Appends `tokens` to each sequence in one step (every sequence may get a different number
   // of tokens: chunked prefill and decode mixed). Returns, per sequence, the last row's logits
   // (or, when greedy, a one-element vector with the argmax id as float).
-  std::vector<std::vector<float>> step(std::vector<Sequence*> seqs, const std::vector<std::vector<int32_t>>& tokens,
+  std::vector<std::vector<float>> step(std::vector<Sequence*> seqs,
+                                       const std::vector<std::vector<int32_t>>& tokens,
                                        bool greedy = false, bool* used_graph = nullptr);
   // Greedy continuation of `n` tokens after the prompt already in seq (decode steps).
   std::vector<int32_t> greedy(Sequence& seq, int32_t first_token, int n, bool greedy_plans = true);

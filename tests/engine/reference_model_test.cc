@@ -54,11 +54,13 @@ std::vector<RefCase> load_cases(const std::string& model_dir) {
     c.vocab = j.at("n_vocab").get<int64_t>();
     std::ifstream f(dir / j.at("logits_file").get<std::string>(), std::ios::binary);
     c.logits.resize(c.positions.size() * c.vocab);
-    f.read(reinterpret_cast<char*>(c.logits.data()), static_cast<std::streamsize>(c.logits.size() * 4));
+    f.read(reinterpret_cast<char*>(c.logits.data()),
+           static_cast<std::streamsize>(c.logits.size() * 4));
     EXPECT_TRUE(f.good()) << "short logits file for " << c.name;
     cases.push_back(std::move(c));
   }
-  std::sort(cases.begin(), cases.end(), [](const RefCase& a, const RefCase& b) { return a.name < b.name; });
+  std::sort(cases.begin(), cases.end(),
+            [](const RefCase& a, const RefCase& b) { return a.name < b.name; });
   return cases;
 }
 
@@ -88,7 +90,8 @@ engine::RuntimeOptions options_for(const fs::path& model, engine::GraphMode mode
 // int8 activation quantization of quantized matmuls, but it quantizes float64 activations
 // where kiln quantizes float32 ones: an activation within float32 rounding of a code boundary
 // lands on the neighbouring code, and random-weight models amplify such flips through their
-// layers. Measured: up to 2.9% on the default model (prefill, last position), 1.8% on the tiny ones.
+// layers. Measured: up to 2.9% on the default model (prefill, last position), 1.8% on the tiny
+// ones.
 double tolerance_for(const std::string& model) {
   const char* env = std::getenv("KILN_REF_TOL");
   if (env != nullptr) return std::atof(env);
@@ -106,16 +109,17 @@ double max_abs(const float* row, int64_t n) {
 void expect_same_greedy(const std::vector<int32_t>& got, const RefCase& c, double abs_tol) {
   for (size_t i = 0; i < c.greedy.size(); ++i) {
     if (got[i] == c.greedy[i]) continue;
-    EXPECT_LT(c.margins[i], 2 * abs_tol) << "greedy token " << i << " differs (" << got[i] << " vs "
-                                         << c.greedy[i] << ") although the reference margin was "
-                                         << c.margins[i];
+    EXPECT_LT(c.margins[i], 2 * abs_tol)
+        << "greedy token " << i << " differs (" << got[i] << " vs " << c.greedy[i]
+        << ") although the reference margin was " << c.margins[i];
     return;
   }
 }
 
 void check_model(const std::string& model_dir) {
   auto cases = load_cases(model_dir);
-  if (cases.empty()) GTEST_SKIP() << "no reference fixtures for " << model_dir << " in " << testdata();
+  if (cases.empty())
+    GTEST_SKIP() << "no reference fixtures for " << model_dir << " in " << testdata();
   const double tol = tolerance_for(model_dir);
   for (engine::GraphMode mode : {engine::GraphMode::Off, engine::GraphMode::Optimize}) {
     engine::Runtime rt(options_for(cases[0].model, mode));
@@ -130,7 +134,8 @@ void check_model(const std::string& model_dir) {
       EXPECT_LT(err, tol) << "prefill logits of the last position";
       ::testing::Test::RecordProperty("prefill_error_" + c.name, std::to_string(err));
       // Greedy continuation, token for token.
-      std::vector<int32_t> got = h.greedy(prefill, argmax(last), static_cast<int>(c.greedy.size()) - 1);
+      std::vector<int32_t> got =
+          h.greedy(prefill, argmax(last), static_cast<int>(c.greedy.size()) - 1);
       got.insert(got.begin(), argmax(last));
       expect_same_greedy(got, c, tol * max_abs(ref_last, c.vocab));
       // Token-by-token decode reproduces every position's logits (the decode path).
@@ -138,7 +143,8 @@ void check_model(const std::string& model_dir) {
         Sequence decode;
         for (size_t t = 0; t < c.prompt.size(); ++t) {
           auto row = h.step({&decode}, {{c.prompt[t]}})[0];
-          EXPECT_LT(row_error(row.data(), &c.logits[t * c.vocab], c.vocab), tol) << "position " << t;
+          EXPECT_LT(row_error(row.data(), &c.logits[t * c.vocab], c.vocab), tol)
+              << "position " << t;
         }
       }
     }
@@ -150,8 +156,8 @@ class ReferenceModel : public ::testing::TestWithParam<std::string> {};
 TEST_P(ReferenceModel, LogitsAndGreedyMatchNumpyReference) { check_model(GetParam()); }
 
 INSTANTIATE_TEST_SUITE_P(TinyModels, ReferenceModel,
-                         ::testing::Values("tiny-gemma3", "tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-mistral",
-                                           "gemma3-270m"),
+                         ::testing::Values("tiny-gemma3", "tiny-llama", "tiny-qwen2", "tiny-qwen3",
+                                           "tiny-mistral", "gemma3-270m"),
                          [](const auto& info) {
                            std::string s = info.param;
                            std::replace(s.begin(), s.end(), '-', '_');

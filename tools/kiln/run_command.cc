@@ -46,7 +46,9 @@ int run(const RunArgs& a) {
   opts.max_graph_bs = a.max_graph_bs;
   opts.context_length = a.ctx_size;
   opts.check_graph = a.check_graph;
-  opts.progress = [&](const char* stage, int64_t done, int64_t total) { bar.update(stage, done, total); };
+  opts.progress = [&](const char* stage, int64_t done, int64_t total) {
+    bar.update(stage, done, total);
+  };
   engine::Runtime rt(opts);
   const model::Tokenizer& tok = rt.tokenizer();
 
@@ -65,8 +67,8 @@ int run(const RunArgs& a) {
   req.stop.max_new_tokens = a.n_predict;
   req.stop.ignore_eos = a.ignore_eos;
   KILN_CHECK(static_cast<int64_t>(req.prompt_ids.size()) + a.n_predict <= rt.info().context_length,
-             "prompt of {} tokens plus {} new tokens exceeds the context of {}", req.prompt_ids.size(),
-             a.n_predict, rt.info().context_length);
+             "prompt of {} tokens plus {} new tokens exceeds the context of {}",
+             req.prompt_ids.size(), a.n_predict, rt.info().context_length);
 
   engine::EngineConfig cfg;
   engine::Engine eng(rt.executor(), rt.kv_pool(), tok, cfg);
@@ -98,9 +100,11 @@ int run(const RunArgs& a) {
   int decoded = std::max(0, last.completion_tokens - 1);  // the first token comes with the prefill
   std::printf("\n");
   std::fprintf(stderr,
-               "prompt: %d tokens, %.1f tok/s | generated: %d tokens, %.1f tok/s | ttft %.3f s | finish: %s\n",
-               last.prompt_tokens, last.prompt_tokens / std::max(prefill_s, 1e-9), last.completion_tokens,
-               decoded / std::max(decode_s, 1e-9), prefill_s, engine::finish_reason_name(last.finish_reason));
+               "prompt: %d tokens, %.1f tok/s | generated: %d tokens, %.1f tok/s | ttft %.3f s | "
+               "finish: %s\n",
+               last.prompt_tokens, last.prompt_tokens / std::max(prefill_s, 1e-9),
+               last.completion_tokens, decoded / std::max(decode_s, 1e-9), prefill_s,
+               engine::finish_reason_name(last.finish_reason));
   if (const engine::GraphChecker* checker = rt.graph_checker()) {
     std::fprintf(stderr,
                  "check-graph: %lld graph steps checked against eager mode, %lld diverged\n",
@@ -118,18 +122,23 @@ void add_run_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("run", "Generate text for one prompt");
   cmd->add_option("-m,--model", args->model, "GGUF model file (default: Gemma 3 270M Q4_K_M)");
   cmd->add_option("-p,--prompt", args->prompt, "Prompt text")->required();
-  cmd->add_option("-n,--n-predict", args->n_predict, "Tokens to generate")->check(CLI::Range(1, 1 << 20));
-  cmd->add_option("--temp", args->temperature, "Sampling temperature (0: greedy)")->check(CLI::Range(0.0, 100.0));
+  cmd->add_option("-n,--n-predict", args->n_predict, "Tokens to generate")
+      ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--temp", args->temperature, "Sampling temperature (0: greedy)")
+      ->check(CLI::Range(0.0, 100.0));
   cmd->add_option("--top-k", args->top_k, "Top-k (-1: off)");
   cmd->add_option("--top-p", args->top_p, "Top-p")->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--min-p", args->min_p, "Min-p")->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--seed", args->seed, "Sampling seed");
-  cmd->add_option("-t,--threads", args->threads, "Threads (default: all cores)")->check(CLI::Range(0, 1024));
+  cmd->add_option("-t,--threads", args->threads, "Threads (default: all cores)")
+      ->check(CLI::Range(0, 1024));
   cmd->add_flag("--ignore-eos", args->ignore_eos, "Keep generating past end-of-sequence");
   cmd->add_flag("--chat", args->chat, "Wrap the prompt in the model's chat template");
   cmd->add_option("--graph-mode", args->graph_mode, "off | replay | optimize");
-  cmd->add_option("--max-graph-bs", args->max_graph_bs, "Largest captured decode batch")->check(CLI::Range(1, 512));
-  cmd->add_option("-c,--ctx-size", args->ctx_size, "Context length (default: the model's, capped by the KV pool)")
+  cmd->add_option("--max-graph-bs", args->max_graph_bs, "Largest captured decode batch")
+      ->check(CLI::Range(1, 512));
+  cmd->add_option("-c,--ctx-size", args->ctx_size,
+                  "Context length (default: the model's, capped by the KV pool)")
       ->check(CLI::Range(0, 1 << 24));
   cmd->add_flag("--check-graph", args->check_graph,
                 "Check every graph-mode decode step against eager mode, node by node (slow)");

@@ -22,9 +22,9 @@ template <typename... Args>
 
 // KILN_CHECK(cond, "fmt", args...): throws kiln::Error when cond is false. For input validation
 // and invariants that bad input can break; never compiled out.
-#define KILN_CHECK(cond, ...)   \
-  do {                          \
-    if (!(cond)) {              \
+#define KILN_CHECK(cond, ...)    \
+  do {                           \
+    if (!(cond)) {               \
       ::kiln::fail(__VA_ARGS__); \
-    }                           \
+    }                            \
   } while (0)

@@ -26,7 +26,8 @@ Tensor Tensor::empty(DType dtype, const Shape& shape) {
   void* p = aligned_alloc64(bytes);
   std::memset(p, 0, bytes);
   t.data_ = p;
-  t.keepalive_ = std::shared_ptr<const void>(p, [](const void* q) { aligned_free(const_cast<void*>(q)); });
+  t.keepalive_ =
+      std::shared_ptr<const void>(p, [](const void* q) { aligned_free(const_cast<void*>(q)); });
   return t;
 }
 

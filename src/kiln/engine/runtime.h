@@ -29,9 +29,9 @@ struct RuntimeOptions {
   GraphMode graph_mode = GraphMode::Optimize;
   int max_graph_bs = 32;
   int page_size = 16;
-  int64_t kv_tokens = 0;  // KV pool capacity in tokens; 0: enough for max_graph_bs x 4096
-  int context_length = 0;  // 0: the model's, capped by kv_tokens
-  std::string cache_dir;   // compile cache; empty: $KILN_CACHE_DIR or XDG cache dir
+  int64_t kv_tokens = 0;      // KV pool capacity in tokens; 0: enough for max_graph_bs x 4096
+  int context_length = 0;     // 0: the model's, capped by kv_tokens
+  std::string cache_dir;      // compile cache; empty: $KILN_CACHE_DIR or XDG cache dir
   bool compile_cache = true;  // false: always capture cold, never read or write the cache
   bool check_graph = false;   // run decode steps through a GraphChecker (graph_checker.h)
   graph::PlanOptions plan;    // barriers per level, worker groups
@@ -48,7 +48,7 @@ struct ModelInfo {
   int64_t context_length = 0;
   int n_layers = 0;
   int n_embd = 0;
-  size_t weight_bytes = 0;  // bytes read per decode step for weights
+  size_t weight_bytes = 0;    // bytes read per decode step for weights
   std::string chat_template;  // the GGUF's tokenizer.chat_template, if any
 };
 

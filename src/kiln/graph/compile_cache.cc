@@ -70,7 +70,8 @@ std::optional<std::string> CompileCache::load(uint64_t key) const {
   if (h.key != key) return reject("for another key");
   if (data.size() - body != h.payload_bytes) return reject("truncated");
   std::string payload = data.substr(body);
-  if (XXH3_64bits(payload.data(), payload.size()) != h.checksum) return reject("corrupted (checksum mismatch)");
+  if (XXH3_64bits(payload.data(), payload.size()) != h.checksum)
+    return reject("corrupted (checksum mismatch)");
   return payload;
 }
 

@@ -29,8 +29,8 @@ std::vector<Tensor> Interpreter::run(const Graph& graph, const std::vector<Bindi
     const ValueType& want = node.outputs[0];
     KILN_CHECK(found->tensor.dtype() == want.dtype && found->tensor.shape() == want.shape,
                "graph input '{}' is {}{}, the graph expects {}{}", name,
-               dtype_name(found->tensor.dtype()), found->tensor.shape().str(), dtype_name(want.dtype),
-               want.shape.str());
+               dtype_name(found->tensor.dtype()), found->tensor.shape().str(),
+               dtype_name(want.dtype), want.shape.str());
     values[i] = {found->tensor};
   }
 

@@ -63,11 +63,12 @@ struct QkNormRopeKvState {
 
 void run_qk_norm_rope_kv_write(const Step& s, const kernels::ExecContext& c) {
   const auto* st = static_cast<const QkNormRopeKvState*>(s.state);
-  kernels::qk_norm_rope_kv_write(static_cast<const float*>(s.in[0]), static_cast<const float*>(s.in[1]),
-                                 static_cast<const float*>(s.in[2]), static_cast<const float*>(s.in[3]),
-                                 static_cast<const float*>(s.in[4]), s.f[0], static_cast<const int32_t*>(s.in[5]),
-                                 st->inv_freq.data(), s.dim[2] != 0, static_cast<const int32_t*>(s.in[7]), s.dim[0],
-                                 static_cast<int>(s.dim[1]), static_cast<float*>(s.out[0]), st->view, c);
+  kernels::qk_norm_rope_kv_write(
+      static_cast<const float*>(s.in[0]), static_cast<const float*>(s.in[1]),
+      static_cast<const float*>(s.in[2]), static_cast<const float*>(s.in[3]),
+      static_cast<const float*>(s.in[4]), s.f[0], static_cast<const int32_t*>(s.in[5]),
+      st->inv_freq.data(), s.dim[2] != 0, static_cast<const int32_t*>(s.in[7]), s.dim[0],
+      static_cast<int>(s.dim[1]), static_cast<float*>(s.out[0]), st->view, c);
 }
 
 }  // namespace
@@ -78,7 +79,8 @@ bool lower_attention(const LowerContext& ctx, const Node& node, Lowered& l) {
   switch (node.op) {
     case Op::KvWrite: {
       auto st = std::make_shared<KvWriteState>();
-      st->view = layer_view(ctx.kv, const_cast<void*>(s.in[0]), static_cast<int>(node.attrs.get_int("layer")));
+      st->view = layer_view(ctx.kv, const_cast<void*>(s.in[0]),
+                            static_cast<int>(node.attrs.get_int("layer")));
       s.run = run_kv_write;
       s.state = st.get();
       l.owned = st;
@@ -104,7 +106,8 @@ bool lower_attention(const LowerContext& ctx, const Node& node, Lowered& l) {
       in.token_seq = static_cast<const int32_t*>(s.in[5]);
       in.T = q.shape.rows();
       in.S = table.shape[0];
-      in.kv = layer_view(ctx.kv, const_cast<void*>(s.in[1]), static_cast<int>(node.attrs.get_int("layer")));
+      in.kv = layer_view(ctx.kv, const_cast<void*>(s.in[1]),
+                         static_cast<int>(node.attrs.get_int("layer")));
       in.out = static_cast<float*>(s.out[0]);
       kernels::AttentionLimits limits;
       limits.max_tokens = in.T;
@@ -120,7 +123,8 @@ bool lower_attention(const LowerContext& ctx, const Node& node, Lowered& l) {
     case Op::QkNormRopeKvWrite: {
       auto st = std::make_shared<QkNormRopeKvState>();
       const int head_dim = static_cast<int>(node.attrs.get_int("head_dim"));
-      st->view = layer_view(ctx.kv, const_cast<void*>(s.in[6]), static_cast<int>(node.attrs.get_int("layer")));
+      st->view = layer_view(ctx.kv, const_cast<void*>(s.in[6]),
+                            static_cast<int>(node.attrs.get_int("layer")));
       st->inv_freq = kernels::rope_inv_freq(head_dim, node.attrs.get_float("freq_base"));
       s.run = run_qk_norm_rope_kv_write;
       s.state = st.get();

@@ -65,8 +65,8 @@ void run_add_rms_norm(const Step& s, const kernels::ExecContext& c) {
 }
 void run_rope(const Step& s, const kernels::ExecContext& c) {
   const auto* table = static_cast<const std::vector<float>*>(s.state);
-  kernels::rope(fin(s, 0), static_cast<const int32_t*>(s.in[1]), table->data(), fout(s, 0), s.dim[0],
-                static_cast<int>(s.dim[1]), static_cast<int>(s.dim[2]), s.dim[3] != 0, c);
+  kernels::rope(fin(s, 0), static_cast<const int32_t*>(s.in[1]), table->data(), fout(s, 0),
+                s.dim[0], static_cast<int>(s.dim[1]), static_cast<int>(s.dim[2]), s.dim[3] != 0, c);
 }
 void run_argmax(const Step& s, const kernels::ExecContext& c) {
   kernels::argmax_rows(fin(s, 0), s.dim[0], s.dim[1], static_cast<int32_t*>(s.out[0]), c);

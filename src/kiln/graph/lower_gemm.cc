@@ -18,7 +18,8 @@ const PackedWeight& weight_of(const Step& s) { return *static_cast<const PackedW
 
 void run_embedding(const Step& s, const kernels::ExecContext& c) {
   kernels::embedding(static_cast<DType>(s.dim[3]), s.in[0], s.dim[0], s.dim[1],
-                     static_cast<const int32_t*>(s.in[1]), s.dim[2], static_cast<float*>(s.out[0]), c);
+                     static_cast<const int32_t*>(s.in[1]), s.dim[2], static_cast<float*>(s.out[0]),
+                     c);
 }
 
 void run_matmul(const Step& s, const kernels::ExecContext& c) {
@@ -38,8 +39,8 @@ void run_norm_matmul_argmax(const Step& s, const kernels::ExecContext& c) {
   const int64_t m = s.dim[0];
   const int64_t k = s.dim[1];
   auto* normed = static_cast<float*>(s.scratch);
-  kernels::rms_norm(static_cast<const float*>(s.in[0]), static_cast<const float*>(s.in[1]), normed, m,
-                    k, s.f[0], c);
+  kernels::rms_norm(static_cast<const float*>(s.in[0]), static_cast<const float*>(s.in[1]), normed,
+                    m, k, s.f[0], c);
   c.sync();
   void* mm_scratch = static_cast<char*>(s.scratch) + s.dim[2];
   kernels::matmul_argmax(weight_of(s), normed, m, static_cast<int32_t*>(s.out[0]), mm_scratch, c);

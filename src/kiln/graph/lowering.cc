@@ -29,8 +29,8 @@ Lowered lower_node(const LowerContext& ctx, int node_index) {
   const Node& node = g.node(node_index);
   KILN_CHECK(!node.is_source() && !output_is_view(node), "node {} ({}) has nothing to lower",
              node_index, op_name(node.op));
-  KILN_CHECK(node.inputs.size() <= 8 && node.outputs.size() <= 4, "node {} ({}) has too many operands",
-             node_index, op_name(node.op));
+  KILN_CHECK(node.inputs.size() <= 8 && node.outputs.size() <= 4,
+             "node {} ({}) has too many operands", node_index, op_name(node.op));
   Lowered l;
   Step& s = l.step;
   s.node = node_index;
@@ -39,11 +39,13 @@ Lowered lower_node(const LowerContext& ctx, int node_index) {
     if (src.op == Op::Param) {
       if (!is_packed_weight_slot(node.op, i)) s.in[i] = ctx.weights->raw(src).data();
     } else {
-      s.in[i] = ctx.buffer(node.inputs[i]);  // activations, graph inputs; a token carries the state's address
+      s.in[i] = ctx.buffer(
+          node.inputs[i]);  // activations, graph inputs; a token carries the state's address
     }
   }
   for (size_t i = 0; i < node.outputs.size(); ++i) {
-    if (node.outputs[i].dtype != DType::Token) s.out[i] = ctx.buffer(Value{node_index, static_cast<int32_t>(i)});
+    if (node.outputs[i].dtype != DType::Token)
+      s.out[i] = ctx.buffer(Value{node_index, static_cast<int32_t>(i)});
   }
   if (lowering::lower_elementwise(ctx, node, l) || lowering::lower_gemm(ctx, node, l) ||
       lowering::lower_attention(ctx, node, l)) {

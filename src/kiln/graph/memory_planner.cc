@@ -91,7 +91,8 @@ MemoryPlan plan_memory(const Graph& g, const ByteSizeFn& byte_size, size_t align
     PlannedBuffer& buf = plan.buffers[b];
     const Node& node = g.node(buf.value.node);
     int joined = -1;
-    if (buf.value.index == 0 && (is_inplace(node) || output_is_view(node)) && !node.inputs.empty()) {
+    if (buf.value.index == 0 && (is_inplace(node) || output_is_view(node)) &&
+        !node.inputs.empty()) {
       const int in_buf = plan.index[node.inputs[0].node][node.inputs[0].index];
       // Only a planned input whose bytes suffice can be shared; otherwise plan separately.
       if (in_buf >= 0 && plan.buffers[in_buf].size >= buf.size) joined = slot_of[in_buf];

@@ -8,7 +8,8 @@
 
 namespace kiln::graph {
 
-std::unique_ptr<Plan> Plan::prepare(Graph graph, const PlanOptions& options, std::optional<MemoryPlan> memory) {
+std::unique_ptr<Plan> Plan::prepare(Graph graph, const PlanOptions& options,
+                                    std::optional<MemoryPlan> memory) {
   std::unique_ptr<Plan> plan(new Plan());
   plan->graph_ = std::move(graph);
   plan->options_ = options;
@@ -21,7 +22,8 @@ std::unique_ptr<Plan> Plan::prepare(Graph graph, const PlanOptions& options, std
     plan->memory_ = plan_memory(g, dense_byte_size, 64, &time);
   }
   KILN_CHECK(static_cast<int>(plan->memory_.index.size()) == g.num_nodes(),
-             "memory plan is for another graph ({} nodes, graph has {})", plan->memory_.index.size(), g.num_nodes());
+             "memory plan is for another graph ({} nodes, graph has {})",
+             plan->memory_.index.size(), g.num_nodes());
   // Static input buffers: their addresses are baked into the steps, so the caller copies the
   // live rows of each step's inputs here (or writes them here directly).
   plan->input_of_node_.assign(g.num_nodes(), -1);
@@ -29,7 +31,8 @@ std::unique_ptr<Plan> Plan::prepare(Graph graph, const PlanOptions& options, std
     const Node& n = g.node(i);
     if (n.op != Op::Input) continue;
     plan->input_of_node_[i] = static_cast<int>(plan->inputs_.size());
-    plan->inputs_.push_back({n.attrs.get_str("name"), n.outputs[0], Tensor::empty(n.outputs[0].dtype, n.outputs[0].shape)});
+    plan->inputs_.push_back({n.attrs.get_str("name"), n.outputs[0],
+                             Tensor::empty(n.outputs[0].dtype, n.outputs[0].shape)});
   }
   for (size_t i = 0; i < g.outputs().size(); ++i) {
     const ValueType& t = g.type(g.outputs()[i]);
@@ -61,16 +64,19 @@ void* Plan::address_of(Value v) {
   if (n.outputs[v.index].dtype == DType::Token) {
     // A token stands for the state it was threaded from.
     for (const Value& in : n.inputs) {
-      if (graph_.type(in).dtype == DType::Token || graph_.node(in.node).op == Op::State) return address_of(in);
+      if (graph_.type(in).dtype == DType::Token || graph_.node(in.node).op == Op::State)
+        return address_of(in);
     }
   }
   if (output_is_view(n)) return address_of(n.inputs[0]);
   const PlannedBuffer* b = memory_.find(v);
-  KILN_CHECK(b != nullptr, "value %{}:{} ({}) has no buffer in the memory plan", v.node, v.index, op_name(n.op));
+  KILN_CHECK(b != nullptr, "value %{}:{} ({}) has no buffer in the memory plan", v.node, v.index,
+             op_name(n.op));
   return arena_ + b->offset;
 }
 
-void Plan::bind(void* arena, WeightProvider& weights, const KvGeometry& kv, void* kv_pool, int n_threads) {
+void Plan::bind(void* arena, WeightProvider& weights, const KvGeometry& kv, void* kv_pool,
+                int n_threads) {
   arena_ = static_cast<char*>(arena);
   kv_pool_ = kv_pool;
   steps_.clear();
@@ -114,9 +120,11 @@ void Plan::bind(void* arena, WeightProvider& weights, const KvGeometry& kv, void
       if (!options_.level_barriers) level_end_.push_back(static_cast<int>(steps_.size()));
     }
     scratch_bytes_ = std::max(scratch_bytes_, level_scratch);
-    if (options_.level_barriers && options_.worker_groups && level_nodes.size() > 1 && n_threads > 1)
+    if (options_.level_barriers && options_.worker_groups && level_nodes.size() > 1 &&
+        n_threads > 1)
       place_level(level_first_step, static_cast<int>(steps_.size()), level_nodes, n_threads);
-    if (options_.level_barriers && (level_end_.empty() || level_end_.back() != static_cast<int>(steps_.size())))
+    if (options_.level_barriers &&
+        (level_end_.empty() || level_end_.back() != static_cast<int>(steps_.size())))
       level_end_.push_back(static_cast<int>(steps_.size()));
   }
   barrier_.reset(n_threads);
@@ -135,7 +143,8 @@ double Plan::cost_of(int node) const {
   const Node& n = graph_.node(node);
   double bytes = 0;
   auto add = [&](const ValueType& t) {
-    if (t.dtype != DType::Token) bytes += static_cast<double>(dtype_bytes(t.dtype, t.shape.numel()));
+    if (t.dtype != DType::Token)
+      bytes += static_cast<double>(dtype_bytes(t.dtype, t.shape.numel()));
   };
   for (const Value& in : n.inputs) {
     if (graph_.node(in.node).op != Op::State) add(graph_.type(in));
@@ -156,10 +165,12 @@ void Plan::place_level(int first_step, int end_step, const std::vector<int>& nod
   const double sequential = total / n_threads;
   std::vector<double> load(n_threads, 0.0);
   for (size_t i = 0; i < nodes.size(); ++i) {
-    for (int t = groups[i].first; t < groups[i].first + groups[i].count; ++t) load[t] += costs[i] / groups[i].count;
+    for (int t = groups[i].first; t < groups[i].first + groups[i].count; ++t)
+      load[t] += costs[i] / groups[i].count;
   }
   const double grouped = *std::max_element(load.begin(), load.end());
-  if (!(grouped < options_.group_threshold * sequential)) return;  // not worth splitting (the usual case at 2 threads)
+  if (!(grouped < options_.group_threshold * sequential))
+    return;  // not worth splitting (the usual case at 2 threads)
   for (size_t i = 0; i < nodes.size(); ++i) {
     Placement& p = placement_[first_step + i];
     p.first = groups[i].first;
@@ -175,19 +186,21 @@ void Plan::place_level(int first_step, int end_step, const std::vector<int>& nod
 
 void Plan::set_scratch(void* scratch) {
   for (size_t i = 0; i < steps_.size(); ++i) {
-    steps_[i].scratch = scratch_offset_[i] >= 0 ? static_cast<char*>(scratch) + scratch_offset_[i] : nullptr;
+    steps_[i].scratch =
+        scratch_offset_[i] >= 0 ? static_cast<char*>(scratch) + scratch_offset_[i] : nullptr;
   }
 }
 
 void Plan::check_state(const void* kv_pool) const {
-  KILN_CHECK(kv_pool == kv_pool_, "the KV pool moved since capture ({} vs {}); plans must be recaptured",
-             kv_pool, kv_pool_);
+  KILN_CHECK(kv_pool == kv_pool_,
+             "the KV pool moved since capture ({} vs {}); plans must be recaptured", kv_pool,
+             kv_pool_);
 }
 
 void Plan::replay(ThreadPool& pool) {
   const int nth = pool.size();
-  KILN_CHECK(nth == static_cast<int>(barrier_participants_), "plan captured for {} threads, replayed on {}",
-             barrier_participants_, nth);
+  KILN_CHECK(nth == static_cast<int>(barrier_participants_),
+             "plan captured for {} threads, replayed on {}", barrier_participants_, nth);
   // Replay-time updates: host values (sequence lengths) re-partition attention's work for the
   // threads of its group.
   for (int i : hook_steps_) steps_[i].update(steps_[i], placement_[i].count);

@@ -63,7 +63,8 @@ class Plan {
 
   // Lowers every node against `arena` (at least arena_bytes()), the weights and the KV pool.
   // Kernel scratch is laid out but not placed: call set_scratch() before replaying.
-  void bind(void* arena, WeightProvider& weights, const KvGeometry& kv, void* kv_pool, int n_threads);
+  void bind(void* arena, WeightProvider& weights, const KvGeometry& kv, void* kv_pool,
+            int n_threads);
   // Scratch (quantized activations, attention partials) this plan needs: steps of one level
   // run concurrently and get disjoint ranges; levels run one after another and reuse them.
   size_t scratch_bytes() const { return scratch_bytes_; }
@@ -103,17 +104,17 @@ class Plan {
   void* kv_pool_ = nullptr;
   std::vector<PlanBuffer> inputs_;
   std::vector<PlanBuffer> outputs_;
-  std::vector<int> input_of_node_;   // node -> index in inputs_, or -1
+  std::vector<int> input_of_node_;  // node -> index in inputs_, or -1
   std::vector<Step> steps_;
   struct Placement {
-    int first = 0;  // first thread of the step's worker group
-    int count = 0;  // threads in it (0: all)
+    int first = 0;     // first thread of the step's worker group
+    int count = 0;     // threads in it (0: all)
     int barrier = -1;  // index into group_barriers_, -1: the plan's barrier
   };
   std::vector<Placement> placement_;  // per step
   std::vector<std::unique_ptr<SpinBarrier>> group_barriers_;
-  std::vector<int> level_end_;       // steps_[level_end_[i-1] .. level_end_[i]) form level i
-  std::vector<int> hook_steps_;      // indices of steps with an update hook
+  std::vector<int> level_end_;   // steps_[level_end_[i-1] .. level_end_[i]) form level i
+  std::vector<int> hook_steps_;  // indices of steps with an update hook
   std::vector<std::shared_ptr<void>> owned_;
   std::vector<int64_t> scratch_offset_;  // per step, -1: none
   size_t scratch_bytes_ = 0;

@@ -25,14 +25,16 @@ ModelConfig read_model_config(const GgufFile& file) {
   c.n_embd = static_cast<int>(file.get_u32(p + "embedding_length"));
   c.n_ff = static_cast<int>(file.get_u32(p + "feed_forward_length"));
   c.n_heads = static_cast<int>(file.get_u32(p + "attention.head_count"));
-  c.n_kv_heads = static_cast<int>(file.try_get_u32(p + "attention.head_count_kv").value_or(c.n_heads));
+  c.n_kv_heads =
+      static_cast<int>(file.try_get_u32(p + "attention.head_count_kv").value_or(c.n_heads));
   c.context_length = file.get_u32(p + "context_length");
   c.rms_eps = file.get_f32(p + "attention.layer_norm_rms_epsilon");
   KILN_CHECK(c.n_layers > 0 && c.n_embd > 0 && c.n_ff > 0 && c.n_heads > 0 && c.n_kv_heads > 0,
              "model dimensions must be positive");
   KILN_CHECK(c.n_heads % c.n_kv_heads == 0, "head_count {} is not a multiple of head_count_kv {}",
              c.n_heads, c.n_kv_heads);
-  c.head_dim = static_cast<int>(file.try_get_u32(p + "attention.key_length").value_or(c.n_embd / c.n_heads));
+  c.head_dim =
+      static_cast<int>(file.try_get_u32(p + "attention.key_length").value_or(c.n_embd / c.n_heads));
   uint32_t value_length = file.try_get_u32(p + "attention.value_length").value_or(c.head_dim);
   KILN_CHECK(static_cast<int>(value_length) == c.head_dim,
              "key_length {} != value_length {} is not supported", c.head_dim, value_length);
@@ -40,7 +42,8 @@ ModelConfig read_model_config(const GgufFile& file) {
 
   auto scaling = file.try_get_string(p + "rope.scaling.type");
   KILN_CHECK(!scaling || *scaling == "none",
-             "rope scaling '{}' is not implemented; refusing to run with wrong positions", *scaling);
+             "rope scaling '{}' is not implemented; refusing to run with wrong positions",
+             *scaling);
   double rope_base = file.try_get_f32(p + "rope.freq_base").value_or(10000.0f);
 
   c.attention_scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
@@ -57,7 +60,8 @@ ModelConfig read_model_config(const GgufFile& file) {
     c.scale_embeddings = true;
     c.activation = Activation::GeluTanh;
     int window = static_cast<int>(file.try_get_u32(p + "attention.sliding_window").value_or(0));
-    int pattern = static_cast<int>(file.try_get_u32(p + "attention.sliding_window_pattern").value_or(6));
+    int pattern =
+        static_cast<int>(file.try_get_u32(p + "attention.sliding_window_pattern").value_or(6));
     double swa_base = file.try_get_f32(p + "rope.freq_base_swa").value_or(10000.0f);
     for (int il = 0; il < c.n_layers; ++il) {
       // Layer il is global when (il + 1) % pattern == 0 (layers 5, 11, 17 of 18).

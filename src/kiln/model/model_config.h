@@ -29,14 +29,14 @@ struct ModelConfig {
   int64_t vocab = 0;
   int64_t context_length = 0;
   double rms_eps = 1e-6;
-  bool rope_neox = false;     // rotate halves (NeoX) vs adjacent pairs (normal)
-  bool qkv_bias = false;      // qwen2
-  bool qk_norm = false;       // gemma3, qwen3: per-head RMSNorm on Q and K before RoPE
-  bool post_norms = false;    // gemma3: post_attention_norm and post_ffw_norm
+  bool rope_neox = false;         // rotate halves (NeoX) vs adjacent pairs (normal)
+  bool qkv_bias = false;          // qwen2
+  bool qk_norm = false;           // gemma3, qwen3: per-head RMSNorm on Q and K before RoPE
+  bool post_norms = false;        // gemma3: post_attention_norm and post_ffw_norm
   bool scale_embeddings = false;  // gemma3: embeddings times sqrt(n_embd)
-  bool tied_output = false;   // no output.weight: the LM head is token_embd
+  bool tied_output = false;       // no output.weight: the LM head is token_embd
   Activation activation = Activation::Silu;
-  double attention_scale = 0;  // 1/sqrt(head_dim) unless the file says otherwise
+  double attention_scale = 0;      // 1/sqrt(head_dim) unless the file says otherwise
   double final_logit_softcap = 0;  // 0: none
   std::vector<LayerConfig> layers;
 };

@@ -13,7 +13,8 @@ using graph::Value;
 
 class ForwardBuilder {
  public:
-  ForwardBuilder(const ModelConfig& c, const WeightLookup& w, const ForwardShape& s, const std::string& name)
+  ForwardBuilder(const ModelConfig& c, const WeightLookup& w, const ForwardShape& s,
+                 const std::string& name)
       : c_(c), weights_(w), s_(s), b_(name) {}
 
   graph::Graph build() {

@@ -15,23 +15,23 @@ namespace kiln::model {
 
 // Names of the graph inputs (shared by the model code, the interpreter and the graph runner).
 namespace input_names {
-inline constexpr const char* kTokenIds = "input_ids";        // i32[T]
-inline constexpr const char* kPositions = "positions";       // i32[T]
-inline constexpr const char* kTokenSeq = "token_seq";       // i32[T]
-inline constexpr const char* kSlots = "out_cache_slots";    // i32[T]
-inline constexpr const char* kBlockTable = "block_table";   // i32[S, max_pages_per_seq]
-inline constexpr const char* kSeqLens = "seq_lens";         // i32[S]
-inline constexpr const char* kLogitRows = "logit_rows";     // i32[R]: rows whose logits are wanted
-inline constexpr const char* kKvPool = "kv_pool";           // state: f16[2*layers, pages, page_size, kv_dim]
+inline constexpr const char* kTokenIds = "input_ids";      // i32[T]
+inline constexpr const char* kPositions = "positions";     // i32[T]
+inline constexpr const char* kTokenSeq = "token_seq";      // i32[T]
+inline constexpr const char* kSlots = "out_cache_slots";   // i32[T]
+inline constexpr const char* kBlockTable = "block_table";  // i32[S, max_pages_per_seq]
+inline constexpr const char* kSeqLens = "seq_lens";        // i32[S]
+inline constexpr const char* kLogitRows = "logit_rows";    // i32[R]: rows whose logits are wanted
+inline constexpr const char* kKvPool = "kv_pool";  // state: f16[2*layers, pages, page_size, kv_dim]
 }  // namespace input_names
 
 struct ForwardShape {
-  int64_t tokens = 1;          // T
-  int64_t seqs = 1;            // S
+  int64_t tokens = 1;  // T
+  int64_t seqs = 1;    // S
   int64_t max_pages_per_seq = 1;
-  int64_t logit_rows = -1;     // R; -1: every row (decode), no take_rows
-  bool greedy = false;         // output argmax ids i32[R] instead of logits f32[R, V]
-  int64_t kv_pages = 0;        // pages in the pool (the state input's shape)
+  int64_t logit_rows = -1;  // R; -1: every row (decode), no take_rows
+  bool greedy = false;      // output argmax ids i32[R] instead of logits f32[R, V]
+  int64_t kv_pages = 0;     // pages in the pool (the state input's shape)
   int page_size = 16;
 };
 

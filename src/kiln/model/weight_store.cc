@@ -69,7 +69,8 @@ const kernels::PackedWeight& WeightStore::packed_by_key(const graph::Node& param
     for (const auto& name : param.attrs.get_strs("concat")) parts.push_back(file_->tensor(name));
     packed = std::make_unique<kernels::PackedWeight>(kernels::PackedWeight::pack_concat(parts));
   } else {
-    packed = std::make_unique<kernels::PackedWeight>(kernels::PackedWeight::pack(file_->tensor(key)));
+    packed =
+        std::make_unique<kernels::PackedWeight>(kernels::PackedWeight::pack(file_->tensor(key)));
   }
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::lock_guard<std::mutex> lock(mutex_);
