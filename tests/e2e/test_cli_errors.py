@@ -73,13 +73,14 @@ def write_variant(src, dst, arch=None, retype=None):
         else:
             w.add_key_value(new_key, field.parts[-1][0].item(), vtype)
     for t in r.tensors:
-        shape = [int(x) for x in reversed(t.shape)]
+        # Quantized data comes as bytes [rows, bytes per row]; the writer takes that shape.
+        data = np.array(t.data)
         if retype and t.name == retype:
-            n_blocks = int(np.prod(shape)) // 256
-            w.add_tensor(t.name, np.zeros(n_blocks * 84, dtype=np.uint8), raw_shape=shape,
-                         raw_dtype=gguf.GGMLQuantizationType.Q2_K)
+            rows, cols = int(t.shape[1]), int(t.shape[0])
+            data = np.zeros((rows, cols // 256 * 84), dtype=np.uint8)
+            w.add_tensor(t.name, data, raw_shape=data.shape, raw_dtype=gguf.GGMLQuantizationType.Q2_K)
         else:
-            w.add_tensor(t.name, np.array(t.data), raw_shape=shape, raw_dtype=t.tensor_type)
+            w.add_tensor(t.name, data, raw_shape=data.shape, raw_dtype=t.tensor_type)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
