@@ -248,6 +248,16 @@ def test_batched_sequences_match_single_runs(out_dir):
     assert ca["pos"] == 7 and cb["pos"] == 11
 
 
+def test_final_logit_softcapping_when_present(out_dir):
+    model = ref.Model(model_file(out_dir, "tiny-gemma3"))
+    assert model.softcap is None  # the tiny file, like the 270M one, has no such key
+    ids = prompt_for(6)
+    raw = model.forward(ids)[0]
+    model.softcap = 5.0
+    capped = model.forward(ids)[0]
+    np.testing.assert_allclose(capped, 5.0 * np.tanh(raw / 5.0), rtol=1e-12, atol=1e-12)
+
+
 @pytest.mark.parametrize("name", MODELS)
 def test_logits_are_well_conditioned(out_dir, name):
     out = ref.logits(model_file(out_dir, name), prompt_for(16))
