@@ -149,7 +149,11 @@ class LoopModel:
 
 
 @pytest.mark.parametrize("name", MODELS)
-def test_reference_matches_loop_implementation(out_dir, name):
+def test_reference_matches_loop_implementation(out_dir, name, monkeypatch):
+    # The loop implementation checks the float64 forward pass itself; activation quantization
+    # (which only feeds matmuls) is checked on its own below.
+    monkeypatch.setattr(ref, "quantize_activations", lambda x: x)
+    ref.release()
     path = model_file(out_dir, name)
     ids = prompt_for(12)  # 12 > tiny-gemma3's window of 8
     want = LoopModel(path).logits(ids)
@@ -164,12 +168,32 @@ def test_reference_matches_loop_implementation(out_dir, name):
 def test_kv_cache_rounding_to_f16_is_applied(out_dir, monkeypatch):
     path = model_file(out_dir, "tiny-llama")
     ids = prompt_for(10)
+    monkeypatch.setattr(ref, "quantize_activations", lambda x: x)
     rounded = ref.Model(path).forward(ids)[0]
     monkeypatch.setattr(ref, "round_f16", lambda x: x)
     exact = ref.Model(path).forward(ids)[0]
     diff = np.abs(rounded - exact).max()
     # f16 keeps 11 significant bits: visible, but a small perturbation of O(1..10) logits.
     assert 1e-6 < diff < 0.05
+
+
+def test_activation_quantization_matches_int8_codes():
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(3, 64)) * np.array([[1.0], [1e-3], [0.0]])
+    got = ref.quantize_activations(x)
+    for row in range(3):
+        for b in range(2):
+            blk = x[row, b * 32:(b + 1) * 32].astype(np.float32)
+            amax = np.abs(blk).max()
+            if amax == 0:
+                np.testing.assert_array_equal(got[row, b * 32:(b + 1) * 32], 0)
+                continue
+            codes = np.rint(blk * (np.float32(127) / amax))
+            assert np.abs(codes).max() == 127  # the largest input maps to +-127
+            d = np.float64(np.float32(amax / np.float32(127)))
+            np.testing.assert_allclose(got[row, b * 32:(b + 1) * 32], codes * d, rtol=0, atol=1e-12)
+    # within half a quantization step of the input
+    assert np.all(np.abs(got - x) <= np.abs(x).max(axis=1, keepdims=True) / 127 * 0.5 + 1e-12)
 
 
 def test_round_f16_rounds_to_nearest_half_precision():
