@@ -85,6 +85,23 @@ TEST(FuseQkNormRopeKvWrite, FusesTheModelsRowsPerHeadView) {
   EXPECT_EQ(g.num_nodes(), 13);  // 11 sources, the fused node, the attention
 }
 
+TEST(FuseQkNormRopeKvWrite, FusesAOneHeadChainWithoutReshapes) {
+  // One KV head (Gemma 3): the model's [T*1, hd] view of k [T, hd] is k's own shape, so
+  // noop_elim removes both reshapes and the chain is rms_norm -> rope. Once missed, leaving
+  // every layer of a single-KV-head model unfused.
+  std::string in = replaced(layer(), "  %k3 = reshape(%k) {shape=[2,1,8]} : f32[2,1,8]\n", "");
+  in = replaced(in, "%kn = rms_norm(%k3, %kw) {eps=1e-06} : f32[2,1,8]",
+                "%kn = rms_norm(%k, %kw) {eps=1e-06} : f32[2,8]");
+  in = replaced(in, "  %k2 = reshape(%kn) {shape=[2,8]} : f32[2,8]\n", "");
+  in = replaced(in, "rope(%k2, %pos)", "rope(%kn, %pos)");
+  ASSERT_EQ(in.find("%k2"), std::string::npos);
+  ASSERT_EQ(in.find("%k3"), std::string::npos);
+  Graph g = parse(in);
+  EXPECT_EQ(run_fuse_qk_norm_rope_kv_write(g, {}).counter("patterns_fused"), 1);
+  EXPECT_NO_THROW(verify(g));
+  EXPECT_EQ(g.num_nodes(), 13);
+}
+
 TEST(FuseQkNormRopeKvWrite, RefusesANormOverPartsOfHeads) {
   // k viewed as [T*2, 4] rows and normed over 4 of each head's 8 values: not a per-head norm.
   std::string in = replaced(layer(), "{shape=[2,1,8]} : f32[2,1,8]", "{shape=[4,4]} : f32[4,4]");
