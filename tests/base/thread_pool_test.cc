@@ -51,3 +51,23 @@ TEST(SplitRange, CoversEverythingOnce) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// A kernel throwing on a worker thread surfaces on the caller instead of terminating.
+TEST(ThreadPool, WorkerExceptionIsRethrownOnCaller) {
+  ThreadPool pool(2);
+  EXPECT_THROW(pool.run([](int tid, int) {
+    if (tid == 1) throw std::runtime_error("bad input");
+  }),
+               std::runtime_error);
+  int ran = 0;
+  pool.run([&](int tid, int) {
+    if (tid == 0) ++ran;
+  });
+  EXPECT_EQ(ran, 1);  // the pool still works
+}
+
+}  // namespace
+}  // namespace kiln

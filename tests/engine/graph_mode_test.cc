@@ -7,7 +7,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <new>
+#include <fstream>
 #include <random>
+#include <unistd.h>
 
 #include "kiln/engine/graph_runner.h"
 #include "kiln/engine/model_runner.h"
@@ -155,6 +157,89 @@ TEST(GraphReplay, NoHeapAllocationDuringReplay) {
   for (int i = 0; i < 10; ++i) plan->replay(*rt.thread_pool());
   g_count_allocs = false;
   EXPECT_EQ(g_allocs.load(), 0);
+}
+
+}  // namespace
+}  // namespace kiln::testing
+
+namespace kiln::testing {
+namespace {
+
+// The compile cache end to end: a second runtime with the same configuration captures from
+// the cache and replays identically; any key change misses; a damaged entry is rebuilt.
+TEST(GraphCompileCache, WarmStartHitsAndKeyChangesMiss) {
+  fs::path model = tiny_model("tiny-llama");
+  ASSERT_TRUE(fs::exists(model)) << "fixture missing: " << model;
+  fs::path dir = fs::temp_directory_path() / ("kiln-graph-cache-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  auto opts = [&](int max_bs) {
+    engine::RuntimeOptions o = options(model, engine::GraphMode::Optimize, max_bs);
+    o.compile_cache = true;
+    o.cache_dir = dir.string();
+    return o;
+  };
+  std::vector<int32_t> cold_tokens, warm_tokens;
+  {
+    engine::Runtime rt(opts(4));
+    EXPECT_FALSE(rt.graph_runner()->capture_stats().cache_hit);
+    ModelHarness h(rt.executor(), rt.kv_pool());
+    Sequence s;
+    cold_tokens = h.greedy(s, 5, 16);
+  }
+  {
+    engine::Runtime rt(opts(4));
+    EXPECT_TRUE(rt.graph_runner()->capture_stats().cache_hit);
+    ModelHarness h(rt.executor(), rt.kv_pool());
+    Sequence s;
+    warm_tokens = h.greedy(s, 5, 16);
+  }
+  EXPECT_EQ(warm_tokens, cold_tokens);
+  {
+    engine::Runtime rt(opts(3));  // other batch sizes: another key
+    EXPECT_FALSE(rt.graph_runner()->capture_stats().cache_hit);
+  }
+  // Damage every entry: the next start reports it, rebuilds, and still generates the same.
+  for (const auto& e : fs::directory_iterator(dir)) {
+    std::fstream f(e.path(), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(100);
+    f.put('\x7f');
+  }
+  {
+    engine::Runtime rt(opts(4));
+    EXPECT_FALSE(rt.graph_runner()->capture_stats().cache_hit);
+    ModelHarness h(rt.executor(), rt.kv_pool());
+    Sequence s;
+    EXPECT_EQ(h.greedy(s, 5, 16), cold_tokens);
+  }
+  {
+    engine::Runtime rt(opts(4));
+    EXPECT_TRUE(rt.graph_runner()->capture_stats().cache_hit);  // rebuilt entry is good
+  }
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace kiln::testing
+
+namespace kiln::testing {
+namespace {
+
+// Replay mode keeps the traced graph, whose Q/K/V projections share a level; forcing worker
+// groups runs them on disjoint threads at the same time. Tokens must not change.
+TEST(GraphWorkerGroups, DisjointGroupsMatchEager) {
+  fs::path model = tiny_model("tiny-llama");
+  ASSERT_TRUE(fs::exists(model)) << "fixture missing: " << model;
+  engine::RuntimeOptions go = options(model, engine::GraphMode::Replay, 4);
+  go.plan.group_threshold = 100.0;  // split every level with several nodes
+  engine::Runtime graph(go);
+  engine::Runtime eager(options(model, engine::GraphMode::Off, 1));
+  graph::Plan* plan = graph.graph_runner()->plan_for(3, true);
+  ASSERT_NE(plan, nullptr);
+  EXPECT_GT(plan->stats().grouped_levels, 0);
+  auto ps = prompts(3, eager.info().vocab_size, 7);
+  int graph_steps = 0;
+  EXPECT_EQ(generate(graph, ps, 24, true, &graph_steps), generate(eager, ps, 24, true, nullptr));
+  EXPECT_EQ(graph_steps, 24);
 }
 
 }  // namespace

@@ -57,6 +57,10 @@ RunResult run_planned(const Graph& g, const StepData& data, WeightProvider& weig
       Tensor::empty(DType::I8, {static_cast<int64_t>(std::max<size_t>(plan->arena_bytes(), 64))});
   std::memset(arena.data(), 0xA5, arena.nbytes());
   plan->bind(arena.data(), weights, data.kv, r.kv_pool.data(), pool.size());
+  Tensor scratch =
+      Tensor::empty(DType::I8, {static_cast<int64_t>(std::max<size_t>(plan->scratch_bytes(), 64))});
+  std::memset(scratch.data(), 0xA5, scratch.nbytes());
+  plan->set_scratch(scratch.data());
   for (const Binding& b : data.inputs) {
     PlanBuffer* in = plan->find_input(b.name);
     if (in == nullptr) continue;  // an input the graph does not read

@@ -317,19 +317,29 @@ TEST(Matmul, ActivationQuantizationTiersAgree) {
   for (int j = 0; j < 32; ++j) x[160 + j] = 1e-40f * (j - 16);                     // subnormal
   for (int j = 0; j < 32; ++j) x[192 + j] = 3e38f * ((j % 3) - 1);                 // huge
   for (int j = 0; j < 32; ++j) x[224 + j] = (j % 2 ? 0.5f : -0.5f) * (j % 5 + 1);  // ties
+  // Written as row 1 of a block-major scratch of 2 rows; row 0's entries must stay untouched.
+  constexpr int64_t kStride = 2;
   struct Out {
-    std::vector<int8_t> q = std::vector<int8_t>(k);
-    std::vector<float> d = std::vector<float>(k / 32), ds = std::vector<float>(k / 32);
-    std::vector<int32_t> s16 = std::vector<int32_t>(k / 16), s32 = std::vector<int32_t>(k / 32);
+    std::vector<int8_t> q = std::vector<int8_t>(kStride * k, 99);
+    std::vector<float> d = std::vector<float>(kStride * k / 32, 99.0f),
+                       ds = std::vector<float>(kStride * k / 32, 99.0f);
+    std::vector<int32_t> s16 = std::vector<int32_t>(kStride * k / 16, 99),
+                         s32 = std::vector<int32_t>(kStride * k / 32, 99);
   };
   auto run = [&](QuantizeRowFn f) {
     Out o;
-    f(x.data(), k, o.q.data(), o.d.data(), o.s16.data(), o.s32.data(), o.ds.data());
+    f(x.data(), k, kStride, o.q.data() + 32, o.d.data() + 1, o.s16.data() + 1, o.s32.data() + 1,
+      o.ds.data() + 1);
     return o;
   };
   Out ref = run(quantize_row_scalar);
-  for (int j = 0; j < 32; ++j) EXPECT_EQ(ref.q[32 + j], 0);
-  EXPECT_EQ(ref.d[1], 0.0f);
+  for (int64_t b = 0; b < k / 32; ++b) {
+    for (int j = 0; j < 32; ++j) EXPECT_EQ(ref.q[b * kStride * 32 + j], 99);  // row 0 untouched
+    EXPECT_EQ(ref.d[b * kStride], 99.0f);
+    EXPECT_EQ(ref.s32[b * kStride], 99);
+  }
+  for (int j = 0; j < 32; ++j) EXPECT_EQ(ref.q[1 * kStride * 32 + 32 + j], 0);  // zero block
+  EXPECT_EQ(ref.d[1 * kStride + 1], 0.0f);
   std::vector<QuantizeRowFn> tiers;
   if (best_isa() >= Isa::Avx2) tiers.push_back(quantize_row_avx2);
   if (best_isa() >= Isa::Avx512) tiers.push_back(quantize_row_avx512);

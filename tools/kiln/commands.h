@@ -7,7 +7,9 @@ namespace kiln::cli {
 void add_run_command(CLI::App& app);    // run_command.cc
 void add_serve_command(CLI::App& app);  // serve_command.cc
 void add_eval_command(CLI::App& app);   // eval_command.cc (eval gsm8k)
-void add_bench_command(CLI::App& app);  // bench_command.cc (bench, bench serving)
+// bench_command.cc: `kiln bench` (offline). Returns the bench command so that the online
+// benchmark can hang off it as `kiln bench serving` (add_bench_serving_command).
+CLI::App* add_bench_command(CLI::App& app);
 void add_graph_command(CLI::App& app);  // graph_command.cc
 
 }  // namespace kiln::cli

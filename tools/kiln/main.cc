@@ -12,6 +12,13 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", KILN_VERSION);
   kiln::cli::add_run_command(app);
+  kiln::cli::add_graph_command(app);
+  CLI::App* bench = kiln::cli::add_bench_command(app);
+  // [server helper] `kiln serve`, `kiln eval` and `kiln bench serving` register here:
+  //   kiln::cli::add_serve_command(app);
+  //   kiln::cli::add_eval_command(app);
+  //   kiln::cli::add_bench_serving_command(*bench);
+  (void)bench;
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -8,6 +8,7 @@
 #include "kiln/base/error.h"
 #include "kiln/base/log.h"
 #include "kiln/engine/engine.h"
+#include "kiln/engine/graph_checker.h"
 #include "kiln/engine/runtime.h"
 #include "kiln/model/chat_template.h"
 #include "kiln/model/tokenizer.h"
@@ -30,7 +31,9 @@ struct RunArgs {
   bool chat = false;
   std::string graph_mode = "optimize";
   int max_graph_bs = 32;
+  int ctx_size = 0;
   std::string log_level = "warn";
+  bool check_graph = false;
 };
 
 int run(const RunArgs& a) {
@@ -41,6 +44,8 @@ int run(const RunArgs& a) {
   opts.threads = a.threads;
   opts.graph_mode = engine::parse_graph_mode(a.graph_mode);
   opts.max_graph_bs = a.max_graph_bs;
+  opts.context_length = a.ctx_size;
+  opts.check_graph = a.check_graph;
   opts.progress = [&](const char* stage, int64_t done, int64_t total) { bar.update(stage, done, total); };
   engine::Runtime rt(opts);
   const model::Tokenizer& tok = rt.tokenizer();
@@ -96,6 +101,13 @@ int run(const RunArgs& a) {
                "prompt: %d tokens, %.1f tok/s | generated: %d tokens, %.1f tok/s | ttft %.3f s | finish: %s\n",
                last.prompt_tokens, last.prompt_tokens / std::max(prefill_s, 1e-9), last.completion_tokens,
                decoded / std::max(decode_s, 1e-9), prefill_s, engine::finish_reason_name(last.finish_reason));
+  if (const engine::GraphChecker* checker = rt.graph_checker()) {
+    std::fprintf(stderr,
+                 "check-graph: %lld graph steps checked against eager mode, %lld diverged\n",
+                 static_cast<long long>(checker->steps_checked()),
+                 static_cast<long long>(checker->steps_failed()));
+    if (checker->steps_failed() > 0) return 3;
+  }
   return 0;
 }
 
@@ -117,6 +129,10 @@ void add_run_command(CLI::App& app) {
   cmd->add_flag("--chat", args->chat, "Wrap the prompt in the model's chat template");
   cmd->add_option("--graph-mode", args->graph_mode, "off | replay | optimize");
   cmd->add_option("--max-graph-bs", args->max_graph_bs, "Largest captured decode batch")->check(CLI::Range(1, 512));
+  cmd->add_option("-c,--ctx-size", args->ctx_size, "Context length (default: the model's, capped by the KV pool)")
+      ->check(CLI::Range(0, 1 << 24));
+  cmd->add_flag("--check-graph", args->check_graph,
+                "Check every graph-mode decode step against eager mode, node by node (slow)");
   cmd->add_option("--log-level", args->log_level, "trace|debug|info|warn|error|off");
   cmd->callback([args] { std::exit(run(*args)); });
 }

@@ -7,9 +7,11 @@
 namespace kiln {
 namespace {
 
-// About 20-50 us of spinning before a worker yields or sleeps: longer than the gap between
-// decode steps' kernels, far shorter than the gap between requests.
-constexpr int kSpinIterations = 1 << 14;
+// About 50-250 us of spinning (a `pause` costs 40-140 cycles) before a waiter yields or
+// sleeps: longer than the gap between a decode step's kernels, short enough that a thread
+// spinning on an oversubscribed machine (tests running side by side) hands its core over
+// quickly to the thread it is waiting for.
+constexpr int kSpinIterations = 1 << 11;
 
 }  // namespace
 
@@ -49,12 +51,19 @@ void ThreadPool::run_raw(RawFn fn, void* ctx) {
     fn(ctx, 0, 1);
     return;
   }
+  failed_.store(false, std::memory_order_relaxed);
+  error_ = nullptr;
   fn_ = fn;
   ctx_ = ctx;
   pending_.store(n_threads_ - 1, std::memory_order_relaxed);
   generation_.fetch_add(1, std::memory_order_seq_cst);
   if (sleeping_.load(std::memory_order_seq_cst) > 0) generation_.notify_all();
-  fn(ctx, 0, n_threads_);
+  std::exception_ptr mine;
+  try {
+    fn(ctx, 0, n_threads_);
+  } catch (...) {
+    mine = std::current_exception();
+  }
   int spins = 0;
   while (pending_.load(std::memory_order_acquire) != 0) {
     if (++spins < kSpinIterations) {
@@ -63,6 +72,8 @@ void ThreadPool::run_raw(RawFn fn, void* ctx) {
       std::this_thread::yield();
     }
   }
+  if (mine) std::rethrow_exception(mine);
+  if (failed_.load(std::memory_order_acquire)) std::rethrow_exception(error_);
 }
 
 void ThreadPool::worker_loop(int tid) {
@@ -84,7 +95,14 @@ void ThreadPool::worker_loop(int tid) {
     }
     seen = now;
     if (stop_.load(std::memory_order_acquire)) return;
-    fn_(ctx_, tid, n_threads_);
+    try {
+      fn_(ctx_, tid, n_threads_);
+    } catch (...) {
+      // Keep the first worker exception for the caller; a pool thread must never terminate
+      // the process because a kernel rejected its input.
+      bool expected = false;
+      if (failed_.compare_exchange_strong(expected, true, std::memory_order_acq_rel)) error_ = std::current_exception();
+    }
     pending_.fetch_sub(1, std::memory_order_acq_rel);
   }
 }

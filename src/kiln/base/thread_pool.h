@@ -5,6 +5,7 @@
 #pragma once
 #include <atomic>
 #include <cstdint>
+#include <exception>
 #include <thread>
 #include <vector>
 
@@ -40,6 +41,9 @@ class ThreadPool {
         static_cast<void*>(&f));
   }
   using RawFn = void (*)(void* ctx, int tid, int nth);
+  // An exception thrown by f on any thread is rethrown here, on the caller, once every thread
+  // has returned (the first one wins). f must not throw on some threads while others wait in
+  // a barrier: kernels validate on the host before they split work.
   void run_raw(RawFn fn, void* ctx);
 
   // Barrier across all threads of the current run().
@@ -59,6 +63,8 @@ class ThreadPool {
   alignas(64) std::atomic<int> pending_{0};
   alignas(64) std::atomic<int> sleeping_{0};
   std::atomic<bool> stop_{false};
+  std::atomic<bool> failed_{false};
+  std::exception_ptr error_;
   SpinBarrier barrier_;
 };
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "kiln/base/cpu_features.h"
@@ -69,13 +70,26 @@ GraphRunner::GraphRunner(ModelRunner& runner, model::WeightStore& weights, KvPoo
   KILN_CHECK(!options_.batch_sizes.empty() && options_.batch_sizes.front() >= 1, "no batch sizes to capture");
 }
 
-GraphRunner::~GraphRunner() { aligned_free(arena_); }
+GraphRunner::~GraphRunner() {
+  aligned_free(arena_);
+  aligned_free(scratch_);
+}
 
 // Everything a captured plan depends on. Weights' values are not in it (plans hold no
 // weight data), but their names, dtypes and shapes are.
 std::string GraphRunner::cache_description() const {
-  std::string d = fmt::format("kiln {} | passes {} | optimize {} | levels {} | isa {} | cpu {} | threads {} | ",
-                              KILN_VERSION, pipeline_description(), options_.optimize,
+  // The executable's size and modification time stand for the code of the passes and the
+  // lowering: a rebuilt kiln never reuses plans an older build optimized.
+  std::error_code ec;
+  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  std::string build = "unknown";
+  if (!ec) {
+    auto size = std::filesystem::file_size(exe, ec);
+    auto mtime = std::filesystem::last_write_time(exe, ec).time_since_epoch().count();
+    build = fmt::format("{}:{}", size, mtime);
+  }
+  std::string d = fmt::format("kiln {} build {} | passes {} | optimize {} | levels {} | isa {} | cpu {} | threads {} | ",
+                              KILN_VERSION, build, pipeline_description(), options_.optimize,
                               options_.plan.level_barriers, isa_name(active_isa()), cpu_feature_string(),
                               threads_.size());
   graph::KvGeometry kv = runner_.kv_geometry();
@@ -153,7 +167,7 @@ void GraphRunner::capture(const std::function<void(int64_t, int64_t)>& progress)
   }
 
   // One arena for all plans: only one plan runs at a time.
-  stats_ = CaptureStats{0, loaded, static_cast<int>(plans_.size()), 0, 0, 0, stats_.pass_report};
+  stats_ = CaptureStats{0, loaded, static_cast<int>(plans_.size()), 0, 0, 0, 0, stats_.pass_report};
   for (const auto& e : plans_) {
     stats_.max_plan_bytes = std::max(stats_.max_plan_bytes, e.plan->arena_bytes());
     stats_.sum_plan_bytes += e.plan->arena_bytes();
@@ -161,11 +175,21 @@ void GraphRunner::capture(const std::function<void(int64_t, int64_t)>& progress)
   aligned_free(arena_);
   arena_ = aligned_alloc64(std::max<size_t>(stats_.max_plan_bytes, 64));
   stats_.arena_bytes = stats_.max_plan_bytes;
-  for (auto& e : plans_) e.plan->bind(arena_, weights_, runner_.kv_geometry(), pool_.data(), threads_.size());
+  size_t scratch = 64;
+  for (auto& e : plans_) {
+    e.plan->bind(arena_, weights_, runner_.kv_geometry(), pool_.data(), threads_.size());
+    scratch = std::max(scratch, e.plan->scratch_bytes());
+  }
+  aligned_free(scratch_);
+  scratch_ = aligned_alloc64(scratch);
+  for (auto& e : plans_) e.plan->set_scratch(scratch_);
+  stats_.scratch_bytes = scratch;
   stats_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  KILN_LOG_INFO("captured {} plans in {:.3f} s ({}), shared arena {:.1f} MiB (separate arenas would be {:.1f} MiB)",
-                stats_.plans, stats_.seconds, loaded ? "compile cache hit" : "cold", stats_.arena_bytes / 1048576.0,
-                stats_.sum_plan_bytes / 1048576.0);
+  KILN_LOG_INFO(
+      "captured {} plans in {:.3f} s ({}), shared arena {:.1f} MiB (separate arenas would be {:.1f} MiB), scratch {:.1f} "
+      "MiB",
+      stats_.plans, stats_.seconds, loaded ? "compile cache hit" : "cold", stats_.arena_bytes / 1048576.0,
+      stats_.sum_plan_bytes / 1048576.0, stats_.scratch_bytes / 1048576.0);
 }
 
 graph::Plan* GraphRunner::plan_for(int bs, bool greedy) const {
@@ -202,13 +226,19 @@ void GraphRunner::stage_inputs(const StepBatch& b, graph::Plan& plan, int bs) {
   std::fill(lens + live, lens + bs, 0);
 }
 
-void GraphRunner::run(const StepBatch& batch, StepOutput& out) {
+graph::Plan& GraphRunner::stage(const StepBatch& batch) {
   const int live = static_cast<int>(batch.num_seqs());
   graph::Plan* plan = plan_for(live, batch.greedy_only);
   KILN_CHECK(plan != nullptr && batch.is_decode(), "no captured plan for a decode batch of {}", live);
   const int bs = static_cast<int>(plan->input(in::kTokenIds).type.shape[0]);
   plan->check_state(pool_.data());
   stage_inputs(batch, *plan, bs);
+  return *plan;
+}
+
+void GraphRunner::run(const StepBatch& batch, StepOutput& out) {
+  const int live = static_cast<int>(batch.num_seqs());
+  graph::Plan* plan = &stage(batch);
   plan->replay(threads_);
   ++replays_;
   const Tensor& r = plan->output(0);

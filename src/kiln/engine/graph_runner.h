@@ -33,6 +33,7 @@ struct CaptureStats {
   size_t arena_bytes = 0;         // the shared arena
   size_t max_plan_bytes = 0;      // largest single plan's peak
   size_t sum_plan_bytes = 0;      // what separate arenas would cost
+  size_t scratch_bytes = 0;       // shared kernel scratch
   std::string pass_report;        // per-pass statistics of the first plan
 };
 
@@ -49,6 +50,9 @@ class GraphRunner {
   // A pure decode batch no larger than the largest captured size, of a captured kind.
   bool can_run(const StepBatch& batch) const;
   void run(const StepBatch& batch, StepOutput& out);
+  // The first half of run(): picks the plan for `batch` and copies its live rows into the
+  // plan's input buffers, without replaying (--check-graph executes it step by step).
+  graph::Plan& stage(const StepBatch& batch);
 
   // The plan that would run a batch of `bs` sequences (for tools and tests).
   graph::Plan* plan_for(int bs, bool greedy) const;
@@ -70,6 +74,7 @@ class GraphRunner {
   GraphRunnerOptions options_;
   std::vector<Entry> plans_;
   void* arena_ = nullptr;
+  void* scratch_ = nullptr;  // kernel scratch shared by all plans, like the arena
   CaptureStats stats_;
   int64_t replays_ = 0;
 };

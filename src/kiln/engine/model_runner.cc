@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "kiln/base/error.h"
+#include "kiln/engine/graph_checker.h"
 #include "kiln/engine/graph_runner.h"
 
 namespace kiln::engine {
@@ -120,7 +121,11 @@ void ModelRunner::bind(const StepBatch& b, const model::ForwardShape& shape, Bou
 void ModelRunner::forward(const StepBatch& batch, StepOutput& out) {
   if (graph_ != nullptr && graph_->can_run(batch)) {
     validate(batch);
-    graph_->run(batch, out);
+    if (checker_ != nullptr) {
+      checker_->step(batch, out);
+    } else {
+      graph_->run(batch, out);
+    }
     return;
   }
   forward_eager(batch, out);

@@ -13,6 +13,7 @@
 
 namespace kiln::engine {
 
+class GraphChecker;
 class GraphRunner;
 
 class ModelRunner : public ModelExecutor {
@@ -23,6 +24,8 @@ class ModelRunner : public ModelExecutor {
   // Decode batches that fit a captured plan replay it; everything else runs eagerly.
   void forward(const StepBatch& batch, StepOutput& out) override;
   void set_graph_runner(GraphRunner* graph) { graph_ = graph; }
+  // --check-graph: graph-mode steps go through the checker (which also runs them for real).
+  void set_graph_checker(GraphChecker* checker) { checker_ = checker; }
   // Always eager (the oracle for --check-graph and tests).
   void forward_eager(const StepBatch& batch, StepOutput& out);
   int64_t vocab_size() const override { return config_.vocab; }
@@ -54,6 +57,7 @@ class ModelRunner : public ModelExecutor {
   int64_t max_pages_per_seq_;
   graph::Interpreter interpreter_;
   GraphRunner* graph_ = nullptr;
+  GraphChecker* checker_ = nullptr;
 };
 
 }  // namespace kiln::engine

@@ -8,6 +8,7 @@
 
 #include "kiln/base/error.h"
 #include "kiln/base/log.h"
+#include "kiln/engine/graph_checker.h"
 #include "kiln/engine/graph_runner.h"
 #include "kiln/engine/model_runner.h"
 #include "kiln/model/gguf.h"
@@ -81,6 +82,7 @@ struct Runtime::Impl {
   std::unique_ptr<ThreadPool> threads;
   std::unique_ptr<ModelRunner> runner;
   std::unique_ptr<GraphRunner> graph;
+  std::unique_ptr<GraphChecker> checker;
 };
 
 Runtime::Runtime(const RuntimeOptions& options) : impl_(std::make_unique<Impl>()) {
@@ -124,10 +126,20 @@ Runtime::Runtime(const RuntimeOptions& options) : impl_(std::make_unique<Impl>()
     GraphRunnerOptions g;
     for (int bs = 1; bs <= options.max_graph_bs; ++bs) g.batch_sizes.push_back(bs);
     g.optimize = options.graph_mode == GraphMode::Optimize;
+    g.plan = options.plan;
     g.cache_dir = options.compile_cache ? graph::CompileCache::resolve_dir(options.cache_dir) : "";
     m.graph = std::make_unique<GraphRunner>(*m.runner, *m.weights, *m.pool, *m.threads, g);
     m.graph->capture([&](int64_t done, int64_t total) { progress("capture", done, total); });
     m.runner->set_graph_runner(m.graph.get());
+    if (options.check_graph) {
+      m.checker = std::make_unique<GraphChecker>(*m.runner, *m.graph, *m.weights, *m.pool,
+                                                 *m.threads, g.batch_sizes);
+      m.runner->set_graph_checker(m.checker.get());
+    }
+  } else {
+    KILN_CHECK(!options.check_graph,
+               "--check-graph compares graph mode with eager mode; it needs --graph-mode "
+               "replay or optimize");
   }
 
   ModelInfo& info = m.info;
@@ -156,5 +168,7 @@ const RuntimeOptions& Runtime::options() const { return impl_->options; }
 GraphRunner* Runtime::graph_runner() { return impl_->graph.get(); }
 ModelRunner& Runtime::model_runner() { return *impl_->runner; }
 ThreadPool* Runtime::thread_pool() { return impl_->threads.get(); }
+model::WeightStore& Runtime::weights() { return *impl_->weights; }
+GraphChecker* Runtime::graph_checker() { return impl_->checker.get(); }
 
 }  // namespace kiln::engine

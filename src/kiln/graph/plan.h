@@ -8,6 +8,7 @@
 // selection and no string lookups: it runs the update hooks, then the steps level by level
 // with one barrier per level (independent nodes of a level share it).
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,6 +25,12 @@ struct PlanOptions {
   // Run independent nodes of a level without barriers between them (one barrier per level);
   // false: one barrier after every step, like eager mode (for measuring the difference).
   bool level_barriers = true;
+  // Give the nodes of a level disjoint groups of threads when that balances better than
+  // running them one after another on all threads ("several streams in one graph").
+  bool worker_groups = true;
+  // Split a level only when the grouped time estimate is below this fraction of running its
+  // nodes one after another (tests raise it to force splitting).
+  double group_threshold = 0.9;
 };
 
 // A static buffer a caller fills before each replay (graph inputs) or reads after (outputs).
@@ -38,6 +45,7 @@ struct PlanStats {
   int barriers = 0;          // per replay
   int barriers_unfused = 0;  // one per step (what eager mode pays)
   int update_hooks = 0;
+  int grouped_levels = 0;    // levels whose nodes run on disjoint worker groups
   size_t arena_bytes = 0;    // this plan's peak
   size_t planned_bytes = 0;  // sum of its intermediate buffers
 };
@@ -54,7 +62,14 @@ class Plan {
   const MemoryPlan& memory() const { return memory_; }
 
   // Lowers every node against `arena` (at least arena_bytes()), the weights and the KV pool.
+  // Kernel scratch is laid out but not placed: call set_scratch() before replaying.
   void bind(void* arena, WeightProvider& weights, const KvGeometry& kv, void* kv_pool, int n_threads);
+  // Scratch (quantized activations, attention partials) this plan needs: steps of one level
+  // run concurrently and get disjoint ranges; levels run one after another and reuse them.
+  size_t scratch_bytes() const { return scratch_bytes_; }
+  // Points the steps at `scratch` (at least scratch_bytes(), 64-byte aligned). Plans of one
+  // runner share a single scratch buffer, as they share the arena: one plan runs at a time.
+  void set_scratch(void* scratch);
 
   // Static input/output buffers, by graph input name / output index.
   PlanBuffer& input(std::string_view name);
@@ -67,9 +82,19 @@ class Plan {
   void replay(ThreadPool& pool);
   const PlanStats& stats() const { return stats_; }
 
+  // Diagnostics (--check-graph, `kiln bench`), never on the serving path. Runs the steps one at
+  // a time in order, each on the whole pool with its update hook (like eager mode), and calls
+  // `after_step` with the step's graph node once it has finished: a value's arena bytes may be
+  // reused by later steps, so it must be inspected right after the step that defines it.
+  void replay_stepwise(ThreadPool& pool, const std::function<void(int node)>& after_step);
+  // A borrowed view of where the plan keeps value `v` (arena, static input/output, state).
+  Tensor value_view(Value v);
+
  private:
   Plan() = default;
   void* address_of(Value v);
+  double cost_of(int node) const;
+  void place_level(int first_step, int end_step, const std::vector<int>& nodes, int n_threads);
 
   Graph graph_;
   PlanOptions options_;
@@ -80,11 +105,20 @@ class Plan {
   std::vector<PlanBuffer> outputs_;
   std::vector<int> input_of_node_;   // node -> index in inputs_, or -1
   std::vector<Step> steps_;
+  struct Placement {
+    int first = 0;  // first thread of the step's worker group
+    int count = 0;  // threads in it (0: all)
+    int barrier = -1;  // index into group_barriers_, -1: the plan's barrier
+  };
+  std::vector<Placement> placement_;  // per step
+  std::vector<std::unique_ptr<SpinBarrier>> group_barriers_;
   std::vector<int> level_end_;       // steps_[level_end_[i-1] .. level_end_[i]) form level i
   std::vector<int> hook_steps_;      // indices of steps with an update hook
   std::vector<std::shared_ptr<void>> owned_;
-  std::vector<Tensor> scratch_;
+  std::vector<int64_t> scratch_offset_;  // per step, -1: none
+  size_t scratch_bytes_ = 0;
   SpinBarrier barrier_;
+  int barrier_participants_ = 0;
   PlanStats stats_;
 };
 

@@ -14,20 +14,17 @@ constexpr int R = PackedWeight::kGroupRows;
 
 size_t align64(size_t n) { return (n + 63) / 64 * 64; }
 
-// Where each activation array lives in the scratch.
+// Where each activation array lives in the scratch (block-major, see ActView).
 struct ActScratch {
   size_t q, d, s16, s32, ds, end;
-  int64_t q_stride;
 };
 
 ActScratch act_scratch(const PackedWeight& w, int64_t m) {
   ActScratch s{};
   if (!w.quantized()) return s;
-  const int64_t k = w.k();
-  s.q_stride = static_cast<int64_t>(align64(static_cast<size_t>(k)));
-  size_t mm = static_cast<size_t>(m);
+  const size_t k = static_cast<size_t>(w.k()), mm = static_cast<size_t>(m);
   s.q = 0;
-  s.d = align64(mm * s.q_stride);
+  s.d = align64(mm * k);
   s.s16 = s.d + align64(mm * (k / 32) * 4);
   s.s32 = s.s16 + align64(mm * (k / 16) * 4);
   s.ds = s.s32 + align64(mm * (k / 32) * 4);
@@ -84,14 +81,13 @@ ActView prepare_acts(const PackedWeight& w, const float* x, int64_t m, void* scr
     auto* s16 = reinterpret_cast<int32_t*>(base + s.s16);
     auto* s32 = reinterpret_cast<int32_t*>(base + s.s32);
     auto* ds = reinterpret_cast<float*>(base + s.ds);
-    const int64_t k = w.k(), nb = k / 32;
+    const int64_t k = w.k();
     QuantizeRowFn quantize = quantize_row_fn();
     Range rows = split_range(m, ctx.tid, ctx.nth);
     for (int64_t i = rows.begin; i < rows.end; ++i)
-      quantize(x + i * k, k, q + i * s.q_stride, d + i * nb, s16 + i * 2 * nb, s32 + i * nb,
-               ds + i * nb);
+      quantize(x + i * k, k, m, q + i * 32, d + i, s16 + i, s32 + i, ds + i);
+    a.m = m;
     a.q = q;
-    a.q_stride = s.q_stride;
     a.d = d;
     a.s16 = s16;
     a.s32 = s32;

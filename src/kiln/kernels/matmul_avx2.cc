@@ -76,7 +76,7 @@ void tile_quant_rows(const uint8_t* group, const ActView& a, int64_t row0, float
   constexpr int code_bytes = Bits == 8 ? 16 * S : 8 * S + (Bits > 4 ? 64 : 0);
   constexpr int record_bytes = code_bytes + (F16Scale ? 32 : 64) + (Min ? 64 : 0);
   constexpr bool kSigned8 = Bits == 8;  // Q8_0: dot of signed values, no zero-point term
-  const int64_t nsub = a.k / S, nb = a.k / 32, n16 = a.k / 16;
+  const int64_t nsub = a.k / S;
   __m256 acc[MT][2];
   for (int i = 0; i < MT; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
   for (int64_t s = 0; s < nsub; ++s) {
@@ -100,17 +100,17 @@ void tile_quant_rows(const uint8_t* group, const ActView& a, int64_t row0, float
         if constexpr (Min || kSigned8) {
           dot = _mm256_setzero_si256();
         } else {
-          int32_t sum = S == 32 ? a.s32[row * nb + blk] : a.s16[row * n16 + s];
+          int32_t sum = S == 32 ? a.s32_at(row, blk) : a.s16_at(row, s);
           dot = _mm256_set1_epi32(-ZP * sum);
         }
-        const int8_t* qa = a.q + row * a.q_stride + s * S;
+        const int8_t* qa = a.q_at(row, s * S);
         for (int j = 0; j < S / 4; ++j)
           dot = dot4<kSigned8>(dot, w[j], _mm256_set1_epi32(load_i32(qa + 4 * j)));
-        __m256 t = _mm256_mul_ps(scale, _mm256_set1_ps(a.d[row * nb + blk]));
+        __m256 t = _mm256_mul_ps(scale, _mm256_set1_ps(a.d_at(row, blk)));
         acc[i][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), t, acc[i][h]);
         if constexpr (Min) {
           __m256 mn = _mm256_loadu_ps(reinterpret_cast<const float*>(sp + 64) + 8 * h);
-          acc[i][h] = _mm256_fnmadd_ps(mn, _mm256_set1_ps(a.ds[row * nb + blk]), acc[i][h]);
+          acc[i][h] = _mm256_fnmadd_ps(mn, _mm256_set1_ps(a.ds_at(row, blk)), acc[i][h]);
         }
       }
     }
@@ -203,8 +203,8 @@ TileFn tile_fn_avx2(DType t) {
   }
 }
 
-void quantize_row_avx2(const float* x, int64_t k, int8_t* q, float* d, int32_t* s16, int32_t* s32,
-                       float* ds) {
+void quantize_row_avx2(const float* x, int64_t k, int64_t stride, int8_t* q, float* d, int32_t* s16,
+                       int32_t* s32, float* ds) {
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   const __m256i lo = _mm256_set1_epi32(-127), hi = _mm256_set1_epi32(127);
   for (int64_t b = 0; b < k / 32; ++b) {
@@ -216,7 +216,8 @@ void quantize_row_avx2(const float* x, int64_t k, int8_t* q, float* d, int32_t* 
     }
     float m = hmax8(amax);
     float inv = m > 0.0f ? 127.0f / m : 0.0f;
-    d[b] = m / 127.0f;
+    const float db = m / 127.0f;
+    d[b * stride] = db;
     alignas(32) int32_t c[32];
     for (int j = 0; j < 4; ++j) {
       __m256i cj = _mm256_cvtps_epi32(_mm256_mul_ps(v[j], _mm256_set1_ps(inv)));
@@ -225,13 +226,13 @@ void quantize_row_avx2(const float* x, int64_t k, int8_t* q, float* d, int32_t* 
     }
     int32_t sums[2] = {0, 0};
     for (int j = 0; j < 32; ++j) {
-      q[32 * b + j] = static_cast<int8_t>(c[j]);
+      q[32 * b * stride + j] = static_cast<int8_t>(c[j]);
       sums[j / 16] += c[j];
     }
-    s16[2 * b] = sums[0];
-    s16[2 * b + 1] = sums[1];
-    s32[b] = sums[0] + sums[1];
-    ds[b] = d[b] * static_cast<float>(s32[b]);
+    s16[2 * b * stride] = sums[0];
+    s16[(2 * b + 1) * stride] = sums[1];
+    s32[b * stride] = sums[0] + sums[1];
+    ds[b * stride] = db * static_cast<float>(sums[0] + sums[1]);
   }
 }
 

@@ -49,10 +49,12 @@ inline void add_high_bits(__m512i* w, __m512i plane) {
 template <int Bits, int S>
 inline void load_codes(const uint8_t* rec, __m512i* w) {
   if constexpr (Bits == 8) {
+#pragma GCC unroll 8
     for (int j = 0; j < S / 4; ++j) w[j] = _mm512_loadu_si512(rec + 64 * j);
   } else {
     constexpr int NV = S / 8;
     const __m512i lo = _mm512_set1_epi8(0x0F);
+#pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) {
       __m512i raw = _mm512_loadu_si512(rec + 64 * v);
       w[v] = _mm512_and_si512(raw, lo);
@@ -62,17 +64,32 @@ inline void load_codes(const uint8_t* rec, __m512i* w) {
   }
 }
 
+// The loops below are written for the register allocator: every per-row array (row pointers,
+// int32 dots, f32 accumulators) is indexed only by fully unrolled compile-time loops, so it
+// lives in registers (8 dots + 8 accumulators + 8 code vectors fit the 32 zmm registers), and
+// the activation broadcast folds into vpdpbusd's memory operand ({1to16}). Rows are the
+// innermost loop, so the MT dot chains are independent; tiles of fewer than 4 rows split each
+// dot over two chains (integer sums: exact, so the result is the same bits).
+// The loops below are written for the register allocator: every per-row array (int32 dots,
+// f32 accumulators) is indexed only by fully unrolled compile-time loops, so it lives in
+// registers (8 dots + 8 accumulators + 8 code vectors fit the 32 zmm registers), and the
+// block-major activations put every row's codes and scales at constant offsets from one pointer.
+// Rows are the innermost loop, so the MT dot chains are independent; tiles of fewer than 4 rows
+// split each dot over two chains (integer sums: exact, so the result is the same bits).
 template <DType T, int Bits, int S, int ZP, bool Min, bool F16Scale, int MT>
 void tile_quant(const uint8_t* group, const ActView& a, int64_t row0, float* tile) {
   constexpr int code_bytes = Bits == 8 ? 16 * S : 8 * S + (Bits > 4 ? 64 : 0);
   constexpr int record_bytes = code_bytes + (F16Scale ? 32 : 64) + (Min ? 64 : 0);
-  const int64_t nsub = a.k / S, nb = a.k / 32, n16 = a.k / 16;
+  constexpr int NC = MT < 4 ? 2 : 1;  // dot chains per row
+  static_assert((ZP & (ZP - 1)) == 0, "zero points are powers of two");
+  const int64_t nsub = a.k / S, m = a.m;
   __m512 acc[MT];
-  const int8_t* q[MT];
-  for (int i = 0; i < MT; ++i) {
-    acc[i] = _mm512_setzero_ps();
-    q[i] = a.q + (row0 + i) * a.q_stride;
-  }
+#pragma GCC unroll 8
+  for (int i = 0; i < MT; ++i) acc[i] = _mm512_setzero_ps();
+  const int8_t* q = a.q + row0 * 32;  // block 0, row row0
+  const float* d = a.d + row0;        // [blk * m + i]
+  const float* ds = a.ds + row0;
+  const int32_t* sums = (S == 32 ? a.s32 : a.s16) + row0;  // [sub * m + i]
   for (int64_t s = 0; s < nsub; ++s) {
     const uint8_t* rec = group + s * record_bytes;
     __m512i w[S / 4];
@@ -85,26 +102,42 @@ void tile_quant(const uint8_t* group, const ActView& a, int64_t row0, float* til
       scale = _mm512_loadu_ps(sp);
     }
     const int64_t blk = s * S / 32;
+    const int8_t* qs = q + blk * m * 32 + (s * S) % 32;
+    const float* db = d + blk * m;
+    const float* dsb = ds + blk * m;
+    const int32_t* sb = sums + s * m;
+    __m512i dot[NC][MT];
+#pragma GCC unroll 8
     for (int i = 0; i < MT; ++i) {
-      const int64_t row = row0 + i;
-      __m512i dot;
       if constexpr (Min) {
-        dot = _mm512_setzero_si512();
+        dot[0][i] = _mm512_setzero_si512();
       } else {
-        int32_t sum = S == 32 ? a.s32[row * nb + blk] : a.s16[row * n16 + s];
-        dot = _mm512_set1_epi32(-ZP * sum);
+        // -ZP * sum in vector registers (ZP is a power of two): no GPR round trip.
+        dot[0][i] = _mm512_sub_epi32(
+            _mm512_setzero_si512(), _mm512_slli_epi32(_mm512_set1_epi32(sb[i]), __builtin_ctz(ZP)));
       }
-      const int8_t* qa = q[i] + s * S;
-      for (int j = 0; j < S / 4; ++j)
-        dot = _mm512_dpbusd_epi32(dot, w[j], _mm512_set1_epi32(load_i32(qa + 4 * j)));
-      __m512 t = _mm512_mul_ps(scale, _mm512_set1_ps(a.d[row * nb + blk]));
-      acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), t, acc[i]);
+      if constexpr (NC == 2) dot[1][i] = _mm512_setzero_si512();
+    }
+#pragma GCC unroll 8
+    for (int j = 0; j < S / 4; ++j) {
+#pragma GCC unroll 8
+      for (int i = 0; i < MT; ++i)
+        dot[j % NC][i] = _mm512_dpbusd_epi32(dot[j % NC][i], w[j],
+                                             _mm512_set1_epi32(load_i32(qs + 32 * i + 4 * j)));
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < MT; ++i) {
+      __m512i di = dot[0][i];
+      if constexpr (NC == 2) di = _mm512_add_epi32(di, dot[1][i]);
+      __m512 t = _mm512_mul_ps(scale, _mm512_set1_ps(db[i]));
+      acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(di), t, acc[i]);
       if constexpr (Min) {
         __m512 mn = _mm512_loadu_ps(sp + 64);
-        acc[i] = _mm512_fnmadd_ps(mn, _mm512_set1_ps(a.ds[row * nb + blk]), acc[i]);
+        acc[i] = _mm512_fnmadd_ps(mn, _mm512_set1_ps(dsb[i]), acc[i]);
       }
     }
   }
+#pragma GCC unroll 8
   for (int i = 0; i < MT; ++i) _mm512_storeu_ps(tile + 16 * i, acc[i]);
 }
 
@@ -210,8 +243,8 @@ TileFn tile_fn_avx512(DType t) {
   }
 }
 
-void quantize_row_avx512(const float* x, int64_t k, int8_t* q, float* d, int32_t* s16, int32_t* s32,
-                         float* ds) {
+void quantize_row_avx512(const float* x, int64_t k, int64_t stride, int8_t* q, float* d,
+                         int32_t* s16, int32_t* s32, float* ds) {
   const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
   for (int64_t b = 0; b < k / 32; ++b) {
     __m512 x0 = _mm512_loadu_ps(x + 32 * b), x1 = _mm512_loadu_ps(x + 32 * b + 16);
@@ -220,19 +253,21 @@ void quantize_row_avx512(const float* x, int64_t k, int8_t* q, float* d, int32_t
     amax = _mm512_max_ps(_mm512_abs_ps(x1), amax);
     float m = _mm512_reduce_max_ps(amax);
     float inv = m > 0.0f ? 127.0f / m : 0.0f;
-    d[b] = m / 127.0f;
+    const float db = m / 127.0f;
+    d[b * stride] = db;
     __m512 vinv = _mm512_set1_ps(inv);
     __m512i c0 = _mm512_cvtps_epi32(_mm512_mul_ps(x0, vinv));
     __m512i c1 = _mm512_cvtps_epi32(_mm512_mul_ps(x1, vinv));
     c0 = _mm512_min_epi32(_mm512_max_epi32(c0, lo), hi);
     c1 = _mm512_min_epi32(_mm512_max_epi32(c1, lo), hi);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 32 * b), _mm512_cvtepi32_epi8(c0));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 32 * b + 16), _mm512_cvtepi32_epi8(c1));
+    int8_t* qb = q + 32 * b * stride;
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(qb), _mm512_cvtepi32_epi8(c0));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(qb + 16), _mm512_cvtepi32_epi8(c1));
     int32_t a0 = _mm512_reduce_add_epi32(c0), a1 = _mm512_reduce_add_epi32(c1);
-    s16[2 * b] = a0;
-    s16[2 * b + 1] = a1;
-    s32[b] = a0 + a1;
-    ds[b] = d[b] * static_cast<float>(s32[b]);
+    s16[2 * b * stride] = a0;
+    s16[(2 * b + 1) * stride] = a1;
+    s32[b * stride] = a0 + a1;
+    ds[b * stride] = db * static_cast<float>(a0 + a1);
   }
 }
 

@@ -18,17 +18,30 @@
 
 namespace kiln::kernels {
 
-// Activation rows as the tile kernels read them (views into the caller's scratch).
+// Activation rows as the tile kernels read them (views into the caller's scratch). The
+// quantized arrays are BLOCK-MAJOR: for each 32-input block, the m rows' entries are adjacent,
+// so a tile of rows row0.. reads every row's codes and scales at constant offsets from one
+// pointer (a handful of registers however tall the tile is).
 struct ActView {
   int64_t k = 0;
-  const int8_t* q = nullptr;  // [m][q_stride] int8 codes
-  int64_t q_stride = 0;
-  const float* d = nullptr;      // [m][k/32] scales
-  const int32_t* s16 = nullptr;  // [m][k/16] code sums per 16
-  const int32_t* s32 = nullptr;  // [m][k/32] code sums per 32
-  const float* ds = nullptr;     // [m][k/32] d * float(s32)
+  int64_t m = 0;                 // rows held (the block stride of the arrays below)
+  const int8_t* q = nullptr;     // [k/32][m][32] int8 codes
+  const float* d = nullptr;      // [k/32][m] scales
+  const int32_t* s16 = nullptr;  // [k/16][m] code sums per 16
+  const int32_t* s32 = nullptr;  // [k/32][m] code sums per 32
+  const float* ds = nullptr;     // [k/32][m] d * float(s32)
   const float* x = nullptr;      // [m][x_stride] the f32 rows (float weights read them directly)
   int64_t x_stride = 0;
+
+  // Codes of `row` for inputs k0 .. k0 + 15 (k0 a multiple of 16; the next 16 follow when k0 is
+  // a multiple of 32).
+  const int8_t* q_at(int64_t row, int64_t k0) const {
+    return q + ((k0 / 32) * m + row) * 32 + k0 % 32;
+  }
+  float d_at(int64_t row, int64_t blk) const { return d[blk * m + row]; }
+  float ds_at(int64_t row, int64_t blk) const { return ds[blk * m + row]; }
+  int32_t s32_at(int64_t row, int64_t blk) const { return s32[blk * m + row]; }
+  int32_t s16_at(int64_t row, int64_t sub) const { return s16[sub * m + row]; }
 };
 
 // Rows a tile kernel handles in one pass over a group's weights.
@@ -38,18 +51,20 @@ inline constexpr int kMaxTileRows = 8;
 // and the 16 rows (output columns) of one packed group.
 using TileFn = void (*)(const uint8_t* group, const ActView& a, int64_t row0, int mt, float* tile);
 
-// Quantizes one activation row of k inputs (k a multiple of 32) as the contract says.
-using QuantizeRowFn = void (*)(const float* x, int64_t k, int8_t* q, float* d, int32_t* s16,
-                               int32_t* s32, float* ds);
+// Quantizes one activation row of k inputs (k a multiple of 32) as the contract says, into the
+// block-major arrays: the pointers address the row's entries of block 0, and block b's entries
+// are `stride` rows further (q: q[b * stride * 32 + j], d[b * stride], s16[(2b + h) * stride]).
+using QuantizeRowFn = void (*)(const float* x, int64_t k, int64_t stride, int8_t* q, float* d,
+                               int32_t* s16, int32_t* s32, float* ds);
 
 TileFn tile_fn_scalar(DType t);
 TileFn tile_fn_avx2(DType t);
 TileFn tile_fn_avx512(DType t);
-void quantize_row_scalar(const float* x, int64_t k, int8_t* q, float* d, int32_t* s16, int32_t* s32,
-                         float* ds);
-void quantize_row_avx2(const float* x, int64_t k, int8_t* q, float* d, int32_t* s16, int32_t* s32,
-                       float* ds);
-void quantize_row_avx512(const float* x, int64_t k, int8_t* q, float* d, int32_t* s16, int32_t* s32,
-                         float* ds);
+void quantize_row_scalar(const float* x, int64_t k, int64_t stride, int8_t* q, float* d,
+                         int32_t* s16, int32_t* s32, float* ds);
+void quantize_row_avx2(const float* x, int64_t k, int64_t stride, int8_t* q, float* d, int32_t* s16,
+                       int32_t* s32, float* ds);
+void quantize_row_avx512(const float* x, int64_t k, int64_t stride, int8_t* q, float* d,
+                         int32_t* s16, int32_t* s32, float* ds);
 
 }  // namespace kiln::kernels

@@ -30,7 +30,7 @@ template <DType T>
 void tile_quant(const uint8_t* group, const ActView& a, int64_t row0, int mt, float* tile) {
   static const PackedLayout L = packed_layout(T);
   const int S = L.sub_block;
-  const int64_t nsub = a.k / S, nb = a.k / 32, n16 = a.k / 16;
+  const int64_t nsub = a.k / S;
   float acc[kMaxTileRows][R] = {};
   int codes[R][32];
   for (int64_t s = 0; s < nsub; ++s) {
@@ -52,15 +52,15 @@ void tile_quant(const uint8_t* group, const ActView& a, int64_t row0, int mt, fl
     const int64_t blk = s * S / 32;
     for (int i = 0; i < mt; ++i) {
       const int64_t row = row0 + i;
-      const int8_t* q = a.q + row * a.q_stride + s * S;
-      int32_t sum = S == 32 ? a.s32[row * nb + blk] : a.s16[row * n16 + s];
-      float d = a.d[row * nb + blk];
+      const int8_t* q = a.q_at(row, s * S);
+      int32_t sum = S == 32 ? a.s32_at(row, blk) : a.s16_at(row, s);
+      float d = a.d_at(row, blk);
       for (int r = 0; r < R; ++r) {
         int32_t dot = L.has_min ? 0 : -L.zero_point * sum;
         for (int k = 0; k < S; ++k) dot += codes[r][k] * q[k];
         float t = scale[r] * d;
         acc[i][r] = std::fma(static_cast<float>(dot), t, acc[i][r]);
-        if (L.has_min) acc[i][r] = std::fma(-min[r], a.ds[row * nb + blk], acc[i][r]);
+        if (L.has_min) acc[i][r] = std::fma(-min[r], a.ds_at(row, blk), acc[i][r]);
       }
     }
   }
@@ -119,8 +119,8 @@ TileFn tile_fn_scalar(DType t) {
   }
 }
 
-void quantize_row_scalar(const float* x, int64_t k, int8_t* q, float* d, int32_t* s16, int32_t* s32,
-                         float* ds) {
+void quantize_row_scalar(const float* x, int64_t k, int64_t stride, int8_t* q, float* d,
+                         int32_t* s16, int32_t* s32, float* ds) {
   for (int64_t b = 0; b < k / 32; ++b) {
     const float* xb = x + b * 32;
     float amax = 0.0f;
@@ -129,7 +129,8 @@ void quantize_row_scalar(const float* x, int64_t k, int8_t* q, float* d, int32_t
       if (v > amax) amax = v;  // NaN never wins (as vmaxps(v, amax) keeps amax)
     }
     float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-    d[b] = amax / 127.0f;
+    const float db = amax / 127.0f;
+    d[b * stride] = db;
     int32_t sums[2] = {0, 0};
     for (int j = 0; j < 32; ++j) {
       float p = xb[j] * inv;
@@ -138,13 +139,13 @@ void quantize_row_scalar(const float* x, int64_t k, int8_t* q, float* d, int32_t
                       ? static_cast<int32_t>(std::nearbyint(p))
                       : INT32_MIN;
       c = c < -127 ? -127 : (c > 127 ? 127 : c);
-      q[b * 32 + j] = static_cast<int8_t>(c);
+      q[b * stride * 32 + j] = static_cast<int8_t>(c);
       sums[j / 16] += c;
     }
-    s16[2 * b] = sums[0];
-    s16[2 * b + 1] = sums[1];
-    s32[b] = sums[0] + sums[1];
-    ds[b] = d[b] * static_cast<float>(s32[b]);
+    s16[2 * b * stride] = sums[0];
+    s16[(2 * b + 1) * stride] = sums[1];
+    s32[b * stride] = sums[0] + sums[1];
+    ds[b * stride] = db * static_cast<float>(sums[0] + sums[1]);
   }
 }
 

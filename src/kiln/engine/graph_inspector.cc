@@ -1,0 +1,63 @@
+#include "kiln/engine/graph_inspector.h"
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+
+#include "kiln/base/error.h"
+#include "kiln/engine/runtime.h"
+#include "kiln/graph/plan.h"
+#include "kiln/model/gguf.h"
+#include "kiln/model/model_config.h"
+#include "kiln/model/transformer.h"
+#include "kiln/model/weight_store.h"
+
+namespace kiln::engine {
+
+GraphInspection inspect_graph(const GraphInspectOptions& o) {
+  KILN_CHECK(o.batch_size >= 1 && o.batch_size <= 4096, "batch size {} out of range [1, 4096]",
+             o.batch_size);
+  KILN_CHECK(o.page_size > 0 && o.page_size <= 1024, "page size {} out of range", o.page_size);
+  KILN_CHECK(o.kv_tokens > 0, "KV pool of {} tokens", o.kv_tokens);
+  GraphInspection r;
+  r.model_path = o.model_path.empty() ? default_model_path() : o.model_path;
+  auto file = model::GgufFile::open(r.model_path);
+  model::ModelConfig config = model::read_model_config(*file);
+  r.architecture = config.arch;
+  r.model_name = file->try_get_string("general.name")
+                     .value_or(std::filesystem::path(r.model_path).filename().string());
+  // The store answers dtype/shape lookups from the tensor infos; nothing is read or packed.
+  model::WeightStore weights(file);
+
+  // The same geometry Runtime derives from its options (runtime.cc).
+  int64_t context = o.context_length > 0 ? o.context_length : config.context_length;
+  context = std::min<int64_t>(context, o.kv_tokens);
+  model::ForwardShape shape;
+  shape.tokens = o.batch_size;
+  shape.seqs = o.batch_size;
+  shape.max_pages_per_seq = (context + o.page_size - 1) / o.page_size;
+  shape.logit_rows = -1;
+  shape.greedy = o.greedy;
+  shape.kv_pages = (o.kv_tokens + o.page_size - 1) / o.page_size;
+  shape.page_size = o.page_size;
+
+  using clock = std::chrono::steady_clock;
+  auto t0 = clock::now();
+  r.traced = model::build_forward(config, weights.lookup(), shape, "decode");
+  auto t1 = clock::now();
+  r.optimized = r.traced;
+  graph::PipelineOptions popts;
+  popts.rewrites = o.optimize;
+  popts.after_pass = o.after_pass;
+  r.passes = graph::run_pipeline(r.optimized, popts);
+  auto t2 = clock::now();
+  r.trace_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
+  r.pipeline_ms = std::chrono::duration<double, std::milli>(t2 - t1).count();
+
+  r.memory = graph::Plan::prepare(r.optimized, graph::PlanOptions{})->memory();
+  r.schedule_before = graph::schedule_stats(graph::schedule_levels(r.traced));
+  r.schedule_after = graph::schedule_stats(graph::schedule_levels(r.optimized));
+  return r;
+}
+
+}  // namespace kiln::engine

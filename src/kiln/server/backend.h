@@ -1,0 +1,54 @@
+// What the HTTP layer needs from the rest of kiln, as two small interfaces: something that runs
+// generation requests (the engine) and something that turns text into token ids and back (the
+// model's tokenizer and chat template). The server only talks to these, so its routes, parsing
+// and streaming can be tested against a fake model without loading weights.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kiln/engine/engine.h"  // EngineStats, QueueFull
+#include "kiln/engine/request.h"
+
+namespace kiln::server {
+
+class GenerationBackend {
+ public:
+  virtual ~GenerationBackend() = default;
+  // Same contract as engine::Engine::submit: exactly one finished event per request; throws
+  // kiln::Error for an invalid request and engine::QueueFull when the queue is full.
+  virtual uint64_t submit(engine::GenerateRequest request, engine::EventCallback on_event) = 0;
+  virtual void cancel(uint64_t request_id) = 0;
+  virtual bool flush_cache() = 0;
+  virtual engine::EngineStats stats() const = 0;
+};
+
+struct ChatTurn {
+  std::string role;  // "system" | "user" | "assistant"
+  std::string content;
+};
+
+class TextCodec {
+ public:
+  virtual ~TextCodec() = default;
+  // add_special: prepend BOS (and whatever else the model adds to a plain prompt).
+  virtual std::vector<int32_t> encode(std::string_view text, bool add_special) const = 0;
+  virtual std::string decode(const std::vector<int32_t>& ids, bool skip_special) const = 0;
+  // The prompt ids for a chat: the model's chat template applied to the turns, ending with the
+  // opening of the assistant's turn. Throws kiln::Error when the model has no chat template.
+  virtual std::vector<int32_t> encode_chat(const std::vector<ChatTurn>& turns) const = 0;
+  virtual int64_t vocab_size() const = 0;
+};
+
+// Static facts about the served model (for /get_model_info, /v1/models, limits).
+struct ModelCard {
+  std::string id;    // the name clients pass as "model"
+  std::string path;  // the file it was loaded from
+  std::string architecture;
+  int64_t context_length = 0;
+  int64_t vocab_size = 0;
+  int64_t n_params = 0;
+};
+
+}  // namespace kiln::server

@@ -1,0 +1,135 @@
+#include "kiln/server/http_server.h"
+
+#include <httplib.h>
+
+#include <csignal>
+#include <thread>
+
+#include "kiln/base/error.h"
+#include "kiln/base/log.h"
+#include "kiln/server/http_error.h"
+#include "kiln/server/native_routes.h"
+#include "kiln/server/openai_routes.h"
+#include "kiln/server/router.h"
+
+namespace kiln::server {
+
+namespace {
+
+bool authorized(const httplib::Request& req, const std::string& api_key) {
+  return req.get_header_value("Authorization") == "Bearer " + api_key;
+}
+
+}  // namespace
+
+HttpServer::HttpServer(GenerationBackend& backend, const TextCodec& codec, ModelCard model,
+                       ServerOptions options)
+    : state_(std::make_unique<ServerState>(backend, codec, std::move(model), std::move(options))),
+      http_(std::make_unique<httplib::Server>()) {
+  // A client that disconnects mid-stream would otherwise kill the process with SIGPIPE on the
+  // next write; ignoring it turns that into a failed write, which cancels the request.
+  std::signal(SIGPIPE, SIG_IGN);
+
+  ServerState& st = *state_;
+  const ServerOptions& opt = st.options;
+  int workers = opt.http_workers > 0 ? opt.http_workers : 2 * opt.max_n + 64;
+  http_->new_task_queue = [workers] { return new httplib::ThreadPool(workers); };
+  http_->set_payload_max_length(opt.max_body_bytes);
+  http_->set_keep_alive_max_count(1000);
+  http_->set_keep_alive_timeout(5);
+  http_->set_read_timeout(60);
+  http_->set_write_timeout(60);
+  http_->set_tcp_nodelay(true);  // small SSE chunks must not wait for Nagle
+
+  auto router = std::make_shared<Router>(*http_);
+  add_native_routes(*router, st);
+  add_openai_routes(*router, st);
+  router->get("/metrics", [&st](const httplib::Request&, httplib::Response& res) {
+    res.set_content(st.metrics.render(st.backend.stats()), "text/plain; version=0.0.4");
+  });
+
+  http_->set_pre_routing_handler([&st](const httplib::Request& req, httplib::Response& res) {
+    if (st.options.api_key.empty() || req.path == "/health") {
+      return httplib::Server::HandlerResponse::Unhandled;
+    }
+    if (authorized(req, st.options.api_key)) return httplib::Server::HandlerResponse::Unhandled;
+    res.set_header("WWW-Authenticate", "Bearer");
+    set_error(res, 401, "missing or wrong API key (send Authorization: Bearer <key>)");
+    return httplib::Server::HandlerResponse::Handled;
+  });
+  // Responses httplib produced itself (no route matched, body too large) get a JSON body; a
+  // path that exists under another method is a 405, not a 404.
+  httplib::Server::HandlerWithResponse on_error = [router](const httplib::Request& req,
+                                                           httplib::Response& res) {
+    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+    if (res.status == 404) {
+      auto methods = router->methods(req.path);
+      if (!methods.empty()) {
+        std::string allow;
+        for (const auto& m : methods) allow += (allow.empty() ? "" : ", ") + m;
+        res.set_header("Allow", allow);
+        set_error(res, 405, req.method + " is not allowed on " + req.path + " (use " + allow + ")");
+        return httplib::Server::HandlerResponse::Handled;
+      }
+      set_error(res, 404, "no route " + req.path);
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (res.status == 413) {
+      set_error(res, 413, "the request body is larger than the server's limit");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    set_error(res, res.status, "HTTP error " + std::to_string(res.status));
+    return httplib::Server::HandlerResponse::Handled;
+  };
+  http_->set_error_handler(std::move(on_error));
+  http_->set_exception_handler(
+      [](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
+        std::string what = "unknown exception";
+        try {
+          std::rethrow_exception(ep);
+        } catch (const std::exception& e) {
+          what = e.what();
+        } catch (...) {
+        }
+        KILN_LOG_ERROR("{} {}: {}", req.method, req.path, what);
+        set_error(res, 500, "internal error: " + what);
+      });
+  http_->set_logger([&st](const httplib::Request& req, const httplib::Response& res) {
+    st.metrics.http_request(res.status);
+    KILN_LOG_DEBUG("{} {} -> {}", req.method, req.path, res.status);
+  });
+}
+
+HttpServer::~HttpServer() { stop(); }
+
+int HttpServer::bind() {
+  const auto& o = state_->options;
+  if (o.port == 0) {
+    port_ = http_->bind_to_any_port(o.host);
+    if (port_ < 0) fail("cannot bind {}: no free port", o.host);
+  } else {
+    if (!http_->bind_to_port(o.host, o.port)) {
+      fail("cannot bind {}:{} (address in use or not local)", o.host, o.port);
+    }
+    port_ = o.port;
+  }
+  return port_;
+}
+
+void HttpServer::serve() { http_->listen_after_bind(); }
+
+void HttpServer::stop() {
+  state_->stopping = true;
+  if (http_) http_->stop();
+}
+
+bool HttpServer::wait_idle(std::chrono::milliseconds max_wait) {
+  auto deadline = std::chrono::steady_clock::now() + max_wait;
+  while (state_->active_generations.load() > 0) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
+}  // namespace kiln::server

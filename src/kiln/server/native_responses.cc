@@ -1,0 +1,63 @@
+#include "kiln/server/native_responses.h"
+
+#include <string>
+
+namespace kiln::server {
+
+using nlohmann::json;
+
+json native_finish_reason(const SequenceResult& r) {
+  if (!r.finished) return nullptr;
+  switch (r.finish_reason) {
+    case engine::FinishReason::Stop: {
+      json matched = nullptr;  // the end-of-sequence token ends a request without a match
+      if (!r.matched_stop.empty()) {
+        matched = r.matched_stop;
+      } else if (r.matched_stop_token >= 0) {
+        matched = r.matched_stop_token;
+      }
+      return {{"type", "stop"}, {"matched", matched}};
+    }
+    case engine::FinishReason::Length:
+      return {{"type", "length"}, {"length", r.completion_tokens}};
+    case engine::FinishReason::Abort:
+    case engine::FinishReason::None:
+      break;
+  }
+  return {{"type", "abort"}, {"message", r.error.empty() ? "aborted" : r.error}};
+}
+
+namespace {
+
+json logprob_entry(float logprob, int32_t token, bool with_text, const TextCodec& codec) {
+  json text = with_text ? json(codec.decode({token}, false)) : json(nullptr);
+  return json::array({logprob, token, text});
+}
+
+}  // namespace
+
+json native_output(const SequenceResult& r, const NativeGenerateRequest& request,
+                   const TextCodec& codec) {
+  json meta = {{"id", std::to_string(r.engine_id)},
+               {"finish_reason", native_finish_reason(r)},
+               {"prompt_tokens", r.prompt_tokens},
+               {"completion_tokens", r.completion_tokens},
+               {"cached_tokens", r.cached_tokens}};
+  if (r.finished) meta["e2e_latency"] = r.e2e_seconds();
+  if (request.return_logprob) {
+    const bool with_text = request.return_text_in_logprobs;
+    json tokens = json::array();
+    json tops = json::array();
+    for (const auto& lp : r.logprobs) {
+      tokens.push_back(logprob_entry(lp.logprob, lp.token, with_text, codec));
+      json top = json::array();
+      for (const auto& [id, alt] : lp.top) top.push_back(logprob_entry(alt, id, with_text, codec));
+      tops.push_back(std::move(top));
+    }
+    meta["output_token_logprobs"] = std::move(tokens);
+    if (request.top_logprobs_num > 0) meta["output_top_logprobs"] = std::move(tops);
+  }
+  return {{"text", r.text}, {"output_ids", r.output_ids}, {"meta_info", std::move(meta)}};
+}
+
+}  // namespace kiln::server

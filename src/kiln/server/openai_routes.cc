@@ -1,0 +1,244 @@
+#include "kiln/server/openai_routes.h"
+
+#include <fmt/format.h>
+
+#include "kiln/server/generation_job.h"
+#include "kiln/server/http_error.h"
+#include "kiln/server/openai_request_parser.h"
+#include "kiln/server/openai_responses.h"
+#include "kiln/server/request_builder.h"
+#include "kiln/server/sse_stream.h"
+
+namespace kiln::server {
+
+namespace {
+
+using nlohmann::json;
+
+// What every response of one request repeats.
+struct ResponseHeader {
+  std::string id;
+  int64_t created = 0;
+  std::string model;
+};
+
+ResponseHeader make_header(const char* prefix, const ServerState& state) {
+  return {random_id(prefix), unix_time_now(), state.model.id};
+}
+
+void throw_if_engine_failed(const GenerationJob& job) {
+  for (size_t i = 0; i < job.size(); ++i) {
+    if (!job.result(i).error.empty()) throw HttpError(500, job.result(i).error);
+  }
+}
+
+json matched_stop(const SequenceResult& r) {
+  if (!r.matched_stop.empty()) return r.matched_stop;
+  if (r.matched_stop_token >= 0) return r.matched_stop_token;
+  return nullptr;
+}
+
+// ---- /v1/completions ----
+
+void handle_completions(ServerState& state, const httplib::Request& req, httplib::Response& res) {
+  auto parsed = parse_completion_request(parse_json_body(req), state.parse_limits());
+  if (parsed.prompts.size() > static_cast<size_t>(state.options.max_batch_prompts)) {
+    bad_field("prompt", "has {} prompts, more than {}", parsed.prompts.size(),
+              state.options.max_batch_prompts);
+  }
+  const int n = parsed.options.n;
+  std::vector<engine::GenerateRequest> requests;
+  for (size_t i = 0; i < parsed.prompts.size(); ++i) {
+    auto ids = tokenize_prompt(parsed.prompts[i], state.codec);
+    std::string path = parsed.prompts.size() > 1 ? fmt::format("prompt[{}]", i) : "prompt";
+    for (int j = 0; j < n; ++j) {
+      requests.push_back(make_engine_request(ids, parsed.options, j, parsed.logprobs,
+                                             state.prompt_limits(), path));
+    }
+  }
+  auto job = std::make_shared<GenerationJob>(state.backend, state.metrics, "/v1/completions");
+  job->start(std::move(requests));
+  const ResponseHeader head = make_header("cmpl-", state);
+  const int top_n = parsed.logprobs;
+
+  if (!parsed.stream) {
+    ActiveGeneration active(state);
+    job->wait_all();
+    throw_if_engine_failed(*job);
+    json choices = json::array();
+    for (size_t i = 0; i < job->size(); ++i) {
+      const auto& r = job->result(i);
+      json lp = top_n >= 0
+                    ? completion_logprobs(r.logprobs, 0, r.logprobs.size(), top_n, 0, state.codec)
+                    : json(nullptr);
+      choices.push_back({{"index", i},
+                         {"text", r.text},
+                         {"logprobs", lp},
+                         {"finish_reason", openai_finish_reason(r)},
+                         {"matched_stop", matched_stop(r)}});
+    }
+    set_json(res, {{"id", head.id},
+                   {"object", "text_completion"},
+                   {"created", head.created},
+                   {"model", head.model},
+                   {"choices", choices},
+                   {"usage", openai_usage(*job, n)}});
+    return;
+  }
+
+  const bool usage = parsed.include_usage;
+  SseRenderer renderer;
+  renderer.on_update = [&state, head, top_n, usage](const GenerationJob& j,
+                                                    const GenerationJob::Update& u) {
+    const auto& e = u.event;
+    if (e.text_delta.empty() && !e.finished) return std::vector<json>{};
+    const auto& r = j.result(u.index);
+    json lp = nullptr;
+    if (top_n >= 0) {
+      size_t end = r.logprobs.size(), begin = end - e.logprobs.size();
+      lp = completion_logprobs(r.logprobs, begin, end, top_n, r.text.size() - e.text_delta.size(),
+                               state.codec);
+    }
+    json chunk = {{"id", head.id},
+                  {"object", "text_completion"},
+                  {"created", head.created},
+                  {"model", head.model},
+                  {"choices", json::array({{{"index", u.index},
+                                            {"text", e.text_delta},
+                                            {"logprobs", lp},
+                                            {"finish_reason", openai_finish_reason(r)},
+                                            {"matched_stop", matched_stop(r)}}})}};
+    if (usage) chunk["usage"] = nullptr;
+    return std::vector<json>{std::move(chunk)};
+  };
+  if (usage) {
+    renderer.on_finish = [head, n](const GenerationJob& j) {
+      return std::vector<json>{{{"id", head.id},
+                                {"object", "text_completion"},
+                                {"created", head.created},
+                                {"model", head.model},
+                                {"choices", json::array()},
+                                {"usage", openai_usage(j, n)}}};
+    };
+  }
+  stream_job(res, std::move(job), state, std::move(renderer));
+}
+
+// ---- /v1/chat/completions ----
+
+void handle_chat(ServerState& state, const httplib::Request& req, httplib::Response& res) {
+  auto parsed = parse_chat_request(parse_json_body(req), state.parse_limits());
+  auto ids = state.codec.encode_chat(parsed.messages);
+  const int n = parsed.options.n;
+  const int engine_logprobs = parsed.logprobs ? parsed.top_logprobs : -1;
+  std::vector<engine::GenerateRequest> requests;
+  for (int j = 0; j < n; ++j) {
+    requests.push_back(make_engine_request(ids, parsed.options, j, engine_logprobs,
+                                           state.prompt_limits(), "messages"));
+  }
+  auto job = std::make_shared<GenerationJob>(state.backend, state.metrics, "/v1/chat/completions");
+  job->start(std::move(requests));
+  const ResponseHeader head = make_header("chatcmpl-", state);
+  const bool logprobs = parsed.logprobs;
+  const int top_n = parsed.top_logprobs;
+
+  if (!parsed.stream) {
+    ActiveGeneration active(state);
+    job->wait_all();
+    throw_if_engine_failed(*job);
+    json choices = json::array();
+    for (size_t i = 0; i < job->size(); ++i) {
+      const auto& r = job->result(i);
+      json lp = logprobs ? chat_logprobs(r.logprobs, 0, r.logprobs.size(), top_n, state.codec)
+                         : json(nullptr);
+      choices.push_back({{"index", i},
+                         {"message", {{"role", "assistant"}, {"content", r.text}}},
+                         {"logprobs", lp},
+                         {"finish_reason", openai_finish_reason(r)},
+                         {"matched_stop", matched_stop(r)}});
+    }
+    set_json(res, {{"id", head.id},
+                   {"object", "chat.completion"},
+                   {"created", head.created},
+                   {"model", head.model},
+                   {"choices", choices},
+                   {"usage", openai_usage(*job, n)}});
+    return;
+  }
+
+  const bool usage = parsed.include_usage;
+  auto role_sent = std::make_shared<std::vector<bool>>(job->size(), false);
+  auto chunk_of = [head, usage](json choice) {
+    json c = {{"id", head.id},
+              {"object", "chat.completion.chunk"},
+              {"created", head.created},
+              {"model", head.model},
+              {"choices", json::array({std::move(choice)})}};
+    if (usage) c["usage"] = nullptr;
+    return c;
+  };
+  SseRenderer renderer;
+  renderer.on_update = [&state, role_sent, chunk_of, logprobs, top_n](
+                           const GenerationJob& j, const GenerationJob::Update& u) {
+    std::vector<json> out;
+    const auto& e = u.event;
+    const auto& r = j.result(u.index);
+    // The first chunk of each choice announces the role, as OpenAI's stream does.
+    if (!(*role_sent)[u.index]) {
+      (*role_sent)[u.index] = true;
+      out.push_back(chunk_of({{"index", u.index},
+                              {"delta", {{"role", "assistant"}, {"content", ""}}},
+                              {"logprobs", nullptr},
+                              {"finish_reason", nullptr}}));
+    }
+    if (e.text_delta.empty() && !e.finished) return out;
+    json delta = json::object();
+    if (!e.text_delta.empty()) delta["content"] = e.text_delta;
+    json lp = nullptr;
+    if (logprobs) {
+      size_t end = r.logprobs.size(), begin = end - e.logprobs.size();
+      lp = chat_logprobs(r.logprobs, begin, end, top_n, state.codec);
+    }
+    json choice = {{"index", u.index},
+                   {"delta", std::move(delta)},
+                   {"logprobs", lp},
+                   {"finish_reason", openai_finish_reason(r)}};
+    if (r.finished) choice["matched_stop"] = matched_stop(r);
+    out.push_back(chunk_of(std::move(choice)));
+    return out;
+  };
+  if (usage) {
+    renderer.on_finish = [head, n](const GenerationJob& j) {
+      return std::vector<json>{{{"id", head.id},
+                                {"object", "chat.completion.chunk"},
+                                {"created", head.created},
+                                {"model", head.model},
+                                {"choices", json::array()},
+                                {"usage", openai_usage(j, n)}}};
+    };
+  }
+  stream_job(res, std::move(job), state, std::move(renderer));
+}
+
+}  // namespace
+
+void add_openai_routes(Router& router, ServerState& state) {
+  router.post("/v1/completions", [&state](const httplib::Request& req, httplib::Response& res) {
+    handle_completions(state, req, res);
+  });
+  router.post("/v1/chat/completions",
+              [&state](const httplib::Request& req, httplib::Response& res) {
+                handle_chat(state, req, res);
+              });
+  router.get("/v1/models", [&state](const httplib::Request&, httplib::Response& res) {
+    set_json(res, {{"object", "list"},
+                   {"data", json::array({{{"id", state.model.id},
+                                          {"object", "model"},
+                                          {"created", unix_time_now()},
+                                          {"owned_by", "kiln"},
+                                          {"root", state.model.id},
+                                          {"max_model_len", state.model.context_length}}})}});
+  });
+}
+
+}  // namespace kiln::server

@@ -1,0 +1,70 @@
+// HTTP request bodies after parsing and validation, before tokenization. One struct per route
+// family; the parsers (native_request_parser.h, openai_request_parser.h) fill them.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kiln/engine/request.h"
+#include "kiln/server/backend.h"
+
+namespace kiln::server {
+
+// A prompt as the client gave it: text to tokenize, or token ids as they are.
+struct PromptInput {
+  bool is_text = true;
+  std::string text;
+  std::vector<int32_t> ids;
+};
+
+// Sampling and stopping for one prompt. `max_new_tokens_given` tells a client's explicit limit
+// (an error when it does not fit the context) from the route's default (clamped to fit).
+struct GenerationOptions {
+  engine::SamplingParams sampling;
+  engine::StopConditions stop;
+  bool max_new_tokens_given = false;
+  std::string max_tokens_field = "max_new_tokens";  // its name in the request, for errors
+  bool skip_special_tokens = true;
+  int n = 1;  // samples per prompt
+};
+
+// POST /generate (SGLang native).
+struct NativeGenerateRequest {
+  std::vector<PromptInput> prompts;
+  bool is_batch = false;                   // `text`/`input_ids` was a list of prompts
+  std::vector<GenerationOptions> options;  // one per prompt
+  bool stream = false;
+  bool return_logprob = false;
+  int top_logprobs_num = 0;
+  bool return_text_in_logprobs = false;
+};
+
+// POST /v1/completions.
+struct CompletionRequest {
+  std::string model;
+  std::vector<PromptInput> prompts;
+  GenerationOptions options;
+  bool stream = false;
+  bool include_usage = false;
+  int logprobs = -1;  // -1: none; k >= 0: the chosen token and k alternatives
+};
+
+// POST /v1/chat/completions.
+struct ChatRequest {
+  std::string model;
+  std::vector<ChatTurn> messages;
+  GenerationOptions options;
+  bool stream = false;
+  bool include_usage = false;
+  bool logprobs = false;
+  int top_logprobs = 0;
+};
+
+// Limits the parsers enforce (from the served model and the server options).
+struct ParseLimits {
+  int64_t vocab_size = 0;
+  int max_n = 64;
+  int max_top_logprobs = 20;
+};
+
+}  // namespace kiln::server

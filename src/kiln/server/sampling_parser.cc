@@ -1,0 +1,131 @@
+#include "kiln/server/sampling_parser.h"
+
+#include <array>
+#include <limits>
+#include <string_view>
+
+#include "kiln/server/http_error.h"
+#include "kiln/server/json_fields.h"
+
+namespace kiln::server {
+
+namespace {
+
+constexpr int64_t kIntMax = std::numeric_limits<int32_t>::max();
+
+// SGLang parameters kiln does not implement, accepted only with a value that changes nothing,
+// so clients that always send them (with defaults) keep working and others get a clear 400.
+bool is_inert_unsupported(std::string_view key, const json& v) {
+  static constexpr std::array<std::string_view, 6> kNullOnly = {
+      "json_schema", "regex", "ebnf", "structural_tag", "custom_params", "stop_regex"};
+  for (auto k : kNullOnly) {
+    if (key == k) return v.is_null() || (v.is_array() && v.empty());
+  }
+  if (key == "logit_bias") return v.is_null() || (v.is_object() && v.empty());
+  if (key == "no_stop_trim") return v.is_null() || v == false;
+  return false;
+}
+
+}  // namespace
+
+void read_max_tokens(const json& obj, const char* key, const std::string& prefix,
+                     GenerationOptions& out) {
+  if (!field(obj, key)) return;
+  out.stop.max_new_tokens = static_cast<int>(int_field(obj, key, prefix, 0, 0, kIntMax));
+  out.max_new_tokens_given = true;
+  out.max_tokens_field = field_path(prefix, key);
+}
+
+void read_common_sampling(const json& obj, const std::string& prefix, const ParseLimits& limits,
+                          GenerationOptions& out) {
+  auto& s = out.sampling;
+  s.temperature = number_field(obj, "temperature", prefix, s.temperature, 0.0, 100.0);
+  if (const json* v = field(obj, "top_p")) {
+    std::string path = field_path(prefix, "top_p");
+    double p = as_number(*v, path);
+    if (!(p > 0.0 && p <= 1.0)) bad_field(path, "must be in (0, 1], got {}", p);
+    s.top_p = p;
+  }
+  if (const json* v = field(obj, "top_k")) {
+    std::string path = field_path(prefix, "top_k");
+    int64_t k = as_int(*v, path);
+    if (k < -1 || k > kIntMax) bad_field(path, "must be -1 (off) or a positive integer, got {}", k);
+    s.top_k = static_cast<int>(k);
+  }
+  s.min_p = number_field(obj, "min_p", prefix, s.min_p, 0.0, 1.0);
+  s.frequency_penalty =
+      number_field(obj, "frequency_penalty", prefix, s.frequency_penalty, -2.0, 2.0);
+  s.presence_penalty = number_field(obj, "presence_penalty", prefix, s.presence_penalty, -2.0, 2.0);
+  if (const json* v = field(obj, "repetition_penalty")) {
+    std::string path = field_path(prefix, "repetition_penalty");
+    double r = as_number(*v, path);
+    if (!(r > 0.0 && r <= 2.0)) bad_field(path, "must be in (0, 2], got {}", r);
+    s.repetition_penalty = r;
+  }
+  for (const char* key : {"seed", "sampling_seed"}) {
+    if (const json* v = field(obj, key)) {
+      std::string path = field_path(prefix, key);
+      int64_t seed = as_int(*v, path);
+      s.seed = static_cast<uint64_t>(seed);
+    }
+  }
+  if (const json* v = field(obj, "stop")) {
+    out.stop.stop_strings = as_string_list(*v, field_path(prefix, "stop"));
+  }
+  if (const json* v = field(obj, "stop_token_ids")) {
+    out.stop.stop_token_ids =
+        as_token_ids(*v, field_path(prefix, "stop_token_ids"), limits.vocab_size);
+  }
+  out.stop.ignore_eos = bool_field(obj, "ignore_eos", prefix, out.stop.ignore_eos);
+  out.skip_special_tokens = bool_field(obj, "skip_special_tokens", prefix, out.skip_special_tokens);
+}
+
+GenerationOptions parse_sglang_sampling_params(const json& obj, const ParseLimits& limits) {
+  const std::string prefix = "sampling_params";
+  as_object(obj, prefix);
+  GenerationOptions out;
+  out.stop.max_new_tokens = 128;  // SGLang's default
+  static constexpr std::array<std::string_view, 17> kKnown = {"max_new_tokens",
+                                                              "min_new_tokens",
+                                                              "temperature",
+                                                              "top_p",
+                                                              "top_k",
+                                                              "min_p",
+                                                              "frequency_penalty",
+                                                              "presence_penalty",
+                                                              "repetition_penalty",
+                                                              "stop",
+                                                              "stop_token_ids",
+                                                              "ignore_eos",
+                                                              "skip_special_tokens",
+                                                              "n",
+                                                              "seed",
+                                                              "sampling_seed",
+                                                              "spaces_between_special_tokens"};
+  for (auto it = obj.begin(); it != obj.end(); ++it) {
+    bool known = false;
+    for (auto k : kKnown) known = known || it.key() == k;
+    if (known || it.key() == "stream_interval") continue;  // kiln streams every step anyway
+    if (is_inert_unsupported(it.key(), it.value())) continue;
+    bad_field(field_path(prefix, it.key().c_str()), "is not a supported sampling parameter");
+  }
+  read_max_tokens(obj, "max_new_tokens", prefix, out);
+  out.stop.min_new_tokens = static_cast<int>(
+      int_field(obj, "min_new_tokens", prefix, 0, 0, std::numeric_limits<int32_t>::max()));
+  if (out.stop.min_new_tokens > out.stop.max_new_tokens) {
+    bad_field(field_path(prefix, "min_new_tokens"), "({}) must not exceed max_new_tokens ({})",
+              out.stop.min_new_tokens, out.stop.max_new_tokens);
+  }
+  read_common_sampling(obj, prefix, limits, out);
+  out.n = static_cast<int>(int_field(obj, "n", prefix, 1, 1, limits.max_n));
+  if (const json* v = field(obj, "spaces_between_special_tokens")) {
+    as_bool(*v, field_path(prefix, "spaces_between_special_tokens"));
+  }
+  if (const json* v = field(obj, "stream_interval")) {
+    int64_t si = as_int(*v, field_path(prefix, "stream_interval"));
+    if (si < 1) bad_field(field_path(prefix, "stream_interval"), "must be >= 1, got {}", si);
+  }
+  return out;
+}
+
+}  // namespace kiln::server

@@ -1,0 +1,27 @@
+// Sampling and stopping parameters shared by every generation route. SGLang's `sampling_params`
+// object and the OpenAI top-level fields use mostly the same names; each route says which
+// names it reads, and this file checks each value's type and range the same way everywhere.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "kiln/server/parsed_requests.h"
+
+namespace kiln::server {
+
+// Reads the fields common to SGLang and OpenAI (temperature, top_p, top_k, min_p, the three
+// penalties, stop, stop_token_ids, ignore_eos, skip_special_tokens, seed, min_new_tokens) from
+// `obj` into `out`. `prefix` is the object's path for error messages ("sampling_params" or "").
+void read_common_sampling(const nlohmann::json& obj, const std::string& prefix,
+                          const ParseLimits& limits, GenerationOptions& out);
+
+// Reads `key` as a max-token count into out.stop.max_new_tokens (marking it given).
+void read_max_tokens(const nlohmann::json& obj, const char* key, const std::string& prefix,
+                     GenerationOptions& out);
+
+// SGLang's `sampling_params` object (POST /generate). Unknown keys are errors: a misspelt
+// parameter ("max_tokens" here) would otherwise be silently ignored.
+GenerationOptions parse_sglang_sampling_params(const nlohmann::json& obj,
+                                               const ParseLimits& limits);
+
+}  // namespace kiln::server

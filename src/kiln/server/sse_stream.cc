@@ -1,0 +1,74 @@
+#include "kiln/server/sse_stream.h"
+
+#include "kiln/base/log.h"
+#include "kiln/server/http_error.h"
+
+namespace kiln::server {
+
+std::string sse_data(const nlohmann::json& payload) {
+  return "data: " + dump_json(payload) + "\n\n";
+}
+
+namespace {
+
+struct StreamState {
+  std::shared_ptr<GenerationJob> job;
+  SseRenderer renderer;
+  std::unique_ptr<ActiveGeneration> active;
+  bool done = false;
+};
+
+bool write_next(StreamState& st, httplib::DataSink& sink) {
+  if (st.done) return false;
+  GenerationJob& job = *st.job;
+  // Blocks this worker briefly; returning true with nothing written makes httplib call again,
+  // so the wait is a loop with a bounded sleep, not a busy spin.
+  auto update = job.next(std::chrono::milliseconds(200));
+  std::string chunk;
+  if (update) {
+    for (const auto& payload : st.renderer.on_update(job, *update)) chunk += sse_data(payload);
+  }
+  if (job.all_finished()) {
+    if (st.renderer.on_finish) {
+      for (const auto& payload : st.renderer.on_finish(job)) chunk += sse_data(payload);
+    }
+    chunk += kSseDone;
+  }
+  if (!chunk.empty() && !sink.write(chunk.data(), chunk.size())) return false;
+  if (job.all_finished()) {
+    st.done = true;
+    sink.done();
+  }
+  return true;
+}
+
+}  // namespace
+
+void stream_job(httplib::Response& res, std::shared_ptr<GenerationJob> job, ServerState& state,
+                SseRenderer renderer) {
+  auto st = std::make_shared<StreamState>();
+  st->job = std::move(job);
+  st->renderer = std::move(renderer);
+  st->active = std::make_unique<ActiveGeneration>(state);
+  res.set_header("Cache-Control", "no-cache");
+  res.set_header("X-Accel-Buffering", "no");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [st](size_t /*offset*/, httplib::DataSink& sink) {
+        // Runs after the handler returned, outside the router's error translation: a failure
+        // here can only end the stream (the status line is already sent).
+        try {
+          return write_next(*st, sink);
+        } catch (const std::exception& e) {
+          KILN_LOG_ERROR("stream aborted: {}", e.what());
+          return false;
+        }
+      },
+      [st](bool success) {
+        // On a write failure (client gone) stop generating now rather than at max_tokens.
+        if (!success) st->job->cancel_all();
+        st->active.reset();
+      });
+}
+
+}  // namespace kiln::server

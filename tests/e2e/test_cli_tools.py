@@ -1,0 +1,166 @@
+"""`kiln graph`, `kiln bench` (offline) and `kiln run --check-graph` on the tiny random-weight models.
+
+Run with: KILN_BIN=build/release/kiln .venv/bin/python3 -m pytest tests/e2e/test_cli_tools.py
+The models come from KILN_TESTDATA (or build/release/testdata), else they are generated into a
+temporary folder with tests/fixtures/make_models.py.
+"""
+import json
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import xml.etree.ElementTree as ET
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+
+
+def _kiln_bin() -> str:
+    path = os.environ.get("KILN_BIN") or str(REPO / "build" / "release" / "kiln")
+    if not pathlib.Path(path).is_file():
+        raise RuntimeError(f"kiln binary not found at {path}; set KILN_BIN")
+    return path
+
+
+def _tiny_models() -> pathlib.Path:
+    for candidate in [os.environ.get("KILN_TESTDATA"), REPO / "build" / "release" / "testdata"]:
+        if candidate and (pathlib.Path(candidate) / "models" / "tiny-gemma3.gguf").is_file():
+            return pathlib.Path(candidate) / "models"
+    out = pathlib.Path(tempfile.gettempdir()) / f"kiln-e2e-testdata-{os.getuid()}"
+    sys.path.insert(0, str(REPO / "tests" / "fixtures"))
+    import make_models  # noqa: E402  (rewrites only on change)
+
+    make_models.generate(out)
+    return out / "models"
+
+
+@pytest.fixture(scope="module")
+def tiny_gemma() -> pathlib.Path:
+    return _tiny_models() / "tiny-gemma3.gguf"
+
+
+def kiln(*args, timeout=300) -> subprocess.CompletedProcess:
+    return subprocess.run([_kiln_bin(), *map(str, args)], capture_output=True, text=True, timeout=timeout)
+
+
+# ---- kiln graph ----
+
+def test_graph_prints_stats_ir_memory_schedule_and_dot(tiny_gemma, tmp_path):
+    dot = tmp_path / "g.dot"
+    r = kiln("graph", "-m", tiny_gemma, "--bs", 4, "--greedy", "--stats", "--print-before", "--print-after", "all",
+             "--memory", "--dot", dot, timeout=60)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    # The pass statistics table names every pass that printed IR, in the same order.
+    after = re.findall(r"^// ---- IR after pass (\S+) ----$", out, re.M)
+    assert len(after) >= 5, out[:2000]
+    stats = out[out.index("pass statistics:"):]
+    positions = [stats.find(name) for name in after]
+    assert all(p >= 0 for p in positions), (after, stats[:2000])
+    assert positions == sorted(positions)
+    # Before and after: whole graphs (header and closing brace), batch 4.
+    assert out.count("// ---- IR before passes ----") == 1
+    assert len(re.findall(r"^graph decode\(T=4, S=4\) \{$", out, re.M)) == len(after) + 1
+    m = re.search(r"^graph: decode B=4, greedy plan, graph mode optimize: (\d+) nodes traced -> (\d+) after passes",
+                  out, re.M)
+    assert m and int(m.group(2)) < int(m.group(1)), out[-3000:]
+    m = re.search(r"^memory: arena ([\d.]+) MiB, planned ([\d.]+) MiB, reuse ratio ([\d.]+)x", out, re.M)
+    assert m and float(m.group(3)) >= 1.0
+    assert re.search(r"^schedule: before passes \d+ ops in \d+ levels", out, re.M)
+    text = dot.read_text()
+    assert text.startswith("digraph") and "->" in text
+
+
+def test_graph_rejects_unknown_pass(tiny_gemma):
+    r = kiln("graph", "-m", tiny_gemma, "--print-after", "no_such_pass", timeout=60)
+    assert r.returncode != 0
+    assert "unknown pass 'no_such_pass'" in r.stderr
+
+
+def test_graph_svg_through_graphviz_or_says_why_not(tiny_gemma, tmp_path):
+    svg = tmp_path / "g.svg"
+    r = kiln("graph", "-m", tiny_gemma, "--svg", svg, timeout=60)
+    if shutil.which("dot"):
+        assert r.returncode == 0, r.stderr
+        root = ET.fromstring(svg.read_text())
+        assert root.tag.endswith("svg")
+    else:
+        assert r.returncode != 0 and "`dot` is not installed" in r.stdout
+        assert not svg.exists()
+
+
+def test_graph_replay_mode_keeps_the_traced_nodes(tiny_gemma):
+    r = kiln("graph", "-m", tiny_gemma, "--graph-mode", "replay", timeout=60)
+    assert r.returncode == 0, r.stderr
+    m = re.search(r"(\d+) nodes traced -> (\d+) after passes", r.stdout)
+    assert m and m.group(1) == m.group(2)
+
+
+# ---- kiln bench ----
+
+def test_bench_json_and_plot(tiny_gemma, tmp_path):
+    js, svg = tmp_path / "bench.json", tmp_path / "bench.svg"
+    r = kiln("bench", "-m", tiny_gemma, "--batch-sizes", "1,3", "--input-len", 8, "--output-len", 4, "--threads", 2,
+             "--repeats", 2, "--bandwidth-gbs", 20, "--breakdown", "--json", js, "--plot", svg, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "eager tok/s" in r.stdout and "breakdown at batch 1" in r.stdout
+    data = json.loads(js.read_text())
+    assert data["config"]["threads"] == 2 and data["config"]["input_len"] == 8
+    assert data["model"]["weight_bytes_per_step"] > 0
+    assert len(data["load_average"]["start"]) == 3
+    cap = data["capture"]
+    assert cap["plans"] == 2 * 2  # greedy + logits plans for the benchmarked sizes 1 and 3
+    assert cap["cold_seconds"] > 0 and cap["warm_seconds"] > 0 and cap["warm_cache_hit"] is True
+    assert 0 < cap["arena_bytes"] <= cap["sum_plan_bytes"]
+    assert [b["batch_size"] for b in data["results"]] == [1, 3]
+    for b in data["results"]:
+        assert b["prefill"]["tok_s"] > 0
+        assert b["tokens_match"] is True
+        for mode in ("eager", "graph"):
+            m = b[mode]
+            assert m["decode_tok_s"] > 0 and m["probe_step_ms"] > 0 and m["kernel_ms"] > 0
+            assert m["kernels_per_step"] > 0 and m["barriers_per_step"] > 0
+            assert abs(m["probe_step_ms"] - m["kernel_ms"] - m["overhead_ms"]) < 1e-6
+        assert b["graph"]["barriers_per_step"] <= b["graph"]["barriers_unfused_per_step"]
+        assert b["speedup"] > 0
+    assert data["results"][0]["bandwidth_fraction"]["graph"]["fraction"] > 0
+    names = [c["name"] for c in data["breakdown"]["configurations"]]
+    assert names[0] == "eager" and names[-1] == "optimize, level barriers" and len(names) == 5
+    root = ET.fromstring(svg.read_text())
+    assert root.tag.endswith("svg") and len([e for e in root.iter() if e.tag.endswith("rect")]) >= 5
+
+
+def test_bench_rejects_unknown_mode(tiny_gemma):
+    r = kiln("bench", "-m", tiny_gemma, "--modes", "eager,turbo", timeout=60)
+    assert r.returncode != 0 and "unknown mode 'turbo'" in r.stderr
+
+
+def test_bench_eager_only_has_no_graph_figures(tiny_gemma, tmp_path):
+    js = tmp_path / "b.json"
+    r = kiln("bench", "-m", tiny_gemma, "--batch-sizes", "2", "--input-len", 4, "--output-len", 2, "--threads", 2,
+             "--repeats", 1, "--bandwidth-gbs", 20, "--modes", "eager", "--json", js, timeout=120)
+    assert r.returncode == 0, r.stderr
+    data = json.loads(js.read_text())
+    assert data["capture"] is None
+    assert data["results"][0]["graph"] is None and data["results"][0]["eager"]["decode_tok_s"] > 0
+
+
+# ---- kiln run --check-graph ----
+
+def test_run_check_graph_reports_ok(tiny_gemma):
+    r = kiln("run", "-m", tiny_gemma, "-p", "hello world", "-n", 6, "--ignore-eos", "--threads", 2,
+             "--max-graph-bs", 2, "--check-graph", timeout=120)
+    assert r.returncode == 0, r.stderr
+    steps = re.findall(r"^check-graph: step (\d+) OK", r.stderr, re.M)
+    assert len(steps) == 5, r.stderr  # the first token comes from the (eager) prefill
+    assert "divergence" not in r.stderr
+    assert re.search(r"check-graph: 5 graph steps checked against eager mode, 0 diverged", r.stderr)
+
+
+def test_check_graph_needs_graph_mode(tiny_gemma):
+    r = kiln("run", "-m", tiny_gemma, "-p", "hi", "-n", 2, "--graph-mode", "off", "--check-graph", timeout=60)
+    assert r.returncode != 0 and "needs --graph-mode" in r.stderr

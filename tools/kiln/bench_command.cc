@@ -1,0 +1,417 @@
+// `kiln bench`: offline throughput of one model, eager vs graph mode side by side in ONE
+// process (like SGLang's bench_one_batch, batches fed straight to the model runner). For each
+// batch size: prefill of every prompt (in chunks of --prefill-chunk tokens, as the scheduler
+// would: one eager step over 32 x 128 tokens keeps gigabytes of activations alive), then a timed
+// greedy decode loop in eager mode (ModelRunner::forward_eager) and in graph mode (the captured
+// plans) on the same Runtime, so both use the same weights, KV pool and threads. Plus: cold and
+// warm capture of all plans, the shared arena vs the sum of per-plan peaks, barriers per step, the
+// split of a decode step into kernel time and host overhead (kernel_profile.h), the batch-1
+// fraction of memory bandwidth, and with --breakdown the gain split into removed per-step work,
+// fewer barriers and fusions. `kiln bench serving` (the online benchmark) hangs off this command.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "bench_batches.h"
+#include "bench_results.h"
+#include "commands.h"
+#include "kernel_profile.h"
+#include "kiln/base/cpu_features.h"
+#include "kiln/base/error.h"
+#include "kiln/base/log.h"
+#include "kiln/engine/graph_runner.h"
+#include "kiln/engine/model_runner.h"
+#include "kiln/engine/runtime.h"
+#include "kiln/model/transformer.h"
+#include "kiln/model/weight_store.h"
+#include "memory_bandwidth.h"
+#include "progress_bar.h"
+
+namespace kiln::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using clock = std::chrono::steady_clock;
+
+struct BenchArgs {
+  std::string model;
+  std::vector<int> batch_sizes{1, 8, 32};
+  int input_len = 128;
+  int output_len = 64;
+  int threads = 0;
+  int max_graph_bs = 0;  // 0: capture only the benchmarked sizes; N: every size 1..N (serving)
+  std::vector<std::string> modes{"eager", "graph"};
+  std::string json_path;
+  std::string plot_path;
+  bool breakdown = false;
+  int breakdown_bs = 0;  // 0: the first batch size
+  int repeats = 5;
+  int prefill_chunk = 512;   // the engine's default chunked_prefill_size
+  double bandwidth_gbs = 0;  // 0: measure
+  uint64_t seed = 1;
+  std::string log_level = "warn";
+};
+
+std::vector<double> load_average() {
+  std::ifstream f("/proc/loadavg");
+  double a = 0, b = 0, c = 0;
+  if (f >> a >> b >> c) return {a, b, c};
+  return {};
+}
+
+double seconds_since(clock::time_point t0) {
+  return std::chrono::duration<double>(clock::now() - t0).count();
+}
+
+// The smallest of `repeats` timings of fn (the least disturbed by other work on the machine).
+template <typename F>
+double best_seconds(int repeats, F&& fn) {
+  double best = 1e300;
+  for (int r = 0; r < repeats; ++r) {
+    auto t0 = clock::now();
+    fn();
+    best = std::min(best, seconds_since(t0));
+  }
+  return best;
+}
+
+// A temporary compile-cache folder, removed with this object.
+struct TempDir {
+  std::string path;
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "kiln-bench-XXXXXX").string();
+    KILN_CHECK(::mkdtemp(tmpl.data()) != nullptr, "cannot create a temporary folder under {}",
+               fs::temp_directory_path().string());
+    path = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+class Bench {
+ public:
+  Bench(const BenchArgs& a, engine::Runtime& rt, engine::GraphRunner* graph)
+      : a_(a), rt_(rt), runner_(rt.model_runner()), graph_(graph) {}
+
+  // Prefill, then the timed decode loops and the probes of each mode.
+  BatchFigures run_batch(int bs, bool eager, bool graph) {
+    BatchFigures b;
+    b.bs = bs;
+    BenchSequences seqs(rt_.kv_pool(), bs, a_.input_len, a_.output_len, rt_.info().vocab_size,
+                        a_.seed + bs);
+    const std::vector<int32_t> first = prefill(seqs, &b.prefill_seconds, &b.prefill_chunks);
+    b.prefill_tok_s = static_cast<double>(bs) * a_.input_len / b.prefill_seconds;
+
+    if (eager) decode(seqs, first, false, b.eager);
+    if (graph) decode(seqs, first, true, b.graph);
+    if (eager && graph) b.tokens_match = b.eager.tokens == b.graph.tokens;
+    return b;
+  }
+
+  // The --breakdown ladder at one batch size: eager, then plans that add one thing at a time.
+  std::vector<BreakdownRow> breakdown(int bs) {
+    BenchSequences seqs(rt_.kv_pool(), bs, a_.input_len, a_.output_len, rt_.info().vocab_size,
+                        a_.seed + 1000);
+    engine::StepOutput out;
+    const engine::StepBatch probe = seqs.decode(probe_position(), prefill(seqs, nullptr, nullptr));
+    std::vector<BreakdownRow> rows;
+    {
+      BreakdownRow r{"eager", "interpreter: trace, lower and dispatch every op, every step"};
+      r.step_ms = 1e3 * best_seconds(a_.repeats, [&] { runner_.forward_eager(probe, out); });
+      fill_kernels(r, runner_.trace(runner_.shape_of(probe)), probe);
+      r.barriers = r.kernels;
+      rows.push_back(r);
+    }
+    struct Config {
+      const char* name;
+      const char* description;
+      bool optimize, levels;
+    };
+    for (const Config& c :
+         {Config{"replay, op barriers", "plan of the graph as traced, a barrier after every step",
+                 false, false},
+          Config{"replay, level barriers", "same plan, one barrier per dependency level", false,
+                 true},
+          Config{"optimize, op barriers", "passes (fusions), a barrier after every step", true,
+                 false},
+          Config{"optimize, level barriers", "passes and level barriers: graph mode as shipped",
+                 true, true}}) {
+      engine::GraphRunnerOptions go;
+      go.batch_sizes = {bs};
+      go.optimize = c.optimize;
+      go.plan.level_barriers = c.levels;
+      go.logits_plans = false;
+      engine::GraphRunner gr(runner_, rt_.weights(), rt_.kv_pool(), *rt_.thread_pool(), go);
+      gr.capture();
+      BreakdownRow r{c.name, c.description};
+      r.step_ms = 1e3 * best_seconds(a_.repeats, [&] { gr.run(probe, out); });
+      graph::Plan* plan = gr.plan_for(bs, true);
+      fill_kernels(r, plan->graph(), probe);
+      r.barriers = plan->stats().barriers;
+      rows.push_back(r);
+    }
+    return rows;
+  }
+
+  // Mid-sequence: attention over a typical length, not the first or last step's.
+  int probe_position() const { return a_.input_len + a_.output_len / 2; }
+
+ private:
+  // Prefills every prompt (eager, chunked like the scheduler) and returns each sequence's
+  // first generated token.
+  std::vector<int32_t> prefill(const BenchSequences& seqs, double* seconds, int* chunks) {
+    std::vector<int32_t> first(seqs.size(), -1);
+    engine::StepOutput out;
+    auto t0 = clock::now();
+    auto parts = seqs.prefill(a_.prefill_chunk);
+    for (const auto& c : parts) {
+      runner_.forward_eager(c.batch, out);
+      for (size_t i = 0; i < c.seqs.size(); ++i) {
+        if (c.finishes[i]) first[c.seqs[i]] = out.greedy_ids.at(i);
+      }
+    }
+    if (seconds) *seconds = seconds_since(t0);
+    if (chunks) *chunks = static_cast<int>(parts.size());
+    return first;
+  }
+
+  template <typename Row>
+  void fill_kernels(Row& r, const graph::Graph& g, const engine::StepBatch& batch) {
+    engine::ModelRunner::BoundInputs bound;
+    runner_.bind(batch, runner_.shape_of(batch), bound);
+    KernelProfile p = profile_kernels(g, bound.bindings, *rt_.thread_pool(), rt_.weights(),
+                                      runner_.kv_geometry(), a_.repeats);
+    r.kernel_ms = 1e3 * p.kernel_seconds;
+    r.overhead_ms = r.step_ms - r.kernel_ms;
+    r.kernels = p.kernels;
+  }
+
+  void forward(const engine::StepBatch& batch, bool graph, engine::StepOutput& out) {
+    if (graph) {
+      runner_.forward(batch, out);
+      KILN_CHECK(out.used_graph, "graph mode did not take a decode batch of {}", batch.num_seqs());
+    } else {
+      runner_.forward_eager(batch, out);
+    }
+  }
+
+  void decode(const BenchSequences& seqs, const std::vector<int32_t>& first, bool graph,
+              ModeFigures& m) {
+    const int bs = seqs.size();
+    engine::StepOutput out;
+    // One untimed step first (first-touch of buffers); the timed loop then rewrites the same
+    // KV slot with the same values.
+    forward(seqs.decode(a_.input_len, first), graph, out);
+    std::vector<int32_t> tokens = first;
+    m.tokens.assign(bs, {});
+    auto t0 = clock::now();
+    for (int i = 0; i < a_.output_len; ++i) {
+      forward(seqs.decode(a_.input_len + i, tokens), graph, out);
+      tokens = out.greedy_ids;
+      for (int s = 0; s < bs; ++s) m.tokens[s].push_back(tokens[s]);
+    }
+    m.decode_seconds = seconds_since(t0);
+    m.decode_tok_s = static_cast<double>(bs) * a_.output_len / m.decode_seconds;
+    m.ran = true;
+
+    // The probe: one step repeated, timed whole, then its kernels alone.
+    const engine::StepBatch probe = seqs.decode(probe_position(), tokens);
+    m.step_ms = 1e3 * best_seconds(a_.repeats, [&] { forward(probe, graph, out); });
+    if (graph) {
+      graph::Plan* plan = graph_->plan_for(bs, true);
+      m.barriers = plan->stats().barriers;
+      m.barriers_unfused = plan->stats().barriers_unfused;
+      // A plan padded past the live rows runs a larger graph than the batch binds; profile
+      // only exact sizes (every size up to --max-graph-bs is captured, so this is the rule).
+      if (plan->input(model::input_names::kTokenIds).type.shape[0] == bs)
+        fill_kernels(m, plan->graph(), probe);
+    } else {
+      fill_kernels(m, runner_.trace(runner_.shape_of(probe)), probe);
+      m.barriers = m.kernels;  // one dispatch and barrier per op
+    }
+  }
+
+  const BenchArgs& a_;
+  engine::Runtime& rt_;
+  engine::ModelRunner& runner_;
+  engine::GraphRunner* graph_;
+};
+
+int run(const BenchArgs& a) {
+  set_log_level(a.log_level);
+  KILN_CHECK(!a.batch_sizes.empty(), "no batch sizes");
+  bool eager = false, graph = false;
+  for (const auto& m : a.modes) {
+    KILN_CHECK(m == "eager" || m == "graph", "unknown mode '{}' (expected eager, graph)", m);
+    eager = eager || m == "eager";
+    graph = graph || m == "graph";
+  }
+  const int max_bs = *std::max_element(a.batch_sizes.begin(), a.batch_sizes.end());
+  const int breakdown_bs = a.breakdown_bs > 0 ? a.breakdown_bs : a.batch_sizes.front();
+
+  BenchFigures f;
+  f.load_start = load_average();
+  TempDir cache;
+  ProgressBar bar;
+  engine::RuntimeOptions opts;
+  opts.model_path = a.model;
+  opts.threads = a.threads;
+  // Graph mode is set up below, with the plans this run needs: on the default model every
+  // captured plan costs ~160 MB of host memory, and serving's 1..32 (64 plans) would not fit
+  // next to other work on a small machine.
+  opts.graph_mode = engine::GraphMode::Off;
+  // The KV pool holds what the largest batch needs (batches run one after another and free
+  // their pages), not the serving default, so memory stays small; the context is the bench's
+  // sequence length.
+  const int64_t seq_tokens = a.input_len + a.output_len;
+  const int page = opts.page_size;
+  const int64_t seq_pages = (seq_tokens + page - 1) / page;
+  opts.kv_tokens = (std::max(max_bs, a.breakdown ? breakdown_bs : 1) + 1) * seq_pages * page;
+  opts.context_length = static_cast<int>(seq_pages * page);
+  opts.progress = [&](const char* stage, int64_t done, int64_t total) {
+    bar.update(stage, done, total);
+  };
+  engine::Runtime rt(opts);
+
+  const engine::ModelInfo& info = rt.info();
+  f.model_name = info.name;
+  f.model_path = info.path;
+  f.architecture = info.architecture;
+  f.n_params = info.n_params;
+  f.weight_bytes = info.weight_bytes;
+  f.isa = isa_name(active_isa());
+  f.threads = rt.thread_pool()->size();
+  f.input_len = a.input_len;
+  f.output_len = a.output_len;
+  f.max_graph_bs = graph ? a.max_graph_bs : 0;
+  f.repeats = a.repeats;
+  f.prefill_chunk = a.prefill_chunk;
+  f.modes = a.modes;
+
+  // Plans: the benchmarked batch sizes (or every size 1..--max-graph-bs), greedy and logits
+  // kinds, graph-mode optimize, as Runtime would capture them.
+  std::unique_ptr<engine::GraphRunner> gr;
+  int max_captured = 0;
+  if (graph) {
+    engine::GraphRunnerOptions go;
+    if (a.max_graph_bs > 0) {
+      for (int bs = 1; bs <= a.max_graph_bs; ++bs) go.batch_sizes.push_back(bs);
+    } else {
+      go.batch_sizes = a.batch_sizes;
+    }
+    max_captured = *std::max_element(go.batch_sizes.begin(), go.batch_sizes.end());
+    go.optimize = true;
+    go.cache_dir = cache.path;  // empty at first: the first capture is cold
+    gr = std::make_unique<engine::GraphRunner>(rt.model_runner(), rt.weights(), rt.kv_pool(),
+                                               *rt.thread_pool(), go);
+    gr->capture([&](int64_t done, int64_t total) { bar.update("capture", done, total); });
+    const engine::CaptureStats cold = gr->capture_stats();
+    KILN_CHECK(!cold.cache_hit, "the first capture into a fresh cache folder hit the cache");
+    gr->capture();  // warm: everything from the compile cache just written
+    const engine::CaptureStats& warm = gr->capture_stats();
+    rt.model_runner().set_graph_runner(gr.get());
+    f.capture = {true,           cold.plans,       cold.seconds,        warm.seconds,
+                 warm.cache_hit, warm.arena_bytes, warm.sum_plan_bytes, warm.max_plan_bytes};
+  }
+
+  if (a.bandwidth_gbs > 0) {
+    f.bandwidth_gbs = a.bandwidth_gbs;
+    f.bandwidth_source = "--bandwidth-gbs";
+  } else if (std::find(a.batch_sizes.begin(), a.batch_sizes.end(), 1) != a.batch_sizes.end()) {
+    f.bandwidth_gbs = measure_read_bandwidth_gbs(*rt.thread_pool());
+    f.bandwidth_source = "measured: 1 GiB read";
+  }
+
+  Bench bench(a, rt, gr.get());
+  for (int bs : a.batch_sizes) {
+    KILN_CHECK(bs >= 1, "batch size {} must be at least 1", bs);
+    const bool g = graph && bs <= max_captured;
+    if (graph && !g)
+      std::fprintf(stderr, "kiln bench: batch %d exceeds --max-graph-bs %d: eager only\n", bs,
+                   max_captured);
+    std::fprintf(stderr, "kiln bench: batch %d...\n", bs);
+    f.batches.push_back(bench.run_batch(bs, eager, g));
+  }
+  if (a.breakdown) {
+    std::fprintf(stderr, "kiln bench: breakdown at batch %d...\n", breakdown_bs);
+    f.breakdown_bs = breakdown_bs;
+    f.breakdown = bench.breakdown(breakdown_bs);
+  }
+  f.load_end = load_average();
+
+  std::fputs(format_table(f).c_str(), stdout);
+  if (!a.json_path.empty()) {
+    std::ofstream out(a.json_path);
+    out << to_json(f).dump(2) << "\n";
+    KILN_CHECK(out.good(), "cannot write {}", a.json_path);
+  }
+  if (!a.plot_path.empty()) {
+    std::ofstream out(a.plot_path);
+    out << to_svg(f);
+    KILN_CHECK(out.good(), "cannot write {}", a.plot_path);
+  }
+  for (const auto& b : f.batches) {
+    if (b.tokens_match && !*b.tokens_match) {
+      std::fprintf(stderr,
+                   "kiln bench: graph mode and eager mode generated different tokens at batch %d\n",
+                   b.bs);
+      return 3;
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+CLI::App* add_bench_command(CLI::App& app) {
+  auto args = std::make_shared<BenchArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "bench", "Offline benchmark: prefill and decode per batch size, eager vs graph");
+  cmd->require_subcommand(0, 1);  // `kiln bench serving ...` (registered by main.cc)
+  cmd->add_option("-m,--model", args->model, "GGUF model file (default: Gemma 3 270M Q4_K_M)");
+  cmd->add_option("--batch-sizes", args->batch_sizes, "Batch sizes, comma separated")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 4096));
+  cmd->add_option("--input-len", args->input_len, "Prompt tokens per sequence")
+      ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--output-len", args->output_len, "Decode steps (tokens per sequence)")
+      ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("-t,--threads", args->threads, "Threads (default: all cores)")
+      ->check(CLI::Range(0, 1024));
+  cmd->add_option("--max-graph-bs", args->max_graph_bs,
+                  "Capture every batch size 1..N, as serving does (default: only the "
+                  "benchmarked sizes; ~160 MB of memory per plan on the default model)")
+      ->check(CLI::Range(0, 512));
+  cmd->add_option("--modes", args->modes, "eager,graph or one of them")->delimiter(',');
+  cmd->add_option("--json", args->json_path, "Write the results as JSON");
+  cmd->add_option("--plot", args->plot_path, "Write an SVG bar chart of decode throughput");
+  cmd->add_flag("--breakdown", args->breakdown,
+                "Split graph mode's gain at one batch size into removed per-step work, fewer "
+                "barriers, fusions");
+  cmd->add_option("--breakdown-bs", args->breakdown_bs,
+                  "Batch size of --breakdown (default: the first)")
+      ->check(CLI::Range(0, 512));
+  cmd->add_option("--prefill-chunk", args->prefill_chunk,
+                  "Prompt tokens per prefill step (default 512, the engine's chunked prefill size)")
+      ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--repeats", args->repeats, "Repeats of the probe step (best is kept)")
+      ->check(CLI::Range(1, 1000));
+  cmd->add_option("--bandwidth-gbs", args->bandwidth_gbs,
+                  "Memory bandwidth to compare with (default: measure)")
+      ->check(CLI::Range(0.0, 1e6));
+  cmd->add_option("--seed", args->seed, "Seed of the random prompts");
+  cmd->add_option("--log-level", args->log_level, "trace|debug|info|warn|error|off");
+  cmd->callback([args, cmd] {
+    if (!cmd->get_subcommands().empty()) return;  // `kiln bench serving` ran instead
+    std::exit(run(*args));
+  });
+  return cmd;
+}
+
+}  // namespace kiln::cli

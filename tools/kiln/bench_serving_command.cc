@@ -1,0 +1,237 @@
+// `kiln bench serving`: an online serving benchmark against a running server, measured like
+// SGLang's bench_serving: N streaming requests with random prompts of --input-len tokens, each
+// generating exactly --output-len tokens (ignore_eos), sent all at once, at a Poisson
+// --request-rate, and/or capped at --max-concurrency in flight.
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <semaphore>
+#include <thread>
+
+#include "http_client.h"
+#include "kiln/base/error.h"
+#include "server_bench_stats.h"
+#include "server_progress_bar.h"
+
+namespace kiln::cli {
+
+// Registered under `kiln bench` by bench_command.cc.
+void add_bench_serving_command(CLI::App& bench);
+
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+struct ServingOptions {
+  std::string url = "http://127.0.0.1:30000";
+  std::string api = "native";
+  std::string api_key;
+  int num_prompts = 100;
+  int input_len = 128;
+  int output_len = 128;
+  double request_rate = std::numeric_limits<double>::infinity();
+  int max_concurrency = 0;  // 0: unlimited
+  std::string prompt_kind = "ids";
+  int64_t vocab_size = 0;
+  uint64_t seed = 1;
+  bool disable_ignore_eos = false;
+  std::string json_path;
+};
+
+std::vector<std::vector<int32_t>> random_prompts(const ServingOptions& o, int64_t vocab) {
+  std::mt19937_64 rng(o.seed);
+  // Skip the lowest ids, where tokenizers keep their control tokens (pad, bos, eos, ...).
+  int64_t lo = std::min<int64_t>(vocab / 2, 256);
+  std::uniform_int_distribution<int64_t> dist(lo, vocab - 1);
+  std::vector<std::vector<int32_t>> out(o.num_prompts);
+  for (auto& p : out) {
+    p.resize(o.input_len);
+    for (auto& t : p) t = static_cast<int32_t>(dist(rng));
+  }
+  return out;
+}
+
+json request_body(const ServingOptions& o, const json& prompt, const std::string& model) {
+  if (o.api == "native") {
+    json body = {{"sampling_params",
+                  {{"max_new_tokens", o.output_len},
+                   {"temperature", 0},
+                   {"ignore_eos", !o.disable_ignore_eos}}},
+                 {"stream", true}};
+    body[prompt.is_string() ? "text" : "input_ids"] = prompt;
+    return body;
+  }
+  return {{"model", model},
+          {"prompt", prompt},
+          {"max_tokens", o.output_len},
+          {"temperature", 0},
+          {"ignore_eos", !o.disable_ignore_eos},
+          {"stream", true},
+          {"stream_options", {{"include_usage", true}}}};
+}
+
+ServingRequestRecord run_one(const ServingOptions& o, const json& body) {
+  ServingRequestRecord rec;
+  JsonClient client(o.url, o.api_key);
+  auto start = Clock::now();
+  auto last = start;
+  bool first = true;
+  int seen_tokens = 0;
+  try {
+    client.post_stream(o.api == "native" ? "/generate" : "/v1/completions", body,
+                       [&](const json& ev, Clock::time_point t) {
+                         bool has_output = false;
+                         if (o.api == "native") {
+                           const auto& m = ev.at("meta_info");
+                           int done = m.value("completion_tokens", 0);
+                           has_output = done > seen_tokens;
+                           seen_tokens = std::max(seen_tokens, done);
+                           rec.output_len = done;
+                           rec.prompt_len = m.value("prompt_tokens", 0);
+                         } else {
+                           if (ev.contains("usage") && ev["usage"].is_object()) {
+                             rec.output_len = ev["usage"].value("completion_tokens", 0);
+                             rec.prompt_len = ev["usage"].value("prompt_tokens", 0);
+                           }
+                           const auto& ch = ev.value("choices", json::array());
+                           has_output = !ch.empty() && !ch[0].value("text", "").empty();
+                         }
+                         if (!has_output) return;
+                         double dt = std::chrono::duration<double>(t - last).count();
+                         if (first) {
+                           rec.ttft = std::chrono::duration<double>(t - start).count();
+                           first = false;
+                         } else {
+                           rec.itl.push_back(dt);
+                         }
+                         last = t;
+                       });
+    rec.latency = std::chrono::duration<double>(Clock::now() - start).count();
+    rec.success = !first;
+    if (first) rec.error = "no output";
+  } catch (const std::exception& e) {
+    rec.error = e.what();
+  }
+  return rec;
+}
+
+void run_bench_serving(const ServingOptions& o) {
+  KILN_CHECK(o.api == "native" || o.api == "openai", "--api must be native or openai");
+  KILN_CHECK(o.request_rate > 0, "--request-rate must be positive");
+  JsonClient probe(o.url, o.api_key);
+  int64_t vocab = o.vocab_size;
+  if (vocab == 0) {
+    json info = probe.get("/get_model_info");
+    vocab = info.value("vocab_size", int64_t{0});
+    KILN_CHECK(vocab > 0, "the server does not report vocab_size; pass --vocab-size");
+  }
+  std::string model = "default";
+  if (o.api == "openai") {
+    json models = probe.get("/v1/models");
+    if (models.contains("data") && !models["data"].empty()) {
+      model = models["data"][0].value("id", model);
+    }
+  }
+  auto ids = random_prompts(o, vocab);
+  std::vector<json> prompts;
+  for (auto& p : ids) {
+    if (o.prompt_kind == "text") {
+      prompts.push_back(probe.post("/detokenize", {{"tokens", p}}).at("text"));
+    } else {
+      prompts.push_back(p);
+    }
+  }
+
+  std::vector<ServingRequestRecord> records(o.num_prompts);
+  std::counting_semaphore<1 << 20> slots(o.max_concurrency > 0 ? o.max_concurrency : (1 << 20));
+  std::mt19937_64 rng(o.seed + 1);
+  std::exponential_distribution<double> gap(std::isinf(o.request_rate) ? 1.0 : o.request_rate);
+  ClientProgressBar bar("bench serving", o.num_prompts);
+  std::vector<std::thread> threads;
+  auto start = Clock::now();
+  for (int i = 0; i < o.num_prompts; ++i) {
+    slots.acquire();
+    json body = request_body(o, prompts[i], model);
+    threads.emplace_back([&, i, body = std::move(body)] {
+      records[i] = run_one(o, body);
+      slots.release();
+      bar.advance();
+    });
+    if (!std::isinf(o.request_rate)) {
+      std::this_thread::sleep_for(std::chrono::duration<double>(gap(rng)));
+    }
+  }
+  for (auto& t : threads) t.join();
+  double duration = std::chrono::duration<double>(Clock::now() - start).count();
+  bar.finish();
+
+  for (const auto& r : records) {
+    if (!r.success) {
+      std::fprintf(stderr, "kiln bench serving: a request failed: %s\n", r.error.c_str());
+      break;
+    }
+  }
+  ServingResult result = compute_serving_result(records, duration);
+  std::string rate = std::isinf(o.request_rate) ? "inf" : fmt::format("{:.2f}", o.request_rate);
+  std::string conc = o.max_concurrency > 0 ? std::to_string(o.max_concurrency) : "not set";
+  std::fputs(format_serving_result(result, "kiln-" + o.api, rate, conc).c_str(), stdout);
+  if (!o.json_path.empty()) {
+    json j = serving_result_json(result);
+    j["backend"] = "kiln-" + o.api;
+    j["request_rate"] = rate;
+    j["max_concurrency"] = o.max_concurrency;
+    j["num_prompts"] = o.num_prompts;
+    j["input_len"] = o.input_len;
+    j["output_len"] = o.output_len;
+    std::ofstream out(o.json_path);
+    KILN_CHECK(out, "cannot write {}", o.json_path);
+    out << j.dump(2) << "\n";
+  }
+  KILN_CHECK(result.completed > 0, "no request succeeded");
+}
+
+}  // namespace
+
+void add_bench_serving_command(CLI::App& bench) {
+  auto o = std::make_shared<ServingOptions>();
+  auto* s = bench.add_subcommand(
+      "serving",
+      "Online serving benchmark against a running server (SGLang bench_serving metrics)");
+  s->add_option("--url", o->url, "Server URL")->capture_default_str();
+  s->add_option("--api", o->api, "native (/generate) or openai (/v1/completions)")
+      ->check(CLI::IsMember({"native", "openai"}))
+      ->capture_default_str();
+  s->add_option("--api-key", o->api_key, "Bearer token for the server");
+  s->add_option("--num-prompts", o->num_prompts, "Requests to send")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  s->add_option("--input-len", o->input_len, "Prompt tokens per request")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  s->add_option("--output-len", o->output_len, "Generated tokens per request")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  s->add_option("--request-rate", o->request_rate,
+                "Requests per second, Poisson arrivals (default: all at once)");
+  s->add_option("--max-concurrency", o->max_concurrency, "Cap on requests in flight (0: none)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  s->add_option("--prompt-kind", o->prompt_kind,
+                "ids: random token ids; text: the same ids detokenized by the server")
+      ->check(CLI::IsMember({"ids", "text"}))
+      ->capture_default_str();
+  s->add_option("--vocab-size", o->vocab_size, "Vocabulary size (default: from /get_model_info)");
+  s->add_option("--seed", o->seed, "Seed for prompts and arrivals")->capture_default_str();
+  s->add_flag("--disable-ignore-eos", o->disable_ignore_eos,
+              "Let requests stop at end-of-sequence instead of generating --output-len tokens");
+  s->add_option("--json", o->json_path, "Also write the results as JSON here");
+  s->callback([o] { run_bench_serving(*o); });
+}
+
+}  // namespace kiln::cli

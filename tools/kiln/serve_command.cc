@@ -1,0 +1,226 @@
+// `kiln serve`: load a model, start the engine and serve the SGLang-native and OpenAI HTTP APIs
+// until SIGINT/SIGTERM. Shutdown is graceful: the engine aborts what is in flight (streams get
+// a final event with finish reason "abort"), the server lets those last events out, then exits
+// with status 0.
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <future>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "commands.h"
+#include "kiln/base/error.h"
+#include "kiln/base/log.h"
+#include "kiln/engine/engine.h"
+#include "kiln/engine/runtime.h"
+#include "kiln/engine/tokenizer_text.h"
+#include "kiln/server/engine_backend.h"
+#include "kiln/server/http_server.h"
+#include "progress_bar.h"
+#include "server_tokenizer_codec.h"
+
+namespace kiln::cli {
+namespace {
+
+struct ServeArgs {
+  std::string model;
+  std::string served_model_name;
+  std::string host = "127.0.0.1";
+  int port = 30000;
+  std::string api_key;
+  int threads = 0;
+  std::string graph_mode = "optimize";
+  int max_graph_bs = 32;
+  int max_running_requests = 64;
+  int max_queued_requests = 1024;
+  int64_t kv_tokens = 0;
+  int page_size = 16;
+  int chunked_prefill_size = 512;
+  int context_length = 0;
+  bool disable_prefix_cache = false;
+  int64_t random_seed = -1;
+  size_t max_body_bytes = 16u << 20;
+  int64_t max_prompt_tokens = 0;
+  std::string log_level = "info";
+};
+
+// SIGINT/SIGTERM are blocked in every thread (set before any thread starts, so all inherit it)
+// and taken by one thread with sigwait: shutdown then runs as ordinary code, not in a handler.
+class ShutdownSignal {
+ public:
+  ShutdownSignal() {
+    sigemptyset(&set_);
+    sigaddset(&set_, SIGINT);
+    sigaddset(&set_, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set_, nullptr);
+    std::thread([this] {
+      int sig = 0;
+      sigwait(&set_, &sig);
+      if (!ready_.load()) {
+        std::fprintf(stderr, "\nkiln serve: interrupted while loading\n");
+        std::_Exit(130);
+      }
+      received_.set_value(sig);
+    }).detach();  // blocked in sigwait for the life of the process when no signal comes
+  }
+  void set_ready() { ready_ = true; }
+  int wait() { return received_.get_future().get(); }
+
+ private:
+  sigset_t set_;
+  std::atomic<bool> ready_{false};
+  std::promise<int> received_;
+};
+
+nlohmann::json server_args_json(const ServeArgs& a, const engine::ModelInfo& info) {
+  return {{"model_path", info.path},
+          {"served_model_name", a.served_model_name.empty() ? info.name : a.served_model_name},
+          {"host", a.host},
+          {"port", a.port},
+          {"threads", a.threads},
+          {"graph_mode", a.graph_mode},
+          {"max_graph_bs", a.max_graph_bs},
+          {"max_running_requests", a.max_running_requests},
+          {"max_queued_requests", a.max_queued_requests},
+          {"kv_tokens", a.kv_tokens},
+          {"page_size", a.page_size},
+          {"chunked_prefill_size", a.chunked_prefill_size},
+          {"context_length", info.context_length},
+          {"enable_prefix_cache", !a.disable_prefix_cache},
+          {"api_key_set", !a.api_key.empty()}};
+}
+
+int serve(const ServeArgs& a) {
+  set_log_level(a.log_level);
+  ShutdownSignal signal;
+
+  ProgressBar bar;
+  engine::RuntimeOptions opts;
+  opts.model_path = a.model;
+  opts.threads = a.threads;
+  opts.graph_mode = engine::parse_graph_mode(a.graph_mode);
+  opts.max_graph_bs = a.max_graph_bs;
+  opts.page_size = a.page_size;
+  opts.kv_tokens = a.kv_tokens;
+  opts.context_length = a.context_length;
+  opts.progress = [&](const char* stage, int64_t done, int64_t total) {
+    bar.update(stage, done, total);
+  };
+  engine::Runtime rt(opts);
+  const engine::ModelInfo& info = rt.info();
+
+  engine::EngineConfig cfg;
+  cfg.max_running_requests = a.max_running_requests;
+  cfg.max_queued_requests = a.max_queued_requests;
+  cfg.chunked_prefill_size = a.chunked_prefill_size;
+  cfg.enable_prefix_cache = !a.disable_prefix_cache;
+  if (a.random_seed >= 0) cfg.random_seed = static_cast<uint64_t>(a.random_seed);
+  engine::TokenizerText text_view(rt.tokenizer());
+  engine::Engine eng(rt.executor(), rt.kv_pool(), text_view, cfg);
+  server::EngineBackend backend(eng);
+  TokenizerCodec codec(rt.tokenizer(), model::detect_chat_template(
+                                           info.chat_template, info.architecture, &rt.tokenizer()));
+
+  server::ModelCard card;
+  card.id = a.served_model_name.empty() ? info.name : a.served_model_name;
+  card.path = info.path;
+  card.architecture = info.architecture;
+  card.context_length = info.context_length;
+  card.vocab_size = info.vocab_size;
+  card.n_params = info.n_params;
+  server::ServerOptions sopts;
+  sopts.host = a.host;
+  sopts.port = a.port;
+  sopts.api_key = a.api_key;
+  sopts.max_body_bytes = a.max_body_bytes;
+  sopts.max_prompt_tokens = a.max_prompt_tokens;
+  sopts.server_args = server_args_json(a, info);
+  server::HttpServer http(backend, codec, card, sopts);
+  const int port = http.bind();
+  std::thread http_thread([&] { http.serve(); });
+  signal.set_ready();
+
+  const std::string url = fmt::format("http://{}:{}", a.host, port);
+  std::printf("kiln: serving %s (%s, context %lld, graph mode %s) at %s\n", card.id.c_str(),
+              info.architecture.c_str(), static_cast<long long>(info.context_length),
+              a.graph_mode.c_str(), url.c_str());
+  std::printf(
+      "  try: curl %s/generate -H 'Content-Type: application/json'%s -d "
+      "'{\"text\": \"The capital of France is\", \"sampling_params\": "
+      "{\"max_new_tokens\": 16, \"temperature\": 0}}'\n",
+      url.c_str(), a.api_key.empty() ? "" : " -H 'Authorization: Bearer $KILN_API_KEY'");
+  std::fflush(stdout);
+
+  int sig = signal.wait();
+  KILN_LOG_INFO("received {}, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
+  eng.shutdown();  // every request in flight finishes with "abort"
+  if (!http.wait_idle(std::chrono::seconds(10))) {
+    KILN_LOG_WARN("some responses were still being written after 10 s; closing them");
+  }
+  http.stop();
+  http_thread.join();
+  KILN_LOG_INFO("stopped");
+  return 0;
+}
+
+}  // namespace
+
+void add_serve_command(CLI::App& app) {
+  auto a = std::make_shared<ServeArgs>();
+  CLI::App* cmd =
+      app.add_subcommand("serve", "Serve a model over HTTP (SGLang-native + OpenAI APIs)");
+  cmd->add_option("-m,--model", a->model, "GGUF model file (default: Gemma 3 270M Q4_K_M)");
+  cmd->add_option("--served-model-name", a->served_model_name,
+                  "Model name in API responses (default: the GGUF's general.name)");
+  cmd->add_option("--host", a->host, "Address to bind")->capture_default_str();
+  cmd->add_option("--port", a->port, "Port (0: any free port, printed at startup)")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
+  cmd->add_option("--api-key", a->api_key,
+                  "Require 'Authorization: Bearer KEY' on every route but /health");
+  cmd->add_option("-t,--threads", a->threads, "Compute threads (default: all cores)")
+      ->check(CLI::Range(0, 1024));
+  cmd->add_option("--graph-mode", a->graph_mode, "off | replay | optimize")
+      ->check(CLI::IsMember({"off", "replay", "optimize"}))
+      ->capture_default_str();
+  cmd->add_option("--max-graph-bs", a->max_graph_bs, "Largest captured decode batch")
+      ->check(CLI::Range(1, 512))
+      ->capture_default_str();
+  cmd->add_option("--max-running-requests", a->max_running_requests, "Decode batch cap")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  cmd->add_option("--max-queued-requests", a->max_queued_requests,
+                  "Waiting requests before new ones get 503")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  cmd->add_option("--kv-tokens", a->kv_tokens, "KV pool capacity in tokens (0: automatic)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--page-size", a->page_size, "Tokens per KV page")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  cmd->add_option("--chunked-prefill-size", a->chunked_prefill_size,
+                  "Prompt tokens per prefill chunk")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  cmd->add_option("--context-length", a->context_length,
+                  "Context length (0: the model's, capped by --kv-tokens)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--disable-prefix-cache", a->disable_prefix_cache,
+                "Turn off the radix prefix cache");
+  cmd->add_option("--random-seed", a->random_seed,
+                  "Seed for requests that give none (default: random)");
+  cmd->add_option("--max-body-bytes", a->max_body_bytes, "Larger request bodies get 413")
+      ->capture_default_str();
+  cmd->add_option("--max-prompt-tokens", a->max_prompt_tokens,
+                  "Longer prompts get 400 (0: only the context length limits them)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--log-level", a->log_level, "trace|debug|info|warn|error|off")
+      ->capture_default_str();
+  cmd->callback([a] { std::exit(serve(*a)); });
+}
+
+}  // namespace kiln::cli
