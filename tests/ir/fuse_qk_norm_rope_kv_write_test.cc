@@ -116,6 +116,33 @@ TEST(FuseQkNormRopeKvWrite, RefusesAnExtraConsumerOfTheKChain) {
   expect_unchanged(run_fuse_qk_norm_rope_kv_write, layer("1e-06", "", "%a, %kr"));
 }
 
+TEST(FuseQkNormRopeKvWrite, RefusesRopesThatDisagreeOrAnAttentionOfAnotherLayer) {
+  // k roped with another base, another layout (pairs), or other positions than q.
+  const std::string k_rope = "%kr = rope(%k2, %pos) {head_dim=8, freq_base=10000.0, neox=1}";
+  for (const std::string& other :
+       {std::string("%kr = rope(%k2, %pos) {head_dim=8, freq_base=500000.0, neox=1}"),
+        std::string("%kr = rope(%k2, %pos) {head_dim=8, freq_base=10000.0, neox=0}"),
+        std::string("%kr = rope(%k2, %ts) {head_dim=8, freq_base=10000.0, neox=1}")}) {
+    const std::string in = replaced(layer(), k_rope, other);
+    ASSERT_NE(in, layer());
+    expect_unchanged(run_fuse_qk_norm_rope_kv_write, in);
+  }
+  // The write is layer 0, the attention reading its token layer 1: not this write's q.
+  std::string in = replaced(layer(), "{layer=0, n_heads", "{layer=1, n_heads");
+  ASSERT_NE(in, layer());
+  expect_unchanged(run_fuse_qk_norm_rope_kv_write, in);
+}
+
+TEST(FuseQkNormRopeKvWrite, ARopedQWithSeveralReadersStillFuses) {
+  Graph g = parse(layer("1e-06", "", "%a, %qr"));
+  EXPECT_EQ(run_fuse_qk_norm_rope_kv_write(g, {}).counter("patterns_fused"), 1);
+  EXPECT_NO_THROW(verify(g));
+  // Both readers (the attention and the graph output) now read the fused q.
+  const Node& fused = g.node(g.outputs()[1].node);
+  EXPECT_EQ(fused.op, Op::QkNormRopeKvWrite);
+  EXPECT_EQ(g.node(g.outputs()[0].node).inputs[0], g.outputs()[1]);
+}
+
 TEST(FuseQkNormRopeKvWrite, RefusesMismatchedNorms) {
   expect_unchanged(run_fuse_qk_norm_rope_kv_write, layer("1e-05"));
 }
