@@ -85,6 +85,11 @@ void check_fusion(const Graph& unfused, PassFn pass, const std::map<Op, int>& wa
   EXPECT_TRUE(
       same_bits(want_bits, testing::run_planned(fused_inplace, data, weights, pool(2), per_step)))
       << "fused, plan, one barrier per step";
+  PlanOptions groups;
+  groups.group_threshold = 100;  // every level with several nodes runs on disjoint worker groups
+  EXPECT_TRUE(
+      same_bits(want_bits, testing::run_planned(fused_inplace, data, weights, pool(2), groups)))
+      << "fused, plan, worker groups";
 }
 
 // Widths K of matmul inputs: a whole number of blocks, odd where the dtype allows.

@@ -76,5 +76,27 @@ TEST(FuseAddRmsNorm, NoChange) {
 })IR");
 }
 
+TEST(FuseAddRmsNorm, ASumNormedTwiceFusesOnceAndTheOtherNormReadsTheSum) {
+  expect_rewrite(run_fuse_add_rms_norm, R"IR(graph g() {
+  %a = input "a" : f32[2,8]
+  %b = input "b" : f32[2,8]
+  %w = param "w" : f32[8]
+  %v = param "v" : f32[8]
+  %s = add(%a, %b) : f32[2,8]
+  %n = rms_norm(%s, %w) {eps=1e-06} : f32[2,8]
+  %m = rms_norm(%s, %v) {eps=1e-05} : f32[2,8]
+  return %n, %m
+})IR",
+                 R"IR(graph g() {
+  %a = input "a" : f32[2,8]
+  %b = input "b" : f32[2,8]
+  %w = param "w" : f32[8]
+  %v = param "v" : f32[8]
+  %s, %n = add_rms_norm(%a, %b, %w) {eps=1e-06} : f32[2,8], f32[2,8]
+  %m = rms_norm(%s, %v) {eps=1e-05} : f32[2,8]
+  return %n, %m
+})IR");
+}
+
 }  // namespace
 }  // namespace kiln::graph

@@ -76,5 +76,33 @@ TEST(FuseMatmulMerge, RefusesMismatchedDtypesComputedWeightsAndDifferentInputs) 
 })IR");
 }
 
+TEST(FuseMatmulMerge, MergesAtMostFourPerGemmAndLeavesALoneRestAlone) {
+  // A merged GEMM has at most 4 outputs (Step::out): five projections of x become one
+  // 4-way split and one plain matmul.
+  auto r = expect_rewrite(run_fuse_matmul_merge, R"IR(graph g() {
+  %x = input "x" : f32[2,32]
+  %w0 = param "w0" : q8_0[16,32]
+  %w1 = param "w1" : q8_0[8,32]
+  %w2 = param "w2" : q8_0[8,32]
+  %w3 = param "w3" : q8_0[4,32]
+  %w4 = param "w4" : q8_0[4,32]
+  %y0 = matmul(%x, %w0) : f32[2,16]
+  %y1 = matmul(%x, %w1) : f32[2,8]
+  %y2 = matmul(%x, %w2) : f32[2,8]
+  %y3 = matmul(%x, %w3) : f32[2,4]
+  %y4 = matmul(%x, %w4) : f32[2,4]
+  return %y0, %y1, %y2, %y3, %y4
+})IR",
+                          R"IR(graph g() {
+  %x = input "x" : f32[2,32]
+  %w4 = param "w4" : q8_0[4,32]
+  %0 = param "w0+w1+w2+w3" {concat=["w0","w1","w2","w3"]} : q8_0[36,32]
+  %y0, %y1, %y2, %y3 = matmul_split(%x, %0) {splits=[16,8,8,4]} : f32[2,16], f32[2,8], f32[2,8], f32[2,4]
+  %y4 = matmul(%x, %w4) : f32[2,4]
+  return %y0, %y1, %y2, %y3, %y4
+})IR");
+  EXPECT_EQ(r.counter("matmuls_merged"), 4);
+}
+
 }  // namespace
 }  // namespace kiln::graph

@@ -85,6 +85,23 @@ TEST(FuseQkNormRopeKvWrite, FusesTheModelsRowsPerHeadView) {
   EXPECT_EQ(g.num_nodes(), 13);  // 11 sources, the fused node, the attention
 }
 
+TEST(FuseQkNormRopeKvWrite, FusesAOneHeadChainWithoutReshapes) {
+  // One KV head (Gemma 3): the model's [T*1, hd] view of k [T, hd] is k's own shape, so
+  // noop_elim removes both reshapes and the chain is rms_norm -> rope. Once missed, leaving
+  // every layer of a single-KV-head model unfused.
+  std::string in = replaced(layer(), "  %k3 = reshape(%k) {shape=[2,1,8]} : f32[2,1,8]\n", "");
+  in = replaced(in, "%kn = rms_norm(%k3, %kw) {eps=1e-06} : f32[2,1,8]",
+                "%kn = rms_norm(%k, %kw) {eps=1e-06} : f32[2,8]");
+  in = replaced(in, "  %k2 = reshape(%kn) {shape=[2,8]} : f32[2,8]\n", "");
+  in = replaced(in, "rope(%k2, %pos)", "rope(%kn, %pos)");
+  ASSERT_EQ(in.find("%k2"), std::string::npos);
+  ASSERT_EQ(in.find("%k3"), std::string::npos);
+  Graph g = parse(in);
+  EXPECT_EQ(run_fuse_qk_norm_rope_kv_write(g, {}).counter("patterns_fused"), 1);
+  EXPECT_NO_THROW(verify(g));
+  EXPECT_EQ(g.num_nodes(), 13);
+}
+
 TEST(FuseQkNormRopeKvWrite, RefusesANormOverPartsOfHeads) {
   // k viewed as [T*2, 4] rows and normed over 4 of each head's 8 values: not a per-head norm.
   std::string in = replaced(layer(), "{shape=[2,1,8]} : f32[2,1,8]", "{shape=[4,4]} : f32[4,4]");
@@ -97,6 +114,33 @@ TEST(FuseQkNormRopeKvWrite, RefusesANormOverPartsOfHeads) {
 TEST(FuseQkNormRopeKvWrite, RefusesAnExtraConsumerOfTheKChain) {
   expect_unchanged(run_fuse_qk_norm_rope_kv_write, layer("1e-06", "", "%a, %kn"));
   expect_unchanged(run_fuse_qk_norm_rope_kv_write, layer("1e-06", "", "%a, %kr"));
+}
+
+TEST(FuseQkNormRopeKvWrite, RefusesRopesThatDisagreeOrAnAttentionOfAnotherLayer) {
+  // k roped with another base, another layout (pairs), or other positions than q.
+  const std::string k_rope = "%kr = rope(%k2, %pos) {head_dim=8, freq_base=10000.0, neox=1}";
+  for (const std::string& other :
+       {std::string("%kr = rope(%k2, %pos) {head_dim=8, freq_base=500000.0, neox=1}"),
+        std::string("%kr = rope(%k2, %pos) {head_dim=8, freq_base=10000.0, neox=0}"),
+        std::string("%kr = rope(%k2, %ts) {head_dim=8, freq_base=10000.0, neox=1}")}) {
+    const std::string in = replaced(layer(), k_rope, other);
+    ASSERT_NE(in, layer());
+    expect_unchanged(run_fuse_qk_norm_rope_kv_write, in);
+  }
+  // The write is layer 0, the attention reading its token layer 1: not this write's q.
+  std::string in = replaced(layer(), "{layer=0, n_heads", "{layer=1, n_heads");
+  ASSERT_NE(in, layer());
+  expect_unchanged(run_fuse_qk_norm_rope_kv_write, in);
+}
+
+TEST(FuseQkNormRopeKvWrite, ARopedQWithSeveralReadersStillFuses) {
+  Graph g = parse(layer("1e-06", "", "%a, %qr"));
+  EXPECT_EQ(run_fuse_qk_norm_rope_kv_write(g, {}).counter("patterns_fused"), 1);
+  EXPECT_NO_THROW(verify(g));
+  // Both readers (the attention and the graph output) now read the fused q.
+  const Node& fused = g.node(g.outputs()[1].node);
+  EXPECT_EQ(fused.op, Op::QkNormRopeKvWrite);
+  EXPECT_EQ(g.node(g.outputs()[0].node).inputs[0], g.outputs()[1]);
 }
 
 TEST(FuseQkNormRopeKvWrite, RefusesMismatchedNorms) {

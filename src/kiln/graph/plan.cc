@@ -1,6 +1,7 @@
 #include "kiln/graph/plan.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "kiln/base/error.h"
 #include "kiln/graph/interpreter.h"
@@ -35,8 +36,22 @@ std::unique_ptr<Plan> Plan::prepare(Graph graph, const PlanOptions& options,
                              Tensor::empty(n.outputs[0].dtype, n.outputs[0].shape)});
   }
   for (size_t i = 0; i < g.outputs().size(); ++i) {
-    const ValueType& t = g.type(g.outputs()[i]);
+    const Value v = g.outputs()[i];
+    const ValueType& t = g.type(v);
     plan->outputs_.push_back({"output" + std::to_string(i), t, Tensor::empty(t.dtype, t.shape)});
+    // A returned reshape has no step of its own: the bytes are its root value's.
+    Value root = v;
+    while (output_is_view(g.node(root.node))) root = g.node(root.node).inputs[0];
+    const Op root_op = g.node(root.node).op;
+    KILN_CHECK(t.dtype != DType::Token && root_op != Op::Param && root_op != Op::State,
+               "graph output {} is {} {}: plans return computed values and inputs only", i,
+               root == v ? "a" : "a view of a", op_name(root_op));
+    if (root == v || root_op == Op::Input) continue;
+    const bool returned =
+        std::find(g.outputs().begin(), g.outputs().end(), root) != g.outputs().end();
+    const bool homed = std::any_of(plan->view_home_.begin(), plan->view_home_.end(),
+                                   [&](const auto& h) { return h.first == root; });
+    if (!returned && !homed) plan->view_home_.push_back({root, static_cast<int>(i)});
   }
   return plan;
 }
@@ -69,10 +84,27 @@ void* Plan::address_of(Value v) {
     }
   }
   if (output_is_view(n)) return address_of(n.inputs[0]);
+  for (const auto& [root, i] : view_home_) {
+    if (root == v) return outputs_[i].tensor.data();
+  }
   const PlannedBuffer* b = memory_.find(v);
   KILN_CHECK(b != nullptr, "value %{}:{} ({}) has no buffer in the memory plan", v.node, v.index,
              op_name(n.op));
   return arena_ + b->offset;
+}
+
+void* Plan::produced_at(int i) {
+  const Value v = graph_.outputs()[i];
+  for (int j = 0; j < i; ++j) {
+    if (graph_.outputs()[j] == v) return outputs_[j].tensor.data();
+  }
+  const Node& n = graph_.node(v.node);
+  return output_is_view(n) ? address_of(n.inputs[0]) : address_of(v);
+}
+
+void Plan::copy_outputs(int tid, int nth) const {
+  for (size_t k = tid; k < output_copies_.size(); k += nth)
+    std::memcpy(output_copies_[k].to, output_copies_[k].from, output_copies_[k].bytes);
 }
 
 void Plan::bind(void* arena, WeightProvider& weights, const KvGeometry& kv, void* kv_pool,
@@ -126,6 +158,12 @@ void Plan::bind(void* arena, WeightProvider& weights, const KvGeometry& kv, void
     if (options_.level_barriers &&
         (level_end_.empty() || level_end_.back() != static_cast<int>(steps_.size())))
       level_end_.push_back(static_cast<int>(steps_.size()));
+  }
+  output_copies_.clear();
+  for (size_t i = 0; i < outputs_.size(); ++i) {
+    void* from = produced_at(static_cast<int>(i));
+    if (from != outputs_[i].tensor.data())
+      output_copies_.push_back({from, outputs_[i].tensor.data(), outputs_[i].tensor.nbytes()});
   }
   barrier_.reset(n_threads);
   barrier_participants_ = n_threads;
@@ -220,6 +258,7 @@ void Plan::replay(ThreadPool& pool) {
       }
       all.sync();
     }
+    copy_outputs(tid, n);
   });
 }
 
@@ -228,6 +267,7 @@ void Plan::replay_stepwise(ThreadPool& pool, const std::function<void(int node)>
     run_step_on_pool(pool, step, barrier_);
     if (after_step) after_step(step.node);
   }
+  copy_outputs(0, 1);
 }
 
 Tensor Plan::value_view(Value v) {

@@ -94,6 +94,9 @@ class Plan {
  private:
   Plan() = default;
   void* address_of(Value v);
+  // Where the bytes of graph output i are produced: its own buffer, or (for a value returned
+  // twice, a view of another output or of an input) somewhere replay copies them from.
+  void* produced_at(int i);
   double cost_of(int node) const;
   void place_level(int first_step, int end_step, const std::vector<int>& nodes, int n_threads);
 
@@ -105,6 +108,17 @@ class Plan {
   std::vector<PlanBuffer> inputs_;
   std::vector<PlanBuffer> outputs_;
   std::vector<int> input_of_node_;  // node -> index in inputs_, or -1
+  // Computed values whose reshape is a graph output: the value is written straight into that
+  // output's buffer (same bytes), since its arena slot may be reused before replay ends.
+  std::vector<std::pair<Value, int>> view_home_;
+  // Outputs whose bytes a step writes elsewhere, copied after the last level of a replay.
+  struct OutputCopy {
+    const void* from = nullptr;
+    void* to = nullptr;
+    size_t bytes = 0;
+  };
+  std::vector<OutputCopy> output_copies_;
+  void copy_outputs(int tid, int nth) const;
   std::vector<Step> steps_;
   struct Placement {
     int first = 0;     // first thread of the step's worker group

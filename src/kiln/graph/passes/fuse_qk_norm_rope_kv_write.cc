@@ -6,30 +6,43 @@
 namespace kiln::graph {
 namespace {
 
-// One of q or k: reshape -> rms_norm -> reshape -> rope, read back from the roped value.
+// One of q or k: reshape -> rms_norm -> reshape -> rope, read back from the roped value. Either
+// reshape may be missing: with one head (Gemma 3's single KV head) the model's [T*H, hd] view
+// of [T, H*hd] is the same shape, and noop_elim removes both identity reshapes.
 struct HeadChain {
   Value src;     // the projection's output [T, heads*hd]
   Value norm_w;  // [hd]
   Value positions;
   const Node* norm = nullptr;
   const Node* rope = nullptr;
-  std::vector<int> nodes;  // reshape, rms_norm, reshape, rope
+  std::vector<int> nodes;  // rope, reshape (if any), rms_norm, reshape (if any)
 };
 
 std::optional<HeadChain> match_chain(const Graph& g, const UseMap& uses, Value roped) {
   HeadChain c;
   c.rope = producer_if(g, roped, Op::Rope);
   if (!c.rope) return std::nullopt;
+  c.nodes = {roped.node};
   const Value flat = c.rope->inputs[0];
-  const Node* back = producer_if(g, flat, Op::Reshape);
-  if (!back || !uses.only_user_is(flat, roped.node)) return std::nullopt;
-  const Value normed = back->inputs[0];
+  Value normed = flat;
+  if (const Node* back = producer_if(g, flat, Op::Reshape)) {
+    if (!uses.only_user_is(flat, roped.node)) return std::nullopt;
+    normed = back->inputs[0];
+    c.nodes.push_back(flat.node);
+  }
   c.norm = producer_if(g, normed, Op::RmsNorm);
-  if (!c.norm || !uses.only_user_is(normed, flat.node)) return std::nullopt;
+  if (!c.norm || !uses.only_user_is(normed, c.nodes.back())) return std::nullopt;
+  c.nodes.push_back(normed.node);
   const Value heads = c.norm->inputs[0];
+  c.src = heads;
   const Node* split = producer_if(g, heads, Op::Reshape);
-  if (!split || !uses.only_user_is(heads, normed.node)) return std::nullopt;
-  c.src = split->inputs[0];
+  // A reshape before the norm belongs to the chain when it views the source's own type (else
+  // the source is the reshape's output, e.g. a projection reshaped for some other reason).
+  if (split && g.type(split->inputs[0]) == g.type(flat)) {
+    if (!uses.only_user_is(heads, normed.node)) return std::nullopt;
+    c.src = split->inputs[0];
+    c.nodes.push_back(heads.node);
+  }
   const int64_t hd = c.rope->attrs.get_int("head_dim");
   const ValueType& h = g.type(heads);
   // [T, H*hd] -> a view whose rows are single heads, [T, H, hd] or [T*H, hd] (the model's
@@ -38,7 +51,6 @@ std::optional<HeadChain> match_chain(const Graph& g, const UseMap& uses, Value r
   if (h.shape.cols() != hd || g.type(flat) != g.type(c.src)) return std::nullopt;
   c.norm_w = c.norm->inputs[1];
   c.positions = c.rope->inputs[1];
-  c.nodes = {roped.node, flat.node, normed.node, heads.node};
   return c;
 }
 

@@ -7,7 +7,9 @@
 //   %qr, %t = qk_norm_rope_kv_write(%q, %k, %v, %qw, %kw, %pos, %kv, %slots)
 //             {eps, head_dim, freq_base, neox, layer, n_heads, n_kv_heads}
 // Every reader of %t (the attention) then reads the fused node's token output. The per-head
-// view may also be [T*H, hd] (rows of single heads, as model/transformer.cc writes it).
+// view may also be [T*H, hd] (rows of single heads, as model/transformer.cc writes it), and
+// the reshapes may be absent (one head: the view is the source's own shape, and noop_elim
+// removed the identity reshapes).
 // Refuses: any intermediate of the q or k chain with another use (k's roped value too; q's
 // roped value may have several readers), norms or ropes that disagree (eps, head_dim,
 // freq_base, neox, positions), a norm weight that is not [head_dim], and a rewrite that would

@@ -1,0 +1,117 @@
+// The optimizing pipeline on the tiny GGUF models of the fixtures (real tensor names, real
+// mixed quantizations, real configs read from the files): it must shrink the graph, keep the
+// verifier happy after every pass, leave no pattern a fusion pass promises to remove, and
+// compute bit for bit what the traced graph computes (eager unfused vs captured optimized
+// plan, logits and the KV pool).
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+
+#include "graph/fusion_patterns.h"
+#include "graph/numeric_runs.h"
+#include "kiln/graph/passes/pipeline.h"
+#include "kiln/graph/printer.h"
+#include "kiln/model/gguf.h"
+#include "kiln/model/model_config.h"
+#include "kiln/model/transformer.h"
+#include "kiln/model/weight_store.h"
+
+namespace kiln::graph {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path tiny_model(const std::string& name) {
+  const char* d = std::getenv("KILN_TESTDATA");
+  return fs::path(d ? d : "") / "models" / (name + ".gguf");
+}
+
+int count_op(const Graph& g, Op op) {
+  int n = 0;
+  for (const Node& node : g.nodes()) n += node.op == op;
+  return n;
+}
+
+class ModelPipeline : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ModelPipeline, FusesEverythingAndComputesTheSameBits) {
+  const fs::path path = tiny_model(GetParam());
+  ASSERT_TRUE(fs::exists(path)) << "fixture missing (tests/fixtures/generate_all.py): " << path;
+  auto file = model::GgufFile::open(path.string());
+  const model::ModelConfig c = model::read_model_config(*file);
+  model::WeightStore store(file);
+
+  KvGeometry kv;
+  kv.n_layers = c.n_layers;
+  kv.n_pages = 16;
+  kv.page_size = 16;
+  kv.n_kv_heads = c.n_kv_heads;
+  kv.head_dim = c.head_dim;
+  ThreadPool pool(2);
+  for (int64_t T : {3, 8}) {
+    const bool greedy = T == 3;  // decode with the greedy head; a padded logits batch
+    SCOPED_TRACE(::testing::Message() << "T=" << T);
+    testing::StepData data = testing::paged_step(T, kv, 60 + T, /*inert_last_row=*/T == 8);
+    std::mt19937 rng(61);
+    Tensor ids = Tensor::empty(DType::I32, {T});
+    for (int64_t i = 0; i < T; ++i)
+      ids.data_as<int32_t>()[i] = static_cast<int32_t>(3 + rng() % (c.vocab - 3));
+    data.inputs.push_back({model::input_names::kTokenIds, ids});
+    model::ForwardShape shape;
+    shape.tokens = T;
+    shape.seqs = data.inputs[3].tensor.shape()[0];  // block_table rows
+    shape.max_pages_per_seq = data.inputs[3].tensor.shape()[1];
+    shape.greedy = greedy;
+    shape.kv_pages = kv.n_pages;
+    shape.page_size = kv.page_size;
+
+    const Graph traced = model::build_forward(c, store.lookup(), shape, "decode");
+    Graph optimized = traced;
+    PipelineOptions options;
+    options.verify_each = true;  // also in release builds: the verifier after every pass
+    const auto stats = run_pipeline(optimized, options);
+    ASSERT_EQ(stats.size(), pipeline_passes().size());
+
+    // Fewer nodes; every fusion the model offers happened; nothing fusable is left.
+    EXPECT_LT(optimized.num_nodes(), traced.num_nodes()) << format_pass_stats(stats);
+    std::printf("%s T=%lld: %d nodes traced, %d optimized\n", GetParam().c_str(),
+                static_cast<long long>(T), traced.num_nodes(), optimized.num_nodes());
+    const auto before = testing::unfused_patterns(traced);
+    const auto after = testing::unfused_patterns(optimized);
+    EXPECT_FALSE(before.empty());
+    EXPECT_TRUE(after.empty()) << ::testing::PrintToString(after) << "\n" << print(optimized);
+    EXPECT_EQ(count_op(optimized, Op::QkNormRopeKvWrite), c.qk_norm ? c.n_layers : 0)
+        << print(optimized);
+    EXPECT_EQ(count_op(optimized, Op::KvWrite), c.qk_norm ? 0 : c.n_layers);
+    EXPECT_EQ(count_op(optimized, Op::NormMatmulArgmax), greedy ? 1 : 0);
+    // Projections merge only within one weight dtype, and these files mix types the way
+    // llama.cpp's quantization mixes do; unfused_patterns (above) checks no same-dtype pair of
+    // projections of one activation is left.
+    EXPECT_EQ(count_op(optimized, Op::Reshape), 0);
+    const bool gelu = c.activation == model::Activation::GeluTanh;
+    EXPECT_EQ(count_op(optimized, gelu ? Op::GeluMul : Op::SiluMul), c.n_layers);
+
+    const testing::RunResult want = testing::run_interpreted(traced, data, store, pool);
+    EXPECT_TRUE(testing::same_bits(want, testing::run_planned(optimized, data, store, pool)))
+        << "optimized, plan";
+    EXPECT_TRUE(testing::same_bits(want, testing::run_interpreted(optimized, data, store, pool)))
+        << "optimized, eager";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Tiny, ModelPipeline,
+                         ::testing::Values("tiny-gemma3", "tiny-llama", "tiny-qwen2", "tiny-qwen3",
+                                           "tiny-mistral"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           std::string n = info.param;
+                           for (char& ch : n) {
+                             if (ch == '-') ch = '_';
+                           }
+                           return n;
+                         });
+
+}  // namespace
+}  // namespace kiln::graph
