@@ -9,8 +9,9 @@ double SequenceResult::e2e_seconds() const {
   return std::chrono::duration<double>(end - submitted).count();
 }
 
-GenerationJob::GenerationJob(GenerationBackend& backend, Metrics& metrics, std::string route)
-    : backend_(backend), metrics_(metrics), route_(std::move(route)) {}
+GenerationJob::GenerationJob(GenerationBackend& backend, std::shared_ptr<Metrics> metrics,
+                             std::string route)
+    : backend_(backend), metrics_(std::move(metrics)), route_(std::move(route)) {}
 
 GenerationJob::~GenerationJob() {
   cancel_all();
@@ -24,12 +25,22 @@ void GenerationJob::start(std::vector<engine::GenerateRequest> requests) {
   results_.resize(requests.size());
   for (size_t i = 0; i < requests.size(); ++i) {
     results_[i].submitted = Clock::now();
-    // The callback holds the inbox, not the job: the engine may still call it after the HTTP
-    // request is gone (the final abort event of a cancelled request).
+    // The callback holds the inbox and the metrics, not the job: the engine may still call it
+    // after the HTTP request is gone (the final abort event of a cancelled request).
     std::shared_ptr<Inbox> inbox = inbox_;
+    std::shared_ptr<Metrics> metrics = metrics_;
+    const Clock::time_point submitted = results_[i].submitted;
     try {
-      results_[i].engine_id =
-          backend_.submit(std::move(requests[i]), [inbox, i](const engine::RequestEvent& e) {
+      results_[i].engine_id = backend_.submit(
+          std::move(requests[i]), [inbox, metrics, submitted, i](const engine::RequestEvent& e) {
+            // Counted here, on the scheduler thread, before the engine publishes the stats
+            // that show the request gone: /metrics never shows an idle engine with a finished
+            // request not yet counted (the HTTP worker may apply the event much later).
+            if (e.finished) {
+              metrics->request_finished(
+                  e.finish_reason, e.prompt_tokens, e.completion_tokens, e.cached_tokens,
+                  std::chrono::duration<double>(Clock::now() - submitted).count());
+            }
             {
               std::lock_guard lock(inbox->mu);
               inbox->events.push_back({i, e});
@@ -72,9 +83,9 @@ void GenerationJob::apply(const Update& u) {
   if (!e.new_tokens.empty()) {
     if (r.first_token == Clock::time_point{}) {
       r.first_token = now;
-      metrics_.observe_ttft(std::chrono::duration<double>(now - r.submitted).count());
+      metrics_->observe_ttft(std::chrono::duration<double>(now - r.submitted).count());
     } else {
-      metrics_.observe_itl(std::chrono::duration<double>(now - r.last_token).count());
+      metrics_->observe_itl(std::chrono::duration<double>(now - r.last_token).count());
     }
     r.last_token = now;
   }
@@ -93,8 +104,6 @@ void GenerationJob::apply(const Update& u) {
   r.error = e.error;
   --unfinished_;
   double e2e = r.e2e_seconds();
-  metrics_.request_finished(e.finish_reason, r.prompt_tokens, r.completion_tokens, r.cached_tokens,
-                            e2e);
   KILN_LOG_INFO("{} id={} finish={}{} prompt={} cached={} completion={} ttft={:.3f}s e2e={:.3f}s",
                 route_, r.engine_id, finish_reason_string(e.finish_reason),
                 e.error.empty() ? "" : " (" + e.error + ")", r.prompt_tokens, r.cached_tokens,

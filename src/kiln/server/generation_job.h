@@ -46,7 +46,7 @@ struct SequenceResult {
 
 class GenerationJob {
  public:
-  GenerationJob(GenerationBackend& backend, Metrics& metrics, std::string route);
+  GenerationJob(GenerationBackend& backend, std::shared_ptr<Metrics> metrics, std::string route);
   ~GenerationJob();  // cancels every unfinished sequence and collects its final event
   GenerationJob(const GenerationJob&) = delete;
   GenerationJob& operator=(const GenerationJob&) = delete;
@@ -79,7 +79,7 @@ class GenerationJob {
   void apply(const Update& u);
 
   GenerationBackend& backend_;
-  Metrics& metrics_;
+  std::shared_ptr<Metrics> metrics_;
   std::string route_;
   std::shared_ptr<Inbox> inbox_ = std::make_shared<Inbox>();
   std::vector<SequenceResult> results_;

@@ -45,7 +45,7 @@ HttpServer::HttpServer(GenerationBackend& backend, const TextCodec& codec, Model
   add_native_routes(*router, st);
   add_openai_routes(*router, st);
   router->get("/metrics", [&st](const httplib::Request&, httplib::Response& res) {
-    res.set_content(st.metrics.render(st.backend.stats()), "text/plain; version=0.0.4");
+    res.set_content(st.metrics->render(st.backend.stats()), "text/plain; version=0.0.4");
   });
 
   http_->set_pre_routing_handler([&st](const httplib::Request& req, httplib::Response& res) {
@@ -95,7 +95,7 @@ HttpServer::HttpServer(GenerationBackend& backend, const TextCodec& codec, Model
         set_error(res, 500, "internal error: " + what);
       });
   http_->set_logger([&st](const httplib::Request& req, const httplib::Response& res) {
-    st.metrics.http_request(res.status);
+    st.metrics->http_request(res.status);
     KILN_LOG_DEBUG("{} {} -> {}", req.method, req.path, res.status);
   });
 }

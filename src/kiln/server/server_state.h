@@ -3,6 +3,7 @@
 #pragma once
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -33,7 +34,8 @@ struct ServerState {
   const TextCodec& codec;
   ModelCard model;
   ServerOptions options;
-  Metrics metrics;
+  // Shared: engine callbacks count finished requests and may outlive a late HTTP request.
+  std::shared_ptr<Metrics> metrics = std::make_shared<Metrics>();
   std::atomic<int> active_generations{0};  // HTTP requests with a job in flight
   std::atomic<bool> stopping{false};
 
