@@ -1,5 +1,7 @@
 #include "kiln/kernels/matmul.h"
 
+#include <emmintrin.h>
+
 #include <algorithm>
 #include <limits>
 
@@ -13,6 +15,17 @@ namespace {
 constexpr int R = PackedWeight::kGroupRows;
 
 size_t align64(size_t n) { return (n + 63) / 64 * 64; }
+
+// True when one of t[0..16) is greater than b (SSE2: part of every x86-64 CPU).
+inline bool any_greater16(const float* t, float b) {
+  static_assert(PackedWeight::kGroupRows == 16);
+  const __m128 vb = _mm_set1_ps(b);
+  __m128 gt = _mm_cmpgt_ps(_mm_loadu_ps(t), vb);
+  gt = _mm_or_ps(gt, _mm_cmpgt_ps(_mm_loadu_ps(t + 4), vb));
+  gt = _mm_or_ps(gt, _mm_cmpgt_ps(_mm_loadu_ps(t + 8), vb));
+  gt = _mm_or_ps(gt, _mm_cmpgt_ps(_mm_loadu_ps(t + 12), vb));
+  return _mm_movemask_ps(gt) != 0;
+}
 
 // Where each activation array lives in the scratch (block-major, see ActView).
 struct ActScratch {
@@ -208,6 +221,9 @@ void matmul_argmax(const PackedWeight& w, const float* x, int64_t m, int32_t* ou
       float b = my_best[i0 + i];
       int32_t at = my_where[i0 + i];
       const float* t = tile + i * R;
+      // Almost every tile row holds nothing above the running best: skip it with four SSE
+      // compares (NaN compares false, as in the loop below, which decides everything else).
+      if (at >= 0 && nv == R && !any_greater16(t, b)) continue;
       for (int c = 0; c < nv; ++c) {
         // Strictly greater: columns are visited in increasing order, so ties keep the lowest.
         if (t[c] > b || (at < 0 && t[c] == b)) {

@@ -15,6 +15,10 @@
 namespace kiln::kernels {
 namespace {
 
+// How far ahead of the record being read the weight stream is prefetched (about the bytes one
+// core must keep in flight to cover DRAM latency at its share of the bandwidth).
+constexpr int kPrefetchBytes = 2048;
+
 inline int32_t load_i32(const int8_t* p) {
   int32_t v;
   std::memcpy(&v, p, 4);
@@ -90,8 +94,18 @@ void tile_quant(const uint8_t* group, const ActView& a, int64_t row0, float* til
   const float* d = a.d + row0;        // [blk * m + i]
   const float* ds = a.ds + row0;
   const int32_t* sums = (S == 32 ? a.s32 : a.s16) + row0;  // [sub * m + i]
+  // Each thread streams its groups' records in address order; the first row tile of a group
+  // (the one that brings the weights from memory; later tiles reread them from L1) prefetches
+  // kPrefetchBytes ahead, past the group's end into the next one, so the stream keeps enough
+  // misses in flight across 4 KiB pages, where the hardware prefetchers stop.
+  const bool prefetch = row0 == 0;
   for (int64_t s = 0; s < nsub; ++s) {
     const uint8_t* rec = group + s * record_bytes;
+    if (prefetch) {
+#pragma GCC unroll 16
+      for (int l = 0; l < record_bytes; l += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(rec + kPrefetchBytes + l), _MM_HINT_T0);
+    }
     __m512i w[S / 4];
     load_codes<Bits, S>(rec, w);
     const uint8_t* sp = rec + code_bytes;
