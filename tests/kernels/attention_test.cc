@@ -287,6 +287,24 @@ TEST_P(AttentionTest, ReplanAndRerunIsStable) {
   EXPECT_TRUE(all_close(o1, reference(b), kRel, kAbs));
 }
 
+// One short decode row has one item (one chunk, one KV head): its GQA group is split so the
+// second thread works too, with the same bits as one thread.
+TEST_P(AttentionTest, ShortSingleRowSplitsItsQueryHeads) {
+  Case c;
+  c.seqs = {{100, 1}};
+  Batch b = build(c, 8);
+  AttentionLimits lim;
+  lim.max_tokens = 1;
+  lim.max_threads = 2;
+  AttentionWork work(b.p, lim);
+  std::vector<float> out(4 * 256);
+  attention_plan(b.p, b.inputs(out.data()), 2, &work);
+  EXPECT_EQ(work.n_items(), 2);
+  attention_plan(b.p, b.inputs(out.data()), 1, &work);
+  EXPECT_EQ(work.n_items(), 1);  // nothing to gain on one thread
+  check(c, 8);
+}
+
 TEST_P(AttentionTest, LongDecodeIsSplitAcrossThreads) {
   Case c;
   c.seqs = {{4095, 1}};

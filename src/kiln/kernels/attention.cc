@@ -103,8 +103,10 @@ AttentionWork::AttentionWork(const AttentionParams& params, const AttentionLimit
   row_lo.resize(T);
   row_hi.resize(T);
   tiles.resize(T);
-  // One item per tile and KV head, plus at most one extra item per stored chunk partial.
-  items.resize(T * params.n_kv_heads + static_cast<size_t>(limits.max_split_partials));
+  // One item per tile and KV head, plus at most one extra item per stored chunk partial, plus
+  // one per thread for splitting GQA groups when there are fewer items than threads.
+  items.resize(T * params.n_kv_heads + static_cast<size_t>(limits.max_split_partials) +
+               static_cast<size_t>(limits.max_threads));
   merges.resize(T);
   inert.resize(T);
 }
@@ -223,9 +225,26 @@ void attention_plan(const AttentionParams& p, const AttentionInputs& in, int nth
         it.kv_head = kvh;
         it.chunk_begin = c;
         it.chunk_end = std::min(c + seg, tile.chunk_end);
+        it.q_begin = 0;  // the work list is reused: reset what a split may have set
+        it.q_end = -1;
         it.cost = (it.chunk_end - it.chunk_begin) * cost_per_chunk;
       }
     }
+  }
+  // Fewer items than threads (one short sequence): split the query heads of a GQA group
+  // across items so no thread idles. Every (row, head) still goes through exactly the same
+  // operations (scores, softmax and P*V are per query), only on another thread; both halves
+  // convert the same keys, which is cheap next to an idle core.
+  const int64_t n_whole = w.n_items_;
+  for (int64_t i = 0; i < n_whole && w.n_items_ < nth; ++i) {
+    AttentionWork::Item& it = w.items[i];
+    const int32_t nq = w.tiles[it.tile].rows * G;
+    if (nq < 2 || static_cast<size_t>(w.n_items_) >= w.items.size()) continue;
+    AttentionWork::Item second = it;
+    it.q_end = nq / 2;
+    second.q_begin = nq / 2;
+    it.cost = second.cost = (it.cost + 1) / 2;
+    w.items[w.n_items_++] = second;
   }
   // Largest first, so dynamic claiming ends with the small items.
   std::sort(w.items.begin(), w.items.begin() + w.n_items_,
@@ -233,7 +252,8 @@ void attention_plan(const AttentionParams& p, const AttentionInputs& in, int nth
               if (a.cost != b.cost) return a.cost > b.cost;
               if (a.tile != b.tile) return a.tile < b.tile;
               if (a.kv_head != b.kv_head) return a.kv_head < b.kv_head;
-              return a.chunk_begin < b.chunk_begin;
+              if (a.chunk_begin != b.chunk_begin) return a.chunk_begin < b.chunk_begin;
+              return a.q_begin < b.q_begin;
             });
   w.planned_T = in.T;
   w.planned_nth = nth;

@@ -88,6 +88,8 @@ class AttentionWork {
     int32_t kv_head = 0;
     int32_t chunk_begin = 0;
     int32_t chunk_end = 0;
+    int32_t q_begin = 0;  // the tile's queries (row-major over rows x GQA group) it computes
+    int32_t q_end = -1;   // -1: to the last
     int64_t cost = 0;
   };
 

@@ -178,6 +178,8 @@ struct AttentionSimd {
     const AttentionWork::Tile& tile = w.tiles[item.tile];
     const Geometry g = geometry(a, tile);
     const int hd = g.hd, nq = g.nq, kvh = item.kv_head;
+    // This item's queries of the tile (all of them unless the planner split a GQA group).
+    const int q0 = item.q_begin, q1 = item.q_end < 0 ? nq : item.q_end;
     const int64_t nq_max = detail::attn_max_queries(*a.p);
     float* scores = ws;                    // [nq_max][CH]
     float* accbuf = scores + nq_max * CH;  // [nq_max][hd]
@@ -192,7 +194,7 @@ struct AttentionSimd {
     float* srow[kAttnTileRows * 64];
     float* O[kAttnTileRows * 64];
     float* Mp[kAttnTileRows * 64];
-    for (int qi = 0; qi < nq; ++qi) {
+    for (int qi = q0; qi < q1; ++qi) {
       int row = tile.row0 + qi / g.G;
       int head = kvh * g.G + qi % g.G;
       qv[qi] = a.in->q + row * g.row_stride + static_cast<int64_t>(head) * hd;
@@ -223,13 +225,13 @@ struct AttentionSimd {
         int nk = imin(KB, ub - jb);
         load_block(a.in->kv.k, g, kvh, c0 + jb, nk, block, c0 + jb + nk,
                    c0 + imin(jb + nk + KB, ub));
-        int qi = 0;
-        for (; qi + 4 <= nq; qi += 4) qk_keys<4>(qv + qi, block, nk, hd, a.p->scale, srow + qi, jb);
-        for (; qi < nq; ++qi) qk_keys<1>(qv + qi, block, nk, hd, a.p->scale, srow + qi, jb);
+        int qi = q0;
+        for (; qi + 4 <= q1; qi += 4) qk_keys<4>(qv + qi, block, nk, hd, a.p->scale, srow + qi, jb);
+        for (; qi < q1; ++qi) qk_keys<1>(qv + qi, block, nk, hd, a.p->scale, srow + qi, jb);
       }
       // Per-query softmax pieces, and where each query's acc goes.
       float* acc[kAttnTileRows * 64];
-      for (int qi = 0; qi < nq; ++qi) {
+      for (int qi = q0; qi < q1; ++qi) {
         int i = qi / g.G;
         float* dst = prefix ? accbuf + static_cast<int64_t>(qi) * hd
                             : a.partials + (tile.partial_base + kvh * per_head +
@@ -248,13 +250,13 @@ struct AttentionSimd {
       for (int jb = ua; jb < ub; jb += KB) {
         int je = imin(jb + KB, ub);
         load_block(a.in->kv.v, g, kvh, c0 + jb, je - jb, block, c0 + je, c0 + imin(je + KB, ub));
-        for (int qi = 0; qi < nq; ++qi) {
+        for (int qi = q0; qi < q1; ++qi) {
           int i = qi / g.G;
           int lo = imax(ra[i], jb), hi = imin(rb[i], je);
           if (lo < hi) pv_accumulate(acc[qi], srow[qi], block, jb, lo, hi, hd);
         }
       }
-      for (int qi = 0; qi < nq; ++qi) {
+      for (int qi = q0; qi < q1; ++qi) {
         if (prefix) {
           if (pm[qi] != -std::numeric_limits<float>::infinity())  // empty: nothing to fold
             fold(&Mp[qi][0], &Mp[qi][1], O[qi], pm[qi], pl[qi], acc[qi], hd);
@@ -265,7 +267,7 @@ struct AttentionSimd {
       }
     }
     if (prefix && tile.split_chunk == tile.chunk_end)
-      for (int qi = 0; qi < nq; ++qi) finalize(O[qi], Mp[qi][1], hd);
+      for (int qi = q0; qi < q1; ++qi) finalize(O[qi], Mp[qi][1], hd);
   }
 
   static void merge_tile(const detail::AttnArgs& a, int32_t tile_index) {
