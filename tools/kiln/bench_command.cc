@@ -79,6 +79,14 @@ double best_seconds(int repeats, F&& fn) {
   return best;
 }
 
+// Resident set size of this process (0 when /proc is unavailable).
+int64_t resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  int64_t pages = 0, resident = 0;
+  if (!(statm >> pages >> resident)) return 0;
+  return resident * ::sysconf(_SC_PAGESIZE);
+}
+
 // A temporary compile-cache folder, removed with this object.
 struct TempDir {
   std::string path;
@@ -310,14 +318,23 @@ int run(const BenchArgs& a) {
     go.cache_dir = cache.path;  // empty at first: the first capture is cold
     gr = std::make_unique<engine::GraphRunner>(rt.model_runner(), rt.weights(), rt.kv_pool(),
                                                *rt.thread_pool(), go);
+    const int64_t rss_before = resident_bytes();
     gr->capture([&](int64_t done, int64_t total) { bar.update("capture", done, total); });
+    const int64_t rss_growth = resident_bytes() - rss_before;
     const engine::CaptureStats cold = gr->capture_stats();
     KILN_CHECK(!cold.cache_hit, "the first capture into a fresh cache folder hit the cache");
     gr->capture();  // warm: everything from the compile cache just written
     const engine::CaptureStats& warm = gr->capture_stats();
     rt.model_runner().set_graph_runner(gr.get());
     f.capture = {true,           cold.plans,       cold.seconds,        warm.seconds,
-                 warm.cache_hit, warm.arena_bytes, warm.sum_plan_bytes, warm.max_plan_bytes};
+                 warm.cache_hit, warm.arena_bytes, warm.sum_plan_bytes, warm.max_plan_bytes,
+                 rss_growth};
+    KILN_LOG_INFO(
+        "capture seconds, cold / warm: trace {:.3f}/{:.3f}, passes {:.3f}/{:.3f}, prepare "
+        "{:.3f}/{:.3f}, cache {:.3f}/{:.3f}, bind {:.3f}/{:.3f}",
+        cold.trace_seconds, warm.trace_seconds, cold.pass_seconds, warm.pass_seconds,
+        cold.prepare_seconds, warm.prepare_seconds, cold.cache_seconds, warm.cache_seconds,
+        cold.bind_seconds, warm.bind_seconds);
   }
 
   if (a.bandwidth_gbs > 0) {
