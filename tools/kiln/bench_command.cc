@@ -330,10 +330,11 @@ int run(const BenchArgs& a) {
                  rss_growth};
     KILN_LOG_INFO(
         "capture seconds, cold / warm: trace {:.3f}/{:.3f}, passes {:.3f}/{:.3f}, prepare "
-        "{:.3f}/{:.3f}, cache {:.3f}/{:.3f}, bind {:.3f}/{:.3f}",
+        "{:.3f}/{:.3f}, cache {:.3f}/{:.3f}, packing merged weights {:.3f}/{:.3f}, bind "
+        "{:.3f}/{:.3f}",
         cold.trace_seconds, warm.trace_seconds, cold.pass_seconds, warm.pass_seconds,
         cold.prepare_seconds, warm.prepare_seconds, cold.cache_seconds, warm.cache_seconds,
-        cold.bind_seconds, warm.bind_seconds);
+        cold.pack_seconds, warm.pack_seconds, cold.bind_seconds, warm.bind_seconds);
   }
 
   if (a.bandwidth_gbs > 0) {

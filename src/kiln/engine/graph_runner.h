@@ -41,6 +41,7 @@ struct CaptureStats {
   double pass_seconds = 0;
   double prepare_seconds = 0;  // memory planning and static buffers
   double cache_seconds = 0;    // key, entry load/parse or print/store
+  double pack_seconds = 0;     // packing merged weights on first use (once per process)
   double bind_seconds = 0;     // lowering every plan against the arena
   int rebatched_plans = 0;     // cold: plans made by rebatching an optimized template
 };
@@ -75,6 +76,7 @@ class GraphRunner {
   struct Templates;
   class PhaseClock;
   std::string cache_description() const;
+  void pack_matmul_weights();
   model::ForwardShape decode_shape(int64_t bs, bool greedy) const;
   // The graph plan (bs, greedy) executes: optimized (or not) and analysed, ready to prepare.
   graph::Graph plan_graph(int bs, bool greedy, Templates& templates, CaptureStats& phases,
