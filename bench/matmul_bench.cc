@@ -162,6 +162,7 @@ KILN_MATMUL_BENCH(BM_lm_head_argmax_640x262144_q8_0, Q8_0, 262144, 640, Argmax, 
 
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::AddCustomContext(
       "machine_limits",
       fmt::format("{} GB/s read, {} GOP/s int8 VNNI with 2 threads (half with 1); from "

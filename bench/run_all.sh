@@ -9,7 +9,7 @@
 # Environment: KILN_THREADS (default 2), KILN_JOBS (build jobs, default 2), KILN_BENCH_MODEL
 # (default: the default model), KILN_BENCH_ARGS (extra `kiln bench` flags), KILN_MICRO_FILTER
 # (a --benchmark_filter regex; "none" skips the microbenchmarks), KILN_MICRO_MIN_TIME
-# (--benchmark_min_time, default 0.2s).
+# (--benchmark_min_time in seconds, default 0.2).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,7 +17,7 @@ threads=${KILN_THREADS:-2}
 jobs=${KILN_JOBS:-2}
 out=${KILN_BENCH_OUT:-build/release/bench-results}
 filter=${KILN_MICRO_FILTER:-.}
-min_time=${KILN_MICRO_MIN_TIME:-0.2s}
+min_time=${KILN_MICRO_MIN_TIME:-0.2}  # seconds (Google Benchmark 1.7 takes a plain number)
 mkdir -p "$out"
 
 micro=()

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include "kiln/base/bump_arena.h"
 #include "kiln/base/error.h"
 #include "kiln/kernels/packed_weight.h"
 #include "matmul_test_util.h"
@@ -85,6 +86,27 @@ TEST(PackedWeight, ConcatKeepsEveryRow) {
     }
   }
   EXPECT_THROW(p.dequantize_row(41, row.data()), Error);
+}
+
+TEST(PackedWeight, AllocatorPlacesTheBytesAndIsHeldAlive) {
+  std::mt19937 rng(5);
+  auto bytes = random_rows(DType::Q5_0, 20, 64, rng);
+  Tensor w = testing::borrow_rows(DType::Q5_0, 20, 64, bytes);
+  PackedWeight own = PackedWeight::pack(w);
+  BumpArena arena(1 << 16);
+  auto first = arena.allocate(64);
+  PackedWeight placed = PackedWeight::pack(w, [&](size_t n) { return arena.allocate(n); });
+  EXPECT_EQ(placed.data(), first.get() + 64);  // right behind the first piece
+  ASSERT_EQ(placed.bytes(), own.bytes());
+  EXPECT_EQ(std::memcmp(placed.data(), own.data(), own.bytes()), 0);
+  // A misaligned allocator is refused rather than handed to the kernels.
+  auto buf = std::make_shared<std::vector<uint8_t>>(own.bytes() + 65);
+  auto misaligned = [&](size_t) {
+    uint8_t* p = buf->data();
+    while (reinterpret_cast<uintptr_t>(p) % 64 != 1) ++p;
+    return std::shared_ptr<uint8_t>(buf, p);
+  };
+  EXPECT_THROW(PackedWeight::pack(w, misaligned), Error);
 }
 
 TEST(PackedWeight, RejectsBadShapes) {

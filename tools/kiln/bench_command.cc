@@ -50,6 +50,7 @@ struct BenchArgs {
   bool breakdown = false;
   int breakdown_bs = 0;  // 0: the first batch size
   int repeats = 5;
+  bool op_profile = false;   // print each profiled step's kernel time per op kind
   int prefill_chunk = 512;   // the engine's default chunked_prefill_size
   double bandwidth_gbs = 0;  // 0: measure
   uint64_t seed = 1;
@@ -190,11 +191,17 @@ class Bench {
   }
 
   template <typename Row>
-  void fill_kernels(Row& r, const graph::Graph& g, const engine::StepBatch& batch) {
+  void fill_kernels(Row& r, const graph::Graph& g, const engine::StepBatch& batch,
+                    const char* what = nullptr) {
     engine::ModelRunner::BoundInputs bound;
     runner_.bind(batch, runner_.shape_of(batch), bound);
     KernelProfile p = profile_kernels(g, bound.bindings, *rt_.thread_pool(), rt_.weights(),
                                       runner_.kv_geometry(), a_.repeats);
+    if (a_.op_profile && what != nullptr) {
+      std::printf("kernel time by op, %s, batch %d (%.3f ms in %d kernels):\n%s\n", what,
+                  static_cast<int>(batch.num_seqs()), 1e3 * p.kernel_seconds, p.kernels,
+                  format_op_profile(p).c_str());
+    }
     r.kernel_ms = 1e3 * p.kernel_seconds;
     r.overhead_ms = r.step_ms - r.kernel_ms;
     r.kernels = p.kernels;
@@ -238,9 +245,9 @@ class Bench {
       // A plan padded past the live rows runs a larger graph than the batch binds; profile
       // only exact sizes (every size up to --max-graph-bs is captured, so this is the rule).
       if (plan->input(model::input_names::kTokenIds).type.shape[0] == bs)
-        fill_kernels(m, plan->graph(), probe);
+        fill_kernels(m, plan->graph(), probe, "graph");
     } else {
-      fill_kernels(m, runner_.trace(runner_.shape_of(probe)), probe);
+      fill_kernels(m, runner_.trace(runner_.shape_of(probe)), probe, "eager");
       m.barriers = m.kernels;  // one dispatch and barrier per op
     }
   }
@@ -409,6 +416,9 @@ CLI::App* add_bench_command(CLI::App& app) {
   cmd->add_option("--modes", args->modes, "eager,graph or one of them")->delimiter(',');
   cmd->add_option("--json", args->json_path, "Write the results as JSON");
   cmd->add_option("--plot", args->plot_path, "Write an SVG bar chart of decode throughput");
+  cmd->add_flag("--op-profile", args->op_profile,
+                "Print each profiled decode step's kernel time per op kind (with GB/s of matmul "
+                "weights)");
   cmd->add_flag("--breakdown", args->breakdown,
                 "Split graph mode's gain at one batch size into removed per-step work, fewer "
                 "barriers, fusions");

@@ -1,12 +1,32 @@
 #include "kernel_profile.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 #include <limits>
+#include <map>
 
 #include "kiln/base/error.h"
+#include "kiln/kernels/packed_weight.h"
 
 namespace kiln::cli {
+namespace {
+
+// Bytes of the packed weight a matmul-family node streams (its Param input), 0 for other ops.
+double matmul_weight_bytes(const graph::Graph& graph, const graph::Node& node,
+                           graph::WeightProvider& weights) {
+  using graph::Op;
+  if (node.op != Op::Matmul && node.op != Op::MatmulAdd && node.op != Op::MatmulSplit &&
+      node.op != Op::NormMatmulArgmax)
+    return 0;
+  const graph::Value w = node.inputs[node.op == Op::NormMatmulArgmax ? 2 : 1];
+  const graph::Node& param = graph.node(w.node);
+  if (param.op != Op::Param) return 0;
+  return static_cast<double>(weights.packed(param).bytes());
+}
+
+}  // namespace
 
 KernelProfile profile_kernels(const graph::Graph& graph,
                               const std::vector<graph::Binding>& bindings, ThreadPool& pool,
@@ -53,11 +73,13 @@ KernelProfile profile_kernels(const graph::Graph& graph,
   ctx.n_threads = pool.size();
   ctx.buffer = [&](graph::Value v) -> void* { return values[v.node][v.index].data(); };
   std::vector<graph::Lowered> steps;
+  std::vector<int> step_node;
   std::vector<Tensor> scratch;
   for (int i = 0; i < n; ++i) {
     const Node& node = graph.node(i);
     if (node.is_source() || graph::output_is_view(node)) continue;
     steps.push_back(graph::lower_node(ctx, i));
+    step_node.push_back(i);
     if (steps.back().scratch_bytes > 0) {
       scratch.push_back(
           Tensor::empty(DType::I8, {static_cast<int64_t>(steps.back().scratch_bytes)}));
@@ -89,8 +111,36 @@ KernelProfile profile_kernels(const graph::Graph& graph,
       best[i] = std::min(best[i], std::chrono::duration<double>(t1 - t0).count());
     }
   }
-  for (double b : best) profile.kernel_seconds += b;
+  std::map<std::string, OpKernelTime> ops;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    profile.kernel_seconds += best[i];
+    const Node& node = graph.node(step_node[i]);
+    OpKernelTime& o = ops[std::string(graph::op_name(node.op))];
+    o.op = std::string(graph::op_name(node.op));
+    o.count += 1;
+    o.seconds += best[i];
+    o.weight_bytes += matmul_weight_bytes(graph, node, weights);
+  }
+  for (auto& [name, o] : ops) profile.by_op.push_back(o);
+  std::sort(profile.by_op.begin(), profile.by_op.end(),
+            [](const auto& a, const auto& b) { return a.seconds > b.seconds; });
   return profile;
+}
+
+std::string format_op_profile(const KernelProfile& p) {
+  std::string out = fmt::format("{:<24} {:>5} {:>9} {:>6} {:>9} {:>7}\n", "op", "nodes", "ms",
+                                "share", "weight MB", "GB/s");
+  for (const auto& o : p.by_op) {
+    out += fmt::format("{:<24} {:>5} {:>9.3f} {:>5.1f}% ", o.op, o.count, 1e3 * o.seconds,
+                       100.0 * o.seconds / std::max(p.kernel_seconds, 1e-12));
+    if (o.weight_bytes > 0) {
+      out += fmt::format("{:>9.1f} {:>7.1f}\n", o.weight_bytes / 1e6,
+                         o.weight_bytes / std::max(o.seconds, 1e-12) / 1e9);
+    } else {
+      out += fmt::format("{:>9} {:>7}\n", "-", "-");
+    }
+  }
+  return out;
 }
 
 }  // namespace kiln::cli

@@ -12,6 +12,7 @@
 // of the plan's arena (cache locality may differ slightly) and one barrier per kernel counted as
 // kernel time (~1 us at most on this machine).
 #pragma once
+#include <string>
 #include <vector>
 
 #include "kiln/base/thread_pool.h"
@@ -20,10 +21,23 @@
 
 namespace kiln::cli {
 
-struct KernelProfile {
-  double kernel_seconds = 0;  // sum over kernels of each kernel's best time over the repeats
-  int kernels = 0;            // steps that run a kernel (views and sources excluded)
+// Kernel time of one op kind (every node of that op summed), for `kiln bench --op-profile`.
+struct OpKernelTime {
+  std::string op;
+  int count = 0;
+  double seconds = 0;
+  double weight_bytes = 0;  // packed matmul weights the op's nodes stream (0 for other ops)
 };
+
+struct KernelProfile {
+  double kernel_seconds = 0;        // sum over kernels of each kernel's best time over the repeats
+  int kernels = 0;                  // steps that run a kernel (views and sources excluded)
+  std::vector<OpKernelTime> by_op;  // slowest op kind first
+};
+
+// The by_op table as text: op, nodes, ms, share of the kernel time, and for ops that stream
+// matmul weights the bytes and GB/s (compare with the machine's read bandwidth).
+std::string format_op_profile(const KernelProfile& p);
 
 // Runs `graph` `repeats` times with these bindings (inputs and the KV state, as for the
 // interpreter). It writes the KV slots the bindings name, as a real step would.

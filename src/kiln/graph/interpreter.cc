@@ -41,6 +41,12 @@ std::vector<Tensor> Interpreter::run(const Graph& graph, const std::vector<Bindi
   ctx.n_threads = pool_.size();
   ctx.buffer = [&](Value v) -> void* { return values[v.node][v.index].data(); };
 
+  // The last node reading each value; graph outputs are read "after the end".
+  std::vector<int> last_reader(n, -1);
+  for (int i = 0; i < n; ++i)
+    for (const Value& in : graph.node(i).inputs) last_reader[in.node] = i;
+  for (const Value& v : graph.outputs()) last_reader[v.node] = n;
+
   SpinBarrier barrier(pool_.size());
   for (int i = 0; i < n; ++i) {
     const Node& node = graph.node(i);
@@ -54,7 +60,8 @@ std::vector<Tensor> Interpreter::run(const Graph& graph, const std::vector<Bindi
       }
     } else {
       for (const auto& t : node.outputs) {
-        outs.push_back(t.dtype == DType::Token ? Tensor() : Tensor::empty(t.dtype, t.shape));
+        outs.push_back(t.dtype == DType::Token ? Tensor()
+                                               : BufferCache::allocate(buffers_, t.dtype, t.shape));
       }
       // Mutating ops pass the state buffer on through their token output.
       for (size_t k = 0; k < node.outputs.size(); ++k) {
@@ -69,12 +76,18 @@ std::vector<Tensor> Interpreter::run(const Graph& graph, const std::vector<Bindi
       Lowered lowered = lower_node(ctx, i);
       Tensor scratch;
       if (lowered.scratch_bytes > 0) {
-        scratch = Tensor::empty(DType::I8, {static_cast<int64_t>(lowered.scratch_bytes)});
+        scratch = BufferCache::allocate(buffers_, DType::I8,
+                                        {static_cast<int64_t>(lowered.scratch_bytes)});
         lowered.step.scratch = scratch.data();
       }
       run_step_on_pool(pool_, lowered.step, barrier);
     }
     if (observer) observer(i, outs);
+    // Inputs read for the last time go back to the cache (views keep their root alive).
+    for (const Value& in : node.inputs) {
+      if (last_reader[in.node] == i) values[in.node].clear();
+    }
+    if (last_reader[i] < 0) outs.clear();  // nobody reads it
   }
 
   std::vector<Tensor> results;

@@ -15,6 +15,11 @@
 
 #include "kiln/kernels/attention_isa.h"
 
+namespace kiln::kernels::detail {
+// A hint only (never faults): the same in every instance, including the scalar one.
+inline void prefetch_t0(const char* p) { __builtin_prefetch(p, 0, 3); }
+}  // namespace kiln::kernels::detail
+
 namespace kiln::kernels {
 
 template <class S>
@@ -50,9 +55,22 @@ struct AttentionSimd {
     return g;
   }
 
-  // Converts keys [pos0, pos0 + n) of one KV head from the f16 pool into dst [n][hd].
+  // Address of key `pos` of KV head kvh in the f16 pool.
+  static const uint16_t* key_at(const uint16_t* pool, const Geometry& g, int kvh, int pos) {
+    int64_t slot = static_cast<int64_t>(g.bt[pos / g.ps]) * g.ps + pos % g.ps;
+    return pool + slot * g.kv_stride + static_cast<int64_t>(kvh) * g.hd;
+  }
+
+  // Converts keys [pos0, pos0 + n) of one KV head from the f16 pool into dst [n][hd], and
+  // prefetches keys [pf0, pf1) (the next block: pages are scattered, so the hardware cannot
+  // guess them, and the conversion would otherwise wait on every line from memory).
   static void load_block(const uint16_t* pool, const Geometry& g, int kvh, int pos0, int n,
-                         float* dst) {
+                         float* dst, int pf0, int pf1) {
+    const int line_elems = 64 / static_cast<int>(sizeof(uint16_t));
+    for (int pos = pf0; pos < pf1; ++pos) {
+      const auto* src = reinterpret_cast<const char*>(key_at(pool, g, kvh, pos));
+      for (int x = 0; x < g.hd; x += line_elems) detail::prefetch_t0(src + 2 * x);
+    }
     // Walk pages and offsets instead of dividing per key.
     int page = pos0 / g.ps, off = pos0 % g.ps;
     for (int j = 0; j < n; ++j) {
@@ -203,7 +221,8 @@ struct AttentionSimd {
       // Scores for the union range (rows outside their own range compute values never read).
       for (int jb = ua; jb < ub; jb += KB) {
         int nk = imin(KB, ub - jb);
-        load_block(a.in->kv.k, g, kvh, c0 + jb, nk, block);
+        load_block(a.in->kv.k, g, kvh, c0 + jb, nk, block, c0 + jb + nk,
+                   c0 + imin(jb + nk + KB, ub));
         int qi = 0;
         for (; qi + 4 <= nq; qi += 4) qk_keys<4>(qv + qi, block, nk, hd, a.p->scale, srow + qi, jb);
         for (; qi < nq; ++qi) qk_keys<1>(qv + qi, block, nk, hd, a.p->scale, srow + qi, jb);
@@ -228,7 +247,7 @@ struct AttentionSimd {
       // acc += p V, one block of V converted once for every query of the tile.
       for (int jb = ua; jb < ub; jb += KB) {
         int je = imin(jb + KB, ub);
-        load_block(a.in->kv.v, g, kvh, c0 + jb, je - jb, block);
+        load_block(a.in->kv.v, g, kvh, c0 + jb, je - jb, block, c0 + je, c0 + imin(je + KB, ub));
         for (int qi = 0; qi < nq; ++qi) {
           int i = qi / g.G;
           int lo = imax(ra[i], jb), hi = imin(rb[i], je);

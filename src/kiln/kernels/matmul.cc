@@ -1,5 +1,7 @@
 #include "kiln/kernels/matmul.h"
 
+#include <emmintrin.h>
+
 #include <algorithm>
 #include <limits>
 
@@ -14,9 +16,20 @@ constexpr int R = PackedWeight::kGroupRows;
 
 size_t align64(size_t n) { return (n + 63) / 64 * 64; }
 
+// True when one of t[0..16) is greater than b (SSE2: part of every x86-64 CPU).
+inline bool any_greater16(const float* t, float b) {
+  static_assert(PackedWeight::kGroupRows == 16);
+  const __m128 vb = _mm_set1_ps(b);
+  __m128 gt = _mm_cmpgt_ps(_mm_loadu_ps(t), vb);
+  gt = _mm_or_ps(gt, _mm_cmpgt_ps(_mm_loadu_ps(t + 4), vb));
+  gt = _mm_or_ps(gt, _mm_cmpgt_ps(_mm_loadu_ps(t + 8), vb));
+  gt = _mm_or_ps(gt, _mm_cmpgt_ps(_mm_loadu_ps(t + 12), vb));
+  return _mm_movemask_ps(gt) != 0;
+}
+
 // Where each activation array lives in the scratch (block-major, see ActView).
 struct ActScratch {
-  size_t q, d, s16, s32, ds, end;
+  size_t q, d, s16, s32, ds, zp_corr, end;
 };
 
 ActScratch act_scratch(const PackedWeight& w, int64_t m) {
@@ -28,7 +41,8 @@ ActScratch act_scratch(const PackedWeight& w, int64_t m) {
   s.s16 = s.d + align64(mm * (k / 32) * 4);
   s.s32 = s.s16 + align64(mm * (k / 16) * 4);
   s.ds = s.s32 + align64(mm * (k / 32) * 4);
-  s.end = s.ds + align64(mm * (k / 32) * 4);
+  s.zp_corr = s.ds + align64(mm * (k / 32) * 4);
+  s.end = s.zp_corr + 4 * align64(mm * (k / 16) * 4);  // one [k/16][m] array per slot at most
   return s;
 }
 
@@ -86,6 +100,20 @@ ActView prepare_acts(const PackedWeight& w, const float* x, int64_t m, void* scr
     Range rows = split_range(m, ctx.tid, ctx.nth);
     for (int64_t i = rows.begin; i < rows.end; ++i)
       quantize(x + i * k, k, m, q + i * 32, d + i, s16 + i, s32 + i, ds + i);
+    // Zero-point corrections for the segments' types (a merged weight may mix them).
+    for (const PackedSegment& seg : w.segments()) {
+      const PackedLayout L = packed_layout(seg.dtype);
+      if (L.is_float || L.has_min || L.zero_point == 0) continue;
+      const int slot = zp_slot(L.zero_point);
+      KILN_CHECK(slot >= 0, "matmul: no correction slot for zero point {}", L.zero_point);
+      if (a.zp_corr[slot] != nullptr) continue;
+      auto* corr = reinterpret_cast<int32_t*>(base + s.zp_corr + slot * align64(m * (k / 16) * 4));
+      const int32_t* sums = L.sub_block == 32 ? s32 : s16;
+      const int64_t nsub = k / L.sub_block;
+      for (int64_t i = rows.begin; i < rows.end; ++i)
+        for (int64_t b = 0; b < nsub; ++b) corr[b * m + i] = -L.zero_point * sums[b * m + i];
+      a.zp_corr[slot] = corr;
+    }
     a.m = m;
     a.q = q;
     a.d = d;
@@ -208,6 +236,9 @@ void matmul_argmax(const PackedWeight& w, const float* x, int64_t m, int32_t* ou
       float b = my_best[i0 + i];
       int32_t at = my_where[i0 + i];
       const float* t = tile + i * R;
+      // Almost every tile row holds nothing above the running best: skip it with four SSE
+      // compares (NaN compares false, as in the loop below, which decides everything else).
+      if (at >= 0 && nv == R && !any_greater16(t, b)) continue;
       for (int c = 0; c < nv; ++c) {
         // Strictly greater: columns are visited in increasing order, so ties keep the lowest.
         if (t[c] > b || (at < 0 && t[c] == b)) {

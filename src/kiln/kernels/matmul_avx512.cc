@@ -15,6 +15,10 @@
 namespace kiln::kernels {
 namespace {
 
+// How far ahead of the record being read the weight stream is prefetched (about the bytes one
+// core must keep in flight to cover DRAM latency at its share of the bandwidth).
+constexpr int kPrefetchBytes = 2048;
+
 inline int32_t load_i32(const int8_t* p) {
   int32_t v;
   std::memcpy(&v, p, 4);
@@ -81,7 +85,7 @@ void tile_quant(const uint8_t* group, const ActView& a, int64_t row0, float* til
   constexpr int code_bytes = Bits == 8 ? 16 * S : 8 * S + (Bits > 4 ? 64 : 0);
   constexpr int record_bytes = code_bytes + (F16Scale ? 32 : 64) + (Min ? 64 : 0);
   constexpr int NC = MT < 4 ? 2 : 1;  // dot chains per row
-  static_assert((ZP & (ZP - 1)) == 0, "zero points are powers of two");
+  static_assert(Min || zp_slot(ZP) >= 0, "a zero point without a correction slot");
   const int64_t nsub = a.k / S, m = a.m;
   __m512 acc[MT];
 #pragma GCC unroll 8
@@ -89,9 +93,21 @@ void tile_quant(const uint8_t* group, const ActView& a, int64_t row0, float* til
   const int8_t* q = a.q + row0 * 32;  // block 0, row row0
   const float* d = a.d + row0;        // [blk * m + i]
   const float* ds = a.ds + row0;
-  const int32_t* sums = (S == 32 ? a.s32 : a.s16) + row0;  // [sub * m + i]
+  // -ZP * sum(q), [sub * m + i] (Min types have no zero point).
+  const int32_t* corr = nullptr;
+  if constexpr (!Min) corr = a.zp_corr[zp_slot(ZP)] + row0;
+  // Each thread streams its groups' records in address order; the first row tile of a group
+  // (the one that brings the weights from memory; later tiles reread them from L1) prefetches
+  // kPrefetchBytes ahead, past the group's end into the next one, so the stream keeps enough
+  // misses in flight across 4 KiB pages, where the hardware prefetchers stop.
+  const bool prefetch = row0 == 0;
   for (int64_t s = 0; s < nsub; ++s) {
     const uint8_t* rec = group + s * record_bytes;
+    if (prefetch) {
+#pragma GCC unroll 16
+      for (int l = 0; l < record_bytes; l += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(rec + kPrefetchBytes + l), _MM_HINT_T0);
+    }
     __m512i w[S / 4];
     load_codes<Bits, S>(rec, w);
     const uint8_t* sp = rec + code_bytes;
@@ -105,16 +121,13 @@ void tile_quant(const uint8_t* group, const ActView& a, int64_t row0, float* til
     const int8_t* qs = q + blk * m * 32 + (s * S) % 32;
     const float* db = d + blk * m;
     const float* dsb = ds + blk * m;
-    const int32_t* sb = sums + s * m;
     __m512i dot[NC][MT];
 #pragma GCC unroll 8
     for (int i = 0; i < MT; ++i) {
       if constexpr (Min) {
         dot[0][i] = _mm512_setzero_si512();
       } else {
-        // -ZP * sum in vector registers (ZP is a power of two): no GPR round trip.
-        dot[0][i] = _mm512_sub_epi32(
-            _mm512_setzero_si512(), _mm512_slli_epi32(_mm512_set1_epi32(sb[i]), __builtin_ctz(ZP)));
+        dot[0][i] = _mm512_set1_epi32(corr[s * m + i]);  // a broadcast load: no ALU work
       }
       if constexpr (NC == 2) dot[1][i] = _mm512_setzero_si512();
     }

@@ -32,6 +32,11 @@ struct ActView {
   const float* ds = nullptr;     // [k/32][m] d * float(s32)
   const float* x = nullptr;      // [m][x_stride] the f32 rows (float weights read them directly)
   int64_t x_stride = 0;
+  // -zp * sum(q) per sub-block, [k/S][m], for each zero point the weight's segments use (index
+  // zp_slot(zp); S = 16 for zp 32, which only Q6_K has, else 32); null for the others. The
+  // same integers the kernels would compute per row and sub-block, computed once per matmul
+  // (the AVX-512 kernel broadcasts them straight from memory).
+  const int32_t* zp_corr[4] = {};
 
   // Codes of `row` for inputs k0 .. k0 + 15 (k0 a multiple of 16; the next 16 follow when k0 is
   // a multiple of 32).
@@ -43,6 +48,11 @@ struct ActView {
   int32_t s32_at(int64_t row, int64_t blk) const { return s32[blk * m + row]; }
   int32_t s16_at(int64_t row, int64_t sub) const { return s16[sub * m + row]; }
 };
+
+// Where ActView::zp_corr keeps the correction for zero point zp; -1 for one no type has.
+constexpr int zp_slot(int zp) {
+  return zp == 8 ? 0 : zp == 16 ? 1 : zp == 32 ? 2 : zp == 128 ? 3 : -1;
+}
 
 // Rows a tile kernel handles in one pass over a group's weights.
 inline constexpr int kMaxTileRows = 8;

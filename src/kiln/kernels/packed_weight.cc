@@ -137,9 +137,12 @@ PackedLayout packed_layout(DType t) {
   return L;
 }
 
-PackedWeight PackedWeight::pack(const Tensor& w) { return pack_concat({w}); }
+PackedWeight PackedWeight::pack(const Tensor& w, const PackedAllocator& alloc) {
+  return pack_concat({w}, alloc);
+}
 
-PackedWeight PackedWeight::pack_concat(const std::vector<Tensor>& ws) {
+PackedWeight PackedWeight::pack_concat(const std::vector<Tensor>& ws,
+                                       const PackedAllocator& alloc) {
   KILN_CHECK(!ws.empty(), "pack_concat: no weights");
   PackedWeight p;
   p.k_ = ws[0].shape().rank() == 2 ? ws[0].shape()[1] : -1;
@@ -168,8 +171,15 @@ PackedWeight PackedWeight::pack_concat(const std::vector<Tensor>& ws) {
     p.quantized_ = p.quantized_ || !L.is_float;
     p.segs_.push_back(s);
   }
-  uint8_t* buf = static_cast<uint8_t*>(aligned_alloc64(p.bytes_));
-  p.data_ = std::shared_ptr<uint8_t>(buf, [](uint8_t* q) { aligned_free(q); });
+  if (alloc) {
+    p.data_ = alloc(p.bytes_);
+    KILN_CHECK(p.data_ != nullptr && reinterpret_cast<uintptr_t>(p.data_.get()) % 64 == 0,
+               "pack: the allocator must return 64-byte-aligned memory");
+  } else {
+    p.data_ = std::shared_ptr<uint8_t>(static_cast<uint8_t*>(aligned_alloc64(p.bytes_)),
+                                       [](uint8_t* q) { aligned_free(q); });
+  }
+  uint8_t* buf = p.data_.get();
   for (size_t i = 0; i < ws.size(); ++i) {
     const PackedSegment& s = p.segs_[i];
     PackedLayout L = packed_layout(s.dtype);

@@ -23,6 +23,7 @@
 // concatenated weight gives bit-identical columns to the separate ones.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -42,6 +43,10 @@ struct PackedSegment {
   size_t offset;       // byte offset of its first group in the packed buffer
 };
 
+// Where packing puts the bytes (uninitialized memory of the size asked): by default a buffer of
+// their own; the model's weight store passes an arena so all weights form one stream.
+using PackedAllocator = std::function<std::shared_ptr<uint8_t>(size_t bytes)>;
+
 class PackedWeight {
  public:
   static constexpr int kGroupRows = 16;
@@ -49,9 +54,10 @@ class PackedWeight {
   PackedWeight() = default;
   // w: [N, K], contiguous, of any storage dtype (F32, F16, BF16, Q4_0, Q5_0, Q8_0, Q4_K, Q5_K,
   // Q6_K). Throws kiln::Error otherwise.
-  static PackedWeight pack(const Tensor& w);
+  static PackedWeight pack(const Tensor& w, const PackedAllocator& alloc = nullptr);
   // Rows of every tensor, in order, as one [sum N, K] weight (merged QKV, gate/up).
-  static PackedWeight pack_concat(const std::vector<Tensor>& ws);
+  static PackedWeight pack_concat(const std::vector<Tensor>& ws,
+                                  const PackedAllocator& alloc = nullptr);
 
   int64_t n() const { return n_; }
   int64_t k() const { return k_; }

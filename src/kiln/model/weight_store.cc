@@ -64,13 +64,16 @@ const kernels::PackedWeight& WeightStore::packed_by_key(const graph::Node& param
   }
   auto start = std::chrono::steady_clock::now();
   std::unique_ptr<kernels::PackedWeight> packed;
+  // Weights are packed in the order the graph reads them: the arena lays them out as one stream.
+  auto alloc = [this](size_t bytes) { return arena_.allocate(bytes); };
   if (param.attrs.has("concat")) {
     std::vector<Tensor> parts;
     for (const auto& name : param.attrs.get_strs("concat")) parts.push_back(file_->tensor(name));
-    packed = std::make_unique<kernels::PackedWeight>(kernels::PackedWeight::pack_concat(parts));
-  } else {
     packed =
-        std::make_unique<kernels::PackedWeight>(kernels::PackedWeight::pack(file_->tensor(key)));
+        std::make_unique<kernels::PackedWeight>(kernels::PackedWeight::pack_concat(parts, alloc));
+  } else {
+    packed = std::make_unique<kernels::PackedWeight>(
+        kernels::PackedWeight::pack(file_->tensor(key), alloc));
   }
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::lock_guard<std::mutex> lock(mutex_);

@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "kiln/base/bump_arena.h"
 #include "kiln/graph/weight_provider.h"
 #include "kiln/model/transformer.h"
 
@@ -50,6 +51,7 @@ class WeightStore : public graph::WeightProvider {
   std::mutex mutex_;
   std::unordered_map<std::string, Tensor> raw_;
   std::unordered_map<std::string, std::unique_ptr<kernels::PackedWeight>> packed_;
+  BumpArena arena_;  // the packed weights' bytes, in packing order
   PackStats pack_stats_;
 };
 
