@@ -1,12 +1,10 @@
 #include "kiln/engine/graph_runner.h"
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
-#include <unordered_set>
 
 #include "kiln/base/cpu_features.h"
 #include "kiln/base/error.h"
@@ -209,11 +207,10 @@ graph::Graph GraphRunner::plan_graph(int bs, bool greedy, Templates& templates,
 }
 
 // Packs every matmul weight the plans read that is not packed yet (in practice the merged
-// QKV and gate/up weights passes created), spread over the pool's threads: packing is the
-// larger part of a capture otherwise, and WeightStore packs outside its lock.
+// QKV and gate/up weights the passes created), before lowering and timed apart from it. One
+// thread, in the order the plan reads them: WeightStore lays packed weights out in packing
+// order as one stream, which parallel packing would shuffle.
 void GraphRunner::pack_matmul_weights() {
-  std::vector<const graph::Node*> params;
-  std::unordered_set<std::string> seen;
   for (const auto& e : plans_) {
     if (e.bs != options_.batch_sizes.back()) continue;  // the largest plan of each kind
     const graph::Graph& g = e.plan->graph();
@@ -223,15 +220,9 @@ void GraphRunner::pack_matmul_weights() {
           n.op == graph::Op::MatmulSplit)
         slot = 1;
       if (n.op == graph::Op::NormMatmulArgmax) slot = 2;
-      if (slot < 0) continue;
-      const graph::Node& w = g.node(n.inputs[slot].node);
-      if (seen.insert(w.attrs.get_str("name")).second) params.push_back(&w);
+      if (slot >= 0) weights_.packed(g.node(n.inputs[slot].node));
     }
   }
-  std::atomic<size_t> next{0};
-  threads_.run([&](int, int) {
-    for (size_t i = next++; i < params.size(); i = next++) weights_.packed(*params[i]);
-  });
 }
 
 void GraphRunner::capture(const std::function<void(int64_t, int64_t)>& progress) {
