@@ -89,6 +89,7 @@ struct GraphRunner::Templates {
   };
   Kind kinds[2];
   std::string pass_report;  // of the first plan
+  bool reported_fallback = false;
 };
 
 GraphRunner::GraphRunner(ModelRunner& runner, model::WeightStore& weights, KvPool& pool,
@@ -194,10 +195,14 @@ graph::Graph GraphRunner::plan_graph(int bs, bool greedy, Templates& templates,
     }
     ++phases.rebatched_plans;
   } else {
-    KILN_LOG_DEBUG(
-        "batch {} ({}): the optimized template does not carry over ({}); running the "
-        "pass pipeline",
-        bs, greedy ? "greedy" : "logits", why);
+    // Correct but slow (the pipeline per plan): say so once, where it is seen.
+    if (!templates.reported_fallback) {
+      KILN_LOG_INFO(
+          "batch {} ({}): the optimized template does not carry over ({}); running the pass "
+          "pipeline for each such plan",
+          bs, greedy ? "greedy" : "logits", why);
+      templates.reported_fallback = true;
+    }
     g = std::move(traced);
     auto stats = graph::run_pipeline(*g);
     if (templates.pass_report.empty()) templates.pass_report = graph::format_pass_stats(stats);
