@@ -158,7 +158,9 @@ model::ForwardShape GraphRunner::decode_shape(int64_t bs, bool greedy) const {
 }
 
 graph::Graph GraphRunner::plan_graph(int bs, bool greedy, Templates& templates,
-                                     CaptureStats& phases, PhaseClock& clock) const {
+                                     CaptureStats& phases, PhaseClock& clock,
+                                     bool* rebatched) const {
+  *rebatched = false;
   graph::Graph traced = runner_.trace(decode_shape(bs, greedy));
   phases.trace_seconds += clock.lap();
   graph::PipelineOptions analyses_only;
@@ -194,6 +196,7 @@ graph::Graph GraphRunner::plan_graph(int bs, bool greedy, Templates& templates,
       templates.pass_report = graph::format_pass_stats(stats);
     }
     ++phases.rebatched_plans;
+    *rebatched = true;
   } else {
     // Correct but slow (the pipeline per plan): say so once, where it is seen.
     if (!templates.reported_fallback) {
@@ -249,12 +252,30 @@ void GraphRunner::capture(const std::function<void(int64_t, int64_t)>& progress)
   if (auto payload = cache.load(key)) {
     try {
       Json j = Json::parse(*payload);
+      // Plans made from a template are stored as the template (parsed once) and rebuilt by
+      // the same deterministic rebatch + analyses the cold capture ran: parsing 64 graphs
+      // costs more than rebatching them.
+      std::optional<graph::Graph> templates[2];
       for (const auto& e : j.at("plans")) {
         graph::MemoryPlan mem = memory_from_json(e.at("memory"));
-        graph::Graph g = graph::parse(e.at("ir").get<std::string>());
+        const int bs = e.at("bs").get<int>();
+        const bool greedy = e.at("greedy").get<bool>();
+        std::optional<graph::Graph> g;
+        if (e.contains("ir")) {
+          g = graph::parse(e.at("ir").get<std::string>());
+        } else {
+          std::optional<graph::Graph>& t = templates[greedy ? 1 : 0];
+          if (!t)
+            t = graph::parse(j.at("templates").at(greedy ? "greedy" : "logits").get<std::string>());
+          std::string why;
+          g = graph::rebatch(*t, graph::kTemplateBatch, bs, &why);
+          KILN_CHECK(g.has_value(), "the stored template does not rebatch to {}: {}", bs, why);
+          graph::PipelineOptions analyses_only;
+          analyses_only.rewrites = false;
+          graph::run_pipeline(*g, analyses_only);
+        }
         phases.cache_seconds += clock.lap();
-        plans_.push_back({e.at("bs").get<int>(), e.at("greedy").get<bool>(),
-                          graph::Plan::prepare(std::move(g), options_.plan, mem)});
+        plans_.push_back({bs, greedy, graph::Plan::prepare(std::move(*g), options_.plan, mem)});
         phases.prepare_seconds += clock.lap();
         if (progress) progress(static_cast<int64_t>(plans_.size()), total);
       }
@@ -271,19 +292,24 @@ void GraphRunner::capture(const std::function<void(int64_t, int64_t)>& progress)
     j["plans"] = Json::array();
     Templates templates;
     for (auto [bs, greedy] : kinds) {
-      graph::Graph g = plan_graph(bs, greedy, templates, phases, clock);
+      bool rebatched = false;
+      graph::Graph g = plan_graph(bs, greedy, templates, phases, clock, &rebatched);
       auto plan = graph::Plan::prepare(std::move(g), options_.plan);
       phases.prepare_seconds += clock.lap();
-      j["plans"].push_back({{"bs", bs},
-                            {"greedy", greedy},
-                            {"ir", graph::print(plan->graph())},
-                            {"memory", memory_to_json(plan->memory())}});
+      Json e = {{"bs", bs}, {"greedy", greedy}, {"memory", memory_to_json(plan->memory())}};
+      if (!rebatched) e["ir"] = graph::print(plan->graph());
+      j["plans"].push_back(std::move(e));
       phases.cache_seconds += clock.lap();
       plans_.push_back({bs, greedy, std::move(plan)});
       if (progress) progress(static_cast<int64_t>(plans_.size()), total);
     }
     stats_.pass_report = templates.pass_report;
     j["pass_report"] = stats_.pass_report;
+    j["templates"] = Json::object();
+    for (bool greedy : {false, true}) {
+      const auto& t = templates.kinds[greedy ? 1 : 0].optimized;
+      if (t) j["templates"][greedy ? "greedy" : "logits"] = graph::print(*t);
+    }
     cache.store(key, j.dump());
     phases.cache_seconds += clock.lap();
   }

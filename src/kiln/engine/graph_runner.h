@@ -79,8 +79,9 @@ class GraphRunner {
   void pack_matmul_weights();
   model::ForwardShape decode_shape(int64_t bs, bool greedy) const;
   // The graph plan (bs, greedy) executes: optimized (or not) and analysed, ready to prepare.
+  // `rebatched`: whether it was made from the kind's template (else by the full pipeline).
   graph::Graph plan_graph(int bs, bool greedy, Templates& templates, CaptureStats& phases,
-                          PhaseClock& clock) const;
+                          PhaseClock& clock, bool* rebatched) const;
   void stage_inputs(const StepBatch& batch, graph::Plan& plan, int bs);
 
   ModelRunner& runner_;
