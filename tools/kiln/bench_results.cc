@@ -79,11 +79,11 @@ std::string format_table(const BenchFigures& f) {
     s += fmt::format(
         "capture: {} plans, cold {:.3f} s, warm {:.3f} s ({}); shared arena {:.2f} MiB vs {:.2f} "
         "MiB summed "
-        "per-plan peaks (largest plan {:.2f} MiB)\n",
+        "per-plan peaks (largest plan {:.2f} MiB); resident memory +{:.1f} MiB\n",
         f.capture.plans, f.capture.cold_seconds, f.capture.warm_seconds,
         f.capture.warm_cache_hit ? "compile cache hit" : "CACHE MISS",
         f.capture.arena_bytes / 1048576.0, f.capture.sum_plan_bytes / 1048576.0,
-        f.capture.max_plan_bytes / 1048576.0);
+        f.capture.max_plan_bytes / 1048576.0, f.capture.rss_growth_bytes / 1048576.0);
   }
   s += "\n";
   s += fmt::format("{:>4} | {:>10} {:>10} | {:>10} {:>10} {:>7} | {:>5}\n", "bs", "prefill ms",
@@ -179,7 +179,8 @@ Json to_json(const BenchFigures& f) {
                     {"warm_cache_hit", f.capture.warm_cache_hit},
                     {"arena_bytes", f.capture.arena_bytes},
                     {"sum_plan_bytes", f.capture.sum_plan_bytes},
-                    {"max_plan_bytes", f.capture.max_plan_bytes}};
+                    {"max_plan_bytes", f.capture.max_plan_bytes},
+                    {"rss_growth_bytes", f.capture.rss_growth_bytes}};
   } else {
     j["capture"] = nullptr;
   }

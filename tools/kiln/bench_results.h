@@ -53,6 +53,9 @@ struct CaptureFigures {
   size_t arena_bytes = 0;
   size_t sum_plan_bytes = 0;
   size_t max_plan_bytes = 0;
+  // Resident memory the cold capture added (plans, their static buffers, merged weights packed
+  // on first use): what a server pays for graph mode on top of eager.
+  int64_t rss_growth_bytes = 0;
 };
 
 struct BenchFigures {

@@ -12,6 +12,7 @@
 #include "kiln/graph/parser.h"
 #include "kiln/graph/passes/pipeline.h"
 #include "kiln/graph/printer.h"
+#include "kiln/graph/rebatch.h"
 
 namespace kiln::engine {
 namespace {
@@ -65,6 +66,32 @@ void copy_rows(const std::vector<T>& src, Tensor& dst, int64_t live, int64_t pad
 
 }  // namespace
 
+// Seconds since the previous lap (capture reports where its time goes).
+class GraphRunner::PhaseClock {
+ public:
+  double lap() {
+    const auto now = std::chrono::steady_clock::now();
+    const double s = std::chrono::duration<double>(now - last_).count();
+    last_ = now;
+    return s;
+  }
+
+ private:
+  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+};
+
+// The optimized template of each output kind (logits, greedy), made on first use.
+struct GraphRunner::Templates {
+  struct Kind {
+    std::optional<graph::Graph> traced;     // at kTemplateBatch
+    std::optional<graph::Graph> optimized;  // after the rewriting passes, before the analyses
+    std::vector<graph::PassStats> pass_stats;
+  };
+  Kind kinds[2];
+  std::string pass_report;  // of the first plan
+  bool reported_fallback = false;
+};
+
 GraphRunner::GraphRunner(ModelRunner& runner, model::WeightStore& weights, KvPool& pool,
                          ThreadPool& threads, GraphRunnerOptions options)
     : runner_(runner),
@@ -80,8 +107,10 @@ GraphRunner::GraphRunner(ModelRunner& runner, model::WeightStore& weights, KvPoo
 }
 
 GraphRunner::~GraphRunner() {
+  plans_.clear();  // they point into the buffers below
   aligned_free(arena_);
   aligned_free(scratch_);
+  aligned_free(outputs_);
 }
 
 // Everything a captured plan depends on. Weights' values are not in it (plans hold no
@@ -116,10 +145,101 @@ std::string GraphRunner::cache_description() const {
   return d;
 }
 
+model::ForwardShape GraphRunner::decode_shape(int64_t bs, bool greedy) const {
+  model::ForwardShape shape;
+  shape.tokens = bs;
+  shape.seqs = bs;
+  shape.max_pages_per_seq = runner_.max_pages_per_seq();
+  shape.logit_rows = -1;
+  shape.greedy = greedy;
+  shape.kv_pages = pool_.n_pages();
+  shape.page_size = pool_.page_size();
+  return shape;
+}
+
+graph::Graph GraphRunner::plan_graph(int bs, bool greedy, Templates& templates,
+                                     CaptureStats& phases, PhaseClock& clock,
+                                     bool* rebatched) const {
+  *rebatched = false;
+  graph::Graph traced = runner_.trace(decode_shape(bs, greedy));
+  phases.trace_seconds += clock.lap();
+  graph::PipelineOptions analyses_only;
+  analyses_only.rewrites = false;
+  if (!options_.optimize) {  // replay: only the in-place analysis (the graph as traced)
+    graph::run_pipeline(traced, analyses_only);
+    phases.pass_seconds += clock.lap();
+    return traced;
+  }
+  // optimize: the template of this kind, optimized once, rebatched to bs.
+  Templates::Kind& t = templates.kinds[greedy ? 1 : 0];
+  if (!t.traced) {
+    t.traced = runner_.trace(decode_shape(graph::kTemplateBatch, greedy));
+    phases.trace_seconds += clock.lap();
+    t.optimized = *t.traced;
+    graph::PipelineOptions rewrites_only;
+    rewrites_only.analyses = false;
+    t.pass_stats = graph::run_pipeline(*t.optimized, rewrites_only);
+    phases.pass_seconds += clock.lap();
+  }
+  // The trace must depend on the batch only through the rebatch rule (same nodes, attributes
+  // and every batch-carrying size): then the optimized template rebatched is what the
+  // pipeline makes of this trace.
+  std::string why;
+  auto retraced = graph::rebatch(*t.traced, graph::kTemplateBatch, bs, &why);
+  std::optional<graph::Graph> g;
+  if (retraced && graph::structurally_equal(*retraced, traced, &why))
+    g = graph::rebatch(*t.optimized, graph::kTemplateBatch, bs, &why);
+  if (g) {
+    auto stats = graph::run_pipeline(*g, analyses_only);
+    if (templates.pass_report.empty()) {
+      stats.insert(stats.begin(), t.pass_stats.begin(), t.pass_stats.end());
+      templates.pass_report = graph::format_pass_stats(stats);
+    }
+    ++phases.rebatched_plans;
+    *rebatched = true;
+  } else {
+    // Correct but slow (the pipeline per plan): say so once, where it is seen.
+    if (!templates.reported_fallback) {
+      KILN_LOG_INFO(
+          "batch {} ({}): the optimized template does not carry over ({}); running the pass "
+          "pipeline for each such plan",
+          bs, greedy ? "greedy" : "logits", why);
+      templates.reported_fallback = true;
+    }
+    g = std::move(traced);
+    auto stats = graph::run_pipeline(*g);
+    if (templates.pass_report.empty()) templates.pass_report = graph::format_pass_stats(stats);
+  }
+  phases.pass_seconds += clock.lap();
+  return std::move(*g);
+}
+
+// Packs every matmul weight the plans read that is not packed yet (in practice the merged
+// QKV and gate/up weights the passes created), before lowering and timed apart from it. One
+// thread, in the order the plan reads them: WeightStore lays packed weights out in packing
+// order as one stream, which parallel packing would shuffle.
+void GraphRunner::pack_matmul_weights() {
+  for (const auto& e : plans_) {
+    if (e.bs != options_.batch_sizes.back()) continue;  // the largest plan of each kind
+    const graph::Graph& g = e.plan->graph();
+    for (const graph::Node& n : g.nodes()) {
+      int slot = -1;
+      if (n.op == graph::Op::Matmul || n.op == graph::Op::MatmulAdd ||
+          n.op == graph::Op::MatmulSplit)
+        slot = 1;
+      if (n.op == graph::Op::NormMatmulArgmax) slot = 2;
+      if (slot >= 0) weights_.packed(g.node(n.inputs[slot].node));
+    }
+  }
+}
+
 void GraphRunner::capture(const std::function<void(int64_t, int64_t)>& progress) {
   auto start = std::chrono::steady_clock::now();
+  PhaseClock clock;
+  CaptureStats phases;
   graph::CompileCache cache(options_.cache_dir);
   const uint64_t key = graph::cache_key(cache_description());
+  phases.cache_seconds += clock.lap();
   plans_.clear();
   std::vector<std::pair<int, bool>> kinds;
   for (int bs : options_.batch_sizes) {
@@ -132,11 +252,31 @@ void GraphRunner::capture(const std::function<void(int64_t, int64_t)>& progress)
   if (auto payload = cache.load(key)) {
     try {
       Json j = Json::parse(*payload);
+      // Plans made from a template are stored as the template (parsed once) and rebuilt by
+      // the same deterministic rebatch + analyses the cold capture ran: parsing 64 graphs
+      // costs more than rebatching them.
+      std::optional<graph::Graph> templates[2];
       for (const auto& e : j.at("plans")) {
         graph::MemoryPlan mem = memory_from_json(e.at("memory"));
-        plans_.push_back({e.at("bs").get<int>(), e.at("greedy").get<bool>(),
-                          graph::Plan::prepare(graph::parse(e.at("ir").get<std::string>()),
-                                               options_.plan, mem)});
+        const int bs = e.at("bs").get<int>();
+        const bool greedy = e.at("greedy").get<bool>();
+        std::optional<graph::Graph> g;
+        if (e.contains("ir")) {
+          g = graph::parse(e.at("ir").get<std::string>());
+        } else {
+          std::optional<graph::Graph>& t = templates[greedy ? 1 : 0];
+          if (!t)
+            t = graph::parse(j.at("templates").at(greedy ? "greedy" : "logits").get<std::string>());
+          std::string why;
+          g = graph::rebatch(*t, graph::kTemplateBatch, bs, &why);
+          KILN_CHECK(g.has_value(), "the stored template does not rebatch to {}: {}", bs, why);
+          graph::PipelineOptions analyses_only;
+          analyses_only.rewrites = false;
+          graph::run_pipeline(*g, analyses_only);
+        }
+        phases.cache_seconds += clock.lap();
+        plans_.push_back({bs, greedy, graph::Plan::prepare(std::move(*g), options_.plan, mem)});
+        phases.prepare_seconds += clock.lap();
         if (progress) progress(static_cast<int64_t>(plans_.size()), total);
       }
       stats_.pass_report = j.value("pass_report", "");
@@ -150,35 +290,42 @@ void GraphRunner::capture(const std::function<void(int64_t, int64_t)>& progress)
   if (!loaded) {
     Json j;
     j["plans"] = Json::array();
+    Templates templates;
     for (auto [bs, greedy] : kinds) {
-      model::ForwardShape shape;
-      shape.tokens = bs;
-      shape.seqs = bs;
-      shape.max_pages_per_seq = runner_.max_pages_per_seq();
-      shape.logit_rows = -1;
-      shape.greedy = greedy;
-      shape.kv_pages = pool_.n_pages();
-      shape.page_size = pool_.page_size();
-      graph::Graph g = runner_.trace(shape);
-      // optimize: every pass; replay: only the in-place analysis (the graph as traced).
-      graph::PipelineOptions popts;
-      popts.rewrites = options_.optimize;
-      auto pass_stats = graph::run_pipeline(g, popts);
-      if (stats_.pass_report.empty()) stats_.pass_report = graph::format_pass_stats(pass_stats);
+      bool rebatched = false;
+      graph::Graph g = plan_graph(bs, greedy, templates, phases, clock, &rebatched);
       auto plan = graph::Plan::prepare(std::move(g), options_.plan);
-      j["plans"].push_back({{"bs", bs},
-                            {"greedy", greedy},
-                            {"ir", graph::print(plan->graph())},
-                            {"memory", memory_to_json(plan->memory())}});
+      phases.prepare_seconds += clock.lap();
+      Json e = {{"bs", bs}, {"greedy", greedy}, {"memory", memory_to_json(plan->memory())}};
+      if (!rebatched) e["ir"] = graph::print(plan->graph());
+      j["plans"].push_back(std::move(e));
+      phases.cache_seconds += clock.lap();
       plans_.push_back({bs, greedy, std::move(plan)});
       if (progress) progress(static_cast<int64_t>(plans_.size()), total);
     }
+    stats_.pass_report = templates.pass_report;
     j["pass_report"] = stats_.pass_report;
+    j["templates"] = Json::object();
+    for (bool greedy : {false, true}) {
+      const auto& t = templates.kinds[greedy ? 1 : 0].optimized;
+      if (t) j["templates"][greedy ? "greedy" : "logits"] = graph::print(*t);
+    }
     cache.store(key, j.dump());
+    phases.cache_seconds += clock.lap();
   }
 
+  // Merged (QKV, gate/up) weights exist only in optimized graphs, so load-time repacking did
+  // not see them: pack them now, once, before lowering and timed apart from it.
+  pack_matmul_weights();
+  const double pack_seconds = clock.lap();
+
   // One arena for all plans: only one plan runs at a time.
-  stats_ = CaptureStats{0, loaded, static_cast<int>(plans_.size()), 0, 0, 0, 0, stats_.pass_report};
+  std::string pass_report = std::move(stats_.pass_report);
+  stats_ = CaptureStats{};
+  stats_.cache_hit = loaded;
+  stats_.plans = static_cast<int>(plans_.size());
+  stats_.pass_report = std::move(pass_report);
+  stats_.rebatched_plans = phases.rebatched_plans;
   for (const auto& e : plans_) {
     stats_.max_plan_bytes = std::max(stats_.max_plan_bytes, e.plan->arena_bytes());
     stats_.sum_plan_bytes += e.plan->arena_bytes();
@@ -186,23 +333,42 @@ void GraphRunner::capture(const std::function<void(int64_t, int64_t)>& progress)
   aligned_free(arena_);
   arena_ = aligned_alloc64(std::max<size_t>(stats_.max_plan_bytes, 64));
   stats_.arena_bytes = stats_.max_plan_bytes;
+  size_t output_bytes = 64;
+  for (const auto& e : plans_) output_bytes = std::max(output_bytes, e.plan->output_bytes());
+  aligned_free(outputs_);
+  outputs_ = aligned_alloc64(output_bytes);
+  stats_.output_bytes = output_bytes;
+  shared_lowering_ = std::make_unique<graph::SharedLowering>(options_.batch_sizes.back());
+  graph::PlanSharing sharing;
+  sharing.outputs = outputs_;
+  sharing.lowering = shared_lowering_.get();
   size_t scratch = 64;
   for (auto& e : plans_) {
-    e.plan->bind(arena_, weights_, runner_.kv_geometry(), pool_.data(), threads_.size());
+    e.plan->bind(arena_, weights_, runner_.kv_geometry(), pool_.data(), threads_.size(), sharing);
     scratch = std::max(scratch, e.plan->scratch_bytes());
   }
   aligned_free(scratch_);
   scratch_ = aligned_alloc64(scratch);
   for (auto& e : plans_) e.plan->set_scratch(scratch_);
   stats_.scratch_bytes = scratch;
+  stats_.bind_seconds = clock.lap();
+  stats_.pack_seconds = pack_seconds;
+  stats_.trace_seconds = phases.trace_seconds;
+  stats_.pass_seconds = phases.pass_seconds;
+  stats_.prepare_seconds = phases.prepare_seconds;
+  stats_.cache_seconds = phases.cache_seconds;
   stats_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   KILN_LOG_INFO(
       "captured {} plans in {:.3f} s ({}), shared arena {:.1f} MiB (separate arenas would be "
-      "{:.1f} MiB), scratch {:.1f} "
-      "MiB",
+      "{:.1f} MiB), scratch {:.1f} MiB, outputs {:.1f} MiB",
       stats_.plans, stats_.seconds, loaded ? "compile cache hit" : "cold",
       stats_.arena_bytes / 1048576.0, stats_.sum_plan_bytes / 1048576.0,
-      stats_.scratch_bytes / 1048576.0);
+      stats_.scratch_bytes / 1048576.0, stats_.output_bytes / 1048576.0);
+  KILN_LOG_DEBUG(
+      "capture seconds: trace {:.3f}, passes {:.3f} ({} of {} plans rebatched from a template), "
+      "prepare {:.3f}, cache {:.3f}, packing merged weights {:.3f}, bind {:.3f}",
+      stats_.trace_seconds, stats_.pass_seconds, stats_.rebatched_plans, stats_.plans,
+      stats_.prepare_seconds, stats_.cache_seconds, stats_.pack_seconds, stats_.bind_seconds);
 }
 
 graph::Plan* GraphRunner::plan_for(int bs, bool greedy) const {

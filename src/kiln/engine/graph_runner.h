@@ -34,7 +34,16 @@ struct CaptureStats {
   size_t max_plan_bytes = 0;  // largest single plan's peak
   size_t sum_plan_bytes = 0;  // what separate arenas would cost
   size_t scratch_bytes = 0;   // shared kernel scratch
+  size_t output_bytes = 0;    // shared output buffers (the largest plan's)
   std::string pass_report;    // per-pass statistics of the first plan
+  // Where the seconds went (cold: trace, passes, planning; warm: reading the cache entry).
+  double trace_seconds = 0;
+  double pass_seconds = 0;
+  double prepare_seconds = 0;  // memory planning and static buffers
+  double cache_seconds = 0;    // key, entry load/parse or print/store
+  double pack_seconds = 0;     // packing merged weights on first use (once per process)
+  double bind_seconds = 0;     // lowering every plan against the arena
+  int rebatched_plans = 0;     // cold: plans made by rebatching an optimized template
 };
 
 class GraphRunner {
@@ -64,7 +73,15 @@ class GraphRunner {
     bool greedy;
     std::unique_ptr<graph::Plan> plan;
   };
+  struct Templates;
+  class PhaseClock;
   std::string cache_description() const;
+  void pack_matmul_weights();
+  model::ForwardShape decode_shape(int64_t bs, bool greedy) const;
+  // The graph plan (bs, greedy) executes: optimized (or not) and analysed, ready to prepare.
+  // `rebatched`: whether it was made from the kind's template (else by the full pipeline).
+  graph::Graph plan_graph(int bs, bool greedy, Templates& templates, CaptureStats& phases,
+                          PhaseClock& clock, bool* rebatched) const;
   void stage_inputs(const StepBatch& batch, graph::Plan& plan, int bs);
 
   ModelRunner& runner_;
@@ -75,6 +92,10 @@ class GraphRunner {
   std::vector<Entry> plans_;
   void* arena_ = nullptr;
   void* scratch_ = nullptr;  // kernel scratch shared by all plans, like the arena
+  // The plans' outputs (run() copies them out right after each replay) and the kernel objects
+  // every replay refreshes, shared by all plans like the arena.
+  void* outputs_ = nullptr;
+  std::unique_ptr<graph::SharedLowering> shared_lowering_;
   CaptureStats stats_;
   int64_t replays_ = 0;
 };

@@ -1,6 +1,9 @@
 // Lowering of the KV-cache ops: kv_write, attention (with its replay-time update hook that
 // re-partitions the work from this step's sequence lengths) and the fused
 // qk-norm + RoPE + kv-write.
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <memory>
 #include <vector>
 
@@ -42,7 +45,9 @@ void run_kv_write(const Step& s, const kernels::ExecContext& c) {
 struct AttentionState {
   kernels::AttentionParams params;
   kernels::AttentionInputs inputs;
-  std::unique_ptr<kernels::AttentionWork> work;
+  // Refilled by the update hook at every replay; plans that never run at the same time
+  // share it (SharedLowering).
+  std::shared_ptr<kernels::AttentionWork> work;
 };
 
 // Replay-time update hook: the split of keys across threads depends on this step's lengths.
@@ -112,7 +117,19 @@ bool lower_attention(const LowerContext& ctx, const Node& node, Lowered& l) {
       kernels::AttentionLimits limits;
       limits.max_tokens = in.T;
       limits.max_threads = ctx.n_threads;
-      st->work = std::make_unique<kernels::AttentionWork>(p, limits);
+      if (ctx.shared != nullptr) {
+        // max_tokens only bounds the capacity (work list, scratch layout): a work sized for
+        // the largest plan serves the smaller ones, and the scratch below is sized to match.
+        limits.max_tokens = std::max(in.T, ctx.shared->max_tokens());
+        const std::string key = fmt::format(
+            "attention node {}: heads {}/{} dim {} window {} pages {} tokens {} threads {}", s.node,
+            p.n_heads, p.n_kv_heads, p.head_dim, p.window, p.max_pages_per_seq, limits.max_tokens,
+            limits.max_threads);
+        st->work = ctx.shared->get<kernels::AttentionWork>(
+            key, [&] { return new kernels::AttentionWork(p, limits); });
+      } else {
+        st->work = std::make_shared<kernels::AttentionWork>(p, limits);
+      }
       l.scratch_bytes = kernels::attention_scratch_bytes(p, limits);
       s.run = run_attention;
       s.update = update_attention;

@@ -38,7 +38,8 @@ std::unique_ptr<Plan> Plan::prepare(Graph graph, const PlanOptions& options,
   for (size_t i = 0; i < g.outputs().size(); ++i) {
     const Value v = g.outputs()[i];
     const ValueType& t = g.type(v);
-    plan->outputs_.push_back({"output" + std::to_string(i), t, Tensor::empty(t.dtype, t.shape)});
+    // Placed by bind(): in a region shared with other plans, or allocated then.
+    plan->outputs_.push_back({"output" + std::to_string(i), t, Tensor()});
     // A returned reshape has no step of its own: the bytes are its root value's.
     Value root = v;
     while (output_is_view(g.node(root.node))) root = g.node(root.node).inputs[0];
@@ -107,10 +108,28 @@ void Plan::copy_outputs(int tid, int nth) const {
     std::memcpy(output_copies_[k].to, output_copies_[k].from, output_copies_[k].bytes);
 }
 
+size_t Plan::output_bytes() const {
+  size_t bytes = 0;
+  for (const PlanBuffer& b : outputs_)
+    bytes += (dtype_bytes(b.type.dtype, b.type.shape.numel()) + 63) / 64 * 64;
+  return bytes;
+}
+
 void Plan::bind(void* arena, WeightProvider& weights, const KvGeometry& kv, void* kv_pool,
-                int n_threads) {
+                int n_threads, const PlanSharing& sharing) {
   arena_ = static_cast<char*>(arena);
   kv_pool_ = kv_pool;
+  size_t output_offset = 0;
+  for (PlanBuffer& b : outputs_) {
+    if (sharing.outputs != nullptr) {
+      b.tensor = Tensor::borrow(b.type.dtype, b.type.shape,
+                                static_cast<char*>(sharing.outputs) + output_offset);
+      output_offset += (b.tensor.nbytes() + 63) / 64 * 64;
+    } else if (outputs_shared_ || !b.tensor.defined()) {
+      b.tensor = Tensor::empty(b.type.dtype, b.type.shape);
+    }
+  }
+  outputs_shared_ = sharing.outputs != nullptr;
   steps_.clear();
   owned_.clear();
   scratch_offset_.clear();
@@ -124,6 +143,7 @@ void Plan::bind(void* arena, WeightProvider& weights, const KvGeometry& kv, void
   ctx.kv = kv;
   ctx.n_threads = n_threads;
   ctx.buffer = [this](Value v) { return address_of(v); };
+  ctx.shared = sharing.lowering;
 
   std::vector<std::vector<int>> levels = schedule_levels(graph_);
   placement_.clear();

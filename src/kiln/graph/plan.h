@@ -33,6 +33,17 @@ struct PlanOptions {
   double group_threshold = 0.9;
 };
 
+// What the plans of one runner share because only one of them runs at a time, besides the
+// arena (see Plan::bind).
+struct PlanSharing {
+  // Where the plan's outputs live (at least output_bytes(), 64-byte aligned). A plan's outputs
+  // then stay valid only until another plan sharing the region replays, like its arena bytes.
+  // null: the plan allocates outputs of its own.
+  void* outputs = nullptr;
+  // Kernel objects refreshed by every replay (attention work lists). null: the plan owns them.
+  SharedLowering* lowering = nullptr;
+};
+
 // A static buffer a caller fills before each replay (graph inputs) or reads after (outputs).
 struct PlanBuffer {
   std::string name;
@@ -64,7 +75,9 @@ class Plan {
   // Lowers every node against `arena` (at least arena_bytes()), the weights and the KV pool.
   // Kernel scratch is laid out but not placed: call set_scratch() before replaying.
   void bind(void* arena, WeightProvider& weights, const KvGeometry& kv, void* kv_pool,
-            int n_threads);
+            int n_threads, const PlanSharing& sharing = {});
+  // Bytes of the outputs, each 64-byte aligned (what PlanSharing::outputs must hold).
+  size_t output_bytes() const;
   // Scratch (quantized activations, attention partials) this plan needs: steps of one level
   // run concurrently and get disjoint ranges; levels run one after another and reuse them.
   size_t scratch_bytes() const { return scratch_bytes_; }
@@ -75,6 +88,7 @@ class Plan {
   // Static input/output buffers, by graph input name / output index.
   PlanBuffer& input(std::string_view name);
   PlanBuffer* find_input(std::string_view name);
+  // Valid once bound.
   const Tensor& output(int i) const { return outputs_[i].tensor; }
 
   // Checks that `kv_pool` is the address the plan was captured with (state must not move).
@@ -107,6 +121,7 @@ class Plan {
   void* kv_pool_ = nullptr;
   std::vector<PlanBuffer> inputs_;
   std::vector<PlanBuffer> outputs_;
+  bool outputs_shared_ = false;     // outputs_ borrow PlanSharing::outputs
   std::vector<int> input_of_node_;  // node -> index in inputs_, or -1
   // Computed values whose reshape is a graph output: the value is written straight into that
   // output's buffer (same bytes), since its arena slot may be reused before replay ends.

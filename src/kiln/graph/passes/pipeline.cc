@@ -62,7 +62,7 @@ const PassEntry* find_pass(std::string_view name) {
 std::vector<PassStats> run_pipeline(Graph& graph, const PipelineOptions& options) {
   std::vector<PassStats> stats;
   for (const PassEntry& pass : pipeline_passes()) {
-    if (pass.rewrites && !options.rewrites) continue;
+    if (pass.rewrites ? !options.rewrites : !options.analyses) continue;
     const auto t0 = std::chrono::steady_clock::now();
     PassResult r = pass.run(graph, options.pass);
     const auto t1 = std::chrono::steady_clock::now();

@@ -28,6 +28,9 @@ struct PipelineOptions {
   // Only annotate in-place aliases (for `--graph-mode=replay`: capture and replay the graph
   // as traced, no rewrites).
   bool rewrites = true;
+  // Run the analyses (in-place aliasing). Off for a template that is rebatched first: aliasing
+  // compares buffer sizes, so it runs on each rebatched graph instead.
+  bool analyses = true;
   // Called after each pass (e.g. `kiln graph --print-after=<pass>`).
   std::function<void(std::string_view pass, const Graph&)> after_pass;
 };
