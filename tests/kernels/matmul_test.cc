@@ -177,6 +177,21 @@ TEST(Matmul, AllBatchSizesTwoThreads) {
   }
 }
 
+// Several row tiles read a group unpacked once into a per-thread buffer; a group too large for
+// it (K = 8192: 139 KiB of 8-bit Q5_0 codes) is unpacked per tile. Both give the contract.
+TEST(Matmul, GroupsTooLargeToUnpackOnceStillMatch) {
+  std::mt19937 rng(13);
+  for (DType t : {DType::Q5_0, DType::Q6_K}) {
+    const int64_t k = 8192;
+    Problem p = make_problem(t, 20, k, rng);
+    auto x = random_acts(13, k, rng);
+    auto y = run_matmul(p.w, x, 13, 2);
+    for (int64_t e = 0; e < 13 * p.n; ++e)
+      ASSERT_EQ(y[e], contract_reference(p, &x[(e / p.n) * k], e % p.n))
+          << dtype_name(t) << " row " << e / p.n;
+  }
+}
+
 // A row's result is bit-identical alone, inside batches of 8 and 32 with other rows, and with
 // 1, 2 or 3 threads splitting the columns.
 TEST(Matmul, BatchInvariant) {

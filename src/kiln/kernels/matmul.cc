@@ -125,6 +125,20 @@ ActView prepare_acts(const PackedWeight& w, const float* x, int64_t m, void* scr
   return a;
 }
 
+// Per-thread room for one expanded group (static TLS: no allocation on the replay path). Groups
+// that do not fit (K beyond ~2-4K inputs) are unpacked per row tile instead.
+constexpr size_t kExpandBytes = 64 * 1024;
+alignas(64) thread_local uint8_t expand_buffer[kExpandBytes];
+
+// The expanded form of `t` when a group will be read by several row tiles and fits the buffer.
+ExpandedTiles expanded_for(DType t, int64_t k, int64_t m) {
+  if (m <= kMaxTileRows || active_isa() != Isa::Avx512) return {};
+  ExpandedTiles e = expanded_tiles_avx512(t);
+  if (e.expand == nullptr || static_cast<size_t>(k / e.sub_block) * e.record_bytes > kExpandBytes)
+    return {};
+  return e;
+}
+
 // Phase 2: this thread's column groups; epi(col, valid_cols, row0, mt, tile) consumes each tile.
 template <typename Epilogue>
 void for_each_tile(const PackedWeight& w, const ActView& a, int64_t m, const ExecContext& ctx,
@@ -133,6 +147,7 @@ void for_each_tile(const PackedWeight& w, const ActView& a, int64_t m, const Exe
   const auto& segs = w.segments();
   size_t si = 0;
   TileFn fn = nullptr;
+  ExpandedTiles ex;
   alignas(64) float tile[kMaxTileRows * R];
   for (int64_t g = groups.begin; g < groups.end; ++g) {
     while (g >= segs[si].group0 + segs[si].groups) {
@@ -140,14 +155,23 @@ void for_each_tile(const PackedWeight& w, const ActView& a, int64_t m, const Exe
       fn = nullptr;
     }
     const PackedSegment& seg = segs[si];
-    if (fn == nullptr) fn = tile_fn(seg.dtype);
+    if (fn == nullptr) {
+      fn = tile_fn(seg.dtype);
+      ex = expanded_for(seg.dtype, w.k(), m);
+    }
     const int64_t local = g - seg.group0;
     const uint8_t* group = w.data() + seg.offset + local * seg.group_bytes;
     const int64_t col = seg.col0 + local * R;
     const int nv = static_cast<int>(std::min<int64_t>(R, seg.n - local * R));
+    TileFn run = fn;
+    if (ex.expand != nullptr) {  // unpack once for all row tiles
+      ex.expand(group, w.k(), expand_buffer);
+      group = expand_buffer;
+      run = ex.tile;
+    }
     for (int64_t i0 = 0; i0 < m; i0 += kMaxTileRows) {
       int mt = static_cast<int>(std::min<int64_t>(kMaxTileRows, m - i0));
-      fn(group, a, i0, mt, tile);
+      run(group, a, i0, mt, tile);
       epi(col, nv, i0, mt, tile);
     }
   }

@@ -229,7 +229,54 @@ struct Float {
   }
 };
 
+// Rewrites every record of a group with 8-bit codes (see ExpandedTiles).
+template <int Bits, int S, bool Min, bool F16Scale>
+void expand_group(const uint8_t* group, int64_t k, uint8_t* out) {
+  constexpr int code_bytes = 8 * S + (Bits > 4 ? 64 : 0);
+  constexpr int tail = (F16Scale ? 32 : 64) + (Min ? 64 : 0);
+  constexpr int src_record = code_bytes + tail, dst_record = 16 * S + tail;
+  for (int64_t s = 0; s < k / S; ++s) {
+    const uint8_t* rec = group + s * src_record;
+#pragma GCC unroll 16
+    for (int l = 0; l < src_record; l += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(rec + kPrefetchBytes + l), _MM_HINT_T0);
+    __m512i w[S / 4];
+    load_codes<Bits, S>(rec, w);
+    uint8_t* o = out + s * dst_record;
+#pragma GCC unroll 8
+    for (int j = 0; j < S / 4; ++j) _mm512_storeu_si512(o + 64 * j, w[j]);
+    std::memcpy(o + 16 * S, rec + code_bytes, tail);
+  }
+}
+
+template <DType T, int Bits, int S, int ZP, bool Min, bool F16Scale>
+ExpandedTiles expanded() {
+  ExpandedTiles e;
+  e.expand = expand_group<Bits, S, Min, F16Scale>;
+  e.tile = Quant<T, 8, S, ZP, Min, F16Scale>::fn;
+  e.record_bytes = 16 * S + (F16Scale ? 32 : 64) + (Min ? 64 : 0);
+  e.sub_block = S;
+  return e;
+}
+
 }  // namespace
+
+ExpandedTiles expanded_tiles_avx512(DType t) {
+  switch (t) {
+    case DType::Q4_0:
+      return expanded<DType::Q4_0, 4, 32, 8, false, true>();
+    case DType::Q5_0:
+      return expanded<DType::Q5_0, 5, 32, 16, false, true>();
+    case DType::Q4_K:
+      return expanded<DType::Q4_K, 4, 32, 0, true, false>();
+    case DType::Q5_K:
+      return expanded<DType::Q5_K, 5, 32, 0, true, false>();
+    case DType::Q6_K:
+      return expanded<DType::Q6_K, 6, 16, 32, false, false>();
+    default:
+      return {};  // 8-bit and float types are read as stored
+  }
+}
 
 TileFn tile_fn_avx512(DType t) {
   switch (t) {

@@ -70,6 +70,19 @@ using QuantizeRowFn = void (*)(const float* x, int64_t k, int64_t stride, int8_t
 TileFn tile_fn_scalar(DType t);
 TileFn tile_fn_avx2(DType t);
 TileFn tile_fn_avx512(DType t);
+
+// A group read by several row tiles can be unpacked once: `expand` rewrites a group of a 4-,
+// 5- or 6-bit type with 8-bit codes (S/4 vectors of 64 bytes per record, as Q8_0 stores them)
+// followed by the record's own scale (and minimum) bytes, and `tile` reads that layout with
+// the type's zero point, scales and order: the same integer dots and the same float
+// operations, so the same bits. Both null where a type or ISA has no such form.
+struct ExpandedTiles {
+  void (*expand)(const uint8_t* group, int64_t k, uint8_t* out) = nullptr;
+  TileFn tile = nullptr;
+  size_t record_bytes = 0;  // expanded bytes per sub-block record
+  int sub_block = 0;        // inputs per record
+};
+ExpandedTiles expanded_tiles_avx512(DType t);
 void quantize_row_scalar(const float* x, int64_t k, int64_t stride, int8_t* q, float* d,
                          int32_t* s16, int32_t* s32, float* ds);
 void quantize_row_avx2(const float* x, int64_t k, int64_t stride, int8_t* q, float* d, int32_t* s16,
