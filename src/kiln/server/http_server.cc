@@ -1,8 +1,11 @@
 #include "kiln/server/http_server.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
+#include <cerrno>
 #include <csignal>
+#include <cstring>
 #include <thread>
 
 #include "kiln/base/error.h"
@@ -40,6 +43,13 @@ HttpServer::HttpServer(GenerationBackend& backend, const TextCodec& codec, Model
   http_->set_read_timeout(60);
   http_->set_write_timeout(60);
   http_->set_tcp_nodelay(true);  // small SSE chunks must not wait for Nagle
+  // Remember the listening socket (the default options still apply) so bind() can raise its
+  // accept backlog: cpp-httplib 0.11 listens with a backlog of 5, and a burst of clients (32
+  // parallel GSM8K workers connecting at once while both cores decode) overflows it.
+  http_->set_socket_options([this](socket_t sock) {
+    httplib::default_socket_options(sock);
+    listen_socket_ = sock;
+  });
 
   auto router = std::make_shared<Router>(*http_);
   add_native_routes(*router, st);
@@ -112,6 +122,9 @@ int HttpServer::bind() {
       fail("cannot bind {}:{} (address in use or not local)", o.host, o.port);
     }
     port_ = o.port;
+  }
+  if (listen_socket_ >= 0 && ::listen(listen_socket_, SOMAXCONN) != 0) {
+    KILN_LOG_WARN("could not raise the accept backlog: {}", std::strerror(errno));
   }
   return port_;
 }

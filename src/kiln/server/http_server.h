@@ -40,6 +40,7 @@ class HttpServer {
  private:
   std::unique_ptr<ServerState> state_;
   std::unique_ptr<httplib::Server> http_;
+  int listen_socket_ = -1;  // the bound socket, seen through httplib's socket-options hook
   int port_ = 0;
 };
 
