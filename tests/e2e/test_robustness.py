@@ -4,6 +4,7 @@ import concurrent.futures as cf
 import json
 import signal
 import socket
+import subprocess
 import threading
 
 import requests
@@ -118,6 +119,18 @@ def test_clients_disconnecting_mid_stream(server_factory, gemma):
     server.assert_all_pages_free()
     assert server.generate({"text": "still fine", "sampling_params": GREEDY})
     server.stop()
+
+
+def test_second_server_on_a_taken_port_fails(server, gemma):
+    # Without SO_REUSEPORT the bind fails; with it the kernel would split clients between two
+    # servers.
+    port = server.url.rsplit(":", 1)[1]
+    from kiln_server import kiln_bin
+    p = subprocess.run([kiln_bin(), "serve", "-m", str(gemma), "--port", port, "--threads", "1"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode != 0
+    assert "cannot bind" in p.stderr + p.stdout
+    assert server.generate({"text": "still the only one", "sampling_params": GREEDY})
 
 
 def test_half_sent_request_does_not_hurt(server):

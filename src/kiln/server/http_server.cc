@@ -43,11 +43,14 @@ HttpServer::HttpServer(GenerationBackend& backend, const TextCodec& codec, Model
   http_->set_read_timeout(60);
   http_->set_write_timeout(60);
   http_->set_tcp_nodelay(true);  // small SSE chunks must not wait for Nagle
-  // Remember the listening socket (the default options still apply) so bind() can raise its
+  // Our own options for the listening socket: SO_REUSEADDR only. cpp-httplib's defaults add
+  // SO_REUSEPORT, with which a second server on the same port starts silently and the kernel
+  // splits connections between the two. The socket is also remembered so bind() can raise its
   // accept backlog: cpp-httplib 0.11 listens with a backlog of 5, and a burst of clients (32
   // parallel GSM8K workers connecting at once while both cores decode) overflows it.
   http_->set_socket_options([this](socket_t sock) {
-    httplib::default_socket_options(sock);
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
     listen_socket_ = sock;
   });
 
