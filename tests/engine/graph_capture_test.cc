@@ -12,28 +12,12 @@
 #include "kiln/engine/runtime.h"
 #include "kiln/graph/printer.h"
 #include "model_harness.h"
+#include "tiny_runtime.h"
 
 namespace kiln::testing {
 namespace {
 
 namespace fs = std::filesystem;
-
-fs::path tiny_model(const std::string& name) {
-  const char* d = std::getenv("KILN_TESTDATA");
-  return fs::path(d ? d : "") / "models" / (name + ".gguf");
-}
-
-engine::RuntimeOptions options(const fs::path& model, engine::GraphMode mode, int max_bs) {
-  engine::RuntimeOptions o;
-  o.model_path = model.string();
-  o.threads = 2;
-  o.graph_mode = mode;
-  o.max_graph_bs = max_bs;
-  o.kv_tokens = 16384;
-  o.context_length = 256;
-  o.compile_cache = false;
-  return o;
-}
 
 // Everything capture decided for one plan, as text: optimized IR, memory plan, step counts.
 std::string describe(const graph::Plan& p) {
@@ -61,7 +45,7 @@ TEST_P(GraphCapture, CacheHitReproducesTheColdPlansExactly) {
   fs::path dir =
       fs::temp_directory_path() / ("kiln-capture-" + GetParam() + "-" + std::to_string(::getpid()));
   fs::remove_all(dir);
-  engine::RuntimeOptions o = options(model, engine::GraphMode::Optimize, 6);
+  engine::RuntimeOptions o = tiny_runtime_options(model, engine::GraphMode::Optimize, 6);
   o.compile_cache = true;
   o.cache_dir = dir.string();
   std::vector<std::string> cold, warm;
@@ -93,8 +77,8 @@ TEST_P(GraphCapture, CacheHitReproducesTheColdPlansExactly) {
 TEST_P(GraphCapture, InterleavedPlansMatchEager) {
   fs::path model = tiny_model(GetParam());
   ASSERT_TRUE(fs::exists(model)) << "fixture missing: " << model;
-  engine::Runtime graph(options(model, engine::GraphMode::Optimize, 8));
-  engine::Runtime eager(options(model, engine::GraphMode::Off, 1));
+  engine::Runtime graph(tiny_runtime_options(model, engine::GraphMode::Optimize, 8));
+  engine::Runtime eager(tiny_runtime_options(model, engine::GraphMode::Off, 1));
   const engine::CaptureStats& st = graph.graph_runner()->capture_stats();
   // One output region for all plans: the largest plan's logits, not the sum over plans.
   EXPECT_EQ(st.output_bytes, graph.graph_runner()->plan_for(8, false)->output_bytes());

@@ -15,6 +15,7 @@
 #include "kiln/engine/model_runner.h"
 #include "kiln/engine/runtime.h"
 #include "model_harness.h"
+#include "tiny_runtime.h"
 
 // Counts heap allocations made through operator new while `g_count_allocs` is set.
 static std::atomic<bool> g_count_allocs{false};
@@ -31,23 +32,6 @@ namespace kiln::testing {
 namespace {
 
 namespace fs = std::filesystem;
-
-fs::path tiny_model(const std::string& name) {
-  const char* d = std::getenv("KILN_TESTDATA");
-  return fs::path(d ? d : "") / "models" / (name + ".gguf");
-}
-
-engine::RuntimeOptions options(const fs::path& model, engine::GraphMode mode, int max_bs) {
-  engine::RuntimeOptions o;
-  o.model_path = model.string();
-  o.threads = 2;
-  o.graph_mode = mode;
-  o.max_graph_bs = max_bs;
-  o.kv_tokens = 16384;
-  o.context_length = 256;
-  o.compile_cache = false;  // tests never touch the user's compile cache
-  return o;
-}
 
 // Prompts of very different lengths (1 .. 90 tokens), random ordinary ids.
 std::vector<std::vector<int32_t>> prompts(int n, int64_t vocab, uint32_t seed) {
@@ -93,8 +77,8 @@ TEST_P(GraphVsEager, GreedyTokensIdenticalAcrossBatchSizes) {
   fs::path model = tiny_model(GetParam());
   ASSERT_TRUE(fs::exists(model)) << "fixture missing (run tests/fixtures/generate_all.py): "
                                  << model;
-  engine::Runtime eager(options(model, engine::GraphMode::Off, 1));
-  engine::Runtime graph(options(model, engine::GraphMode::Optimize, 32));
+  engine::Runtime eager(tiny_runtime_options(model, engine::GraphMode::Off, 1));
+  engine::Runtime graph(tiny_runtime_options(model, engine::GraphMode::Optimize, 32));
   for (int bs : {1, 3, 8, 32}) {
     SCOPED_TRACE("batch " + std::to_string(bs));
     auto ps = prompts(bs, eager.info().vocab_size, 1234 + bs);
@@ -112,9 +96,9 @@ TEST_P(GraphVsEager, LogitsBitIdenticalWithPadding) {
   fs::path model = tiny_model(GetParam());
   ASSERT_TRUE(fs::exists(model)) << "fixture missing (run tests/fixtures/generate_all.py): "
                                  << model;
-  engine::RuntimeOptions go = options(model, engine::GraphMode::Optimize, 8);
+  engine::RuntimeOptions go = tiny_runtime_options(model, engine::GraphMode::Optimize, 8);
   engine::Runtime graph(go);
-  engine::Runtime eager(options(model, engine::GraphMode::Off, 1));
+  engine::Runtime eager(tiny_runtime_options(model, engine::GraphMode::Off, 1));
   auto ps = prompts(5, eager.info().vocab_size, 99);
   ModelHarness he(eager.executor(), eager.kv_pool()), hg(graph.executor(), graph.kv_pool());
   std::vector<Sequence> se(5), sg(5);
@@ -147,7 +131,7 @@ TEST(GraphReplay, NoHeapAllocationDuringReplay) {
   fs::path model = tiny_model("tiny-gemma3");
   ASSERT_TRUE(fs::exists(model)) << "fixture missing (run tests/fixtures/generate_all.py): "
                                  << model;
-  engine::Runtime rt(options(model, engine::GraphMode::Optimize, 4));
+  engine::Runtime rt(tiny_runtime_options(model, engine::GraphMode::Optimize, 4));
   ModelHarness h(rt.executor(), rt.kv_pool());
   Sequence a, b, c;
   h.step({&a}, {{5, 6, 7}});
@@ -178,7 +162,7 @@ TEST(GraphCompileCache, WarmStartHitsAndKeyChangesMiss) {
   fs::path dir = fs::temp_directory_path() / ("kiln-graph-cache-" + std::to_string(::getpid()));
   fs::remove_all(dir);
   auto opts = [&](int max_bs) {
-    engine::RuntimeOptions o = options(model, engine::GraphMode::Optimize, max_bs);
+    engine::RuntimeOptions o = tiny_runtime_options(model, engine::GraphMode::Optimize, max_bs);
     o.compile_cache = true;
     o.cache_dir = dir.string();
     return o;
@@ -234,10 +218,10 @@ namespace {
 TEST(GraphWorkerGroups, DisjointGroupsMatchEager) {
   fs::path model = tiny_model("tiny-llama");
   ASSERT_TRUE(fs::exists(model)) << "fixture missing: " << model;
-  engine::RuntimeOptions go = options(model, engine::GraphMode::Replay, 4);
+  engine::RuntimeOptions go = tiny_runtime_options(model, engine::GraphMode::Replay, 4);
   go.plan.group_threshold = 100.0;  // split every level with several nodes
   engine::Runtime graph(go);
-  engine::Runtime eager(options(model, engine::GraphMode::Off, 1));
+  engine::Runtime eager(tiny_runtime_options(model, engine::GraphMode::Off, 1));
   graph::Plan* plan = graph.graph_runner()->plan_for(3, true);
   ASSERT_NE(plan, nullptr);
   EXPECT_GT(plan->stats().grouped_levels, 0);
