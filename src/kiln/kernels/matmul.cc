@@ -27,9 +27,16 @@ inline bool any_greater16(const float* t, float b) {
   return _mm_movemask_ps(gt) != 0;
 }
 
-// Where each activation array lives in the scratch (block-major, see ActView).
+// Where each activation array lives in the scratch (block-major, see ActView), including one
+// zero-point correction array per zero point among the weight's segments.
 struct ActScratch {
-  size_t q, d, s16, s32, ds, zp_corr, end;
+  struct Correction {
+    int slot, zero_point, sub_block;
+    size_t offset;
+  };
+  size_t q, d, s16, s32, ds, end;
+  Correction corrections[4];
+  int n_corrections;
 };
 
 ActScratch act_scratch(const PackedWeight& w, int64_t m) {
@@ -41,8 +48,18 @@ ActScratch act_scratch(const PackedWeight& w, int64_t m) {
   s.s16 = s.d + align64(mm * (k / 32) * 4);
   s.s32 = s.s16 + align64(mm * (k / 16) * 4);
   s.ds = s.s32 + align64(mm * (k / 32) * 4);
-  s.zp_corr = s.ds + align64(mm * (k / 32) * 4);
-  s.end = s.zp_corr + 4 * align64(mm * (k / 16) * 4);  // one [k/16][m] array per slot at most
+  s.end = s.ds + align64(mm * (k / 32) * 4);
+  bool seen[4] = {};
+  for (const PackedSegment& seg : w.segments()) {
+    const PackedLayout L = packed_layout(seg.dtype);
+    if (L.is_float || L.has_min || L.zero_point == 0) continue;
+    const int slot = zp_slot(L.zero_point);
+    KILN_CHECK(slot >= 0, "matmul: no correction slot for zero point {}", L.zero_point);
+    if (seen[slot]) continue;
+    seen[slot] = true;
+    s.corrections[s.n_corrections++] = {slot, L.zero_point, L.sub_block, s.end};
+    s.end += align64(mm * (k / static_cast<size_t>(L.sub_block)) * 4);
+  }
   return s;
 }
 
@@ -101,18 +118,14 @@ ActView prepare_acts(const PackedWeight& w, const float* x, int64_t m, void* scr
     for (int64_t i = rows.begin; i < rows.end; ++i)
       quantize(x + i * k, k, m, q + i * 32, d + i, s16 + i, s32 + i, ds + i);
     // Zero-point corrections for the segments' types (a merged weight may mix them).
-    for (const PackedSegment& seg : w.segments()) {
-      const PackedLayout L = packed_layout(seg.dtype);
-      if (L.is_float || L.has_min || L.zero_point == 0) continue;
-      const int slot = zp_slot(L.zero_point);
-      KILN_CHECK(slot >= 0, "matmul: no correction slot for zero point {}", L.zero_point);
-      if (a.zp_corr[slot] != nullptr) continue;
-      auto* corr = reinterpret_cast<int32_t*>(base + s.zp_corr + slot * align64(m * (k / 16) * 4));
-      const int32_t* sums = L.sub_block == 32 ? s32 : s16;
-      const int64_t nsub = k / L.sub_block;
+    for (int c = 0; c < s.n_corrections; ++c) {
+      const ActScratch::Correction& cr = s.corrections[c];
+      auto* corr = reinterpret_cast<int32_t*>(base + cr.offset);
+      const int32_t* sums = cr.sub_block == 32 ? s32 : s16;
+      const int64_t nsub = k / cr.sub_block;
       for (int64_t i = rows.begin; i < rows.end; ++i)
-        for (int64_t b = 0; b < nsub; ++b) corr[b * m + i] = -L.zero_point * sums[b * m + i];
-      a.zp_corr[slot] = corr;
+        for (int64_t b = 0; b < nsub; ++b) corr[b * m + i] = -cr.zero_point * sums[b * m + i];
+      a.zp_corr[cr.slot] = corr;
     }
     a.m = m;
     a.q = q;
@@ -125,10 +138,10 @@ ActView prepare_acts(const PackedWeight& w, const float* x, int64_t m, void* scr
   return a;
 }
 
-// Per-thread room for one expanded group (static TLS: no allocation on the replay path). Groups
-// that do not fit (K beyond ~2-4K inputs) are unpacked per row tile instead.
+// Room for one expanded group, on the stack of the thread running the tiles (not TLS, which
+// every thread of the process, HTTP workers included, would zero at creation). Groups that do
+// not fit (K beyond ~2-4K inputs) are unpacked per row tile instead.
 constexpr size_t kExpandBytes = 64 * 1024;
-alignas(64) thread_local uint8_t expand_buffer[kExpandBytes];
 
 // The expanded form of `t` when a group will be read by several row tiles and fits the buffer.
 ExpandedTiles expanded_for(DType t, int64_t k, int64_t m) {
@@ -149,6 +162,7 @@ void for_each_tile(const PackedWeight& w, const ActView& a, int64_t m, const Exe
   TileFn fn = nullptr;
   ExpandedTiles ex;
   alignas(64) float tile[kMaxTileRows * R];
+  alignas(64) uint8_t expand_buffer[kExpandBytes];  // untouched unless a group is expanded
   for (int64_t g = groups.begin; g < groups.end; ++g) {
     while (g >= segs[si].group0 + segs[si].groups) {
       ++si;
