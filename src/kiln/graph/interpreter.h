@@ -35,6 +35,9 @@ class Interpreter {
   std::vector<Tensor> run(const Graph& graph, const std::vector<Binding>& bindings,
                           const NodeObserver& observer = nullptr);
 
+  // Where value buffers come from and go back to (for tests and memory figures).
+  const BufferCache& buffers() const { return *buffers_; }
+
  private:
   ThreadPool& pool_;
   WeightProvider& weights_;
