@@ -5,37 +5,15 @@ The models come from KILN_TESTDATA (or build/release/testdata), else they are ge
 temporary folder with tests/fixtures/make_models.py.
 """
 import json
-import os
 import pathlib
 import re
 import shutil
 import subprocess
-import sys
-import tempfile
 import xml.etree.ElementTree as ET
 
 import pytest
-
-REPO = pathlib.Path(__file__).resolve().parents[2]
-
-
-def _kiln_bin() -> str:
-    path = os.environ.get("KILN_BIN") or str(REPO / "build" / "release" / "kiln")
-    if not pathlib.Path(path).is_file():
-        raise RuntimeError(f"kiln binary not found at {path}; set KILN_BIN")
-    return path
-
-
-def _tiny_models() -> pathlib.Path:
-    for candidate in [os.environ.get("KILN_TESTDATA"), REPO / "build" / "release" / "testdata"]:
-        if candidate and (pathlib.Path(candidate) / "models" / "tiny-gemma3.gguf").is_file():
-            return pathlib.Path(candidate) / "models"
-    out = pathlib.Path(tempfile.gettempdir()) / f"kiln-e2e-testdata-{os.getuid()}"
-    sys.path.insert(0, str(REPO / "tests" / "fixtures"))
-    import make_models  # noqa: E402  (rewrites only on change)
-
-    make_models.generate(out)
-    return out / "models"
+from kiln_server import kiln_bin as _kiln_bin
+from kiln_server import tiny_models_dir as _tiny_models
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,7 @@ import subprocess
 import threading
 
 import requests
+from kiln_server import kiln_bin
 
 GREEDY = {"temperature": 0, "max_new_tokens": 8, "ignore_eos": True}
 
@@ -125,7 +126,6 @@ def test_second_server_on_a_taken_port_fails(server, gemma):
     # Without SO_REUSEPORT the bind fails; with it the kernel would split clients between two
     # servers.
     port = server.url.rsplit(":", 1)[1]
-    from kiln_server import kiln_bin
     p = subprocess.run([kiln_bin(), "serve", "-m", str(gemma), "--port", port, "--threads", "1"],
                        capture_output=True, text=True, timeout=120)
     assert p.returncode != 0
