@@ -23,23 +23,4 @@ inline uint16_t f32_to_bf16(float f) {  // round to nearest even; NaN stays NaN
   return static_cast<uint16_t>(bits >> 16);
 }
 
-// As AVX512_BF16's vcvtneps2bf16: round to nearest even, but inputs below the smallest normal
-// float become a zero of their sign (the instruction treats denormals as zero); NaN stays NaN.
-inline uint16_t f32_to_bf16_flush(float f) {
-  uint32_t bits;
-  std::memcpy(&bits, &f, 4);
-  if ((bits & 0x7f800000) == 0) return static_cast<uint16_t>((bits >> 16) & 0x8000);
-  return f32_to_bf16(f);
-}
-
-// A denormal becomes a zero of its sign; everything else (NaN included) is unchanged. The
-// flush AVX512_BF16's vdpbf16ps applies to its inputs and to each partial result.
-inline float flush_denormal(float f) {
-  uint32_t bits;
-  std::memcpy(&bits, &f, 4);
-  if ((bits & 0x7f800000) == 0) bits &= 0x80000000u;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
 }  // namespace kiln

@@ -37,32 +37,11 @@ struct ActScratch {
   size_t q, d, s16, s32, ds, end;
   Correction corrections[4];
   int n_corrections;
-  bool bf16;  // some segment is BF16: the rows are also rounded to bf16 ...
-  size_t xb;  // ... here, [m][xb_stride]
-  int64_t xb_stride;
 };
-
-bool has_bf16_segment(const PackedWeight& w) {
-  for (const PackedSegment& seg : w.segments())
-    if (seg.dtype == DType::BF16) return true;
-  return false;
-}
-
-// The bf16 rows follow the quantized arrays (or start the scratch when there are none).
-void add_bf16_rows(const PackedWeight& w, int64_t m, ActScratch* s) {
-  if (!has_bf16_segment(w)) return;
-  s->bf16 = true;
-  s->xb = s->end;
-  s->xb_stride = (w.k() + 1) / 2 * 2;
-  s->end += align64(static_cast<size_t>(m) * static_cast<size_t>(s->xb_stride) * 2);
-}
 
 ActScratch act_scratch(const PackedWeight& w, int64_t m) {
   ActScratch s{};
-  if (!w.quantized()) {
-    add_bf16_rows(w, m, &s);
-    return s;
-  }
+  if (!w.quantized()) return s;
   const size_t k = static_cast<size_t>(w.k()), mm = static_cast<size_t>(m);
   s.q = 0;
   s.d = align64(mm * k);
@@ -81,7 +60,6 @@ ActScratch act_scratch(const PackedWeight& w, int64_t m) {
     s.corrections[s.n_corrections++] = {slot, L.zero_point, L.sub_block, s.end};
     s.end += align64(mm * (k / static_cast<size_t>(L.sub_block)) * 4);
   }
-  add_bf16_rows(w, m, &s);
   return s;
 }
 
@@ -95,8 +73,6 @@ TileFn tile_fn(DType t) {
       return tile_fn_scalar(t);
   }
 }
-
-Bf16RowFn bf16_row_fn() { return active_isa() == Isa::Avx512 ? bf16_row_avx512 : bf16_row_scalar; }
 
 QuantizeRowFn quantize_row_fn() {
   switch (active_isa()) {
@@ -114,7 +90,7 @@ void check_common(const PackedWeight& w, const float* x, int64_t m, void* scratc
   KILN_CHECK(w.n() > 0 && w.data() != nullptr, "matmul: empty weight");
   KILN_CHECK(m >= 0, "matmul: negative row count {}", m);
   KILN_CHECK(m == 0 || x != nullptr, "matmul: null input");
-  KILN_CHECK(m == 0 || act_scratch(w, m).end == 0 || scratch != nullptr, "matmul: null scratch");
+  KILN_CHECK(m == 0 || !w.quantized() || scratch != nullptr, "matmul: null scratch");
   KILN_CHECK(reinterpret_cast<uintptr_t>(scratch) % 4 == 0, "matmul: scratch must be 4-aligned");
   KILN_CHECK(ctx.nth >= 1 && ctx.tid >= 0 && ctx.tid < ctx.nth, "matmul: bad thread {} of {}",
              ctx.tid, ctx.nth);
@@ -128,17 +104,8 @@ ActView prepare_acts(const PackedWeight& w, const float* x, int64_t m, void* scr
   a.k = w.k();
   a.x = x;
   a.x_stride = w.k();
-  const ActScratch s = act_scratch(w, m);
-  if (s.bf16) {
-    auto* xb = reinterpret_cast<uint16_t*>(static_cast<uint8_t*>(scratch) + s.xb);
-    Bf16RowFn round_row = bf16_row_fn();
-    Range rows = split_range(m, ctx.tid, ctx.nth);
-    for (int64_t i = rows.begin; i < rows.end; ++i)
-      round_row(x + i * w.k(), w.k(), xb + i * s.xb_stride);
-    a.xb = xb;
-    a.xb_stride = s.xb_stride;
-  }
   if (w.quantized()) {
+    ActScratch s = act_scratch(w, m);
     auto* base = static_cast<uint8_t*>(scratch);
     auto* q = reinterpret_cast<int8_t*>(base + s.q);
     auto* d = reinterpret_cast<float*>(base + s.d);

@@ -5,11 +5,9 @@
 // those of the contract in matmul_kernels.h.
 #include <immintrin.h>
 
-#include <cfloat>
 #include <cstring>
 
 #include "kiln/base/error.h"
-#include "kiln/base/half.h"
 #include "kiln/kernels/matmul_kernels.h"
 #include "kiln/kernels/packed_weight.h"
 
@@ -136,9 +134,11 @@ template <DType T>
 inline __m256 load_float8(const uint8_t* p) {
   if constexpr (T == DType::F32) {
     return _mm256_loadu_ps(reinterpret_cast<const float*>(p));
-  } else {
-    static_assert(T == DType::F16, "BF16 weights have their own kernel");
+  } else if constexpr (T == DType::F16) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  } else {
+    __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
   }
 }
 
@@ -169,52 +169,6 @@ void tile_float(const uint8_t* group, const ActView& a, int64_t row0, int mt, fl
   for (; i < mt; ++i) tile_float_rows<T, 1>(group, a, row0 + i, tile + 16 * i);
 }
 
-// A denormal lane becomes a zero of its sign (NaN compares false and stays).
-inline __m256 flush8(__m256 v) {
-  const __m256 sign = _mm256_castsi256_ps(_mm256_set1_epi32(INT32_MIN));
-  __m256 tiny = _mm256_cmp_ps(_mm256_andnot_ps(sign, v), _mm256_set1_ps(FLT_MIN), _CMP_LT_OQ);
-  return _mm256_blendv_ps(v, _mm256_and_ps(v, sign), tiny);
-}
-
-// BF16 weights without AVX512_BF16: the contract's vdpbf16ps steps with FMA and explicit
-// flushes. A 32-bit lane of the pair layout holds input k in its low half and k + 1 in its
-// high half; bf16 -> f32 is a 16-bit shift (low) or a mask (high). Activations rounded by
-// f32_to_bf16_flush are never denormal; partial sums are flushed after every step.
-template <int MT>
-void tile_bf16_rows(const uint8_t* group, const ActView& a, int64_t row0, float* tile) {
-  const __m256i high = _mm256_set1_epi32(static_cast<int32_t>(0xFFFF0000u));
-  __m256 acc[MT][2];
-  for (int i = 0; i < MT; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
-  for (int64_t k = 0; k < a.xb_stride; k += 2) {
-    __m256 w_lo[2], w_hi[2];
-    for (int h = 0; h < 2; ++h) {
-      __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(group + k * 32 + 32 * h));
-      w_lo[h] = flush8(_mm256_castsi256_ps(_mm256_slli_epi32(v, 16)));
-      w_hi[h] = flush8(_mm256_castsi256_ps(_mm256_and_si256(v, high)));
-    }
-    for (int i = 0; i < MT; ++i) {
-      uint32_t pair;
-      std::memcpy(&pair, a.xb + (row0 + i) * a.xb_stride + k, 4);
-      __m256 x_lo = _mm256_set1_ps(bf16_to_f32(static_cast<uint16_t>(pair)));
-      __m256 x_hi = _mm256_set1_ps(bf16_to_f32(static_cast<uint16_t>(pair >> 16)));
-      for (int h = 0; h < 2; ++h) {
-        acc[i][h] = flush8(_mm256_fmadd_ps(x_hi, w_hi[h], acc[i][h]));
-        acc[i][h] = flush8(_mm256_fmadd_ps(x_lo, w_lo[h], acc[i][h]));
-      }
-    }
-  }
-  for (int i = 0; i < MT; ++i) {
-    _mm256_storeu_ps(tile + 16 * i, acc[i][0]);
-    _mm256_storeu_ps(tile + 16 * i + 8, acc[i][1]);
-  }
-}
-
-void tile_bf16(const uint8_t* group, const ActView& a, int64_t row0, int mt, float* tile) {
-  int i = 0;
-  for (; i + 4 <= mt; i += 4) tile_bf16_rows<4>(group, a, row0 + i, tile + 16 * i);
-  for (; i < mt; ++i) tile_bf16_rows<1>(group, a, row0 + i, tile + 16 * i);
-}
-
 inline float hmax8(__m256 v) {
   __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   m = _mm_max_ps(m, _mm_movehl_ps(m, m));
@@ -231,7 +185,7 @@ TileFn tile_fn_avx2(DType t) {
     case DType::F16:
       return tile_float<DType::F16>;
     case DType::BF16:
-      return tile_bf16;
+      return tile_float<DType::BF16>;
     case DType::Q4_0:
       return tile_quant<4, 32, 8, false, true>;
     case DType::Q5_0:

@@ -6,7 +6,6 @@
 // GCC 12 flags its own _mm512_reduce_* helpers (an intentionally undefined register).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
-#include <algorithm>
 #include <cstring>
 
 #include "kiln/base/error.h"
@@ -159,9 +158,11 @@ template <DType T>
 inline __m512 load_float16(const uint8_t* p) {
   if constexpr (T == DType::F32) {
     return _mm512_loadu_ps(p);
-  } else {
-    static_assert(T == DType::F16, "BF16 weights have their own kernel");
+  } else if constexpr (T == DType::F16) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  } else {  // bf16: the high half of an f32
+    __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
   }
 }
 
@@ -177,37 +178,6 @@ void tile_float(const uint8_t* group, const ActView& a, int64_t row0, float* til
   }
   for (int i = 0; i < MT; ++i) _mm512_storeu_ps(tile + 16 * i, acc[i]);
 }
-
-// BF16 weights: one vdpbf16ps per input pair and row (16 columns x 2 inputs), the contract's
-// own instruction; the row's bf16 pair is a 32-bit broadcast.
-template <int MT>
-void tile_bf16(const uint8_t* group, const ActView& a, int64_t row0, float* tile) {
-  __m512 acc[MT];
-#pragma GCC unroll 8
-  for (int i = 0; i < MT; ++i) acc[i] = _mm512_setzero_ps();
-  const uint16_t* x = a.xb + row0 * a.xb_stride;
-  for (int64_t k = 0; k < a.xb_stride; k += 2) {
-    __m512bh w = (__m512bh)_mm512_loadu_si512(group + k * 32);
-#pragma GCC unroll 8
-    for (int i = 0; i < MT; ++i) {
-      int32_t pair;
-      std::memcpy(&pair, x + i * a.xb_stride + k, 4);
-      acc[i] = _mm512_dpbf16_ps(acc[i], w, (__m512bh)_mm512_set1_epi32(pair));
-    }
-  }
-#pragma GCC unroll 8
-  for (int i = 0; i < MT; ++i) _mm512_storeu_ps(tile + 16 * i, acc[i]);
-}
-
-struct Bf16 {
-  template <int MT>
-  struct K {
-    static void run(const uint8_t* g, const ActView& a, int64_t r, float* t) {
-      tile_bf16<MT>(g, a, r, t);
-    }
-  };
-  static void fn(const uint8_t* g, const ActView& a, int64_t r, int mt, float* t);
-};
 
 // Runtime row count -> compile-time tile height.
 template <template <int> class K>
@@ -245,10 +215,6 @@ struct Quant {
     by_rows<K>(g, a, r, mt, t);
   }
 };
-
-void Bf16::fn(const uint8_t* g, const ActView& a, int64_t r, int mt, float* t) {
-  by_rows<K>(g, a, r, mt, t);
-}
 
 template <DType T>
 struct Float {
@@ -319,7 +285,7 @@ TileFn tile_fn_avx512(DType t) {
     case DType::F16:
       return Float<DType::F16>::fn;
     case DType::BF16:
-      return Bf16::fn;
+      return Float<DType::BF16>::fn;
     case DType::Q4_0:
       return Quant<DType::Q4_0, 4, 32, 8, false, true>::fn;
     case DType::Q5_0:
@@ -334,16 +300,6 @@ TileFn tile_fn_avx512(DType t) {
       return Quant<DType::Q6_K, 6, 16, 32, false, false>::fn;
     default:
       fail("matmul: no kernel for {} weights", dtype_name(t));
-  }
-}
-
-void bf16_row_avx512(const float* x, int64_t k, uint16_t* out) {
-  const int64_t padded = (k + 1) / 2 * 2;
-  for (int64_t i = 0; i < padded; i += 16) {
-    const int64_t n = std::min<int64_t>(16, k - i), n_out = std::min<int64_t>(16, padded - i);
-    __m512 v = _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << n) - 1), x + i);
-    __m256bh h = _mm512_cvtneps_pbh(v);  // masked-off lanes are 0 -> bf16 0 (the padding)
-    _mm256_mask_storeu_epi16(out + i, static_cast<__mmask16>((1u << n_out) - 1), (__m256i)h);
   }
 }
 

@@ -8,12 +8,7 @@
 //   dot  = sum(code * q) - zp * sum(q)                (exact, int32)
 //   acc  = fma(float(dot), scale_s * d_b, acc)        (b: the 32-input block containing s)
 //   acc  = fma(-min_s, d_b * float(sum32(q)), acc)    (types with a minimum only)
-// starting from acc = 0. F32/F16 weights: acc = fma(x_k, w_k, acc) for k = 0..K-1 in order.
-// BF16 weights follow AVX512_BF16's vdpbf16ps: the activations are rounded to bf16 once per
-// matmul (f32_to_bf16_flush: nearest even, denormals to zero), then for each input pair
-// (k, k+1), k even, with flush = flush_denormal (base/half.h) and the pair past an odd K zero,
-//   acc = flush(fma(flush(x_k+1), flush(w_k+1), flush(acc)))
-//   acc = flush(fma(flush(x_k), flush(w_k), acc))
+// starting from acc = 0. Float weights: acc = fma(x_k, w_k, acc) for k = 0..K-1 in order.
 // Each output element sees only its own weight row and activation row, in this fixed order,
 // whatever tile, thread or batch it is computed in.
 #pragma once
@@ -37,8 +32,6 @@ struct ActView {
   const float* ds = nullptr;     // [k/32][m] d * float(s32)
   const float* x = nullptr;      // [m][x_stride] the f32 rows (float weights read them directly)
   int64_t x_stride = 0;
-  const uint16_t* xb = nullptr;  // [m][xb_stride] the rows in bf16 (BF16 weights), pairs padded
-  int64_t xb_stride = 0;         // K rounded up to even
   // -zp * sum(q) per sub-block, [k/S][m], for each zero point the weight's segments use (index
   // zp_slot(zp); S = 16 for zp 32, which only Q6_K has, else 32); null for the others. The
   // same integers the kernels would compute per row and sub-block, computed once per matmul
@@ -73,12 +66,6 @@ using TileFn = void (*)(const uint8_t* group, const ActView& a, int64_t row0, in
 // are `stride` rows further (q: q[b * stride * 32 + j], d[b * stride], s16[(2b + h) * stride]).
 using QuantizeRowFn = void (*)(const float* x, int64_t k, int64_t stride, int8_t* q, float* d,
                                int32_t* s16, int32_t* s32, float* ds);
-
-// Rounds one activation row of k inputs to bf16 as the contract says, into out[0 .. k rounded
-// up to even) (a padding input is 0).
-using Bf16RowFn = void (*)(const float* x, int64_t k, uint16_t* out);
-void bf16_row_scalar(const float* x, int64_t k, uint16_t* out);
-void bf16_row_avx512(const float* x, int64_t k, uint16_t* out);
 
 TileFn tile_fn_scalar(DType t);
 TileFn tile_fn_avx2(DType t);

@@ -80,33 +80,12 @@ void tile_float(const uint8_t* group, const ActView& a, int64_t row0, int mt, fl
       } else {
         uint16_t h;
         std::memcpy(&h, e, 2);
-        w[r] = f16_to_f32(h);
+        w[r] = T == DType::F16 ? f16_to_f32(h) : bf16_to_f32(h);
       }
     }
     for (int i = 0; i < mt; ++i) {
       float xv = a.x[(row0 + i) * a.x_stride + k];
       for (int r = 0; r < R; ++r) acc[i][r] = std::fma(xv, w[r], acc[i][r]);
-    }
-  }
-  for (int i = 0; i < mt; ++i)
-    for (int r = 0; r < R; ++r) tile[i * R + r] = acc[i][r];
-}
-
-// BF16 weights: the vdpbf16ps steps of the contract, input pair by input pair.
-void tile_bf16(const uint8_t* group, const ActView& a, int64_t row0, int mt, float* tile) {
-  float acc[kMaxTileRows][R] = {};
-  auto bf16_at = [](const uint16_t* p, int64_t i) { return flush_denormal(bf16_to_f32(p[i])); };
-  const auto* w = reinterpret_cast<const uint16_t*>(group);
-  for (int64_t k = 0; k < a.xb_stride; k += 2) {
-    for (int i = 0; i < mt; ++i) {
-      const uint16_t* x = a.xb + (row0 + i) * a.xb_stride;
-      for (int r = 0; r < R; ++r) {
-        float v = flush_denormal(acc[i][r]);
-        v = flush_denormal(
-            std::fma(bf16_at(x, k + 1), bf16_at(w, float_elem_index(true, k + 1, r)), v));
-        v = flush_denormal(std::fma(bf16_at(x, k), bf16_at(w, float_elem_index(true, k, r)), v));
-        acc[i][r] = v;
-      }
     }
   }
   for (int i = 0; i < mt; ++i)
@@ -122,7 +101,7 @@ TileFn tile_fn_scalar(DType t) {
     case DType::F16:
       return tile_float<DType::F16>;
     case DType::BF16:
-      return tile_bf16;
+      return tile_float<DType::BF16>;
     case DType::Q4_0:
       return tile_quant<DType::Q4_0>;
     case DType::Q5_0:
@@ -138,11 +117,6 @@ TileFn tile_fn_scalar(DType t) {
     default:
       fail("matmul: no kernel for {} weights", dtype_name(t));
   }
-}
-
-void bf16_row_scalar(const float* x, int64_t k, uint16_t* out) {
-  for (int64_t i = 0; i < k; ++i) out[i] = f32_to_bf16_flush(x[i]);
-  if (k % 2 != 0) out[k] = 0;
 }
 
 void quantize_row_scalar(const float* x, int64_t k, int64_t stride, int8_t* q, float* d,

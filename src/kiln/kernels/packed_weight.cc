@@ -88,11 +88,10 @@ void pack_quant_group(DType t, const PackedLayout& L, const uint8_t* const* rows
 
 void pack_float_group(const PackedLayout& L, const uint8_t* const* rows, int64_t K, uint8_t* out) {
   const int e = L.elem_bytes;
-  const int64_t padded = L.pairs ? (K + 1) / 2 * 2 : K;
-  for (int64_t k = 0; k < padded; ++k) {
+  for (int64_t k = 0; k < K; ++k) {
     for (int r = 0; r < R; ++r) {
-      uint8_t* dst = out + float_elem_index(L.pairs, k, r) * e;
-      if (rows[r] == nullptr || k >= K) {
+      uint8_t* dst = out + (k * R + r) * e;
+      if (rows[r] == nullptr) {
         std::memset(dst, 0, e);
       } else {
         std::memcpy(dst, rows[r] + k * e, e);
@@ -102,7 +101,7 @@ void pack_float_group(const PackedLayout& L, const uint8_t* const* rows, int64_t
 }
 
 size_t group_bytes(const PackedLayout& L, int64_t K) {
-  if (L.is_float) return static_cast<size_t>(L.pairs ? (K + 1) / 2 * 2 : K) * R * L.elem_bytes;
+  if (L.is_float) return static_cast<size_t>(K) * R * L.elem_bytes;
   return static_cast<size_t>(K / L.sub_block) * L.record_bytes;
 }
 
@@ -116,7 +115,6 @@ PackedLayout packed_layout(DType t) {
     case DType::BF16:
       L.is_float = true;
       L.elem_bytes = t == DType::F32 ? 4 : 2;
-      L.pairs = t == DType::BF16;
       return L;
     case DType::Q4_0:
     case DType::Q5_0:
@@ -208,11 +206,8 @@ std::string PackedWeight::format() const {
   std::string out;
   for (const PackedSegment& s : segs_) {
     if (!out.empty()) out += "+";
-    const PackedLayout L = packed_layout(s.dtype);
-    out += fmt::format("{}x{}/{}", dtype_name(s.dtype), R,
-                       L.pairs      ? "dpbf16"
-                       : L.is_float ? "fma"
-                                    : "vnni");
+    bool is_float = packed_layout(s.dtype).is_float;
+    out += fmt::format("{}x{}/{}", dtype_name(s.dtype), R, is_float ? "fma" : "vnni");
   }
   return out;
 }
@@ -229,7 +224,7 @@ void PackedWeight::dequantize_row(int64_t row, float* dst) const {
   PackedLayout L = packed_layout(seg->dtype);
   if (L.is_float) {
     for (int64_t k = 0; k < k_; ++k) {
-      const uint8_t* e = group + float_elem_index(L.pairs, k, r) * L.elem_bytes;
+      const uint8_t* e = group + (k * R + r) * L.elem_bytes;
       uint16_t h;
       std::memcpy(&h, e, 2);
       if (seg->dtype == DType::F32) {

@@ -15,9 +15,7 @@
 //   scale   16 x f16 (Q4_0/Q5_0/Q8_0, whose scale is an f16) or 16 x f32 (K-quants: d * sc)
 //   min     16 x f32 (Q4_K/Q5_K only: dmin * m)
 // Codes are unsigned (Q8_0 is stored as q + 128); the zero point is subtracted in integers.
-// F32/F16 weights keep their element type, laid out [K][16] per group; BF16 weights are laid
-// out [K/2][16][2] (input pairs, the operand shape of AVX512_BF16's vdpbf16ps; an odd K gets
-// one zero input).
+// F32/F16/BF16 weights keep their element type, laid out [K][16] per group.
 // Padding rows (N not a multiple of 16) have zero scales and minimums, so they read as 0.
 //
 // pack_concat stacks several weights' rows (same K; dtypes may differ): each source becomes a
@@ -87,9 +85,8 @@ class PackedWeight {
 
 // Layout facts shared by the packer and the kernels.
 struct PackedLayout {
-  bool is_float;   // F32/F16/BF16: elements per group, see float_elem_index
+  bool is_float;   // F32/F16/BF16: [K][16] elements per group
   int elem_bytes;  // float types: 4 or 2
-  bool pairs;      // BF16: inputs interleaved in pairs
   int sub_block;   // quantized: inputs per record (32 or 16)
   int bits;        // quantized: code width
   int zero_point;  // quantized without min
@@ -99,11 +96,5 @@ struct PackedLayout {
   int record_bytes;  // quantized: codes + scales (+ mins)
 };
 PackedLayout packed_layout(DType t);  // throws for types without a packed form
-
-// Element index of (input k, row r of the group) in a float type's group.
-inline int64_t float_elem_index(bool pairs, int64_t k, int r) {
-  constexpr int R = PackedWeight::kGroupRows;
-  return pairs ? ((k / 2) * R + r) * 2 + k % 2 : k * R + r;
-}
 
 }  // namespace kiln::kernels
