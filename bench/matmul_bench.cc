@@ -1,18 +1,21 @@
 // GEMV/GEMM over packed weights with the default model's shapes (Gemma 3 270M Q4_K_M):
 //   q 640->1024 q5_0, k 640->256 q5_0, v 640->256 q8_0, o 1024->640 q4_k,
 //   gate/up 640->2048 q5_0 (and merged 640->4096), down 2048->640 q6_k / q4_k,
-//   LM head 640->262144 q8_0 (matmul and greedy matmul_argmax).
+//   LM head 640->262144 q8_0 (matmul and greedy matmul_argmax); and the q projection with
+//   BF16 and F16 weights (f32 FMA), as other models store them.
 // Counters: GB/s of weight bytes read, GOP/s (2*m*N*K per call), and their fractions of the
 // machine limits (bw_frac, ops_frac). Small weights are rotated through enough copies (~256 MB)
 // that, like a real decode step, they come from DRAM rather than cache.
 // Limits default to the figures measured by shared/tools/machine-limits (2 threads: ~26 GB/s,
-// ~1120 GOP/s int8 VNNI; 1 thread: half); override with KILN_LIMIT_GBS / KILN_LIMIT_GOPS (the
-// 2-thread figures).
+// ~1120 GOP/s int8 VNNI, ~337 GFLOP/s f32 FMA; 1 thread: half); override with KILN_LIMIT_GBS /
+// KILN_LIMIT_GOPS / KILN_LIMIT_GFLOPS (the 2-thread figures). Quantized weights are measured
+// against the VNNI peak, float weights against the FMA peak.
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -31,12 +34,25 @@ double env_or(const char* name, double fallback) {
 namespace {
 
 double limit_gbs(int nth) { return env_or("KILN_LIMIT_GBS", 26.0) * (nth >= 2 ? 1.0 : 0.5); }
-double limit_gops(int nth) { return env_or("KILN_LIMIT_GOPS", 1120.0) * (nth >= 2 ? 1.0 : 0.5); }
+double limit_gops(DType t, int nth) {
+  const double share = nth >= 2 ? 1.0 : 0.5;
+  if (t == DType::BF16 || t == DType::F16 || t == DType::F32)
+    return env_or("KILN_LIMIT_GFLOPS", 337.0) * share;
+  return env_or("KILN_LIMIT_GOPS", 1120.0) * share;
+}
 
 std::vector<uint8_t> random_rows(DType t, int64_t n, int64_t k, uint32_t seed) {
   std::mt19937 rng(seed);
   const DTypeInfo& info = dtype_info(t);
   std::vector<uint8_t> out(dtype_bytes(t, k) * n);
+  if (t == DType::BF16 || t == DType::F16) {  // normal values (random bits would be NaN-heavy)
+    std::normal_distribution<float> normal(0.0f, 0.05f);
+    for (size_t i = 0; i < out.size() / 2; ++i) {
+      uint16_t h = t == DType::BF16 ? f32_to_bf16(normal(rng)) : f32_to_f16(normal(rng));
+      std::memcpy(&out[2 * i], &h, 2);
+    }
+    return out;
+  }
   for (auto& b : out) b = static_cast<uint8_t>(rng());
   int off = t == DType::Q6_K ? 208 : 0;
   for (size_t b = 0; b < out.size() / info.block_bytes; ++b) {
@@ -111,9 +127,9 @@ void run(benchmark::State& state, DType t, int64_t n, int64_t k, Mode mode, bool
   state.counters["GB/s"] = C(bytes / 1e9, C::kIsIterationInvariantRate);
   state.counters["GOP/s"] = C(ops / 1e9, C::kIsIterationInvariantRate);
   state.counters["bw_frac"] = C(bytes / 1e9 / limit_gbs(nth), C::kIsIterationInvariantRate);
-  state.counters["ops_frac"] = C(ops / 1e9 / limit_gops(nth), C::kIsIterationInvariantRate);
+  state.counters["ops_frac"] = C(ops / 1e9 / limit_gops(t, nth), C::kIsIterationInvariantRate);
   state.SetLabel(fmt::format("{} {} limits {:.0f} GB/s {:.0f} GOP/s", isa_name(active_isa()),
-                             w.copies[0].format(), limit_gbs(nth), limit_gops(nth)));
+                             w.copies[0].format(), limit_gbs(nth), limit_gops(t, nth)));
 }
 
 // On a shared machine the best repetition is the one least disturbed by other processes (run
@@ -156,6 +172,8 @@ KILN_MATMUL_BENCH(BM_down_2048x640_q6_k, Q6_K, 640, 2048, Matmul, false, batch_a
 KILN_MATMUL_BENCH(BM_down_2048x640_q4_k, Q4_K, 640, 2048, Matmul, false, batch_args);
 KILN_MATMUL_BENCH(BM_lm_head_640x262144_q8_0, Q8_0, 262144, 640, Matmul, false, head_args);
 KILN_MATMUL_BENCH(BM_lm_head_argmax_640x262144_q8_0, Q8_0, 262144, 640, Argmax, false, head_args);
+KILN_MATMUL_BENCH(BM_q_640x1024_bf16, BF16, 1024, 640, Matmul, false, batch_args);
+KILN_MATMUL_BENCH(BM_q_640x1024_f16, F16, 1024, 640, Matmul, false, batch_args);
 
 }  // namespace
 }  // namespace kiln::kernels
