@@ -7,7 +7,7 @@ struct AttnAvx2 : Avx2 {
   // Lane i of the result = the sum of v[i]'s 8 lanes, for 8 vectors at once. Every input goes
   // through the same tree whatever its position (d, d+2 within each 4-lane group; then the two
   // pairs; then the 128-bit halves), so a sum depends only on its own vector.
-  static F reduce_lanes(const F* v) {
+  [[gnu::always_inline]] static F reduce_lanes(const F* v) {
     F a[4], b[2];
     for (int i = 0; i < 4; ++i)
       a[i] = _mm256_add_ps(_mm256_unpacklo_ps(v[2 * i], v[2 * i + 1]),

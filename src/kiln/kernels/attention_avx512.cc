@@ -8,7 +8,7 @@ struct AttnAvx512 : Avx512 {
   // quarter of the work of 16 hsums). Every input goes through the same tree whatever its
   // position (d, d+2 within each 4-lane group; then the two pairs; then 128-bit halves of each
   // 256-bit half; then the halves), so a sum depends only on its own vector.
-  static F reduce_lanes(const F* v) {
+  [[gnu::always_inline]] static F reduce_lanes(const F* v) {
     F a[8], b[4], c[2];
     for (int i = 0; i < 8; ++i)
       a[i] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]),

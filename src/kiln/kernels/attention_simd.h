@@ -82,8 +82,7 @@ struct AttentionSimd {
 
   // Prefetches keys [pos0, pos1): pages are scattered, so the hardware cannot guess the next
   // block, and the FMA loops would otherwise wait on every line from memory.
-  static void prefetch_keys(const uint16_t* pool, const Geometry& g, int kvh, int pos0,
-                            int pos1) {
+  static void prefetch_keys(const uint16_t* pool, const Geometry& g, int kvh, int pos0, int pos1) {
     const int line_elems = 64 / static_cast<int>(sizeof(uint16_t));
     for (int pos = pos0; pos < pos1; ++pos) {
       const auto* src = reinterpret_cast<const char*>(key_at(pool, g, kvh, pos));
@@ -107,17 +106,22 @@ struct AttentionSimd {
 
   // Accumulators one register-blocked kernel holds: AVX-512 has 32 vector registers, AVX2 16.
   static constexpr int kAcc = W >= 16 ? 16 : 8;
-  // Queries one QK or PV pass handles at most (when an item has at most this many, K and V are
-  // read straight from the f16 pool and each vector is converted exactly once).
+  // Queries one QK or PV pass handles at most. From the f16 pool (items of at most kMaxQ
+  // queries) a pass takes them all, so each K/V vector is converted exactly once; from a
+  // converted f32 block, passes of 4 balance loads and FMAs better.
   static constexpr int kMaxQ = 8;
+  template <class T>
+  static constexpr int max_q() {
+    return sizeof(T) == sizeof(float) ? 4 : kMaxQ;
+  }
 
   // srow[q][j0 + k] = scale * dot(q_q, key_k) for NQ queries and NK keys. Each pair is one
   // FMA chain over head_dim in order (lane = d mod W), then S::reduce_lanes' fixed tree, which
   // sums every input vector's lanes in the same order whatever its position: a score does not
   // depend on NQ, NK or which other pairs share the reduction. Keys are f32 or f16 rows.
   template <int NQ, int NK, class T>
-  static void qk_block(const float* const* qv, const T* const* kp, int hd, F scale,
-                       float* const* srow, int j0) {
+  [[gnu::always_inline]] static void qk_block(const float* const* qv, const T* const* kp, int hd,
+                                              F scale, float* const* srow, int j0) {
     constexpr int N = NQ * NK;
     F acc[N];
     for (int i = 0; i < N; ++i) acc[i] = S::zero();
@@ -138,9 +142,11 @@ struct AttentionSimd {
     }
   }
 
+  // Not inlined (nor are pv_group's passes): compiled alone, the register-blocked loops keep
+  // every accumulator in a register instead of competing with run_item's state.
   template <int NQ, class T>
-  static void qk_keys(const float* const* qv, const T* const* kp, int nk, int hd, F scale,
-                      float* const* srow, int j0) {
+  [[gnu::noinline]] static void qk_keys(const float* const* qv, const T* const* kp, int nk, int hd,
+                                        F scale, float* const* srow, int j0) {
     constexpr int NK = kAcc / NQ > 0 ? kAcc / NQ : 1;
     int k = 0;
     for (; k + NK <= nk; k += NK) qk_block<NQ, NK>(qv, kp + k, hd, scale, srow, j0 + k);
@@ -152,18 +158,34 @@ struct AttentionSimd {
   static void qk_queries(const float* const* qv, const T* const* kp, int nk, int hd, float scale,
                          float* const* srow, int j0, int q0, int q1) {
     const F sc = S::set1(scale);
-    for (int qi = q0; qi < q1; qi += kMaxQ) {
+    for (int qi = q0; qi < q1; qi += max_q<T>()) {
       const float* const* q = qv + qi;
       float* const* s = srow + qi;
-      switch (imin(kMaxQ, q1 - qi)) {
-        case 1: qk_keys<1>(q, kp, nk, hd, sc, s, j0); break;
-        case 2: qk_keys<2>(q, kp, nk, hd, sc, s, j0); break;
-        case 3: qk_keys<3>(q, kp, nk, hd, sc, s, j0); break;
-        case 4: qk_keys<4>(q, kp, nk, hd, sc, s, j0); break;
-        case 5: qk_keys<5>(q, kp, nk, hd, sc, s, j0); break;
-        case 6: qk_keys<6>(q, kp, nk, hd, sc, s, j0); break;
-        case 7: qk_keys<7>(q, kp, nk, hd, sc, s, j0); break;
-        default: qk_keys<8>(q, kp, nk, hd, sc, s, j0); break;
+      switch (imin(max_q<T>(), q1 - qi)) {
+        case 1:
+          qk_keys<1>(q, kp, nk, hd, sc, s, j0);
+          break;
+        case 2:
+          qk_keys<2>(q, kp, nk, hd, sc, s, j0);
+          break;
+        case 3:
+          qk_keys<3>(q, kp, nk, hd, sc, s, j0);
+          break;
+        case 4:
+          qk_keys<4>(q, kp, nk, hd, sc, s, j0);
+          break;
+        case 5:
+          qk_keys<5>(q, kp, nk, hd, sc, s, j0);
+          break;
+        case 6:
+          qk_keys<6>(q, kp, nk, hd, sc, s, j0);
+          break;
+        case 7:
+          qk_keys<7>(q, kp, nk, hd, sc, s, j0);
+          break;
+        default:
+          qk_keys<8>(q, kp, nk, hd, sc, s, j0);
+          break;
       }
     }
   }
@@ -216,8 +238,8 @@ struct AttentionSimd {
   // share the key range, j ascending; val_j = vp[j - jb] (f32 or f16 rows). Per (query, lane)
   // this is the same FMA chain whatever NQ and R are.
   template <int NQ, int R, class T>
-  static void pv_pass(float* const* acc, const float* const* p, const T* const* vp, int jb,
-                      int lo, int hi, int d) {
+  [[gnu::always_inline]] static void pv_pass(float* const* acc, const float* const* p,
+                                             const T* const* vp, int jb, int lo, int hi, int d) {
     F r[NQ][R];
     for (int q = 0; q < NQ; ++q)
       for (int x = 0; x < R; ++x) r[q][x] = S::load(acc[q] + d + x * W);
@@ -235,8 +257,8 @@ struct AttentionSimd {
   }
 
   template <int NQ, class T>
-  static void pv_group(float* const* acc, const float* const* p, const T* const* vp, int jb,
-                       int lo, int hi, int hd) {
+  [[gnu::noinline]] static void pv_group(float* const* acc, const float* const* p,
+                                         const T* const* vp, int jb, int lo, int hi, int hd) {
     constexpr int R = kAcc / NQ > 0 ? kAcc / NQ : 1;
     int d = 0;
     for (; d + R * W <= hd; d += R * W) pv_pass<NQ, R>(acc, p, vp, jb, lo, hi, d);
@@ -252,21 +274,37 @@ struct AttentionSimd {
     for (int qi = q0; qi < q1;) {
       const int lo = imax(ra[qi / G], jb), hi = imin(rb[qi / G], je);
       int qe = qi + 1;
-      while (qe < q1 && qe - qi < kMaxQ && imax(ra[qe / G], jb) == lo &&
+      while (qe < q1 && qe - qi < max_q<T>() && imax(ra[qe / G], jb) == lo &&
              imin(rb[qe / G], je) == hi)
         ++qe;
       if (lo < hi) {
         float* const* a = acc + qi;
         const float* const* p = srow + qi;
         switch (qe - qi) {
-          case 1: pv_group<1>(a, p, vp, jb, lo, hi, hd); break;
-          case 2: pv_group<2>(a, p, vp, jb, lo, hi, hd); break;
-          case 3: pv_group<3>(a, p, vp, jb, lo, hi, hd); break;
-          case 4: pv_group<4>(a, p, vp, jb, lo, hi, hd); break;
-          case 5: pv_group<5>(a, p, vp, jb, lo, hi, hd); break;
-          case 6: pv_group<6>(a, p, vp, jb, lo, hi, hd); break;
-          case 7: pv_group<7>(a, p, vp, jb, lo, hi, hd); break;
-          default: pv_group<8>(a, p, vp, jb, lo, hi, hd); break;
+          case 1:
+            pv_group<1>(a, p, vp, jb, lo, hi, hd);
+            break;
+          case 2:
+            pv_group<2>(a, p, vp, jb, lo, hi, hd);
+            break;
+          case 3:
+            pv_group<3>(a, p, vp, jb, lo, hi, hd);
+            break;
+          case 4:
+            pv_group<4>(a, p, vp, jb, lo, hi, hd);
+            break;
+          case 5:
+            pv_group<5>(a, p, vp, jb, lo, hi, hd);
+            break;
+          case 6:
+            pv_group<6>(a, p, vp, jb, lo, hi, hd);
+            break;
+          case 7:
+            pv_group<7>(a, p, vp, jb, lo, hi, hd);
+            break;
+          default:
+            pv_group<8>(a, p, vp, jb, lo, hi, hd);
+            break;
         }
       }
       qi = qe;
