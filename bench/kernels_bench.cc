@@ -114,7 +114,10 @@ void BM_Rope(benchmark::State& state) {
 
 // B sequences of `keys` keys each, the last `rows` of each being this step's query rows
 // (rows = 1: decode; rows = keys: prefill); plan + run per step. Gemma 3 270M attention shapes.
-void run_attention_bench(benchmark::State& state, int B, int keys, int rows, int nth) {
+// cold: before each step, stream a buffer larger than the L3 so K and V come from memory, as in
+// a model's decode step (which reads ~240 MB of weights between two layers' attention).
+void run_attention_bench(benchmark::State& state, int B, int keys, int rows, int nth,
+                         bool cold = false) {
   const int H = 4, KH = 1, hd = 256, page_size = 16;
   const int pages_per_seq = (keys + page_size - 1) / page_size;
   const int64_t n_pages = static_cast<int64_t>(B) * pages_per_seq;
@@ -159,7 +162,15 @@ void run_attention_bench(benchmark::State& state, int B, int keys, int rows, int
   in.kv = {kpool.data(), vpool.data(), n_pages, page_size, KH, hd};
   in.out = out.data();
   SpinBarrier barrier(nth);
+  std::vector<float> evict(cold ? (size_t{256} << 20) / sizeof(float) : 0, 1.0f);
   for (auto _ : state) {
+    if (cold) {
+      state.PauseTiming();
+      float sum = 0.0f;
+      for (size_t i = 0; i < evict.size(); i += 16) sum += evict[i];
+      benchmark::DoNotOptimize(sum);
+      state.ResumeTiming();
+    }
     attention_plan(p, in, nth, &work);
     on_group(nth, barrier,
              [&](const ExecContext& ctx) { attention_run(p, in, work, scratch.data(), ctx); });
@@ -172,6 +183,11 @@ void run_attention_bench(benchmark::State& state, int B, int keys, int rows, int
 void BM_AttentionDecode(benchmark::State& state) {
   run_attention_bench(state, static_cast<int>(state.range(0)), static_cast<int>(state.range(1)), 1,
                       static_cast<int>(state.range(2)));
+}
+
+void BM_AttentionDecodeCold(benchmark::State& state) {
+  run_attention_bench(state, static_cast<int>(state.range(0)), static_cast<int>(state.range(1)), 1,
+                      static_cast<int>(state.range(2)), true);
 }
 
 // Prefill: B sequences of `rows` new rows each (causal over their own keys). Mostly FLOPs: the
@@ -193,6 +209,10 @@ BENCHMARK(BM_GeluMul)->Apply(RowsAndThreads)->UseRealTime();
 BENCHMARK(BM_Rope)->Apply(RowsAndThreads)->UseRealTime();
 BENCHMARK(BM_AttentionDecode)
     ->ArgsProduct({{1, 8, 32}, {160, 512, 4096}, {1, 2}})
+    ->ArgNames({"B", "keys", "threads"})
+    ->UseRealTime();
+BENCHMARK(BM_AttentionDecodeCold)
+    ->ArgsProduct({{8, 32}, {160, 512}, {1, 2}})
     ->ArgNames({"B", "keys", "threads"})
     ->UseRealTime();
 BENCHMARK(BM_AttentionPrefill)
