@@ -153,7 +153,14 @@ struct AttentionSimd {
     for (; k < nk; ++k) qk_block<NQ, 1>(qv, kp + k, hd, scale, srow, j0 + k);
   }
 
-  // Scores of queries [q0, q1) against nk keys at block offset j0, kMaxQ queries per pass.
+  // qk_keys and pv_group by number of queries (1..kMaxQ).
+  template <class T>
+  static constexpr void (*kQk[kMaxQ])(const float* const*, const T* const*, int, int, F,
+                                      float* const*, int) = {
+      qk_keys<1, T>, qk_keys<2, T>, qk_keys<3, T>, qk_keys<4, T>,
+      qk_keys<5, T>, qk_keys<6, T>, qk_keys<7, T>, qk_keys<8, T>};
+
+  // Scores of queries [q0, q1) against nk keys at block offset j0, max_q<T>() per pass.
   template <class T>
   static void qk_queries(const float* const* qv, const T* const* kp, int nk, int hd, float scale,
                          float* const* srow, int j0, int q0, int q1) {
@@ -161,32 +168,7 @@ struct AttentionSimd {
     for (int qi = q0; qi < q1; qi += max_q<T>()) {
       const float* const* q = qv + qi;
       float* const* s = srow + qi;
-      switch (imin(max_q<T>(), q1 - qi)) {
-        case 1:
-          qk_keys<1>(q, kp, nk, hd, sc, s, j0);
-          break;
-        case 2:
-          qk_keys<2>(q, kp, nk, hd, sc, s, j0);
-          break;
-        case 3:
-          qk_keys<3>(q, kp, nk, hd, sc, s, j0);
-          break;
-        case 4:
-          qk_keys<4>(q, kp, nk, hd, sc, s, j0);
-          break;
-        case 5:
-          qk_keys<5>(q, kp, nk, hd, sc, s, j0);
-          break;
-        case 6:
-          qk_keys<6>(q, kp, nk, hd, sc, s, j0);
-          break;
-        case 7:
-          qk_keys<7>(q, kp, nk, hd, sc, s, j0);
-          break;
-        default:
-          qk_keys<8>(q, kp, nk, hd, sc, s, j0);
-          break;
-      }
+      kQk<T>[imin(max_q<T>(), q1 - qi) - 1](q, kp, nk, hd, sc, s, j0);
     }
   }
 
@@ -265,8 +247,14 @@ struct AttentionSimd {
     for (; d < hd; d += W) pv_pass<NQ, 1>(acc, p, vp, jb, lo, hi, d);
   }
 
+  template <class T>
+  static constexpr void (*kPv[kMaxQ])(float* const*, const float* const*, const T* const*, int, int,
+                                      int, int) = {pv_group<1, T>, pv_group<2, T>, pv_group<3, T>,
+                                                   pv_group<4, T>, pv_group<5, T>, pv_group<6, T>,
+                                                   pv_group<7, T>, pv_group<8, T>};
+
   // acc += p V over one block [jb, je) of keys for queries [q0, q1): consecutive queries whose
-  // ranges clipped to the block are equal go through one pass (up to kMaxQ of them).
+  // ranges clipped to the block are equal go through one pass (up to max_q<T>() of them).
   template <class T>
   static void pv_queries(float* const* acc, const float* const* srow, const T* const* vp,
                          const int* ra, const int* rb, int G, int jb, int je, int hd, int q0,
@@ -278,34 +266,7 @@ struct AttentionSimd {
              imin(rb[qe / G], je) == hi)
         ++qe;
       if (lo < hi) {
-        float* const* a = acc + qi;
-        const float* const* p = srow + qi;
-        switch (qe - qi) {
-          case 1:
-            pv_group<1>(a, p, vp, jb, lo, hi, hd);
-            break;
-          case 2:
-            pv_group<2>(a, p, vp, jb, lo, hi, hd);
-            break;
-          case 3:
-            pv_group<3>(a, p, vp, jb, lo, hi, hd);
-            break;
-          case 4:
-            pv_group<4>(a, p, vp, jb, lo, hi, hd);
-            break;
-          case 5:
-            pv_group<5>(a, p, vp, jb, lo, hi, hd);
-            break;
-          case 6:
-            pv_group<6>(a, p, vp, jb, lo, hi, hd);
-            break;
-          case 7:
-            pv_group<7>(a, p, vp, jb, lo, hi, hd);
-            break;
-          default:
-            pv_group<8>(a, p, vp, jb, lo, hi, hd);
-            break;
-        }
+        kPv<T>[qe - qi - 1](acc + qi, srow + qi, vp, jb, lo, hi, hd);
       }
       qi = qe;
     }
