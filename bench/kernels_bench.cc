@@ -112,11 +112,12 @@ void BM_Rope(benchmark::State& state) {
   set_bytes(state, 2.0 * rows * heads * hd * 4);
 }
 
-// Decode: B sequences of `keys` keys each, one query row per sequence; plan + run per step.
-void BM_AttentionDecode(benchmark::State& state) {
-  const int B = static_cast<int>(state.range(0));
-  const int keys = static_cast<int>(state.range(1));
-  const int nth = static_cast<int>(state.range(2));
+// B sequences of `keys` keys each, the last `rows` of each being this step's query rows
+// (rows = 1: decode; rows = keys: prefill); plan + run per step. Gemma 3 270M attention shapes.
+// cold: before each step, stream a buffer larger than the L3 so K and V come from memory, as in
+// a model's decode step (which reads ~240 MB of weights between two layers' attention).
+void run_attention_bench(benchmark::State& state, int B, int keys, int rows, int nth,
+                         bool cold = false) {
   const int H = 4, KH = 1, hd = 256, page_size = 16;
   const int pages_per_seq = (keys + page_size - 1) / page_size;
   const int64_t n_pages = static_cast<int64_t>(B) * pages_per_seq;
@@ -129,9 +130,14 @@ void BM_AttentionDecode(benchmark::State& state) {
   std::vector<int32_t> bt(static_cast<size_t>(B) * pages_per_seq);
   for (int s = 0; s < B; ++s)
     for (int p = 0; p < pages_per_seq; ++p) bt[s * pages_per_seq + p] = p * B + s;
-  std::vector<int32_t> lens(B, keys), pos(B, keys - 1), seq(B);
-  std::iota(seq.begin(), seq.end(), 0);
-  auto q = random_vec(static_cast<size_t>(B) * H * hd, 3);
+  const int T = B * rows;
+  std::vector<int32_t> lens(B, keys), pos(T), seq(T);
+  for (int s = 0; s < B; ++s)
+    for (int r = 0; r < rows; ++r) {
+      pos[s * rows + r] = keys - rows + r;
+      seq[s * rows + r] = s;
+    }
+  auto q = random_vec(static_cast<size_t>(T) * H * hd, 3);
   std::vector<float> out(q.size());
 
   AttentionParams p;
@@ -141,13 +147,13 @@ void BM_AttentionDecode(benchmark::State& state) {
   p.max_pages_per_seq = pages_per_seq;
   p.scale = 1.0f / 16.0f;
   AttentionLimits lim;
-  lim.max_tokens = B;
+  lim.max_tokens = T;
   lim.max_threads = nth;
   AttentionWork work(p, lim);
   std::vector<float> scratch(attention_scratch_bytes(p, lim) / sizeof(float));
   AttentionInputs in;
   in.q = q.data();
-  in.T = B;
+  in.T = T;
   in.positions = pos.data();
   in.token_seq = seq.data();
   in.block_table = bt.data();
@@ -156,13 +162,40 @@ void BM_AttentionDecode(benchmark::State& state) {
   in.kv = {kpool.data(), vpool.data(), n_pages, page_size, KH, hd};
   in.out = out.data();
   SpinBarrier barrier(nth);
+  std::vector<float> evict(cold ? (size_t{256} << 20) / sizeof(float) : 0, 1.0f);
   for (auto _ : state) {
+    if (cold) {
+      state.PauseTiming();
+      float sum = 0.0f;
+      for (size_t i = 0; i < evict.size(); i += 16) sum += evict[i];
+      benchmark::DoNotOptimize(sum);
+      state.ResumeTiming();
+    }
     attention_plan(p, in, nth, &work);
     on_group(nth, barrier,
              [&](const ExecContext& ctx) { attention_run(p, in, work, scratch.data(), ctx); });
     benchmark::DoNotOptimize(out.data());
   }
   set_bytes(state, 2.0 * B * keys * KH * hd * 2);
+}
+
+// Decode: B sequences of `keys` keys each, one query row per sequence.
+void BM_AttentionDecode(benchmark::State& state) {
+  run_attention_bench(state, static_cast<int>(state.range(0)), static_cast<int>(state.range(1)), 1,
+                      static_cast<int>(state.range(2)));
+}
+
+void BM_AttentionDecodeCold(benchmark::State& state) {
+  run_attention_bench(state, static_cast<int>(state.range(0)), static_cast<int>(state.range(1)), 1,
+                      static_cast<int>(state.range(2)), true);
+}
+
+// Prefill: B sequences of `rows` new rows each (causal over their own keys). Mostly FLOPs: the
+// bytes counter still counts each sequence's K and V once.
+void BM_AttentionPrefill(benchmark::State& state) {
+  const int rows = static_cast<int>(state.range(1));
+  run_attention_bench(state, static_cast<int>(state.range(0)), rows, rows,
+                      static_cast<int>(state.range(2)));
 }
 
 void RowsAndThreads(benchmark::internal::Benchmark* b) {
@@ -175,8 +208,16 @@ BENCHMARK(BM_AddRmsNorm)->Apply(RowsAndThreads)->UseRealTime();
 BENCHMARK(BM_GeluMul)->Apply(RowsAndThreads)->UseRealTime();
 BENCHMARK(BM_Rope)->Apply(RowsAndThreads)->UseRealTime();
 BENCHMARK(BM_AttentionDecode)
-    ->ArgsProduct({{1, 8, 32}, {512, 4096}, {1, 2}})
+    ->ArgsProduct({{1, 8, 32}, {160, 512, 4096}, {1, 2}})
     ->ArgNames({"B", "keys", "threads"})
+    ->UseRealTime();
+BENCHMARK(BM_AttentionDecodeCold)
+    ->ArgsProduct({{8, 32}, {160, 512}, {1, 2}})
+    ->ArgNames({"B", "keys", "threads"})
+    ->UseRealTime();
+BENCHMARK(BM_AttentionPrefill)
+    ->ArgsProduct({{1, 4}, {128, 512}, {1, 2}})
+    ->ArgNames({"B", "rows", "threads"})
     ->UseRealTime();
 
 }  // namespace

@@ -268,6 +268,25 @@ TEST_P(AttentionTest, OddHeadDimsAndGroups) {
   }
 }
 
+// Every register-blocking shape of the QK and P*V kernels: GQA groups of 1..12 queries (the
+// kernels take up to 8 at a time, reading K/V straight from the f16 pool, and switch to a
+// converted f32 block above that), head_dims that leave remainder vectors, key counts that
+// are not multiples of the 16-key block, and sliding windows that shift block alignment
+// between a tile and a row alone. Each row must match the reference and be bit-identical
+// alone.
+TEST_P(AttentionTest, GroupSizesHeadDimsAndRaggedKeyCounts) {
+  for (int G : {1, 3, 5, 7, 8, 12})
+    for (int hd : {48, 80}) {
+      Case c;
+      c.H = 2 * G;
+      c.KH = 2;
+      c.hd = hd;
+      c.window = G == 5 ? 37 : 0;
+      c.seqs = {{0, 1}, {4, 1}, {16, 1}, {32, 1}, {249, 1}, {256, 1}, {41, 11}};
+      check(c, 100 + G * 7 + hd, {0, 1, 2, 3, 4, 5, 6, 10, 16});
+    }
+}
+
 TEST_P(AttentionTest, ReplanAndRerunIsStable) {
   Case c;
   c.seqs = {{1000, 1}, {30, 4}};

@@ -33,6 +33,7 @@ struct Scalar1 {
   static F fma(F a, F b, F c) { return a * b + c; }
   static F max(F a, F b) { return a > b ? a : b; }  // b when either is NaN, like maxps
   static float hsum(F v) { return v; }
+  static F reduce_lanes(const F* v) { return v[0]; }
   static float hmax(F v) { return v; }
   static F exp(F x) { return std::exp(x); }
 };

@@ -16,11 +16,12 @@
 // Host side, every step (the graph runner's replay-time update hook): attention_plan() reads
 // positions / seq_lens / token_seq, validates them, and writes the work list into a
 // preallocated AttentionWork (no heap allocation): tiles of up to kAttnTileRows consecutive
-// rows of one sequence (each K/V block is converted once and used by tile_rows * group
-// queries: prefill reuses K/V across rows, decode across the heads of a GQA group), times KV
-// heads, with long chunk ranges split into segments when there would otherwise be too few
-// items to keep the threads busy. attention_run() then executes on every thread of the group:
-// items are claimed dynamically, then (after ctx.sync()) split rows are merged.
+// rows of one sequence (K/V are read once per tile and used by tile_rows * group queries:
+// prefill reuses them across rows, decode across the heads of a GQA group; an item of at most
+// 8 queries FMAs straight from the f16 pool, a larger one converts each 16-key block to f32
+// once), times KV heads, with long chunk ranges split into segments when there would otherwise be
+// too few items to keep the threads busy. attention_run() then executes on every thread of the
+// group: items are claimed dynamically, then (after ctx.sync()) split rows are merged.
 #pragma once
 #include <atomic>
 #include <cstddef>

@@ -1,12 +1,16 @@
 // Internal: the attention work item and merge, written once over a vector type S (AVX-512,
-// AVX2, or the scalar one in attention.cc). Include after the S header.
+// AVX2, or the scalar one in attention.cc). Include after the S header, which must add
+// reduce_lanes (see AttnAvx512 in attention_avx512.cc) to the plain vector type.
 //
 // Invariance argument, which every loop below keeps: the arithmetic applied to a (row, head)
 // depends only on that row's key range. Scores are per (query, key) FMA chains over head_dim
-// in order, reduced by S::hsum; max/exp/sum over a chunk run over the row's own range with
-// lanes counted from its start; acc += p_j * v_j runs over j ascending, lane = dimension;
-// partials fold in chunk order through one function. Tiling, blocking and the thread split
-// only change which queries ride along, never those operations.
+// in order, summed across lanes by S::reduce_lanes' fixed tree (the same for every input
+// position, so a score does not depend on which other keys or queries share the reduction);
+// max/exp/sum over a chunk run over the row's own range with lanes counted from its start;
+// acc += p_j * v_j runs over j ascending, lane = dimension; partials fold in chunk order
+// through one function. Tiling, register blocking, whether K/V are read from the f16 pool or
+// from a converted f32 copy (the same values), and the thread split only change which queries
+// ride along, never those operations.
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -61,23 +65,14 @@ struct AttentionSimd {
     return pool + slot * g.kv_stride + static_cast<int64_t>(kvh) * g.hd;
   }
 
-  // Converts keys [pos0, pos0 + n) of one KV head from the f16 pool into dst [n][hd], and
-  // prefetches keys [pf0, pf1) (the next block: pages are scattered, so the hardware cannot
-  // guess them, and the conversion would otherwise wait on every line from memory).
-  static void load_block(const uint16_t* pool, const Geometry& g, int kvh, int pos0, int n,
-                         float* dst, int pf0, int pf1) {
-    const int line_elems = 64 / static_cast<int>(sizeof(uint16_t));
-    for (int pos = pf0; pos < pf1; ++pos) {
-      const auto* src = reinterpret_cast<const char*>(key_at(pool, g, kvh, pos));
-      for (int x = 0; x < g.hd; x += line_elems) detail::prefetch_t0(src + 2 * x);
-    }
-    // Walk pages and offsets instead of dividing per key.
+  // Pointers to keys [pos0, pos0 + n) of KV head kvh in the f16 pool (walks pages and offsets
+  // instead of dividing per key).
+  static void key_ptrs(const uint16_t* pool, const Geometry& g, int kvh, int pos0, int n,
+                       const uint16_t** out) {
     int page = pos0 / g.ps, off = pos0 % g.ps;
     for (int j = 0; j < n; ++j) {
       int64_t slot = static_cast<int64_t>(g.bt[page]) * g.ps + off;
-      const uint16_t* src = pool + slot * g.kv_stride + static_cast<int64_t>(kvh) * g.hd;
-      float* d = dst + static_cast<int64_t>(j) * g.hd;
-      for (int x = 0; x < g.hd; x += W) S::store(d + x, S::load_f16(src + x));
+      out[j] = pool + slot * g.kv_stride + static_cast<int64_t>(kvh) * g.hd;
       if (++off == g.ps) {
         off = 0;
         ++page;
@@ -85,31 +80,96 @@ struct AttentionSimd {
     }
   }
 
-  // scores[q][j0 + k] = scale * dot(q_q, key_k) for NQ queries and NK keys (f32 rows).
-  template <int NQ, int NK>
-  static void qk_block(const float* const* qv, const float* keys, int hd, float scale,
-                       float* const* srow, int j0) {
-    F acc[NQ][NK];
-    for (int q = 0; q < NQ; ++q)
-      for (int k = 0; k < NK; ++k) acc[q][k] = S::zero();
-    for (int d = 0; d < hd; d += W) {
-      F kv[NK];
-      for (int k = 0; k < NK; ++k) kv[k] = S::load(keys + k * hd + d);
-      for (int q = 0; q < NQ; ++q) {
-        F qq = S::load(qv[q] + d);
-        for (int k = 0; k < NK; ++k) acc[q][k] = S::fma(qq, kv[k], acc[q][k]);
-      }
+  // Prefetches keys [pos0, pos1): pages are scattered, so the hardware cannot guess the next
+  // block, and the FMA loops would otherwise wait on every line from memory.
+  static void prefetch_keys(const uint16_t* pool, const Geometry& g, int kvh, int pos0, int pos1) {
+    const int line_elems = 64 / static_cast<int>(sizeof(uint16_t));
+    for (int pos = pos0; pos < pos1; ++pos) {
+      const auto* src = reinterpret_cast<const char*>(key_at(pool, g, kvh, pos));
+      for (int x = 0; x < g.hd; x += line_elems) detail::prefetch_t0(src + 2 * x);
     }
-    for (int q = 0; q < NQ; ++q)
-      for (int k = 0; k < NK; ++k) srow[q][j0 + k] = S::hsum(acc[q][k]) * scale;
   }
 
-  template <int NQ>
-  static void qk_keys(const float* const* qv, const float* keys, int nk, int hd, float scale,
-                      float* const* srow, int j0) {
+  // Converts n f16 rows to f32 rows dst[n][hd] (when many queries share a block, converting
+  // once beats converting inside every query group's FMA loop).
+  static void convert_rows(const uint16_t* const* src, int n, int hd, float* dst,
+                           const float** rows) {
+    for (int j = 0; j < n; ++j) {
+      float* d = dst + static_cast<int64_t>(j) * hd;
+      for (int x = 0; x < hd; x += W) S::store(d + x, S::load_f16(src[j] + x));
+      rows[j] = d;
+    }
+  }
+
+  static F ld(const float* p) { return S::load(p); }
+  static F ld(const uint16_t* p) { return S::load_f16(p); }
+
+  // Accumulators one register-blocked kernel holds: AVX-512 has 32 vector registers, AVX2 16.
+  static constexpr int kAcc = W >= 16 ? 16 : 8;
+  // Queries one QK or PV pass handles at most. From the f16 pool (items of at most kMaxQ
+  // queries) a pass takes them all, so each K/V vector is converted exactly once; from a
+  // converted f32 block, passes of 4 balance loads and FMAs better.
+  static constexpr int kMaxQ = 8;
+  template <class T>
+  static constexpr int max_q() {
+    return sizeof(T) == sizeof(float) ? 4 : kMaxQ;
+  }
+
+  // srow[q][j0 + k] = scale * dot(q_q, key_k) for NQ queries and NK keys. Each pair is one
+  // FMA chain over head_dim in order (lane = d mod W), then S::reduce_lanes' fixed tree, which
+  // sums every input vector's lanes in the same order whatever its position: a score does not
+  // depend on NQ, NK or which other pairs share the reduction. Keys are f32 or f16 rows.
+  template <int NQ, int NK, class T>
+  [[gnu::always_inline]] static void qk_block(const float* const* qv, const T* const* kp, int hd,
+                                              F scale, float* const* srow, int j0) {
+    constexpr int N = NQ * NK;
+    F acc[N];
+    for (int i = 0; i < N; ++i) acc[i] = S::zero();
+    for (int d = 0; d < hd; d += W) {
+      F kv[NK];
+      for (int k = 0; k < NK; ++k) kv[k] = ld(kp[k] + d);
+      for (int q = 0; q < NQ; ++q) {
+        F qq = S::load(qv[q] + d);
+        for (int k = 0; k < NK; ++k) acc[q * NK + k] = S::fma(qq, kv[k], acc[q * NK + k]);
+      }
+    }
+    for (int g0 = 0; g0 < N; g0 += W) {
+      F v[W];
+      for (int i = 0; i < W; ++i) v[i] = g0 + i < N ? acc[g0 + i] : S::zero();
+      alignas(64) float t[W];
+      S::store(t, S::mul(S::reduce_lanes(v), scale));
+      for (int i = 0; i < W && g0 + i < N; ++i) srow[(g0 + i) / NK][j0 + (g0 + i) % NK] = t[i];
+    }
+  }
+
+  // Not inlined (nor are pv_group's passes): compiled alone, the register-blocked loops keep
+  // every accumulator in a register instead of competing with run_item's state.
+  template <int NQ, class T>
+  [[gnu::noinline]] static void qk_keys(const float* const* qv, const T* const* kp, int nk, int hd,
+                                        F scale, float* const* srow, int j0) {
+    constexpr int NK = kAcc / NQ > 0 ? kAcc / NQ : 1;
     int k = 0;
-    for (; k + 4 <= nk; k += 4) qk_block<NQ, 4>(qv, keys + k * hd, hd, scale, srow, j0 + k);
-    for (; k < nk; ++k) qk_block<NQ, 1>(qv, keys + k * hd, hd, scale, srow, j0 + k);
+    for (; k + NK <= nk; k += NK) qk_block<NQ, NK>(qv, kp + k, hd, scale, srow, j0 + k);
+    for (; k < nk; ++k) qk_block<NQ, 1>(qv, kp + k, hd, scale, srow, j0 + k);
+  }
+
+  // qk_keys and pv_group by number of queries (1..kMaxQ).
+  template <class T>
+  static constexpr void (*kQk[kMaxQ])(const float* const*, const T* const*, int, int, F,
+                                      float* const*, int) = {
+      qk_keys<1, T>, qk_keys<2, T>, qk_keys<3, T>, qk_keys<4, T>,
+      qk_keys<5, T>, qk_keys<6, T>, qk_keys<7, T>, qk_keys<8, T>};
+
+  // Scores of queries [q0, q1) against nk keys at block offset j0, max_q<T>() per pass.
+  template <class T>
+  static void qk_queries(const float* const* qv, const T* const* kp, int nk, int hd, float scale,
+                         float* const* srow, int j0, int q0, int q1) {
+    const F sc = S::set1(scale);
+    for (int qi = q0; qi < q1; qi += max_q<T>()) {
+      const float* const* q = qv + qi;
+      float* const* s = srow + qi;
+      kQk<T>[imin(max_q<T>(), q1 - qi) - 1](q, kp, nk, hd, sc, s, j0);
+    }
   }
 
   // Fold a chunk partial (m, l, acc) into a running state (M, L, O). An empty state (M = -inf)
@@ -156,20 +216,59 @@ struct AttentionSimd {
     *l_out = S::hsum(acc);
   }
 
-  // acc[x] += sum over j in [j_lo, j_hi) of p[j] * vals[j - jb][x], j ascending.
-  static void pv_accumulate(float* acc, const float* p, const float* vals, int jb, int j_lo,
-                            int j_hi, int hd) {
-    constexpr int R = 8;  // vectors of acc held in registers at once
-    for (int d = 0; d < hd; d += R * W) {
-      int nv = imin(R, (hd - d) / W);
-      F r[R];
-      for (int x = 0; x < nv; ++x) r[x] = S::load(acc + d + x * W);
-      for (int j = j_lo; j < j_hi; ++j) {
-        F pj = S::set1(p[j]);
-        const float* v = vals + static_cast<int64_t>(j - jb) * hd + d;
-        for (int x = 0; x < nv; ++x) r[x] = S::fma(pj, S::load(v + x * W), r[x]);
+  // acc_q[d, d + R*W) += sum over j in [lo, hi) of p_q[j] * val_j[...] for NQ queries that
+  // share the key range, j ascending; val_j = vp[j - jb] (f32 or f16 rows). Per (query, lane)
+  // this is the same FMA chain whatever NQ and R are.
+  template <int NQ, int R, class T>
+  [[gnu::always_inline]] static void pv_pass(float* const* acc, const float* const* p,
+                                             const T* const* vp, int jb, int lo, int hi, int d) {
+    F r[NQ][R];
+    for (int q = 0; q < NQ; ++q)
+      for (int x = 0; x < R; ++x) r[q][x] = S::load(acc[q] + d + x * W);
+    for (int j = lo; j < hi; ++j) {
+      const T* v = vp[j - jb] + d;
+      F vv[R];
+      for (int x = 0; x < R; ++x) vv[x] = ld(v + x * W);
+      for (int q = 0; q < NQ; ++q) {
+        F pj = S::set1(p[q][j]);
+        for (int x = 0; x < R; ++x) r[q][x] = S::fma(pj, vv[x], r[q][x]);
       }
-      for (int x = 0; x < nv; ++x) S::store(acc + d + x * W, r[x]);
+    }
+    for (int q = 0; q < NQ; ++q)
+      for (int x = 0; x < R; ++x) S::store(acc[q] + d + x * W, r[q][x]);
+  }
+
+  template <int NQ, class T>
+  [[gnu::noinline]] static void pv_group(float* const* acc, const float* const* p,
+                                         const T* const* vp, int jb, int lo, int hi, int hd) {
+    constexpr int R = kAcc / NQ > 0 ? kAcc / NQ : 1;
+    int d = 0;
+    for (; d + R * W <= hd; d += R * W) pv_pass<NQ, R>(acc, p, vp, jb, lo, hi, d);
+    for (; d < hd; d += W) pv_pass<NQ, 1>(acc, p, vp, jb, lo, hi, d);
+  }
+
+  template <class T>
+  static constexpr void (*kPv[kMaxQ])(float* const*, const float* const*, const T* const*, int, int,
+                                      int, int) = {pv_group<1, T>, pv_group<2, T>, pv_group<3, T>,
+                                                   pv_group<4, T>, pv_group<5, T>, pv_group<6, T>,
+                                                   pv_group<7, T>, pv_group<8, T>};
+
+  // acc += p V over one block [jb, je) of keys for queries [q0, q1): consecutive queries whose
+  // ranges clipped to the block are equal go through one pass (up to max_q<T>() of them).
+  template <class T>
+  static void pv_queries(float* const* acc, const float* const* srow, const T* const* vp,
+                         const int* ra, const int* rb, int G, int jb, int je, int hd, int q0,
+                         int q1) {
+    for (int qi = q0; qi < q1;) {
+      const int lo = imax(ra[qi / G], jb), hi = imin(rb[qi / G], je);
+      int qe = qi + 1;
+      while (qe < q1 && qe - qi < max_q<T>() && imax(ra[qe / G], jb) == lo &&
+             imin(rb[qe / G], je) == hi)
+        ++qe;
+      if (lo < hi) {
+        kPv<T>[qe - qi - 1](acc + qi, srow + qi, vp, jb, lo, hi, hd);
+      }
+      qi = qe;
     }
   }
 
@@ -194,6 +293,9 @@ struct AttentionSimd {
     float* srow[kAttnTileRows * 64];
     float* O[kAttnTileRows * 64];
     float* Mp[kAttnTileRows * 64];
+    const uint16_t* kp16[KB];  // the current K or V block's rows in the pool
+    const float* kp32[KB];     // ... or converted into `block`
+    const bool fused = q1 - q0 <= kMaxQ;
     for (int qi = q0; qi < q1; ++qi) {
       int row = tile.row0 + qi / g.G;
       int head = kvh * g.G + qi % g.G;
@@ -221,13 +323,20 @@ struct AttentionSimd {
         }
       }
       // Scores for the union range (rows outside their own range compute values never read).
+      // Few queries: FMA straight from the f16 pool; many: convert each block once.
       for (int jb = ua; jb < ub; jb += KB) {
-        int nk = imin(KB, ub - jb);
-        load_block(a.in->kv.k, g, kvh, c0 + jb, nk, block, c0 + jb + nk,
-                   c0 + imin(jb + nk + KB, ub));
-        int qi = q0;
-        for (; qi + 4 <= q1; qi += 4) qk_keys<4>(qv + qi, block, nk, hd, a.p->scale, srow + qi, jb);
-        for (; qi < q1; ++qi) qk_keys<1>(qv + qi, block, nk, hd, a.p->scale, srow + qi, jb);
+        const int nk = imin(KB, ub - jb);
+        key_ptrs(a.in->kv.k, g, kvh, c0 + jb, nk, kp16);
+        if (jb + KB < ub)
+          prefetch_keys(a.in->kv.k, g, kvh, c0 + jb + KB, c0 + imin(jb + 2 * KB, ub));
+        else  // the first V block comes next
+          prefetch_keys(a.in->kv.v, g, kvh, c0 + ua, c0 + imin(ua + KB, ub));
+        if (fused) {
+          qk_queries(qv, kp16, nk, hd, a.p->scale, srow, jb, q0, q1);
+        } else {
+          convert_rows(kp16, nk, hd, block, kp32);
+          qk_queries(qv, kp32, nk, hd, a.p->scale, srow, jb, q0, q1);
+        }
       }
       // Per-query softmax pieces, and where each query's acc goes.
       float* acc[kAttnTileRows * 64];
@@ -246,14 +355,16 @@ struct AttentionSimd {
         softmax_part(srow[qi], ra[i], rb[i], &pm[qi], &pl[qi]);
         for (int d = 0; d < hd; d += W) S::store(dst + d, S::zero());
       }
-      // acc += p V, one block of V converted once for every query of the tile.
+      // acc += p V, block by block.
       for (int jb = ua; jb < ub; jb += KB) {
-        int je = imin(jb + KB, ub);
-        load_block(a.in->kv.v, g, kvh, c0 + jb, je - jb, block, c0 + je, c0 + imin(je + KB, ub));
-        for (int qi = q0; qi < q1; ++qi) {
-          int i = qi / g.G;
-          int lo = imax(ra[i], jb), hi = imin(rb[i], je);
-          if (lo < hi) pv_accumulate(acc[qi], srow[qi], block, jb, lo, hi, hd);
+        const int je = imin(jb + KB, ub);
+        key_ptrs(a.in->kv.v, g, kvh, c0 + jb, je - jb, kp16);
+        prefetch_keys(a.in->kv.v, g, kvh, c0 + je, c0 + imin(je + KB, ub));
+        if (fused) {
+          pv_queries(acc, srow, kp16, ra, rb, g.G, jb, je, hd, q0, q1);
+        } else {
+          convert_rows(kp16, je - jb, hd, block, kp32);
+          pv_queries(acc, srow, kp32, ra, rb, g.G, jb, je, hd, q0, q1);
         }
       }
       for (int qi = q0; qi < q1; ++qi) {
