@@ -68,18 +68,14 @@ inline void load_codes(const uint8_t* rec, __m512i* w) {
   }
 }
 
-// The loops below are written for the register allocator: every per-row array (row pointers,
-// int32 dots, f32 accumulators) is indexed only by fully unrolled compile-time loops, so it
-// lives in registers (8 dots + 8 accumulators + 8 code vectors fit the 32 zmm registers), and
-// the activation broadcast folds into vpdpbusd's memory operand ({1to16}). Rows are the
-// innermost loop, so the MT dot chains are independent; tiles of fewer than 4 rows split each
-// dot over two chains (integer sums: exact, so the result is the same bits).
 // The loops below are written for the register allocator: every per-row array (int32 dots,
 // f32 accumulators) is indexed only by fully unrolled compile-time loops, so it lives in
 // registers (8 dots + 8 accumulators + 8 code vectors fit the 32 zmm registers), and the
 // block-major activations put every row's codes and scales at constant offsets from one pointer.
 // Rows are the innermost loop, so the MT dot chains are independent; tiles of fewer than 4 rows
-// split each dot over two chains (integer sums: exact, so the result is the same bits).
+// split each dot over two chains (integer sums: exact, so the result is the same bits). Tiles
+// of 4 or more rows keep one chain per row: splitting those too measured slower (the kernel is
+// bound by issue ports, not by vpdpbusd latency).
 template <DType T, int Bits, int S, int ZP, bool Min, bool F16Scale, int MT>
 void tile_quant(const uint8_t* group, const ActView& a, int64_t row0, float* tile) {
   constexpr int code_bytes = Bits == 8 ? 16 * S : 8 * S + (Bits > 4 ? 64 : 0);
