@@ -22,34 +22,29 @@ constexpr int kRepeats = 64;  // instructions per chain per benchmark iteration
 #define KILN_KEEP(c) __asm__ volatile("" : "+v"(a##c));
 #define KILN_SUM(c) sum = _mm512_add_ps(sum, a##c);
 
-__attribute__((target("avx512f,avx512bf16"))) float dpbf16_block() {
-  KILN_CHAINS(KILN_DECLARE)
-  const __m512bh w = (__m512bh)_mm512_set1_epi32(0x3c003c00);  // bf16 pairs of 2^-7
-  const __m512bh x = (__m512bh)_mm512_set1_epi32(0x3c003c00);
-#define KILN_STEP(c) a##c = _mm512_dpbf16_ps(a##c, w, x);
-  for (int r = 0; r < kRepeats; ++r) {
-    KILN_CHAINS(KILN_STEP)
-    KILN_CHAINS(KILN_KEEP)
+// One function per instruction: `setup` declares its operands w and x, `step(a)` is one
+// instruction accumulating into a.
+#define KILN_RATE_BLOCK(name, isa, setup, step) \
+  __attribute__((target(isa))) float name() {   \
+    KILN_CHAINS(KILN_DECLARE)                   \
+    setup;                                      \
+    for (int r = 0; r < kRepeats; ++r) {        \
+      KILN_CHAINS(step)                         \
+      KILN_CHAINS(KILN_KEEP)                    \
+    }                                           \
+    __m512 sum = _mm512_setzero_ps();           \
+    KILN_CHAINS(KILN_SUM)                       \
+    return _mm512_reduce_add_ps(sum);           \
   }
-#undef KILN_STEP
-  __m512 sum = _mm512_setzero_ps();
-  KILN_CHAINS(KILN_SUM)
-  return _mm512_reduce_add_ps(sum);
-}
 
-__attribute__((target("avx512f"))) float fma_block() {
-  KILN_CHAINS(KILN_DECLARE)
-  const __m512 w = _mm512_set1_ps(0.0078125f), x = _mm512_set1_ps(0.0078125f);
-#define KILN_STEP(c) a##c = _mm512_fmadd_ps(w, x, a##c);
-  for (int r = 0; r < kRepeats; ++r) {
-    KILN_CHAINS(KILN_STEP)
-    KILN_CHAINS(KILN_KEEP)
-  }
-#undef KILN_STEP
-  __m512 sum = _mm512_setzero_ps();
-  KILN_CHAINS(KILN_SUM)
-  return _mm512_reduce_add_ps(sum);
-}
+#define KILN_DPBF16_STEP(c) a##c = _mm512_dpbf16_ps(a##c, w, x);
+#define KILN_FMA_STEP(c) a##c = _mm512_fmadd_ps(w, x, a##c);
+// Operands: bf16 pairs of 2^-7, and the same value in f32.
+KILN_RATE_BLOCK(dpbf16_block, "avx512f,avx512bf16",
+                const __m512bh w = (__m512bh)_mm512_set1_epi32(0x3c003c00);
+                const __m512bh x = w, KILN_DPBF16_STEP)
+KILN_RATE_BLOCK(fma_block, "avx512f", const __m512 w = _mm512_set1_ps(0.0078125f);
+                const __m512 x = w, KILN_FMA_STEP)
 
 void run(benchmark::State& state, float (*block)(), double flops_per_instruction) {
   for (auto _ : state) {
