@@ -1,10 +1,9 @@
 #include "kiln/engine/kv_pool.h"
 
-#include <cstring>
 #include <limits>
+#include <new>
 
 #include "kiln/base/error.h"
-#include "kiln/base/tensor.h"
 
 namespace kiln::engine {
 
@@ -26,10 +25,14 @@ KvPool::KvPool(const KvPoolConfig& config) : config_(config) {
   }
   layer_bytes_ = elems * sizeof(uint16_t);
   bytes_ = layer_bytes_ * 2 * static_cast<size_t>(config.n_layers);
-  data_ = static_cast<uint16_t*>(aligned_alloc64(bytes_));
-  KILN_CHECK(data_ != nullptr, "KV pool: cannot allocate {} bytes", bytes_);
-  // Zeroed so that a kernel reading a padded (inert) row never sees NaN garbage.
-  std::memset(data_, 0, bytes_);
+  // Zero so that a kernel reading a padded (inert) row never sees NaN garbage, and untouched:
+  // the pool is sized for every sequence at full context, and pages cost memory once written.
+  try {
+    memory_ = ZeroedPages(bytes_);
+  } catch (const std::bad_alloc&) {
+    fail("KV pool: cannot allocate {} bytes", bytes_);
+  }
+  data_ = static_cast<uint16_t*>(memory_.data());
 
   // Pages are handed out lowest id first (the free list is a stack), which keeps tests and
   // memory access patterns predictable.
@@ -38,7 +41,7 @@ KvPool::KvPool(const KvPoolConfig& config) : config_(config) {
   is_free_.assign(static_cast<size_t>(config.n_pages), 1);
 }
 
-KvPool::~KvPool() { aligned_free(data_); }
+KvPool::~KvPool() = default;
 
 kernels::KvLayerView KvPool::layer(int layer) const {
   KILN_CHECK(layer >= 0 && layer < config_.n_layers, "KV pool: layer {} out of range [0, {})",

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kiln/base/zeroed_pages.h"
 #include "kiln/engine/kv_layer_view.h"
 
 namespace kiln::engine {
@@ -45,6 +46,7 @@ class KvPool {
   KvPoolConfig config_;
   size_t layer_bytes_ = 0;  // K (or V) of one layer
   size_t bytes_ = 0;
+  ZeroedPages memory_;  // resident only where a page has been written
   uint16_t* data_ = nullptr;
   std::vector<int32_t> free_list_;
   std::vector<uint8_t> is_free_;  // catches double frees
