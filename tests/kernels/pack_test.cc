@@ -2,6 +2,7 @@
 
 #include "kiln/base/bump_arena.h"
 #include "kiln/base/error.h"
+#include "kiln/base/thread_pool.h"
 #include "kiln/kernels/packed_weight.h"
 #include "matmul_test_util.h"
 
@@ -107,6 +108,30 @@ TEST(PackedWeight, AllocatorPlacesTheBytesAndIsHeldAlive) {
     return std::shared_ptr<uint8_t>(buf, p);
   };
   EXPECT_THROW(PackedWeight::pack(w, misaligned), Error);
+}
+
+// Groups packed in pieces on several threads give the same bytes as one serial pass.
+TEST(PackedWeight, ParallelPackingGivesTheSameBytes) {
+  std::mt19937 rng(5);
+  ThreadPool pool(3);
+  int calls = 0;
+  ParallelFor parallel = [&](int64_t n, const std::function<void(int64_t, int64_t)>& body) {
+    ++calls;
+    pool.run([&](int tid, int nth) {
+      Range r = split_range(n, tid, nth);
+      if (r.begin < r.end) body(r.begin, r.end);
+    });
+  };
+  for (DType t : {DType::Q4_K, DType::Q6_K, DType::Q8_0, DType::F16}) {
+    const int64_t n = 83, k = 256;
+    auto bytes = random_rows(t, n, k, rng);
+    Tensor w = testing::borrow_rows(t, n, k, bytes);
+    PackedWeight serial = PackedWeight::pack(w);
+    PackedWeight threaded = PackedWeight::pack(w, nullptr, parallel);
+    ASSERT_EQ(serial.bytes(), threaded.bytes());
+    EXPECT_EQ(0, std::memcmp(serial.data(), threaded.data(), serial.bytes())) << dtype_name(t);
+  }
+  EXPECT_EQ(calls, 4);
 }
 
 TEST(PackedWeight, RejectsBadShapes) {

@@ -125,8 +125,9 @@ Runtime::Runtime(const RuntimeOptions& options) : impl_(std::make_unique<Impl>()
   one.max_pages_per_seq = m.runner->max_pages_per_seq();
   one.kv_pages = kv.n_pages;
   one.page_size = kv.page_size;
-  m.weights->prepack(m.runner->trace(one),
-                     [&](int64_t done, int64_t total) { progress("repack", done, total); });
+  m.weights->prepack(
+      m.runner->trace(one), [&](int64_t done, int64_t total) { progress("repack", done, total); },
+      m.threads.get());
   // Bytes one decode step reads, before capture adds merged (QKV, gate/up) copies that replace
   // the separate weights in the plans rather than add to them.
   const size_t step_weight_bytes = m.weights->matmul_weight_bytes();

@@ -137,12 +137,13 @@ PackedLayout packed_layout(DType t) {
   return L;
 }
 
-PackedWeight PackedWeight::pack(const Tensor& w, const PackedAllocator& alloc) {
-  return pack_concat({w}, alloc);
+PackedWeight PackedWeight::pack(const Tensor& w, const PackedAllocator& alloc,
+                                const ParallelFor& parallel) {
+  return pack_concat({w}, alloc, parallel);
 }
 
-PackedWeight PackedWeight::pack_concat(const std::vector<Tensor>& ws,
-                                       const PackedAllocator& alloc) {
+PackedWeight PackedWeight::pack_concat(const std::vector<Tensor>& ws, const PackedAllocator& alloc,
+                                       const ParallelFor& parallel) {
   KILN_CHECK(!ws.empty(), "pack_concat: no weights");
   PackedWeight p;
   p.k_ = ws[0].shape().rank() == 2 ? ws[0].shape()[1] : -1;
@@ -185,18 +186,25 @@ PackedWeight PackedWeight::pack_concat(const std::vector<Tensor>& ws,
     PackedLayout L = packed_layout(s.dtype);
     const auto* src = static_cast<const uint8_t*>(ws[i].data());
     size_t row_bytes = ws[i].row_bytes();
-    for (int64_t g = 0; g < s.groups; ++g) {
-      const uint8_t* rows[R];
-      for (int r = 0; r < R; ++r) {
-        int64_t row = g * R + r;
-        rows[r] = row < s.n ? src + row * row_bytes : nullptr;
+    auto pack_groups = [&](int64_t begin, int64_t end) {
+      for (int64_t g = begin; g < end; ++g) {
+        const uint8_t* rows[R];
+        for (int r = 0; r < R; ++r) {
+          int64_t row = g * R + r;
+          rows[r] = row < s.n ? src + row * row_bytes : nullptr;
+        }
+        uint8_t* out = buf + s.offset + g * s.group_bytes;
+        if (L.is_float) {
+          pack_float_group(L, rows, p.k_, out);
+        } else {
+          pack_quant_group(s.dtype, L, rows, p.k_, out);
+        }
       }
-      uint8_t* out = buf + s.offset + g * s.group_bytes;
-      if (L.is_float) {
-        pack_float_group(L, rows, p.k_, out);
-      } else {
-        pack_quant_group(s.dtype, L, rows, p.k_, out);
-      }
+    };
+    if (parallel) {
+      parallel(s.groups, pack_groups);
+    } else {
+      pack_groups(0, s.groups);
     }
   }
   return p;

@@ -47,6 +47,12 @@ struct PackedSegment {
 // their own; the model's weight store passes an arena so all weights form one stream.
 using PackedAllocator = std::function<std::shared_ptr<uint8_t>(size_t bytes)>;
 
+// Runs body(begin, end) over pieces covering [0, n), possibly on several threads at once: the
+// model's weight store passes one that spreads a weight's 16-row groups over its thread pool
+// (each group is packed on its own, so the bytes do not depend on the split).
+using ParallelFor =
+    std::function<void(int64_t n, const std::function<void(int64_t begin, int64_t end)>& body)>;
+
 class PackedWeight {
  public:
   static constexpr int kGroupRows = 16;
@@ -54,10 +60,12 @@ class PackedWeight {
   PackedWeight() = default;
   // w: [N, K], contiguous, of any storage dtype (F32, F16, BF16, Q4_0, Q5_0, Q8_0, Q4_K, Q5_K,
   // Q6_K). Throws kiln::Error otherwise.
-  static PackedWeight pack(const Tensor& w, const PackedAllocator& alloc = nullptr);
+  static PackedWeight pack(const Tensor& w, const PackedAllocator& alloc = nullptr,
+                           const ParallelFor& parallel = nullptr);
   // Rows of every tensor, in order, as one [sum N, K] weight (merged QKV, gate/up).
   static PackedWeight pack_concat(const std::vector<Tensor>& ws,
-                                  const PackedAllocator& alloc = nullptr);
+                                  const PackedAllocator& alloc = nullptr,
+                                  const ParallelFor& parallel = nullptr);
 
   int64_t n() const { return n_; }
   int64_t k() const { return k_; }

@@ -4,6 +4,7 @@
 
 #include "kiln/base/error.h"
 #include "kiln/base/log.h"
+#include "kiln/base/thread_pool.h"
 #include "kiln/kernels/dequant.h"
 #include "kiln/model/gguf.h"
 
@@ -55,7 +56,8 @@ const Tensor& WeightStore::raw(const graph::Node& param) {
   return raw_by_name(param.attrs.get_str("name"));
 }
 
-const kernels::PackedWeight& WeightStore::packed_by_key(const graph::Node& param) {
+const kernels::PackedWeight& WeightStore::packed_by_key(const graph::Node& param,
+                                                        const kernels::ParallelFor& parallel) {
   std::string key = param_key(param);
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -69,11 +71,11 @@ const kernels::PackedWeight& WeightStore::packed_by_key(const graph::Node& param
   if (param.attrs.has("concat")) {
     std::vector<Tensor> parts;
     for (const auto& name : param.attrs.get_strs("concat")) parts.push_back(file_->tensor(name));
-    packed =
-        std::make_unique<kernels::PackedWeight>(kernels::PackedWeight::pack_concat(parts, alloc));
+    packed = std::make_unique<kernels::PackedWeight>(
+        kernels::PackedWeight::pack_concat(parts, alloc, parallel));
   } else {
     packed = std::make_unique<kernels::PackedWeight>(
-        kernels::PackedWeight::pack(file_->tensor(key), alloc));
+        kernels::PackedWeight::pack(file_->tensor(key), alloc, parallel));
   }
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::lock_guard<std::mutex> lock(mutex_);
@@ -88,7 +90,8 @@ const kernels::PackedWeight& WeightStore::packed(const graph::Node& param) {
 }
 
 void WeightStore::prepack(const graph::Graph& graph,
-                          const std::function<void(int64_t, int64_t)>& progress) {
+                          const std::function<void(int64_t, int64_t)>& progress,
+                          ThreadPool* threads) {
   std::vector<int> params;
   for (const auto& node : graph.nodes()) {
     if (node.op != graph::Op::Matmul && node.op != graph::Op::MatmulAdd &&
@@ -97,9 +100,18 @@ void WeightStore::prepack(const graph::Graph& graph,
     graph::Value w = node.inputs[node.op == graph::Op::NormMatmulArgmax ? 2 : 1];
     params.push_back(w.node);
   }
+  kernels::ParallelFor parallel;
+  if (threads != nullptr && threads->size() > 1) {
+    parallel = [threads](int64_t n, const std::function<void(int64_t, int64_t)>& body) {
+      threads->run([&](int tid, int nth) {
+        Range r = split_range(n, tid, nth);
+        if (r.begin < r.end) body(r.begin, r.end);
+      });
+    };
+  }
   int64_t done = 0;
   for (int p : params) {
-    packed(graph.node(p));
+    packed_by_key(graph.node(p), parallel);
     if (progress) progress(++done, static_cast<int64_t>(params.size()));
   }
   KILN_LOG_INFO("repacked {} weights: {:.1f} MiB in {:.2f} s", pack_stats_.tensors,

@@ -11,7 +11,9 @@
 #include <vector>
 
 #include "kiln/base/bump_arena.h"
+#include "kiln/base/thread_pool.h"
 #include "kiln/graph/weight_provider.h"
+#include "kiln/kernels/packed_weight.h"
 #include "kiln/model/transformer.h"
 
 namespace kiln::model {
@@ -32,9 +34,11 @@ class WeightStore : public graph::WeightProvider {
   WeightLookup lookup() const;
 
   // Repacks every tensor used as a matmul weight by `graph` now (load time, with progress),
-  // so that capture and the first request do not pay for it.
+  // so that capture and the first request do not pay for it. With `threads`, each weight's
+  // groups are packed on all of its threads (the pool must be idle for the call).
   void prepack(const graph::Graph& graph,
-               const std::function<void(int64_t done, int64_t total)>& progress = nullptr);
+               const std::function<void(int64_t done, int64_t total)>& progress = nullptr,
+               ThreadPool* threads = nullptr);
   const PackStats& pack_stats() const { return pack_stats_; }
   // Bytes of weights one forward pass reads (for bandwidth figures): packed matmul weights
   // plus the embedding rows are negligible, so this sums packed weights.
@@ -45,7 +49,8 @@ class WeightStore : public graph::WeightProvider {
 
  private:
   const Tensor& raw_by_name(const std::string& name);
-  const kernels::PackedWeight& packed_by_key(const graph::Node& param);
+  const kernels::PackedWeight& packed_by_key(const graph::Node& param,
+                                             const kernels::ParallelFor& parallel = nullptr);
 
   std::shared_ptr<const GgufFile> file_;
   std::mutex mutex_;
