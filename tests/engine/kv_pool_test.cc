@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <set>
+#include <string>
 
 #include "kiln/base/error.h"
 
@@ -39,6 +40,17 @@ TEST(KvPool, RejectsBadConfig) {
   EXPECT_THROW(KvPool(KvPoolConfig{1, 1, 8, 0, 10}), Error);
   EXPECT_THROW(KvPool(KvPoolConfig{1, 1, 8, 4, 0}), Error);
   EXPECT_THROW(KvPool(KvPoolConfig{1, 1, 8, 4, int64_t{1} << 40}), Error);
+}
+
+// The pool's pages are mapped lazily, so a pool that could never fit must be refused up front
+// (it would otherwise start and be killed once requests fill it).
+TEST(KvPool, RefusesAPoolLargerThanTheMachine) {
+  try {
+    KvPool pool(KvPoolConfig{64, 8, 128, 1024, (int64_t{1} << 31) - 1});
+    FAIL() << "a 512 PiB pool was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("exceeds this machine"), std::string::npos) << e.what();
+  }
 }
 
 TEST(KvPool, AllocatesDistinctPagesAndRefusesOverdraw) {

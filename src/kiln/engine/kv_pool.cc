@@ -1,5 +1,7 @@
 #include "kiln/engine/kv_pool.h"
 
+#include <unistd.h>
+
 #include <limits>
 #include <new>
 
@@ -25,6 +27,17 @@ KvPool::KvPool(const KvPoolConfig& config) : config_(config) {
   }
   layer_bytes_ = elems * sizeof(uint16_t);
   bytes_ = layer_bytes_ * 2 * static_cast<size_t>(config.n_layers);
+  // The mapping below only reserves address space, so a pool larger than the machine would
+  // start fine and be killed once requests fill it: refuse it here, with the sizes.
+  const long phys_pages = sysconf(_SC_PHYS_PAGES), page_bytes = sysconf(_SC_PAGESIZE);
+  if (phys_pages > 0 && page_bytes > 0) {
+    const double physical = static_cast<double>(phys_pages) * static_cast<double>(page_bytes);
+    KILN_CHECK(static_cast<double>(bytes_) <= physical,
+               "KV pool of {:.1f} GiB ({} pages of {} tokens) exceeds this machine's {:.1f} GiB of "
+               "memory; ask for fewer KV tokens or a shorter context",
+               static_cast<double>(bytes_) / 1073741824.0, config.n_pages, config.page_size,
+               physical / 1073741824.0);
+  }
   // Zero so that a kernel reading a padded (inert) row never sees NaN garbage, and untouched:
   // the pool is sized for every sequence at full context, and pages cost memory once written.
   try {
