@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# GSM8K served in graph mode and in eager mode, alternating (ROUNDS rounds), on fresh servers
+# that differ only in --graph-mode: output tok/s side by side, and whether every completion is
+# identical between the modes (greedy decoding: it must be).
+# Usage: bench/gsm8k_graph_vs_eager.sh [OUTDIR]   (default build/release/gsm8k-graph-vs-eager)
+# Environment: ROUNDS (2), QUESTIONS (64), PARALLEL (32), THREADS (2), PORT (31555).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+K=build/release/kiln
+O=${1:-build/release/gsm8k-graph-vs-eager}
+rounds=${ROUNDS:-2} questions=${QUESTIONS:-64} parallel=${PARALLEL:-32}
+threads=${THREADS:-2} port=${PORT:-31555}
+mkdir -p "$O"
+for round in $(seq 1 "$rounds"); do
+  for mode in optimize off; do
+    $K serve --port "$port" --threads "$threads" --graph-mode "$mode" >"$O/serve_${mode}_$round.log" 2>&1 &
+    pid=$!
+    for _ in $(seq 1 120); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && break; sleep 1; done
+    echo "== graph-mode $mode, round $round, $(date +%T), load $(cut -d' ' -f1-3 /proc/loadavg)"
+    $K eval gsm8k --url "http://127.0.0.1:$port" --num-questions "$questions" --parallel "$parallel" \
+      --output-jsonl "$O/out_${mode}_$round.jsonl" 2>&1 | grep -E "Accuracy|throughput"
+    kill -TERM "$pid"
+    wait "$pid"
+  done
+done
+# Completions must not depend on the mode (nor on the round).
+completions() { .venv/bin/python3 -c 'import json, sys
+for line in open(sys.argv[1]): print(json.dumps(json.loads(line)["completion"]))' "$1"; }
+first="$O/out_optimize_1.jsonl"
+for f in "$O"/out_*.jsonl; do
+  if cmp -s <(completions "$first") <(completions "$f"); then
+    echo "identical completions: $(basename "$f")"
+  else
+    echo "DIFFERENT completions: $(basename "$f")"
+  fi
+done
