@@ -120,14 +120,15 @@ Runtime::Runtime(const RuntimeOptions& options) : impl_(std::make_unique<Impl>()
   m.threads = std::make_unique<ThreadPool>(std::max(1, n_threads));
   m.runner = std::make_unique<ModelRunner>(m.config, *m.weights, *m.pool, *m.threads, context);
 
-  // Repack every matmul weight now, so neither capture nor the first request pays for it.
+  // Repack every matmul weight now, so neither capture nor the first request pays for it;
+  // this and capture's merged weights are packed on the (still idle) thread pool.
+  m.weights->set_pack_threads(m.threads.get());
   model::ForwardShape one;
   one.max_pages_per_seq = m.runner->max_pages_per_seq();
   one.kv_pages = kv.n_pages;
   one.page_size = kv.page_size;
-  m.weights->prepack(
-      m.runner->trace(one), [&](int64_t done, int64_t total) { progress("repack", done, total); },
-      m.threads.get());
+  m.weights->prepack(m.runner->trace(one),
+                     [&](int64_t done, int64_t total) { progress("repack", done, total); });
   // Bytes one decode step reads, before capture adds merged (QKV, gate/up) copies that replace
   // the separate weights in the plans rather than add to them.
   const size_t step_weight_bytes = m.weights->matmul_weight_bytes();

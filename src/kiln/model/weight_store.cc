@@ -56,10 +56,27 @@ const Tensor& WeightStore::raw(const graph::Node& param) {
   return raw_by_name(param.attrs.get_str("name"));
 }
 
-const kernels::PackedWeight& WeightStore::packed_by_key(const graph::Node& param,
-                                                        const kernels::ParallelFor& parallel) {
+void WeightStore::set_pack_threads(ThreadPool* threads) {
+  std::lock_guard<std::mutex> lock(pack_threads_mutex_);
+  parallel_ = nullptr;
+  if (threads == nullptr || threads->size() < 2) return;
+  parallel_ = [threads](int64_t n, const std::function<void(int64_t, int64_t)>& body) {
+    threads->run([&](int tid, int nth) {
+      Range r = split_range(n, tid, nth);
+      if (r.begin < r.end) body(r.begin, r.end);
+    });
+  };
+}
+
+const kernels::PackedWeight& WeightStore::packed_by_key(const graph::Node& param) {
   std::string key = param_key(param);
   {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = packed_.find(key);
+    if (it != packed_.end()) return *it->second;
+  }
+  std::lock_guard<std::mutex> pack_lock(pack_threads_mutex_);
+  {  // another thread may have packed it while this one waited
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = packed_.find(key);
     if (it != packed_.end()) return *it->second;
@@ -72,10 +89,10 @@ const kernels::PackedWeight& WeightStore::packed_by_key(const graph::Node& param
     std::vector<Tensor> parts;
     for (const auto& name : param.attrs.get_strs("concat")) parts.push_back(file_->tensor(name));
     packed = std::make_unique<kernels::PackedWeight>(
-        kernels::PackedWeight::pack_concat(parts, alloc, parallel));
+        kernels::PackedWeight::pack_concat(parts, alloc, parallel_));
   } else {
     packed = std::make_unique<kernels::PackedWeight>(
-        kernels::PackedWeight::pack(file_->tensor(key), alloc, parallel));
+        kernels::PackedWeight::pack(file_->tensor(key), alloc, parallel_));
   }
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::lock_guard<std::mutex> lock(mutex_);
@@ -90,8 +107,7 @@ const kernels::PackedWeight& WeightStore::packed(const graph::Node& param) {
 }
 
 void WeightStore::prepack(const graph::Graph& graph,
-                          const std::function<void(int64_t, int64_t)>& progress,
-                          ThreadPool* threads) {
+                          const std::function<void(int64_t, int64_t)>& progress) {
   std::vector<int> params;
   for (const auto& node : graph.nodes()) {
     if (node.op != graph::Op::Matmul && node.op != graph::Op::MatmulAdd &&
@@ -100,18 +116,9 @@ void WeightStore::prepack(const graph::Graph& graph,
     graph::Value w = node.inputs[node.op == graph::Op::NormMatmulArgmax ? 2 : 1];
     params.push_back(w.node);
   }
-  kernels::ParallelFor parallel;
-  if (threads != nullptr && threads->size() > 1) {
-    parallel = [threads](int64_t n, const std::function<void(int64_t, int64_t)>& body) {
-      threads->run([&](int tid, int nth) {
-        Range r = split_range(n, tid, nth);
-        if (r.begin < r.end) body(r.begin, r.end);
-      });
-    };
-  }
   int64_t done = 0;
   for (int p : params) {
-    packed_by_key(graph.node(p), parallel);
+    packed(graph.node(p));
     if (progress) progress(++done, static_cast<int64_t>(params.size()));
   }
   KILN_LOG_INFO("repacked {} weights: {:.1f} MiB in {:.2f} s", pack_stats_.tensors,

@@ -33,12 +33,14 @@ class WeightStore : public graph::WeightProvider {
   std::optional<WeightMeta> meta(const std::string& name) const;
   WeightLookup lookup() const;
 
+  // Packs each weight's groups on `threads` from now on (null: on the calling thread). Packing
+  // happens at load and capture, on the thread that owns the pool, while it is idle; never call
+  // packed() from inside one of its runs.
+  void set_pack_threads(ThreadPool* threads);
   // Repacks every tensor used as a matmul weight by `graph` now (load time, with progress),
-  // so that capture and the first request do not pay for it. With `threads`, each weight's
-  // groups are packed on all of its threads (the pool must be idle for the call).
+  // so that capture and the first request do not pay for it.
   void prepack(const graph::Graph& graph,
-               const std::function<void(int64_t done, int64_t total)>& progress = nullptr,
-               ThreadPool* threads = nullptr);
+               const std::function<void(int64_t done, int64_t total)>& progress = nullptr);
   const PackStats& pack_stats() const { return pack_stats_; }
   // Bytes of weights one forward pass reads (for bandwidth figures): packed matmul weights
   // plus the embedding rows are negligible, so this sums packed weights.
@@ -49,14 +51,15 @@ class WeightStore : public graph::WeightProvider {
 
  private:
   const Tensor& raw_by_name(const std::string& name);
-  const kernels::PackedWeight& packed_by_key(const graph::Node& param,
-                                             const kernels::ParallelFor& parallel = nullptr);
+  const kernels::PackedWeight& packed_by_key(const graph::Node& param);
 
   std::shared_ptr<const GgufFile> file_;
   std::mutex mutex_;
   std::unordered_map<std::string, Tensor> raw_;
   std::unordered_map<std::string, std::unique_ptr<kernels::PackedWeight>> packed_;
-  BumpArena arena_;  // the packed weights' bytes, in packing order
+  BumpArena arena_;                // the packed weights' bytes, in packing order
+  kernels::ParallelFor parallel_;  // spreads a weight's groups over the pack threads
+  std::mutex pack_threads_mutex_;  // one packing at a time on those threads
   PackStats pack_stats_;
 };
 
