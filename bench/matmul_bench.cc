@@ -24,6 +24,7 @@
 #include "kiln/base/half.h"
 #include "kiln/base/thread_pool.h"
 #include "kiln/kernels/matmul.h"
+#include "kiln/kernels/matmul_kernels.h"
 
 namespace kiln::kernels {
 
@@ -173,6 +174,29 @@ KILN_MATMUL_BENCH(BM_down_2048x640_q4_k, Q4_K, 640, 2048, Matmul, false, batch_a
 KILN_MATMUL_BENCH(BM_lm_head_640x262144_q8_0, Q8_0, 262144, 640, Matmul, false, head_args);
 KILN_MATMUL_BENCH(BM_lm_head_argmax_640x262144_q8_0, Q8_0, 262144, 640, Argmax, false, head_args);
 KILN_MATMUL_BENCH(BM_q_640x1024_bf16, BF16, 1024, 640, Matmul, false, batch_args);
+
+// Phase 1 of every quantized matmul on its own: one activation row quantized to int8 per 32
+// inputs (the cost a norm + quantize fusion could at most move, not remove).
+void BM_quantize_row(benchmark::State& state) {
+  const int64_t k = state.range(0);
+  std::vector<float> x(k);
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal;
+  for (auto& v : x) v = normal(rng);
+  std::vector<int8_t> q(k);
+  std::vector<float> d(k / 32), ds(k / 32);
+  std::vector<int32_t> s16(k / 16), s32(k / 32);
+  auto fn = active_isa() == Isa::Avx512 ? quantize_row_avx512
+            : active_isa() == Isa::Avx2 ? quantize_row_avx2
+                                        : quantize_row_scalar;
+  for (auto _ : state) {
+    fn(x.data(), k, 1, q.data(), d.data(), s16.data(), s32.data(), ds.data());
+    benchmark::DoNotOptimize(q.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetLabel(isa_name(active_isa()));
+}
+BENCHMARK(BM_quantize_row)->Arg(640)->Arg(2048);
 KILN_MATMUL_BENCH(BM_q_640x1024_f16, F16, 1024, 640, Matmul, false, batch_args);
 
 }  // namespace
