@@ -115,11 +115,7 @@ TEST_P(GraphCapture, InterleavedPlansMatchEager) {
 
 INSTANTIATE_TEST_SUITE_P(TinyModels, GraphCapture,
                          ::testing::Values("tiny-gemma3", "tiny-llama", "tiny-qwen3"),
-                         [](const auto& info) {
-                           std::string s = info.param;
-                           std::replace(s.begin(), s.end(), '-', '_');
-                           return s;
-                         });
+                         model_param_name);
 
 }  // namespace
 }  // namespace kiln::testing

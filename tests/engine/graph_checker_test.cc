@@ -13,16 +13,12 @@
 #include "kiln/engine/model_runner.h"
 #include "kiln/engine/runtime.h"
 #include "model_harness.h"
+#include "tiny_models.h"
 
 namespace kiln::testing {
 namespace {
 
 namespace fs = std::filesystem;
-
-fs::path tiny(const std::string& name) {
-  const char* d = std::getenv("KILN_TESTDATA");
-  return fs::path(d ? d : "") / "models" / (name + ".gguf");
-}
 
 engine::RuntimeOptions options(const fs::path& model, bool check) {
   engine::RuntimeOptions o;
@@ -59,7 +55,7 @@ std::vector<int32_t> run_steps(engine::Runtime& rt, bool greedy, int steps) {
 class GraphCheck : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GraphCheck, EveryStepMatchesEager) {
-  fs::path model = tiny(GetParam());
+  fs::path model = tiny_model(GetParam());
   ASSERT_TRUE(fs::exists(model)) << "fixture missing (run tests/fixtures/generate_all.py): "
                                  << model;
   engine::Runtime checked(options(model, true));
@@ -79,16 +75,12 @@ TEST_P(GraphCheck, EveryStepMatchesEager) {
 
 INSTANTIATE_TEST_SUITE_P(TinyModels, GraphCheck,
                          ::testing::Values("tiny-gemma3", "tiny-llama", "tiny-qwen3"),
-                         [](const auto& info) {
-                           std::string s = info.param;
-                           std::replace(s.begin(), s.end(), '-', '_');
-                           return s;
-                         });
+                         model_param_name);
 
 // With a negative tolerance nothing can match: the checker must say so, naming the first node
 // it compared (the first non-view node of the traced graph) and the step.
 TEST(GraphCheckDetects, ReportsFirstDivergingNode) {
-  fs::path model = tiny("tiny-gemma3");
+  fs::path model = tiny_model("tiny-gemma3");
   ASSERT_TRUE(fs::exists(model)) << "fixture missing (run tests/fixtures/generate_all.py): "
                                  << model;
   engine::Runtime rt(options(model, false));

@@ -12,14 +12,12 @@
 #include "kiln/base/error.h"
 #include "kiln/graph/parser.h"
 #include "kiln/graph/printer.h"
+#include "tiny_models.h"
 
 namespace kiln::testing {
 namespace {
 
-std::string tiny_gemma() {
-  const char* d = std::getenv("KILN_TESTDATA");
-  return (std::filesystem::path(d ? d : "") / "models" / "tiny-gemma3.gguf").string();
-}
+std::string tiny_gemma() { return tiny_model("tiny-gemma3").string(); }
 
 TEST(GraphInspector, IrOfEveryPassParsesBack) {
   ASSERT_TRUE(std::filesystem::exists(tiny_gemma())) << "fixture missing: " << tiny_gemma();

@@ -118,14 +118,8 @@ TEST_P(GraphVsEager, LogitsBitIdenticalWithPadding) {
   for (int i = 0; i < 5; ++i) EXPECT_EQ(got[i], want[i]) << "sequence " << i;
 }
 
-INSTANTIATE_TEST_SUITE_P(TinyModels, GraphVsEager,
-                         ::testing::Values("tiny-gemma3", "tiny-llama", "tiny-qwen2", "tiny-qwen3",
-                                           "tiny-mistral"),
-                         [](const auto& info) {
-                           std::string s = info.param;
-                           std::replace(s.begin(), s.end(), '-', '_');
-                           return s;
-                         });
+INSTANTIATE_TEST_SUITE_P(TinyModels, GraphVsEager, ::testing::ValuesIn(kTinyModels),
+                         model_param_name);
 
 TEST(GraphReplay, NoHeapAllocationDuringReplay) {
   fs::path model = tiny_model("tiny-gemma3");

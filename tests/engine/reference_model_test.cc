@@ -13,6 +13,7 @@
 #include "kiln/engine/model_runner.h"
 #include "kiln/engine/runtime.h"
 #include "model_harness.h"
+#include "tiny_models.h"
 
 namespace kiln::testing {
 namespace {
@@ -158,11 +159,7 @@ TEST_P(ReferenceModel, LogitsAndGreedyMatchNumpyReference) { check_model(GetPara
 INSTANTIATE_TEST_SUITE_P(TinyModels, ReferenceModel,
                          ::testing::Values("tiny-gemma3", "tiny-llama", "tiny-qwen2", "tiny-qwen3",
                                            "tiny-mistral", "gemma3-270m"),
-                         [](const auto& info) {
-                           std::string s = info.param;
-                           std::replace(s.begin(), s.end(), '-', '_');
-                           return s;
-                         });
+                         model_param_name);
 
 }  // namespace
 }  // namespace kiln::testing

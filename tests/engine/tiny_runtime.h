@@ -5,14 +5,9 @@
 #include <string>
 
 #include "kiln/engine/runtime.h"
+#include "tiny_models.h"
 
 namespace kiln::testing {
-
-// tests/fixtures' model `name` in the folder KILN_TESTDATA names.
-inline std::filesystem::path tiny_model(const std::string& name) {
-  const char* d = std::getenv("KILN_TESTDATA");
-  return std::filesystem::path(d ? d : "") / "models" / (name + ".gguf");
-}
 
 // Two threads, a small KV pool and context, plans up to max_bs; tests never touch the user's
 // compile cache.

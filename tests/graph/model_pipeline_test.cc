@@ -18,16 +18,14 @@
 #include "kiln/model/model_config.h"
 #include "kiln/model/transformer.h"
 #include "kiln/model/weight_store.h"
+#include "tiny_models.h"
 
 namespace kiln::graph {
 namespace {
 
 namespace fs = std::filesystem;
 
-fs::path tiny_model(const std::string& name) {
-  const char* d = std::getenv("KILN_TESTDATA");
-  return fs::path(d ? d : "") / "models" / (name + ".gguf");
-}
+using kiln::testing::tiny_model;
 
 int count_op(const Graph& g, Op op) {
   int n = 0;
@@ -102,16 +100,8 @@ TEST_P(ModelPipeline, FusesEverythingAndComputesTheSameBits) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Tiny, ModelPipeline,
-                         ::testing::Values("tiny-gemma3", "tiny-llama", "tiny-qwen2", "tiny-qwen3",
-                                           "tiny-mistral"),
-                         [](const ::testing::TestParamInfo<std::string>& info) {
-                           std::string n = info.param;
-                           for (char& ch : n) {
-                             if (ch == '-') ch = '_';
-                           }
-                           return n;
-                         });
+INSTANTIATE_TEST_SUITE_P(Tiny, ModelPipeline, ::testing::ValuesIn(kiln::testing::kTinyModels),
+                         kiln::testing::model_param_name);
 
 }  // namespace
 }  // namespace kiln::graph

@@ -16,6 +16,7 @@
 #include "kiln/model/model_config.h"
 #include "kiln/model/transformer.h"
 #include "kiln/model/weight_store.h"
+#include "tiny_models.h"
 
 namespace kiln::graph {
 namespace {
@@ -116,10 +117,7 @@ TEST(Rebatch, RejectsBadSizes) {
 
 // On the fixture models (real configs, mixed quantizations, every fusion): the template
 // optimized once and rebatched equals the pipeline run at each size, for both output kinds.
-fs::path tiny_model(const std::string& name) {
-  const char* d = std::getenv("KILN_TESTDATA");
-  return fs::path(d ? d : "") / "models" / (name + ".gguf");
-}
+using kiln::testing::tiny_model;
 
 class RebatchModel : public ::testing::TestWithParam<std::string> {};
 
@@ -162,16 +160,8 @@ TEST_P(RebatchModel, TemplateEqualsPipelineAtEverySize) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Tiny, RebatchModel,
-                         ::testing::Values("tiny-gemma3", "tiny-llama", "tiny-qwen2", "tiny-qwen3",
-                                           "tiny-mistral"),
-                         [](const ::testing::TestParamInfo<std::string>& info) {
-                           std::string n = info.param;
-                           for (char& ch : n) {
-                             if (ch == '-') ch = '_';
-                           }
-                           return n;
-                         });
+INSTANTIATE_TEST_SUITE_P(Tiny, RebatchModel, ::testing::ValuesIn(kiln::testing::kTinyModels),
+                         kiln::testing::model_param_name);
 
 }  // namespace
 }  // namespace kiln::graph
