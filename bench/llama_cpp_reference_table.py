@@ -1,0 +1,54 @@
+"""Prints the table of bench/llama_cpp_reference.sh: kiln vs llama.cpp per shape and round.
+
+Usage: llama_cpp_reference_table.py OUTDIR ROUNDS
+Targets are issue 5's: decode at batch 1 / 8 / 32 at least 1.8x / 3x / 4x llama.cpp, prefill of
+512 tokens at least 2x.
+"""
+import json
+import statistics
+import sys
+from pathlib import Path
+
+TARGETS = {"1": 1.8, "8": 3.0, "32": 4.0, "prefill": 2.0}
+
+
+def llama_tok_s(path: Path, shape: str) -> float:
+    if shape == "prefill":
+        runs = json.loads(path.read_text())
+        return next(r["avg_ts"] for r in runs if r["n_prompt"] == 512 and r["n_gen"] == 0)
+    for line in path.read_text().splitlines():
+        if line.strip().startswith("{"):
+            row = json.loads(line)
+            if str(row["pl"]) == shape:
+                return row["speed_tg"]
+    raise ValueError(f"{path}: no row for batch {shape}")
+
+
+def kiln_tok_s(path: Path, shape: str) -> float:
+    result = json.loads(path.read_text())["results"][0]
+    return result["prefill"]["tok_s"] if shape == "prefill" else result["graph"]["decode_tok_s"]
+
+
+def main() -> None:
+    out, rounds = Path(sys.argv[1]), int(sys.argv[2])
+    print(f"{'shape':>14} | {'round':>5} | {'kiln tok/s':>10} | {'llama.cpp':>10} | "
+          f"{'ratio':>6} | target")
+    for shape, target in TARGETS.items():
+        name = "prefill 512" if shape == "prefill" else f"decode bs {shape}"
+        ratios = []
+        for r in range(1, rounds + 1):
+            if shape == "prefill":
+                k = kiln_tok_s(out / f"r{r}_kiln_prefill.json", shape)
+                ll = llama_tok_s(out / f"r{r}_llama_prefill.json", shape)
+            else:
+                k = kiln_tok_s(out / f"r{r}_kiln_bs{shape}.json", shape)
+                ll = llama_tok_s(out / f"r{r}_llama_bs{shape}.jsonl", shape)
+            ratios.append(k / ll)
+            print(f"{name:>14} | {r:>5} | {k:>10.1f} | {ll:>10.1f} | {k / ll:>5.2f}x | "
+                  f"{target:.1f}x")
+        print(f"{name:>14} | {'med':>5} | {'':>10} | {'':>10} | "
+              f"{statistics.median(ratios):>5.2f}x | {target:.1f}x")
+
+
+if __name__ == "__main__":
+    main()
