@@ -138,56 +138,109 @@ ActView prepare_acts(const PackedWeight& w, const float* x, int64_t m, void* scr
   return a;
 }
 
-// Room for one expanded group, on the stack of the thread running the tiles (not TLS, which
-// every thread of the process, HTTP workers included, would zero at creation). Groups that do
-// not fit (K beyond ~2-4K inputs) are unpacked per row tile instead.
+// Room for two expanded groups (a pair tile's), on the stack of the thread running the tiles
+// (not TLS, which every thread of the process, HTTP workers included, would zero at creation).
+// Groups that do not fit (K beyond ~2-4K inputs) are unpacked per row tile instead.
 constexpr size_t kExpandBytes = 64 * 1024;
 
-// The expanded form of `t` when a group will be read by several row tiles and fits the buffer.
-ExpandedTiles expanded_for(DType t, int64_t k, int64_t m) {
-  if (m <= kMaxTileRows || active_isa() != Isa::Avx512) return {};
+// How one segment's groups are computed for m rows.
+struct SegmentKernels {
+  TileFn tile = nullptr;      // one group, up to kMaxTileRows rows
+  PairTileFn pair = nullptr;  // two groups at once (null: one at a time)
+  ExpandedTiles ex;           // expand == null: groups are read as packed
+  int64_t records = 0;        // sub-block records per group (quantized types)
+};
+
+// Above kMaxTileRows rows a group is read by several row tiles: 8-bit records then go to the
+// pair kernel, and other types are first unpacked to 8-bit records when a group fits the buffer.
+// Up to kMaxTileRows rows one 8-row tile reads each group once, straight from memory (pairs of
+// 4-row tiles measured slower there: each group is read twice, once from DRAM).
+SegmentKernels kernels_for(DType t, int64_t k, int64_t m) {
+  SegmentKernels s;
+  s.tile = tile_fn(t);
+  if (m <= kMaxTileRows || active_isa() != Isa::Avx512) return s;
+  s.pair = pair_tile_fn_avx512(t);
+  if (s.pair != nullptr) {
+    s.records = k / packed_layout(t).sub_block;
+    return s;
+  }
   ExpandedTiles e = expanded_tiles_avx512(t);
-  if (e.expand == nullptr || static_cast<size_t>(k / e.sub_block) * e.record_bytes > kExpandBytes)
-    return {};
-  return e;
+  if (e.expand != nullptr &&
+      static_cast<size_t>(k / e.sub_block) * e.record_bytes <= kExpandBytes) {
+    s.ex = e;
+    s.pair = e.pair;
+    s.records = k / e.sub_block;
+  }
+  return s;
 }
 
-// Phase 2: this thread's column groups; epi(col, valid_cols, row0, mt, tile) consumes each tile.
+// What row tile `tile_index` of a pair pulls into L2: an equal share of the next pair's bytes
+// (`next_pair`, both groups), spread over its records. Empty when there is no next pair.
+TilePrefetch pair_tile_prefetch(const uint8_t* next_pair, size_t bytes, int64_t records,
+                                int64_t row_tiles, int64_t tile_index) {
+  if (next_pair == nullptr) return {};
+  const auto share = static_cast<int64_t>(align64((bytes + row_tiles - 1) / row_tiles));
+  const uint8_t* end = next_pair + bytes;
+  TilePrefetch p;
+  p.begin = std::min(end, next_pair + tile_index * share);
+  p.end = std::min(end, p.begin + share);
+  p.per_record = static_cast<int64_t>(align64((share + records - 1) / records));
+  return p;
+}
+
+// Phase 2: this thread's column groups; epi(col, valid_cols, row0, mt, tile) consumes each tile,
+// columns in increasing order for every row.
 template <typename Epilogue>
 void for_each_tile(const PackedWeight& w, const ActView& a, int64_t m, const ExecContext& ctx,
                    Epilogue&& epi) {
   Range groups = split_range(w.groups(), ctx.tid, ctx.nth);
   const auto& segs = w.segments();
   size_t si = 0;
-  TileFn fn = nullptr;
-  ExpandedTiles ex;
-  alignas(64) float tile[kMaxTileRows * R];
-  alignas(64) uint8_t expand_buffer[kExpandBytes];  // untouched unless a group is expanded
-  for (int64_t g = groups.begin; g < groups.end; ++g) {
+  SegmentKernels kern;
+  alignas(64) float tile[2][kMaxTileRows * R];
+  alignas(64) uint8_t expand_buffer[2][kExpandBytes];  // untouched unless a group is expanded
+  for (int64_t g = groups.begin; g < groups.end;) {
     while (g >= segs[si].group0 + segs[si].groups) {
       ++si;
-      fn = nullptr;
+      kern.tile = nullptr;
     }
     const PackedSegment& seg = segs[si];
-    if (fn == nullptr) {
-      fn = tile_fn(seg.dtype);
-      ex = expanded_for(seg.dtype, w.k(), m);
-    }
+    if (kern.tile == nullptr) kern = kernels_for(seg.dtype, w.k(), m);
     const int64_t local = g - seg.group0;
-    const uint8_t* group = w.data() + seg.offset + local * seg.group_bytes;
+    const uint8_t* group[2] = {w.data() + seg.offset + local * seg.group_bytes, nullptr};
     const int64_t col = seg.col0 + local * R;
-    const int nv = static_cast<int>(std::min<int64_t>(R, seg.n - local * R));
-    TileFn run = fn;
-    if (ex.expand != nullptr) {  // unpack once for all row tiles
-      ex.expand(group, w.k(), expand_buffer);
-      group = expand_buffer;
-      run = ex.tile;
+    auto valid = [&](int64_t l) { return static_cast<int>(std::min<int64_t>(R, seg.n - l * R)); };
+    // Pairs stay within the thread's groups and one segment (one record format).
+    const int n_groups =
+        kern.pair != nullptr && g + 1 < groups.end && local + 1 < seg.groups ? 2 : 1;
+    if (n_groups == 2) group[1] = group[0] + seg.group_bytes;
+    if (kern.ex.expand != nullptr) {  // unpack once for all row tiles
+      for (int h = 0; h < n_groups; ++h) {
+        kern.ex.expand(group[h], w.k(), expand_buffer[h]);
+        group[h] = expand_buffer[h];
+      }
     }
-    for (int64_t i0 = 0; i0 < m; i0 += kMaxTileRows) {
-      int mt = static_cast<int>(std::min<int64_t>(kMaxTileRows, m - i0));
-      run(group, a, i0, mt, tile);
-      epi(col, nv, i0, mt, tile);
+    if (n_groups == 2) {
+      const bool next_pair = g + 3 < groups.end && local + 3 < seg.groups;
+      const uint8_t* next = w.data() + seg.offset + (local + 2) * seg.group_bytes;
+      const int64_t row_tiles = (m + kPairTileRows - 1) / kPairTileRows;
+      for (int64_t i0 = 0; i0 < m; i0 += kPairTileRows) {
+        const int mt = static_cast<int>(std::min<int64_t>(kPairTileRows, m - i0));
+        const TilePrefetch pf = pair_tile_prefetch(next_pair ? next : nullptr, 2 * seg.group_bytes,
+                                                   kern.records, row_tiles, i0 / kPairTileRows);
+        kern.pair(group[0], group[1], a, i0, mt, pf, tile[0], tile[1]);
+        epi(col, valid(local), i0, mt, tile[0]);
+        epi(col + R, valid(local + 1), i0, mt, tile[1]);
+      }
+    } else {
+      const TileFn run = kern.ex.expand != nullptr ? kern.ex.tile : kern.tile;
+      for (int64_t i0 = 0; i0 < m; i0 += kMaxTileRows) {
+        const int mt = static_cast<int>(std::min<int64_t>(kMaxTileRows, m - i0));
+        run(group[0], a, i0, mt, tile[0]);
+        epi(col, valid(local), i0, mt, tile[0]);
+      }
     }
+    g += n_groups;
   }
 }
 

@@ -150,6 +150,106 @@ void tile_quant(const uint8_t* group, const ActView& a, int64_t row0, float* til
   for (int i = 0; i < MT; ++i) _mm512_storeu_ps(tile + 16 * i, acc[i]);
 }
 
+// Two groups of 8-bit records (see PairTileFn): the loop of tile_quant with Bits == 8, each
+// broadcast activation word feeding both groups' dot chains.
+template <int S, int ZP, bool Min, bool F16Scale, int MT>
+void pair_tile_quant(const uint8_t* group0, const uint8_t* group1, const ActView& a, int64_t row0,
+                     const TilePrefetch& next, float* tile0, float* tile1) {
+  constexpr int code_bytes = 16 * S;
+  constexpr int record_bytes = code_bytes + (F16Scale ? 32 : 64) + (Min ? 64 : 0);
+  const int64_t nsub = a.k / S, m = a.m;
+  __m512 acc0[MT], acc1[MT];
+#pragma GCC unroll 4
+  for (int i = 0; i < MT; ++i) acc0[i] = acc1[i] = _mm512_setzero_ps();
+  const int8_t* q = a.q + row0 * 32;
+  const float* d = a.d + row0;
+  const float* ds = a.ds + row0;
+  const int32_t* corr = nullptr;
+  if constexpr (!Min) corr = a.zp_corr[zp_slot(ZP)] + row0;
+  // The first row tile brings both groups from memory (two streams, one group apart).
+  const bool prefetch = row0 == 0;
+  const uint8_t* next_line = next.begin;
+  for (int64_t s = 0; s < nsub; ++s) {
+    const uint8_t* rec0 = group0 + s * record_bytes;
+    const uint8_t* rec1 = group1 + s * record_bytes;
+    for (int64_t l = 0; l < next.per_record && next_line < next.end; l += 64, next_line += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(next_line), _MM_HINT_T1);
+    if (prefetch) {
+#pragma GCC unroll 16
+      for (int l = 0; l < record_bytes; l += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(rec0 + kPrefetchBytes + l), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(rec1 + kPrefetchBytes + l), _MM_HINT_T0);
+      }
+    }
+    const int64_t blk = s * S / 32;
+    const int8_t* qs = q + blk * m * 32 + (s * S) % 32;
+    __m512i dot0[MT], dot1[MT];
+#pragma GCC unroll 4
+    for (int i = 0; i < MT; ++i) {
+      if constexpr (Min) {
+        dot0[i] = dot1[i] = _mm512_setzero_si512();
+      } else {
+        dot0[i] = dot1[i] = _mm512_set1_epi32(corr[s * m + i]);
+      }
+    }
+#pragma GCC unroll 8
+    for (int j = 0; j < S / 4; ++j) {
+      const __m512i w0 = _mm512_loadu_si512(rec0 + 64 * j);
+      const __m512i w1 = _mm512_loadu_si512(rec1 + 64 * j);
+#pragma GCC unroll 4
+      for (int i = 0; i < MT; ++i) {
+        const __m512i x = _mm512_set1_epi32(load_i32(qs + 32 * i + 4 * j));
+        dot0[i] = _mm512_dpbusd_epi32(dot0[i], w0, x);
+        dot1[i] = _mm512_dpbusd_epi32(dot1[i], w1, x);
+      }
+    }
+    __m512 scale0, scale1;
+    if constexpr (F16Scale) {
+      scale0 =
+          _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec0 + code_bytes)));
+      scale1 =
+          _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec1 + code_bytes)));
+    } else {
+      scale0 = _mm512_loadu_ps(rec0 + code_bytes);
+      scale1 = _mm512_loadu_ps(rec1 + code_bytes);
+    }
+    const float* db = d + blk * m;
+    const float* dsb = ds + blk * m;
+#pragma GCC unroll 4
+    for (int i = 0; i < MT; ++i) {
+      const __m512 di = _mm512_set1_ps(db[i]);
+      acc0[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot0[i]), _mm512_mul_ps(scale0, di), acc0[i]);
+      acc1[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot1[i]), _mm512_mul_ps(scale1, di), acc1[i]);
+      if constexpr (Min) {
+        const __m512 dsi = _mm512_set1_ps(dsb[i]);
+        acc0[i] = _mm512_fnmadd_ps(_mm512_loadu_ps(rec0 + code_bytes + 64), dsi, acc0[i]);
+        acc1[i] = _mm512_fnmadd_ps(_mm512_loadu_ps(rec1 + code_bytes + 64), dsi, acc1[i]);
+      }
+    }
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < MT; ++i) {
+    _mm512_storeu_ps(tile0 + 16 * i, acc0[i]);
+    _mm512_storeu_ps(tile1 + 16 * i, acc1[i]);
+  }
+}
+
+template <int S, int ZP, bool Min, bool F16Scale>
+void pair_tile(const uint8_t* g0, const uint8_t* g1, const ActView& a, int64_t row0, int mt,
+               const TilePrefetch& pf, float* t0, float* t1) {
+  static_assert(kPairTileRows == 4);
+  switch (mt) {
+    case 1:
+      return pair_tile_quant<S, ZP, Min, F16Scale, 1>(g0, g1, a, row0, pf, t0, t1);
+    case 2:
+      return pair_tile_quant<S, ZP, Min, F16Scale, 2>(g0, g1, a, row0, pf, t0, t1);
+    case 3:
+      return pair_tile_quant<S, ZP, Min, F16Scale, 3>(g0, g1, a, row0, pf, t0, t1);
+    default:
+      return pair_tile_quant<S, ZP, Min, F16Scale, 4>(g0, g1, a, row0, pf, t0, t1);
+  }
+}
+
 template <DType T>
 inline __m512 load_float16(const uint8_t* p) {
   if constexpr (T == DType::F32) {
@@ -250,6 +350,7 @@ ExpandedTiles expanded() {
   ExpandedTiles e;
   e.expand = expand_group<Bits, S, Min, F16Scale>;
   e.tile = Quant<T, 8, S, ZP, Min, F16Scale>::fn;
+  e.pair = pair_tile<S, ZP, Min, F16Scale>;
   e.record_bytes = 16 * S + (F16Scale ? 32 : 64) + (Min ? 64 : 0);
   e.sub_block = S;
   return e;
@@ -272,6 +373,10 @@ ExpandedTiles expanded_tiles_avx512(DType t) {
     default:
       return {};  // 8-bit and float types are read as stored
   }
+}
+
+PairTileFn pair_tile_fn_avx512(DType t) {
+  return t == DType::Q8_0 ? pair_tile<32, 128, false, true> : nullptr;
 }
 
 TileFn tile_fn_avx512(DType t) {

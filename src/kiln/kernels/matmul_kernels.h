@@ -61,6 +61,29 @@ inline constexpr int kMaxTileRows = 8;
 // and the 16 rows (output columns) of one packed group.
 using TileFn = void (*)(const uint8_t* group, const ActView& a, int64_t row0, int mt, float* tile);
 
+// Rows of a pair tile (below): 2 groups x 4 rows keep 8 int32 dots and 8 f32 accumulators in
+// registers, like an 8-row tile of one group.
+inline constexpr int kPairTileRows = 4;
+
+// Computes the tiles of two groups with 8-bit records at once, for rows row0 .. row0 + mt - 1
+// (mt in 1..kPairTileRows): tile0 for group0, tile1 for group1, as a TileFn computes each. Each
+// broadcast activation word feeds two vpdpbusd instead of one (32 broadcast loads per 64 dot
+// instructions instead of 64). Same integer dots and float operations, so the same bits.
+//
+// `next` names bytes the kernel pulls into L2 as it goes: at its record s, [begin + s *
+// per_record, begin + (s + 1) * per_record), up to end. The driver points each row tile at a
+// share of the thread's next pair of groups, so that their memory traffic overlaps this pair's
+// arithmetic. Without it the pair kernel measured slower than 8-row tiles of one group: its
+// first row tile waits for two groups from DRAM while the others compute from L1.
+struct TilePrefetch {
+  const uint8_t* begin = nullptr;
+  const uint8_t* end = nullptr;
+  int64_t per_record = 0;  // a multiple of 64
+};
+using PairTileFn = void (*)(const uint8_t* group0, const uint8_t* group1, const ActView& a,
+                            int64_t row0, int mt, const TilePrefetch& next, float* tile0,
+                            float* tile1);
+
 // Quantizes one activation row of k inputs (k a multiple of 32) as the contract says, into the
 // block-major arrays: the pointers address the row's entries of block 0, and block b's entries
 // are `stride` rows further (q: q[b * stride * 32 + j], d[b * stride], s16[(2b + h) * stride]).
@@ -70,15 +93,19 @@ using QuantizeRowFn = void (*)(const float* x, int64_t k, int64_t stride, int8_t
 TileFn tile_fn_scalar(DType t);
 TileFn tile_fn_avx2(DType t);
 TileFn tile_fn_avx512(DType t);
+// The pair kernel of an 8-bit type's records as stored (Q8_0); null for every other type.
+PairTileFn pair_tile_fn_avx512(DType t);
 
 // A group read by several row tiles can be unpacked once: `expand` rewrites a group of a 4-,
 // 5- or 6-bit type with 8-bit codes (S/4 vectors of 64 bytes per record, as Q8_0 stores them)
 // followed by the record's own scale (and minimum) bytes, and `tile` reads that layout with
 // the type's zero point, scales and order: the same integer dots and the same float
-// operations, so the same bits. Both null where a type or ISA has no such form.
+// operations, so the same bits; `pair` reads two expanded groups at once. All null where a
+// type or ISA has no such form.
 struct ExpandedTiles {
   void (*expand)(const uint8_t* group, int64_t k, uint8_t* out) = nullptr;
   TileFn tile = nullptr;
+  PairTileFn pair = nullptr;
   size_t record_bytes = 0;  // expanded bytes per sub-block record
   int sub_block = 0;        // inputs per record
 };
