@@ -9,15 +9,15 @@
 # 2 cores the first time). Nothing of it is linked into kiln.
 #
 # Each pair of measurements runs back to back, and the order flips between rounds so that a
-# drifting host does not favour either side. Prints one table with each round's tok/s, the
-# ratio and the target ratio.
+# drifting host does not favour either side. Prints one table with each round's tok/s and ratio,
+# the geometric mean of the ratios and the target ratio.
 #
-# Usage: bench/llama_cpp_reference.sh [OUTDIR] [ROUNDS]   (default build/release/llama-cpp-ref, 2)
+# Usage: bench/llama_cpp_reference.sh [OUTDIR] [ROUNDS]   (default build/release/llama-cpp-ref, 4)
 # Needs a release build (scripts/build.sh release) and the default model (scripts/setup.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-build/release/llama-cpp-ref}
-ROUNDS=${2:-2}
+ROUNDS=${2:-4}
 THREADS=2
 REF_VERSION=11434.0.0
 REF=build/llama-cpp-ref
