@@ -3,6 +3,7 @@
 #include <emmintrin.h>
 
 #include <algorithm>
+#include <atomic>
 #include <limits>
 
 #include "kiln/base/cpu_features.h"
@@ -28,23 +29,26 @@ inline bool any_greater16(const float* t, float b) {
 }
 
 // Where each activation array lives in the scratch (block-major, see ActView), including one
-// zero-point correction array per zero point among the weight's segments.
+// zero-point correction array per zero point among the weight's segments, and the counter the
+// threads take column groups from (GroupQueue; every matmul has one, float weights too).
 struct ActScratch {
   struct Correction {
     int slot, zero_point, sub_block;
     size_t offset;
   };
-  size_t q, d, s16, s32, ds, end;
+  size_t queue, q, d, s16, s32, ds, end;
   Correction corrections[4];
   int n_corrections;
 };
 
 ActScratch act_scratch(const PackedWeight& w, int64_t m) {
   ActScratch s{};
+  s.queue = 0;  // a line of its own: every thread writes it
+  s.end = 64;
   if (!w.quantized()) return s;
   const size_t k = static_cast<size_t>(w.k()), mm = static_cast<size_t>(m);
-  s.q = 0;
-  s.d = align64(mm * k);
+  s.q = s.end;
+  s.d = s.q + align64(mm * k);
   s.s16 = s.d + align64(mm * (k / 32) * 4);
   s.s32 = s.s16 + align64(mm * (k / 16) * 4);
   s.ds = s.s32 + align64(mm * (k / 32) * 4);
@@ -90,11 +94,41 @@ void check_common(const PackedWeight& w, const float* x, int64_t m, void* scratc
   KILN_CHECK(w.n() > 0 && w.data() != nullptr, "matmul: empty weight");
   KILN_CHECK(m >= 0, "matmul: negative row count {}", m);
   KILN_CHECK(m == 0 || x != nullptr, "matmul: null input");
-  KILN_CHECK(m == 0 || !w.quantized() || scratch != nullptr, "matmul: null scratch");
+  KILN_CHECK(m == 0 || scratch != nullptr, "matmul: null scratch");
   KILN_CHECK(reinterpret_cast<uintptr_t>(scratch) % 4 == 0, "matmul: scratch must be 4-aligned");
   KILN_CHECK(ctx.nth >= 1 && ctx.tid >= 0 && ctx.tid < ctx.nth, "matmul: bad thread {} of {}",
              ctx.tid, ctx.nth);
 }
+
+std::atomic_ref<int32_t> group_counter(uint8_t* at) {
+  return std::atomic_ref<int32_t>(*reinterpret_cast<int32_t*>(at));
+}
+
+// Hands out a matmul's column groups in chunks, in increasing order, from a counter its threads
+// share. A thread that runs slower (a core shared with another VM or process, a preempted
+// worker) takes fewer chunks instead of holding up the whole step, as an even static split
+// would. A column's result does not depend on which thread computes it, so neither does the
+// output. About 16 chunks per thread: a straggler's last chunk is a small part of the work,
+// and claiming costs one atomic add per chunk. Chunks are even, so pair tiles fill them.
+class GroupQueue {
+ public:
+  GroupQueue(uint8_t* counter, int64_t groups, int nth)
+      : counter_(group_counter(counter)),
+        groups_(groups),
+        chunk_(std::max<int64_t>(2, (groups / (16 * nth) + 1) / 2 * 2)) {}
+  bool next(Range& r) {
+    const int64_t begin =
+        counter_.fetch_add(static_cast<int32_t>(chunk_), std::memory_order_relaxed);
+    if (begin >= groups_) return false;
+    r = {begin, std::min(begin + chunk_, groups_)};
+    return true;
+  }
+
+ private:
+  std::atomic_ref<int32_t> counter_;
+  int64_t groups_;
+  int64_t chunk_;
+};
 
 // Phase 1: quantize this thread's share of the rows, then wait for the group. Returns the
 // view every thread's tile kernels read.
@@ -104,9 +138,11 @@ ActView prepare_acts(const PackedWeight& w, const float* x, int64_t m, void* scr
   a.k = w.k();
   a.x = x;
   a.x_stride = w.k();
+  const ActScratch s = act_scratch(w, m);
+  auto* base = static_cast<uint8_t*>(scratch);
+  // Reset before the barrier below; no thread takes a group before it.
+  if (ctx.tid == 0) group_counter(base + s.queue).store(0, std::memory_order_relaxed);
   if (w.quantized()) {
-    ActScratch s = act_scratch(w, m);
-    auto* base = static_cast<uint8_t*>(scratch);
     auto* q = reinterpret_cast<int8_t*>(base + s.q);
     auto* d = reinterpret_cast<float*>(base + s.d);
     auto* s16 = reinterpret_cast<int32_t*>(base + s.s16);
@@ -188,59 +224,63 @@ TilePrefetch pair_tile_prefetch(const uint8_t* next_pair, size_t bytes, int64_t 
   return p;
 }
 
-// Phase 2: this thread's column groups; epi(col, valid_cols, row0, mt, tile) consumes each tile,
-// columns in increasing order for every row.
+// Phase 2: the column groups this thread takes from the queue; epi(col, valid_cols, row0, mt,
+// tile) consumes each tile, columns in increasing order for every row.
 template <typename Epilogue>
-void for_each_tile(const PackedWeight& w, const ActView& a, int64_t m, const ExecContext& ctx,
-                   Epilogue&& epi) {
-  Range groups = split_range(w.groups(), ctx.tid, ctx.nth);
+void for_each_tile(const PackedWeight& w, const ActView& a, int64_t m, void* scratch,
+                   const ExecContext& ctx, Epilogue&& epi) {
+  GroupQueue queue(static_cast<uint8_t*>(scratch) + act_scratch(w, m).queue, w.groups(), ctx.nth);
   const auto& segs = w.segments();
-  size_t si = 0;
+  size_t si = 0;  // chunks come in increasing order, so segments are only searched forward
   SegmentKernels kern;
   alignas(64) float tile[2][kMaxTileRows * R];
   alignas(64) uint8_t expand_buffer[2][kExpandBytes];  // untouched unless a group is expanded
-  for (int64_t g = groups.begin; g < groups.end;) {
-    while (g >= segs[si].group0 + segs[si].groups) {
-      ++si;
-      kern.tile = nullptr;
-    }
-    const PackedSegment& seg = segs[si];
-    if (kern.tile == nullptr) kern = kernels_for(seg.dtype, w.k(), m);
-    const int64_t local = g - seg.group0;
-    const uint8_t* group[2] = {w.data() + seg.offset + local * seg.group_bytes, nullptr};
-    const int64_t col = seg.col0 + local * R;
-    auto valid = [&](int64_t l) { return static_cast<int>(std::min<int64_t>(R, seg.n - l * R)); };
-    // Pairs stay within the thread's groups and one segment (one record format).
-    const int n_groups =
-        kern.pair != nullptr && g + 1 < groups.end && local + 1 < seg.groups ? 2 : 1;
-    if (n_groups == 2) group[1] = group[0] + seg.group_bytes;
-    if (kern.ex.expand != nullptr) {  // unpack once for all row tiles
-      for (int h = 0; h < n_groups; ++h) {
-        kern.ex.expand(group[h], w.k(), expand_buffer[h]);
-        group[h] = expand_buffer[h];
+  Range chunk;
+  while (queue.next(chunk)) {
+    for (int64_t g = chunk.begin; g < chunk.end;) {
+      while (g >= segs[si].group0 + segs[si].groups) {
+        ++si;
+        kern.tile = nullptr;
       }
-    }
-    if (n_groups == 2) {
-      const bool next_pair = g + 3 < groups.end && local + 3 < seg.groups;
-      const uint8_t* next = w.data() + seg.offset + (local + 2) * seg.group_bytes;
-      const int64_t row_tiles = (m + kPairTileRows - 1) / kPairTileRows;
-      for (int64_t i0 = 0; i0 < m; i0 += kPairTileRows) {
-        const int mt = static_cast<int>(std::min<int64_t>(kPairTileRows, m - i0));
-        const TilePrefetch pf = pair_tile_prefetch(next_pair ? next : nullptr, 2 * seg.group_bytes,
-                                                   kern.records, row_tiles, i0 / kPairTileRows);
-        kern.pair(group[0], group[1], a, i0, mt, pf, tile[0], tile[1]);
-        epi(col, valid(local), i0, mt, tile[0]);
-        epi(col + R, valid(local + 1), i0, mt, tile[1]);
+      const PackedSegment& seg = segs[si];
+      if (kern.tile == nullptr) kern = kernels_for(seg.dtype, w.k(), m);
+      const int64_t local = g - seg.group0;
+      const uint8_t* group[2] = {w.data() + seg.offset + local * seg.group_bytes, nullptr};
+      const int64_t col = seg.col0 + local * R;
+      auto valid = [&](int64_t l) { return static_cast<int>(std::min<int64_t>(R, seg.n - l * R)); };
+      // Pairs stay within the chunk and one segment (one record format).
+      const int n_groups =
+          kern.pair != nullptr && g + 1 < chunk.end && local + 1 < seg.groups ? 2 : 1;
+      if (n_groups == 2) group[1] = group[0] + seg.group_bytes;
+      if (kern.ex.expand != nullptr) {  // unpack once for all row tiles
+        for (int h = 0; h < n_groups; ++h) {
+          kern.ex.expand(group[h], w.k(), expand_buffer[h]);
+          group[h] = expand_buffer[h];
+        }
       }
-    } else {
-      const TileFn run = kern.ex.expand != nullptr ? kern.ex.tile : kern.tile;
-      for (int64_t i0 = 0; i0 < m; i0 += kMaxTileRows) {
-        const int mt = static_cast<int>(std::min<int64_t>(kMaxTileRows, m - i0));
-        run(group[0], a, i0, mt, tile[0]);
-        epi(col, valid(local), i0, mt, tile[0]);
+      if (n_groups == 2) {
+        const bool next_pair = g + 3 < chunk.end && local + 3 < seg.groups;
+        const uint8_t* next = w.data() + seg.offset + (local + 2) * seg.group_bytes;
+        const int64_t row_tiles = (m + kPairTileRows - 1) / kPairTileRows;
+        for (int64_t i0 = 0; i0 < m; i0 += kPairTileRows) {
+          const int mt = static_cast<int>(std::min<int64_t>(kPairTileRows, m - i0));
+          const TilePrefetch pf =
+              pair_tile_prefetch(next_pair ? next : nullptr, 2 * seg.group_bytes, kern.records,
+                                 row_tiles, i0 / kPairTileRows);
+          kern.pair(group[0], group[1], a, i0, mt, pf, tile[0], tile[1]);
+          epi(col, valid(local), i0, mt, tile[0]);
+          epi(col + R, valid(local + 1), i0, mt, tile[1]);
+        }
+      } else {
+        const TileFn run = kern.ex.expand != nullptr ? kern.ex.tile : kern.tile;
+        for (int64_t i0 = 0; i0 < m; i0 += kMaxTileRows) {
+          const int mt = static_cast<int>(std::min<int64_t>(kMaxTileRows, m - i0));
+          run(group[0], a, i0, mt, tile[0]);
+          epi(col, valid(local), i0, mt, tile[0]);
+        }
       }
+      g += n_groups;
     }
-    g += n_groups;
   }
 }
 
@@ -258,18 +298,19 @@ void matmul(const PackedWeight& w, const float* x, int64_t m, float* y, const fl
   if (m == 0) return;
   ActView a = prepare_acts(w, x, m, scratch, ctx);
   const int64_t n = w.n();
-  for_each_tile(w, a, m, ctx, [&](int64_t col, int nv, int64_t i0, int mt, const float* tile) {
-    for (int i = 0; i < mt; ++i) {
-      float* yr = y + (i0 + i) * n + col;
-      const float* t = tile + i * R;
-      if (residual != nullptr) {
-        const float* rr = residual + (i0 + i) * n + col;
-        for (int c = 0; c < nv; ++c) yr[c] = t[c] + rr[c];
-      } else {
-        for (int c = 0; c < nv; ++c) yr[c] = t[c];
-      }
-    }
-  });
+  for_each_tile(w, a, m, scratch, ctx,
+                [&](int64_t col, int nv, int64_t i0, int mt, const float* tile) {
+                  for (int i = 0; i < mt; ++i) {
+                    float* yr = y + (i0 + i) * n + col;
+                    const float* t = tile + i * R;
+                    if (residual != nullptr) {
+                      const float* rr = residual + (i0 + i) * n + col;
+                      for (int c = 0; c < nv; ++c) yr[c] = t[c] + rr[c];
+                    } else {
+                      for (int c = 0; c < nv; ++c) yr[c] = t[c];
+                    }
+                  }
+                });
 }
 
 void matmul_split(const PackedWeight& w, const float* x, int64_t m, float* const* outs,
@@ -287,17 +328,18 @@ void matmul_split(const PackedWeight& w, const float* x, int64_t m, float* const
              w.n());
   if (m == 0) return;
   ActView a = prepare_acts(w, x, m, scratch, ctx);
-  for_each_tile(w, a, m, ctx, [&](int64_t col, int nv, int64_t i0, int mt, const float* tile) {
-    // Find the split holding `col`; a group may straddle split boundaries.
-    int s = 0;
-    int64_t start = 0;
-    while (col >= start + split_cols[s]) start += split_cols[s++];
-    for (int c = 0; c < nv; ++c) {
-      while (col + c >= start + split_cols[s]) start += split_cols[s++];
-      const int64_t width = split_cols[s], lc = col + c - start;
-      for (int i = 0; i < mt; ++i) outs[s][(i0 + i) * width + lc] = tile[i * R + c];
-    }
-  });
+  for_each_tile(w, a, m, scratch, ctx,
+                [&](int64_t col, int nv, int64_t i0, int mt, const float* tile) {
+                  // Find the split holding `col`; a group may straddle split boundaries.
+                  int s = 0;
+                  int64_t start = 0;
+                  while (col >= start + split_cols[s]) start += split_cols[s++];
+                  for (int c = 0; c < nv; ++c) {
+                    while (col + c >= start + split_cols[s]) start += split_cols[s++];
+                    const int64_t width = split_cols[s], lc = col + c - start;
+                    for (int i = 0; i < mt; ++i) outs[s][(i0 + i) * width + lc] = tile[i * R + c];
+                  }
+                });
 }
 
 size_t matmul_argmax_scratch_bytes(const PackedWeight& w, int64_t m, int nth) {
@@ -322,27 +364,31 @@ void matmul_argmax(const PackedWeight& w, const float* x, int64_t m, int32_t* ou
     my_best[i] = -std::numeric_limits<float>::infinity();
     my_where[i] = -1;
   }
-  for_each_tile(w, a, m, ctx, [&](int64_t col, int nv, int64_t i0, int mt, const float* tile) {
-    for (int i = 0; i < mt; ++i) {
-      float b = my_best[i0 + i];
-      int32_t at = my_where[i0 + i];
-      const float* t = tile + i * R;
-      // Almost every tile row holds nothing above the running best: skip it with four SSE
-      // compares (NaN compares false, as in the loop below, which decides everything else).
-      if (at >= 0 && nv == R && !any_greater16(t, b)) continue;
-      for (int c = 0; c < nv; ++c) {
-        // Strictly greater: columns are visited in increasing order, so ties keep the lowest.
-        if (t[c] > b || (at < 0 && t[c] == b)) {
-          b = t[c];
-          at = static_cast<int32_t>(col + c);
-        }
-      }
-      my_best[i0 + i] = b;
-      my_where[i0 + i] = at;
-    }
-  });
+  for_each_tile(w, a, m, scratch, ctx,
+                [&](int64_t col, int nv, int64_t i0, int mt, const float* tile) {
+                  for (int i = 0; i < mt; ++i) {
+                    float b = my_best[i0 + i];
+                    int32_t at = my_where[i0 + i];
+                    const float* t = tile + i * R;
+                    // Almost every tile row holds nothing above the running best: skip it with four
+                    // SSE compares (NaN compares false, as in the loop below, which decides
+                    // everything else).
+                    if (at >= 0 && nv == R && !any_greater16(t, b)) continue;
+                    for (int c = 0; c < nv; ++c) {
+                      // Strictly greater: columns are visited in increasing order, so ties keep the
+                      // lowest.
+                      if (t[c] > b || (at < 0 && t[c] == b)) {
+                        b = t[c];
+                        at = static_cast<int32_t>(col + c);
+                      }
+                    }
+                    my_best[i0 + i] = b;
+                    my_where[i0 + i] = at;
+                  }
+                });
   ctx.sync();
-  // Merge in thread order (thread t owns lower columns than thread t + 1).
+  // Merge: the greatest value, ties to the lowest column (each thread's own columns were
+  // visited in increasing order, but threads took chunks from the queue in any interleaving).
   Range rows = split_range(m, ctx.tid, ctx.nth);
   for (int64_t i = rows.begin; i < rows.end; ++i) {
     float b = -std::numeric_limits<float>::infinity();
@@ -350,7 +396,7 @@ void matmul_argmax(const PackedWeight& w, const float* x, int64_t m, int32_t* ou
     for (int t = 0; t < ctx.nth; ++t) {
       float v = best[t * m + i];
       int32_t c = where[t * m + i];
-      if (c >= 0 && (at < 0 || v > b)) {
+      if (c >= 0 && (at < 0 || v > b || (v == b && c < at))) {
         b = v;
         at = c;
       }
