@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <limits>
+#include <utility>
 
 #include "kiln/base/cpu_features.h"
 #include "kiln/base/error.h"
@@ -224,6 +225,17 @@ TilePrefetch pair_tile_prefetch(const uint8_t* next_pair, size_t bytes, int64_t 
   return p;
 }
 
+// The bytes of groups g and g + 1 (the segment of g is searched forward from `from`), clamped
+// to the weight: what a pair tile prefetches for the pair after it.
+std::pair<const uint8_t*, size_t> pair_bytes(const PackedWeight& w, int64_t g, size_t from) {
+  const auto& segs = w.segments();
+  while (g >= segs[from].group0 + segs[from].groups) ++from;
+  const PackedSegment& seg = segs[from];
+  const uint8_t* at = w.data() + seg.offset + (g - seg.group0) * seg.group_bytes;
+  const size_t left = static_cast<size_t>(w.data() + w.bytes() - at);
+  return {at, std::min(2 * seg.group_bytes, left)};
+}
+
 // Phase 2: the column groups this thread takes from the queue; epi(col, valid_cols, row0, mt,
 // tile) consumes each tile, columns in increasing order for every row.
 template <typename Epilogue>
@@ -235,8 +247,10 @@ void for_each_tile(const PackedWeight& w, const ActView& a, int64_t m, void* scr
   SegmentKernels kern;
   alignas(64) float tile[2][kMaxTileRows * R];
   alignas(64) uint8_t expand_buffer[2][kExpandBytes];  // untouched unless a group is expanded
-  Range chunk;
-  while (queue.next(chunk)) {
+  Range chunk, ahead;
+  bool have = queue.next(chunk);
+  bool claimed_ahead = false, have_ahead = false;
+  while (have) {
     for (int64_t g = chunk.begin; g < chunk.end;) {
       while (g >= segs[si].group0 + segs[si].groups) {
         ++si;
@@ -259,14 +273,21 @@ void for_each_tile(const PackedWeight& w, const ActView& a, int64_t m, void* scr
         }
       }
       if (n_groups == 2) {
-        const bool next_pair = g + 3 < chunk.end && local + 3 < seg.groups;
-        const uint8_t* next = w.data() + seg.offset + (local + 2) * seg.group_bytes;
+        // The two groups this thread computes next: later in this chunk, or the first of the
+        // next one, claimed now so that its bytes are on their way while this pair computes.
+        int64_t next_g = g + 2;
+        if (next_g >= chunk.end) {
+          if (!claimed_ahead) have_ahead = queue.next(ahead);
+          claimed_ahead = true;
+          next_g = have_ahead ? ahead.begin : -1;
+        }
+        const auto [next, next_bytes] =
+            next_g >= 0 ? pair_bytes(w, next_g, si) : std::pair<const uint8_t*, size_t>{};
         const int64_t row_tiles = (m + kPairTileRows - 1) / kPairTileRows;
         for (int64_t i0 = 0; i0 < m; i0 += kPairTileRows) {
           const int mt = static_cast<int>(std::min<int64_t>(kPairTileRows, m - i0));
           const TilePrefetch pf =
-              pair_tile_prefetch(next_pair ? next : nullptr, 2 * seg.group_bytes, kern.records,
-                                 row_tiles, i0 / kPairTileRows);
+              pair_tile_prefetch(next, next_bytes, kern.records, row_tiles, i0 / kPairTileRows);
           kern.pair(group[0], group[1], a, i0, mt, pf, tile[0], tile[1]);
           epi(col, valid(local), i0, mt, tile[0]);
           epi(col + R, valid(local + 1), i0, mt, tile[1]);
@@ -281,6 +302,10 @@ void for_each_tile(const PackedWeight& w, const ActView& a, int64_t m, void* scr
       }
       g += n_groups;
     }
+    if (!claimed_ahead) have_ahead = queue.next(ahead);
+    chunk = ahead;
+    have = have_ahead;
+    claimed_ahead = false;
   }
 }
 
