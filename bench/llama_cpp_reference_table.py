@@ -31,6 +31,27 @@ def kiln_tok_s(path: Path, shape: str) -> float:
     return result["prefill"]["tok_s"] if shape == "prefill" else result["graph"]["decode_tok_s"]
 
 
+def bandwidth_fractions(out: Path, rounds: int) -> None:
+    """Batch 1 reads every weight once per token: each side's bytes per token times its tok/s,
+    as a fraction of the read bandwidth kiln bench measured in the same pair (its probe).
+    kiln reads its repacked weights (the bench's figure); llama.cpp reads the GGUF's tensors
+    as stored (their bytes, summed from the file)."""
+    from gguf import GGUFReader
+
+    print("\nbatch 1 against the memory bandwidth measured in the same pair:")
+    for r in range(1, rounds + 1):
+        kiln = json.loads((out / f"r{r}_kiln_bs1.json").read_text())
+        probe = kiln["bandwidth"]["gbs"]
+        kiln_bytes = kiln["model"]["weight_bytes_per_step"]
+        if r == 1:
+            gguf_bytes = sum(int(t.n_bytes) for t in GGUFReader(kiln["model"]["path"]).tensors)
+        k = kiln_tok_s(out / f"r{r}_kiln_bs1.json", "1") * kiln_bytes / 1e9
+        ll = llama_tok_s(out / f"r{r}_llama_bs1.jsonl", "1") * gguf_bytes / 1e9
+        print(f"  round {r}: probe {probe:.1f} GB/s | kiln {k:.1f} GB/s ({100 * k / probe:.0f}%) | "
+              f"llama.cpp {ll:.1f} GB/s ({100 * ll / probe:.0f}%)")
+    print(f"  bytes per token: kiln {kiln_bytes / 1e6:.1f} MB, llama.cpp {gguf_bytes / 1e6:.1f} MB")
+
+
 def main() -> None:
     out, rounds = Path(sys.argv[1]), int(sys.argv[2])
     print(f"{'shape':>14} | {'round':>5} | {'kiln tok/s':>10} | {'llama.cpp':>10} | "
@@ -50,6 +71,7 @@ def main() -> None:
                   f"{target:.1f}x")
         geomean = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
         print(f"{name:>14} | {'all':>5} | {'':>10} | {'':>10} | {geomean:>5.2f}x | {target:.1f}x")
+    bandwidth_fractions(out, rounds)
 
 
 if __name__ == "__main__":
