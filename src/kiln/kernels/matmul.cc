@@ -29,23 +29,25 @@ inline bool any_greater16(const float* t, float b) {
   return _mm_movemask_ps(gt) != 0;
 }
 
-// Where each activation array lives in the scratch (block-major, see ActView), including one
-// zero-point correction array per zero point among the weight's segments, and the counter the
-// threads take column groups from (GroupQueue; every matmul has one, float weights too).
+// Every matmul's scratch (float weights' too) starts with the counter its threads take column
+// groups from (GroupQueue), on a cache line of its own: every thread writes it.
+constexpr size_t kQueueBytes = 64;
+
+// Where each activation array lives in the scratch (block-major, see ActView), after the queue
+// counter, including one zero-point correction array per zero point among the weight's segments.
 struct ActScratch {
   struct Correction {
     int slot, zero_point, sub_block;
     size_t offset;
   };
-  size_t queue, q, d, s16, s32, ds, end;
+  size_t q, d, s16, s32, ds, end;
   Correction corrections[4];
   int n_corrections;
 };
 
 ActScratch act_scratch(const PackedWeight& w, int64_t m) {
   ActScratch s{};
-  s.queue = 0;  // a line of its own: every thread writes it
-  s.end = 64;
+  s.end = kQueueBytes;
   if (!w.quantized()) return s;
   const size_t k = static_cast<size_t>(w.k()), mm = static_cast<size_t>(m);
   s.q = s.end;
@@ -101,8 +103,8 @@ void check_common(const PackedWeight& w, const float* x, int64_t m, void* scratc
              ctx.tid, ctx.nth);
 }
 
-std::atomic_ref<int32_t> group_counter(uint8_t* at) {
-  return std::atomic_ref<int32_t>(*reinterpret_cast<int32_t*>(at));
+std::atomic_ref<int32_t> group_counter(void* scratch) {
+  return std::atomic_ref<int32_t>(*static_cast<int32_t*>(scratch));
 }
 
 // Hands out a matmul's column groups in chunks, in increasing order, from a counter its threads
@@ -113,11 +115,27 @@ std::atomic_ref<int32_t> group_counter(uint8_t* at) {
 // and claiming costs one atomic add per chunk. Chunks are even, so pair tiles fill them.
 class GroupQueue {
  public:
-  GroupQueue(uint8_t* counter, int64_t groups, int nth)
-      : counter_(group_counter(counter)),
+  GroupQueue(void* scratch, int64_t groups, int nth)
+      : counter_(group_counter(scratch)),
         groups_(groups),
         chunk_(std::max<int64_t>(2, (groups / (16 * nth) + 1) / 2 * 2)) {}
+  // This thread's next chunk (the one peek() claimed, if any); false when none is left.
   bool next(Range& r) {
+    if (!peeked_) return claim(r);
+    peeked_ = false;
+    r = ahead_;
+    return have_ahead_;
+  }
+  // The first group of the chunk after the current one, claimed now (next() then returns it),
+  // or -1 when none is left: where a tile's prefetch points when its own chunk runs out.
+  int64_t peek() {
+    if (!peeked_) have_ahead_ = claim(ahead_);
+    peeked_ = true;
+    return have_ahead_ ? ahead_.begin : -1;
+  }
+
+ private:
+  bool claim(Range& r) {
     const int64_t begin =
         counter_.fetch_add(static_cast<int32_t>(chunk_), std::memory_order_relaxed);
     if (begin >= groups_) return false;
@@ -125,10 +143,12 @@ class GroupQueue {
     return true;
   }
 
- private:
   std::atomic_ref<int32_t> counter_;
   int64_t groups_;
   int64_t chunk_;
+  Range ahead_{};
+  bool peeked_ = false;
+  bool have_ahead_ = false;
 };
 
 // Phase 1: quantize this thread's share of the rows, then wait for the group. Returns the
@@ -139,11 +159,11 @@ ActView prepare_acts(const PackedWeight& w, const float* x, int64_t m, void* scr
   a.k = w.k();
   a.x = x;
   a.x_stride = w.k();
-  const ActScratch s = act_scratch(w, m);
-  auto* base = static_cast<uint8_t*>(scratch);
   // Reset before the barrier below; no thread takes a group before it.
-  if (ctx.tid == 0) group_counter(base + s.queue).store(0, std::memory_order_relaxed);
+  if (ctx.tid == 0) group_counter(scratch).store(0, std::memory_order_relaxed);
   if (w.quantized()) {
+    const ActScratch s = act_scratch(w, m);
+    auto* base = static_cast<uint8_t*>(scratch);
     auto* q = reinterpret_cast<int8_t*>(base + s.q);
     auto* d = reinterpret_cast<float*>(base + s.d);
     auto* s16 = reinterpret_cast<int32_t*>(base + s.s16);
@@ -241,16 +261,13 @@ std::pair<const uint8_t*, size_t> pair_bytes(const PackedWeight& w, int64_t g, s
 template <typename Epilogue>
 void for_each_tile(const PackedWeight& w, const ActView& a, int64_t m, void* scratch,
                    const ExecContext& ctx, Epilogue&& epi) {
-  GroupQueue queue(static_cast<uint8_t*>(scratch) + act_scratch(w, m).queue, w.groups(), ctx.nth);
+  GroupQueue queue(scratch, w.groups(), ctx.nth);
   const auto& segs = w.segments();
   size_t si = 0;  // chunks come in increasing order, so segments are only searched forward
   SegmentKernels kern;
   alignas(64) float tile[2][kMaxTileRows * R];
   alignas(64) uint8_t expand_buffer[2][kExpandBytes];  // untouched unless a group is expanded
-  Range chunk, ahead;
-  bool have = queue.next(chunk);
-  bool claimed_ahead = false, have_ahead = false;
-  while (have) {
+  for (Range chunk; queue.next(chunk);) {
     for (int64_t g = chunk.begin; g < chunk.end;) {
       while (g >= segs[si].group0 + segs[si].groups) {
         ++si;
@@ -275,12 +292,7 @@ void for_each_tile(const PackedWeight& w, const ActView& a, int64_t m, void* scr
       if (n_groups == 2) {
         // The two groups this thread computes next: later in this chunk, or the first of the
         // next one, claimed now so that its bytes are on their way while this pair computes.
-        int64_t next_g = g + 2;
-        if (next_g >= chunk.end) {
-          if (!claimed_ahead) have_ahead = queue.next(ahead);
-          claimed_ahead = true;
-          next_g = have_ahead ? ahead.begin : -1;
-        }
+        const int64_t next_g = g + 2 < chunk.end ? g + 2 : queue.peek();
         const auto [next, next_bytes] =
             next_g >= 0 ? pair_bytes(w, next_g, si) : std::pair<const uint8_t*, size_t>{};
         const int64_t row_tiles = (m + kPairTileRows - 1) / kPairTileRows;
@@ -302,10 +314,6 @@ void for_each_tile(const PackedWeight& w, const ActView& a, int64_t m, void* scr
       }
       g += n_groups;
     }
-    if (!claimed_ahead) have_ahead = queue.next(ahead);
-    chunk = ahead;
-    have = have_ahead;
-    claimed_ahead = false;
   }
 }
 
