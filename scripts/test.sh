@@ -9,4 +9,4 @@ scripts/setup.sh
 git ls-files '*.cc' '*.h' | xargs clang-format --dry-run --Werror
 scripts/build.sh release
 ctest --test-dir build/release --output-on-failure -j 2 --timeout 600
-KILN_BIN="$PWD/build/release/kiln" .venv/bin/python3 -m pytest -q tests/e2e tests/model
+KILN_BIN="$PWD/build/release/kiln" .venv/bin/python3 -m pytest -q tests/e2e tests/model tests/oracle

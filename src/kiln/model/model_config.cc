@@ -8,8 +8,89 @@
 namespace kiln::model {
 namespace {
 
-bool is_llama_family(const std::string& arch) {
-  return arch == "llama" || arch == "mistral" || arch == "qwen2" || arch == "qwen3";
+constexpr const char* kSupported =
+    "gemma2, gemma3, llama, mistral, qwen2, qwen3, qwen3moe, phi3";
+
+bool is_supported(const std::string& arch) {
+  return arch == "gemma2" || arch == "gemma3" || arch == "llama" || arch == "mistral" ||
+         arch == "qwen2" || arch == "qwen3" || arch == "qwen3moe" || arch == "phi3";
+}
+
+// Which layers use sliding-window attention. The key `attention.sliding_window_pattern` is
+// either a period n (layer il is local unless il % n == n - 1: n = 6 makes layers 5, 11, 17
+// global) or, in newer converters, one bool per layer. Absent: the architecture's default.
+std::vector<bool> sliding_layers(const GgufFile& file, const std::string& p, int n_layers,
+                                 int default_period) {
+  const std::string key = p + "attention.sliding_window_pattern";
+  std::vector<bool> sliding(static_cast<size_t>(n_layers), false);
+  const GgufValue* v = file.find(key);
+  if (v != nullptr && v->array() != nullptr) {
+    const auto* flags = v->array()->get_if<bool>();
+    KILN_CHECK(flags != nullptr && static_cast<int>(flags->size()) == n_layers,
+               "metadata key '{}' must be a u32 period or {} bools", key, n_layers);
+    for (int il = 0; il < n_layers; ++il) sliding[il] = (*flags)[il];
+    return sliding;
+  }
+  const int period = static_cast<int>(file.try_get_u32(key).value_or(default_period));
+  for (int il = 0; il < n_layers; ++il) sliding[il] = period > 0 && il % period < period - 1;
+  return sliding;
+}
+
+// Refuses every RoPE variant kiln does not implement instead of running with wrong positions.
+// Llama 3's scaling is not a key: the converter writes its per-dimension factors as the tensor
+// kRopeFreqsTensor, which the forward pass applies.
+void check_rope_scaling(const GgufFile& file, const std::string& p) {
+  auto scaling = file.try_get_string(p + "rope.scaling.type");
+  KILN_CHECK(!scaling || *scaling == "none",
+             "rope scaling '{}' is not implemented (kiln implements none and llama3's "
+             "rope_freqs); refusing to run with wrong positions",
+             *scaling);
+  for (const char* t : {"rope_factors_long.weight", "rope_factors_short.weight"}) {
+    KILN_CHECK(!file.has_tensor(t),
+               "the model uses LongRoPE (tensor '{}'), which kiln does not implement; refusing "
+               "to run with wrong positions",
+               t);
+  }
+}
+
+// Gemma 2 and 3 scale queries by 1/sqrt(query_pre_attn_scalar), which the GGUF does not store:
+// like llama.cpp, kiln knows the sizes where it is n_embd / n_head rather than head_dim (the
+// 27B models: 46 layers for Gemma 2, 62 for Gemma 3) by their depth.
+double gemma_attention_scale(const ModelConfig& c, int layers_27b) {
+  const double d = c.n_layers == layers_27b ? static_cast<double>(c.n_embd / c.n_heads)
+                                            : static_cast<double>(c.head_dim);
+  return 1.0 / std::sqrt(d);
+}
+
+void read_gemma(const GgufFile& file, const std::string& p, ModelConfig& c, double rope_base) {
+  const bool gemma2 = c.arch == "gemma2";
+  c.rope_neox = true;
+  c.qk_norm = !gemma2;
+  c.post_norms = true;
+  c.scale_embeddings = true;
+  c.activation = Activation::GeluTanh;
+  c.attention_scale = gemma_attention_scale(c, gemma2 ? 46 : 62);
+  if (gemma2) c.attn_logit_softcap = file.try_get_f32(p + "attn_logit_softcapping").value_or(0.0f);
+  // Gemma 2 always slides (4096 when the key is absent); Gemma 3 only with a window key.
+  const int window = static_cast<int>(
+      file.try_get_u32(p + "attention.sliding_window").value_or(gemma2 ? 4096 : 0));
+  const double swa_base =
+      file.try_get_f32(p + "rope.freq_base_swa").value_or(gemma2 ? rope_base : 10000.0);
+  const auto sliding = sliding_layers(file, p, c.n_layers, gemma2 ? 2 : 6);
+  for (int il = 0; il < c.n_layers; ++il) {
+    const bool local = window > 0 && sliding[il];
+    c.layers[il] = {local, local ? window : 0, local ? swa_base : rope_base};
+  }
+}
+
+void read_moe(const GgufFile& file, const std::string& p, ModelConfig& c) {
+  c.n_experts = static_cast<int>(file.get_u32(p + "expert_count"));
+  c.n_experts_used = static_cast<int>(file.get_u32(p + "expert_used_count"));
+  c.n_ff_expert = static_cast<int>(file.get_u32(p + "expert_feed_forward_length"));
+  KILN_CHECK(c.n_experts > 0 && c.n_experts_used > 0 && c.n_experts_used <= c.n_experts &&
+                 c.n_ff_expert > 0,
+             "invalid experts: {} used of {}, expert width {}", c.n_experts_used, c.n_experts,
+             c.n_ff_expert);
 }
 
 }  // namespace
@@ -17,13 +98,14 @@ bool is_llama_family(const std::string& arch) {
 ModelConfig read_model_config(const GgufFile& file) {
   ModelConfig c;
   c.arch = file.architecture();
-  KILN_CHECK(c.arch == "gemma3" || is_llama_family(c.arch),
-             "unsupported architecture '{}' (kiln supports gemma3, llama, mistral, qwen2, qwen3)",
-             c.arch);
+  KILN_CHECK(is_supported(c.arch), "unsupported architecture '{}' (kiln supports {})", c.arch,
+             kSupported);
   const std::string p = c.arch + ".";
+  const bool moe = c.arch == "qwen3moe";
   c.n_layers = static_cast<int>(file.get_u32(p + "block_count"));
   c.n_embd = static_cast<int>(file.get_u32(p + "embedding_length"));
-  c.n_ff = static_cast<int>(file.get_u32(p + "feed_forward_length"));
+  c.n_ff = static_cast<int>(moe ? file.try_get_u32(p + "feed_forward_length").value_or(1)
+                                : file.get_u32(p + "feed_forward_length"));
   c.n_heads = static_cast<int>(file.get_u32(p + "attention.head_count"));
   c.n_kv_heads =
       static_cast<int>(file.try_get_u32(p + "attention.head_count_kv").value_or(c.n_heads));
@@ -39,12 +121,18 @@ ModelConfig read_model_config(const GgufFile& file) {
   KILN_CHECK(static_cast<int>(value_length) == c.head_dim,
              "key_length {} != value_length {} is not supported", c.head_dim, value_length);
   KILN_CHECK(c.head_dim > 0 && c.head_dim % 2 == 0, "head_dim {} must be even", c.head_dim);
+  c.n_rot = static_cast<int>(file.try_get_u32(p + "rope.dimension_count").value_or(c.head_dim));
+  KILN_CHECK(c.n_rot > 0 && c.n_rot % 2 == 0 && c.n_rot <= c.head_dim,
+             "rope.dimension_count {} must be even and at most head_dim {}", c.n_rot, c.head_dim);
 
-  auto scaling = file.try_get_string(p + "rope.scaling.type");
-  KILN_CHECK(!scaling || *scaling == "none",
-             "rope scaling '{}' is not implemented; refusing to run with wrong positions",
-             *scaling);
-  double rope_base = file.try_get_f32(p + "rope.freq_base").value_or(10000.0f);
+  check_rope_scaling(file, p);
+  c.rope_freq_factors = file.has_tensor(kRopeFreqsTensor);
+  if (c.rope_freq_factors) {
+    const auto& info = file.tensor_info(kRopeFreqsTensor);
+    KILN_CHECK(info.shape.numel() == c.n_rot / 2, "tensor '{}' has {} factors, expected {}",
+               kRopeFreqsTensor, info.shape.numel(), c.n_rot / 2);
+  }
+  const double rope_base = file.try_get_f32(p + "rope.freq_base").value_or(10000.0f);
 
   c.attention_scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
   c.final_logit_softcap = file.try_get_f32(p + "final_logit_softcapping").value_or(0.0f);
@@ -53,27 +141,24 @@ ModelConfig read_model_config(const GgufFile& file) {
   c.vocab = file.tensor_info("token_embd.weight").shape[0];
 
   c.layers.resize(c.n_layers);
-  if (c.arch == "gemma3") {
-    c.rope_neox = true;
-    c.qk_norm = true;
-    c.post_norms = true;
-    c.scale_embeddings = true;
-    c.activation = Activation::GeluTanh;
-    int window = static_cast<int>(file.try_get_u32(p + "attention.sliding_window").value_or(0));
-    int pattern =
-        static_cast<int>(file.try_get_u32(p + "attention.sliding_window_pattern").value_or(6));
-    double swa_base = file.try_get_f32(p + "rope.freq_base_swa").value_or(10000.0f);
-    for (int il = 0; il < c.n_layers; ++il) {
-      // Layer il is global when (il + 1) % pattern == 0 (layers 5, 11, 17 of 18).
-      bool global = pattern <= 0 || window <= 0 || (il + 1) % pattern == 0;
-      c.layers[il] = {!global, global ? 0 : window, global ? rope_base : swa_base};
-    }
+  if (c.arch == "gemma2" || c.arch == "gemma3") {
+    read_gemma(file, p, c, rope_base);
   } else {
-    c.rope_neox = c.arch == "qwen2" || c.arch == "qwen3";
+    c.rope_neox = c.arch == "qwen2" || c.arch == "qwen3" || c.arch == "qwen3moe" || c.arch == "phi3";
     c.qkv_bias = c.arch == "qwen2";
-    c.qk_norm = c.arch == "qwen3";
+    c.qk_norm = c.arch == "qwen3" || c.arch == "qwen3moe";
     c.activation = Activation::Silu;
+    // Phi-3's sliding window is not applied, as in llama.cpp (the converters do not describe
+    // which layers slide); prompts within the window are unaffected.
     for (auto& layer : c.layers) layer = {false, 0, rope_base};
+  }
+  if (c.arch == "phi3") {
+    c.fused_qkv = file.has_tensor("blk.0.attn_qkv.weight");
+    c.fused_gate_up = !file.has_tensor("blk.0.ffn_gate.weight");
+  }
+  if (moe) read_moe(file, p, c);
+  if (auto scale = file.try_get_f32(p + "attention.scale"); scale && *scale > 0) {
+    c.attention_scale = *scale;
   }
   return c;
 }

@@ -1,6 +1,8 @@
 // The hyper-parameters of a decoder-only transformer, read from GGUF metadata. One struct
-// covers gemma3 and the llama family (llama, mistral, qwen2, qwen3): architectures differ
-// only in the flags below, so the forward pass is written once (transformer.h).
+// covers every supported architecture (gemma2, gemma3, llama, mistral, qwen2, qwen3, phi3,
+// qwen3moe): they differ only in the flags below, so the forward pass is written once
+// (transformer.h). Each flag is set the way llama.cpp's loader reads the same file, and each
+// architecture is checked against Hugging Face transformers (tests/oracle).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -18,6 +20,9 @@ struct LayerConfig {
   double rope_base = 10000.0;
 };
 
+// The tensor that carries Llama 3.1/3.2's per-dimension RoPE frequency factors.
+inline constexpr const char* kRopeFreqsTensor = "rope_freqs.weight";
+
 struct ModelConfig {
   std::string arch;
   int n_layers = 0;
@@ -26,18 +31,28 @@ struct ModelConfig {
   int n_heads = 0;
   int n_kv_heads = 0;
   int head_dim = 0;
+  int n_rot = 0;  // rotary dimensions of a head (< head_dim: partial rotary, e.g. Phi-4-mini)
   int64_t vocab = 0;
   int64_t context_length = 0;
   double rms_eps = 1e-6;
-  bool rope_neox = false;         // rotate halves (NeoX) vs adjacent pairs (normal)
-  bool qkv_bias = false;          // qwen2
-  bool qk_norm = false;           // gemma3, qwen3: per-head RMSNorm on Q and K before RoPE
-  bool post_norms = false;        // gemma3: post_attention_norm and post_ffw_norm
-  bool scale_embeddings = false;  // gemma3: embeddings times sqrt(n_embd)
-  bool tied_output = false;       // no output.weight: the LM head is token_embd
+  bool rope_neox = false;          // rotate halves (NeoX) vs adjacent pairs (normal)
+  bool rope_freq_factors = false;  // the file has kRopeFreqsTensor (llama3 rope scaling)
+  bool qkv_bias = false;           // qwen2
+  bool qk_norm = false;            // gemma3, qwen3, qwen3moe: per-head RMSNorm on Q and K
+  bool post_norms = false;         // gemma2/3: post_attention_norm and post_ffw_norm
+  bool scale_embeddings = false;   // gemma2/3: embeddings times sqrt(n_embd)
+  bool tied_output = false;        // no output.weight: the LM head is token_embd
+  bool fused_qkv = false;          // phi3: one attn_qkv tensor (rows q, then k, then v)
+  bool fused_gate_up = false;      // phi3: ffn_up holds gate rows then up rows (2 * n_ff)
   Activation activation = Activation::Silu;
-  double attention_scale = 0;      // 1/sqrt(head_dim) unless the file says otherwise
+  double attention_scale = 0;      // 1/sqrt(head_dim) unless the architecture says otherwise
+  double attn_logit_softcap = 0;   // gemma2: cap * tanh(score / cap) before softmax; 0: none
   double final_logit_softcap = 0;  // 0: none
+  // Mixture of experts (qwen3moe): every layer's FFN routes each token to n_experts_used of
+  // n_experts experts of width n_ff_expert, weighted by the renormalized router softmax.
+  int n_experts = 0;
+  int n_experts_used = 0;
+  int n_ff_expert = 0;
   std::vector<LayerConfig> layers;
 };
 

