@@ -12,5 +12,6 @@ void add_eval_command(CLI::App& app);   // eval_command.cc (eval gsm8k)
 CLI::App* add_bench_command(CLI::App& app);
 void add_bench_serving_command(CLI::App& bench);  // bench_serving_command.cc: `kiln bench serving`
 void add_graph_command(CLI::App& app);            // graph_command.cc
+void add_logits_command(CLI::App& app);           // logits_command.cc
 
 }  // namespace kiln::cli

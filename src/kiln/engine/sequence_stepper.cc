@@ -1,32 +1,33 @@
-#include "model_harness.h"
+#include "kiln/engine/sequence_stepper.h"
 
 #include <algorithm>
-#include <stdexcept>
 
-namespace kiln::testing {
+#include "kiln/base/error.h"
 
-void ModelHarness::release(Sequence& seq) {
+namespace kiln::engine {
+
+void SequenceStepper::release(SteppedSequence& seq) {
   pool_.free(seq.pages);
   seq.pages.clear();
   seq.len = 0;
 }
 
-int32_t argmax(const std::vector<float>& row) {
+int32_t argmax_row(const std::vector<float>& row) {
   return static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
 }
 
-std::vector<std::vector<float>> ModelHarness::step(std::vector<Sequence*> seqs,
-                                                   const std::vector<std::vector<int32_t>>& tokens,
-                                                   bool greedy, bool* used_graph) {
-  engine::StepBatch b;
+std::vector<std::vector<float>> SequenceStepper::step(
+    std::vector<SteppedSequence*> seqs, const std::vector<std::vector<int32_t>>& tokens,
+    bool greedy, bool* used_graph) {
+  StepBatch b;
   b.greedy_only = greedy;
   const int page = pool_.page_size();
   for (size_t s = 0; s < seqs.size(); ++s) {
-    Sequence& q = *seqs[s];
+    SteppedSequence& q = *seqs[s];
     const int64_t need = (q.len + static_cast<int64_t>(tokens[s].size()) + page - 1) / page;
     if (need > static_cast<int64_t>(q.pages.size()) &&
         !pool_.alloc(need - static_cast<int64_t>(q.pages.size()), q.pages))
-      throw std::runtime_error("test KV pool exhausted");
+      throw Error("the KV pool has no free pages left");
     for (int32_t tok : tokens[s]) {
       const int32_t pos = q.len++;
       b.token_ids.push_back(tok);
@@ -36,7 +37,7 @@ std::vector<std::vector<float>> ModelHarness::step(std::vector<Sequence*> seqs,
     }
     b.seqs.push_back({q.pages, q.len, true});
   }
-  engine::StepOutput out;
+  StepOutput out;
   exec_.forward(b, out);
   if (used_graph != nullptr) *used_graph = out.used_graph;
   std::vector<std::vector<float>> rows(seqs.size());
@@ -50,16 +51,16 @@ std::vector<std::vector<float>> ModelHarness::step(std::vector<Sequence*> seqs,
   return rows;
 }
 
-std::vector<int32_t> ModelHarness::greedy(Sequence& seq, int32_t first_token, int n,
-                                          bool greedy_plans) {
+std::vector<int32_t> SequenceStepper::greedy(SteppedSequence& seq, int32_t first_token, int n,
+                                             bool greedy_plans) {
   std::vector<int32_t> out;
   int32_t tok = first_token;
   for (int i = 0; i < n; ++i) {
     auto rows = step({&seq}, {{tok}}, greedy_plans);
-    tok = greedy_plans ? static_cast<int32_t>(rows[0][0]) : argmax(rows[0]);
+    tok = greedy_plans ? static_cast<int32_t>(rows[0][0]) : argmax_row(rows[0]);
     out.push_back(tok);
   }
   return out;
 }
 
-}  // namespace kiln::testing
+}  // namespace kiln::engine

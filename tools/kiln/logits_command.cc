@@ -1,0 +1,83 @@
+// `kiln logits`: the logits of every position of one token sequence, written as raw float32
+// rows, for comparisons against other implementations (bench/default_model_vs_transformers.py).
+// Each position is fed as one decode step, so the rows come from the same path as generation.
+#include <cstdio>
+#include <fstream>
+
+#include "commands.h"
+#include "kiln/base/error.h"
+#include "kiln/base/log.h"
+#include "kiln/engine/runtime.h"
+#include "kiln/engine/sequence_stepper.h"
+
+namespace kiln::cli {
+namespace {
+
+struct LogitsArgs {
+  std::string model;
+  std::string ids_file;
+  std::string out;
+  std::string graph_mode = "optimize";
+  int threads = 0;
+  std::string log_level = "warn";
+};
+
+std::vector<int32_t> read_ids(const std::string& path) {
+  std::ifstream in(path);
+  KILN_CHECK(in.good(), "cannot open token id file '{}'", path);
+  std::vector<int32_t> ids;
+  int64_t id = 0;
+  while (in >> id) {
+    KILN_CHECK(id >= 0 && id <= INT32_MAX, "token id {} out of range in '{}'", id, path);
+    ids.push_back(static_cast<int32_t>(id));
+  }
+  KILN_CHECK(in.eof(), "'{}' holds something other than whitespace-separated token ids", path);
+  KILN_CHECK(!ids.empty(), "'{}' holds no token ids", path);
+  return ids;
+}
+
+int run_logits(const LogitsArgs& a) {
+  set_log_level(a.log_level);
+  const std::vector<int32_t> ids = read_ids(a.ids_file);
+  engine::RuntimeOptions opts;
+  opts.model_path = a.model;
+  opts.threads = a.threads;
+  opts.graph_mode = engine::parse_graph_mode(a.graph_mode);
+  opts.max_graph_bs = 1;
+  opts.kv_tokens = static_cast<int64_t>(ids.size()) + 64;
+  engine::Runtime rt(opts);
+  const int64_t vocab = rt.info().vocab_size;
+  for (int32_t id : ids) KILN_CHECK(id < vocab, "token id {} >= vocab size {}", id, vocab);
+
+  std::ofstream out(a.out, std::ios::binary);
+  KILN_CHECK(out.good(), "cannot write '{}'", a.out);
+  engine::SequenceStepper stepper(rt.executor(), rt.kv_pool());
+  engine::SteppedSequence seq;
+  for (int32_t id : ids) {
+    auto rows = stepper.step({&seq}, {{id}});
+    out.write(reinterpret_cast<const char*>(rows[0].data()),
+              static_cast<std::streamsize>(rows[0].size() * sizeof(float)));
+  }
+  stepper.release(seq);
+  KILN_CHECK(out.good(), "write to '{}' failed", a.out);
+  std::printf("{\"positions\": %zu, \"vocab\": %lld}\n", ids.size(), static_cast<long long>(vocab));
+  return 0;
+}
+
+}  // namespace
+
+void add_logits_command(CLI::App& app) {
+  auto args = std::make_shared<LogitsArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "logits", "Write the logits of every position of a token sequence (float32 rows)");
+  cmd->add_option("-m,--model", args->model, "GGUF model file (default: Gemma 3 270M Q4_K_M)");
+  cmd->add_option("--ids", args->ids_file, "File of whitespace-separated token ids")->required();
+  cmd->add_option("-o,--out", args->out, "Output file: [positions, vocab] float32")->required();
+  cmd->add_option("--graph-mode", args->graph_mode, "off | replay | optimize");
+  cmd->add_option("-t,--threads", args->threads, "Threads (default: all cores)")
+      ->check(CLI::Range(0, 1024));
+  cmd->add_option("--log-level", args->log_level, "trace|debug|info|warn|error|off");
+  cmd->callback([args] { std::exit(run_logits(*args)); });
+}
+
+}  // namespace kiln::cli
