@@ -74,7 +74,7 @@ def main() -> None:
     t0 = time.time()
     tok = transformers.AutoTokenizer.from_pretrained(model.parent, gguf_file=model.name)
     hf = transformers.AutoModelForCausalLM.from_pretrained(model.parent, gguf_file=model.name,
-                                                           torch_dtype=torch.float32)
+                                                           dtype=torch.float32)
     hf.eval()
     ids = text_ids(tok, args.positions)
     with torch.no_grad():

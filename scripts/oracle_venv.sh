@@ -9,5 +9,5 @@ PY=${PYTHON:-python3}
 [ -x .venv-oracle/bin/python3 ] || "$PY" -m venv .venv-oracle
 .venv-oracle/bin/python3 -m pip install -q --upgrade pip >/dev/null
 .venv-oracle/bin/python3 -m pip install -q torch transformers safetensors sentencepiece protobuf \
-  numpy "gguf==0.19.0" jinja2
+  numpy "gguf==0.19.0" jinja2 accelerate
 .venv-oracle/bin/python3 -c 'import torch, transformers; print("oracle venv: torch", torch.__version__, "transformers", transformers.__version__)'
