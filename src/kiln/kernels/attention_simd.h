@@ -282,7 +282,17 @@ struct AttentionSimd {
     }
   }
 
+  // Instantiated with and without the softcap, so an uncapped model runs exactly the code it
+  // ran before the cap existed (one branch per item picks the instance).
   static void run_item(const detail::AttnArgs& a, const AttentionWork::Item& item, float* ws) {
+    if (a.p->softcap > 0.0f)
+      run_item_t<true>(a, item, ws);
+    else
+      run_item_t<false>(a, item, ws);
+  }
+
+  template <bool kCap>
+  static void run_item_t(const detail::AttnArgs& a, const AttentionWork::Item& item, float* ws) {
     const AttentionWork& w = *a.w;
     const AttentionWork::Tile& tile = w.tiles[item.tile];
     const Geometry g = geometry(a, tile);
@@ -296,7 +306,6 @@ struct AttentionSimd {
     float* pm = block + KB * hd;           // [nq_max]
     float* pl = pm + nq_max;               // [nq_max]
     const bool prefix = item.chunk_begin == tile.chunk_begin;
-    const float cap = a.p->softcap;
     const int64_t stride = detail::attn_partial_stride(hd);
     const int64_t per_head = static_cast<int64_t>(tile.chunk_end - tile.split_chunk) * nq;
 
@@ -363,8 +372,7 @@ struct AttentionSimd {
           pl[qi] = 0.0f;
           continue;
         }
-        // Once per query and chunk, so the uncapped path pays one predictable branch.
-        if (cap > 0.0f) softcap_part(srow[qi], ra[i], rb[i], cap);
+        if constexpr (kCap) softcap_part(srow[qi], ra[i], rb[i], a.p->softcap);
         softmax_part(srow[qi], ra[i], rb[i], &pm[qi], &pl[qi]);
         for (int d = 0; d < hd; d += W) S::store(dst + d, S::zero());
       }
