@@ -116,8 +116,9 @@ void BM_Rope(benchmark::State& state) {
 // (rows = 1: decode; rows = keys: prefill); plan + run per step. Gemma 3 270M attention shapes.
 // cold: before each step, stream a buffer larger than the L3 so K and V come from memory, as in
 // a model's decode step (which reads ~240 MB of weights between two layers' attention).
+// softcap > 0: Gemma 2's attention-logit cap (the cost of the tanh pass over the scores).
 void run_attention_bench(benchmark::State& state, int B, int keys, int rows, int nth,
-                         bool cold = false) {
+                         bool cold = false, float softcap = 0.0f) {
   const int H = 4, KH = 1, hd = 256, page_size = 16;
   const int pages_per_seq = (keys + page_size - 1) / page_size;
   const int64_t n_pages = static_cast<int64_t>(B) * pages_per_seq;
@@ -146,6 +147,7 @@ void run_attention_bench(benchmark::State& state, int B, int keys, int rows, int
   p.head_dim = hd;
   p.max_pages_per_seq = pages_per_seq;
   p.scale = 1.0f / 16.0f;
+  p.softcap = softcap;
   AttentionLimits lim;
   lim.max_tokens = T;
   lim.max_threads = nth;
@@ -198,6 +200,17 @@ void BM_AttentionPrefill(benchmark::State& state) {
                       static_cast<int>(state.range(2)));
 }
 
+void BM_AttentionDecodeSoftcap(benchmark::State& state) {
+  run_attention_bench(state, static_cast<int>(state.range(0)), static_cast<int>(state.range(1)), 1,
+                      static_cast<int>(state.range(2)), false, 50.0f);
+}
+
+void BM_AttentionPrefillSoftcap(benchmark::State& state) {
+  const int rows = static_cast<int>(state.range(1));
+  run_attention_bench(state, static_cast<int>(state.range(0)), rows, rows,
+                      static_cast<int>(state.range(2)), false, 50.0f);
+}
+
 void RowsAndThreads(benchmark::internal::Benchmark* b) {
   for (int nth : {1, 2})
     for (int rows : {1, 32, 512}) b->Args({rows, nth});
@@ -216,6 +229,14 @@ BENCHMARK(BM_AttentionDecodeCold)
     ->ArgNames({"B", "keys", "threads"})
     ->UseRealTime();
 BENCHMARK(BM_AttentionPrefill)
+    ->ArgsProduct({{1, 4}, {128, 512}, {1, 2}})
+    ->ArgNames({"B", "rows", "threads"})
+    ->UseRealTime();
+BENCHMARK(BM_AttentionDecodeSoftcap)
+    ->ArgsProduct({{1, 8, 32}, {160, 512, 4096}, {1, 2}})
+    ->ArgNames({"B", "keys", "threads"})
+    ->UseRealTime();
+BENCHMARK(BM_AttentionPrefillSoftcap)
     ->ArgsProduct({{1, 4}, {128, 512}, {1, 2}})
     ->ArgNames({"B", "rows", "threads"})
     ->UseRealTime();

@@ -252,8 +252,9 @@ struct AttnLayout {
 class FusionNumericQk : public ::testing::TestWithParam<AttnLayout> {};
 
 // Two layers of self-attention over a paged pool with history, each layer's q/k normed per
-// head, roped and (k, v) written before its attention.
-Graph attention_layers(const StepData& data, int64_t T, int64_t D, int heads, const AttnLayout& L) {
+// head, roped and (k, v) written before its attention (scores softcapped when softcap > 0).
+Graph attention_layers(const StepData& data, int64_t T, int64_t D, int heads, const AttnLayout& L,
+                       float softcap = 0.0f) {
   const KvGeometry& kv = data.kv;
   const int hd = kv.head_dim, kvh = kv.n_kv_heads;
   Builder b("attention");
@@ -275,7 +276,7 @@ Graph attention_layers(const StepData& data, int64_t T, int64_t D, int heads, co
     q = b.rope(head_norm(q, heads, blk + "q_norm"), in["positions"], hd, 10000.0 + l, L.neox);
     k = b.rope(head_norm(k, kvh, blk + "k_norm"), in["positions"], hd, 10000.0 + l, L.neox);
     pool = b.kv_write(pool, k, v, in["out_cache_slots"], l);
-    AttentionSpec spec{l, heads, kvh, hd, l == 1 ? 7 : 0, 1.0f / std::sqrt(float(hd))};
+    AttentionSpec spec{l, heads, kvh, hd, l == 1 ? 7 : 0, 1.0f / std::sqrt(float(hd)), softcap};
     Value a = b.attention(q, pool, in["block_table"], in["seq_lens"], in["positions"],
                           in["token_seq"], spec);
     x = b.add(x, b.matmul(a, b.param(blk + "o", DType::F16, {D, heads * hd})));
@@ -304,6 +305,38 @@ TEST_P(FusionNumericQk, QkNormRopeKvWrite) {
       check_fusion(attention_layers(data, T, D, heads, layout), run_fuse_qk_norm_rope_kv_write,
                    {{Op::QkNormRopeKvWrite, 2}}, data, weights);
     }
+  }
+}
+
+// Gemma 2's attention-logit softcap: eager and captured runs (fused or not, 1 or 2 threads)
+// agree bit for bit, and the cap really reaches the kernel (a small cap changes the output).
+TEST(FusionNumeric, AttentionSoftcapEagerEqualsPlan) {
+  KvGeometry kv;
+  kv.n_layers = 2;
+  kv.n_pages = 16;
+  kv.page_size = 16;
+  kv.n_kv_heads = 1;
+  kv.head_dim = 32;
+  const int64_t D = 53;
+  const int heads = 3;
+  const AttnLayout layout{false, true};
+  for (int64_t T : kBatches) {
+    SCOPED_TRACE(::testing::Message() << "T=" << T);
+    StepData data = paged_step(T, kv, 40 + T, T > 1);
+    data.inputs.push_back(random_input("x", {T, D}, 41));
+    RandomWeights weights(42);
+    const Graph capped = attention_layers(data, T, D, heads, layout, 0.5f);
+    for (const Node& n : capped.nodes()) {
+      if (n.op == Op::Attention) {
+        ASSERT_EQ(n.attrs.get_float("softcap"), 0.5);
+      }
+    }
+    check_fusion(capped, run_fuse_qk_norm_rope_kv_write, {{Op::QkNormRopeKvWrite, 2}}, data,
+                 weights);
+    const Graph plain = attention_layers(data, T, D, heads, layout);
+    weights.declare(plain);
+    EXPECT_FALSE(same_bits(testing::run_interpreted(plain, data, weights, pool(2)),
+                           testing::run_interpreted(capped, data, weights, pool(2))));
   }
 }
 

@@ -62,6 +62,30 @@ TEST(PrinterParser, MultiOutputAndAllAttributeKinds) {
   EXPECT_EQ(g.outputs()[0], (Value{3, 1}));
 }
 
+// attention's softcap attribute is printed only when set (uncapped models keep their text)
+// and parses back to the same graph.
+TEST(PrinterParser, AttentionSoftcapAttributeRoundTrips) {
+  constexpr const char* text = R"(graph g() {
+  %q = input "q" : f32[2,32]
+  %k = input "k" : f32[2,16]
+  %kv = state "kv" : f16[2,4,16,16]
+  %bt = input "bt" : i32[1,4]
+  %sl = input "sl" : i32[1]
+  %p = input "p" : i32[2]
+  %s = input "s" : i32[2]
+  %t = kv_write(%kv, %k, %k, %p) {layer=0} : token[]
+  %a = attention(%q, %t, %bt, %sl, %p, %s) {layer=0, n_heads=2, n_kv_heads=1, head_dim=16, window=0, scale=0.25, softcap=50.0} : f32[2,32]
+  return %a
+}
+)";
+  Graph g = parse(text);
+  EXPECT_EQ(print(g), text);
+  EXPECT_EQ(g.node(8).attrs.get_float("softcap"), 50.0);
+  Graph again = parse(print(g));
+  std::string why;
+  EXPECT_TRUE(structurally_equal(g, again, &why)) << why;
+}
+
 TEST(PrinterParser, FloatsRoundTripBitExactly) {
   for (double v :
        {1.0, 0.1, 1e-6, 1.0f * 1e-6, 25.298221281347036, 1.0 / 3.0, -0.0, 123456789.0, 1e22}) {

@@ -97,6 +97,14 @@ TEST(ShapeInference, StateOpsUseEffectTokens) {
   bad = in;
   bad[0] = t(DType::F32, {2, 48});
   expect_error(Op::Attention, bad, spec, "is not n_heads 4 x head_dim 16");
+  // softcap is optional; when present it must be a positive cap.
+  Attrs capped = spec;
+  capped.set("softcap", 50.0);
+  EXPECT_EQ(infer_output_types(Op::Attention, in, capped)[0], t(DType::F32, {2, 64}));
+  capped.set("softcap", 0.0);
+  expect_error(Op::Attention, in, capped, "softcap must be positive");
+  capped.set("softcap", -1.0);
+  expect_error(Op::Attention, in, capped, "softcap must be positive");
   expect_error(Op::Rope, {t(DType::F32, {2, 64}), slots},
                attrs({{"head_dim", int64_t{15}}, {"freq_base", 1e4}, {"neox", int64_t{0}}}),
                "head_dim 15 must be even");

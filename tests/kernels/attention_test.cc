@@ -30,6 +30,8 @@ struct SeqSpec {
 
 struct Case {
   int H = 4, KH = 1, hd = 256, page_size = 16, window = 0;
+  float softcap = 0.0f;
+  float q_range = 4.0f;  // q drawn from [-q_range, q_range]
   std::vector<SeqSpec> seqs;
   std::vector<int> inert_at;  // batch positions of inert (padding) rows
 };
@@ -74,6 +76,7 @@ Batch build(const Case& c, uint32_t seed) {
   b.p.max_pages_per_seq = max_pages;
   b.p.window = c.window;
   b.p.scale = 1.0f / std::sqrt(static_cast<float>(c.hd));
+  b.p.softcap = c.softcap;
   const int64_t slot_elems = static_cast<int64_t>(c.KH) * c.hd;
   auto kf = random_floats(n_pages * c.page_size * slot_elems, seed, -1.0f, 1.0f);
   auto vf = random_floats(kf.size(), seed + 1, -1.0f, 1.0f);
@@ -106,8 +109,8 @@ Batch build(const Case& c, uint32_t seed) {
     b.token_seq.insert(b.token_seq.begin() + at, -1);
   }
   b.T = static_cast<int64_t>(b.positions.size());
-  // Larger q spreads the softmax (scores up to ~8).
-  b.q = random_floats(b.T * c.H * c.hd, seed + 2, -4.0f, 4.0f);
+  // Larger q spreads the softmax (scores up to ~8 with the default range).
+  b.q = random_floats(b.T * c.H * c.hd, seed + 2, -c.q_range, c.q_range);
   return b;
 }
 
@@ -145,7 +148,9 @@ std::vector<float> reference(const Batch& b) {
         int64_t off = (slot * b.p.n_kv_heads + kvh) * hd;
         double d = 0;
         for (int x = 0; x < hd; ++x) d += double(q[x]) * f16_to_f32(b.kpool[off + x]);
-        sc.push_back(d * b.p.scale);
+        d *= b.p.scale;
+        if (b.p.softcap > 0) d = b.p.softcap * std::tanh(d / b.p.softcap);
+        sc.push_back(d);
         base.push_back(off);
       }
       double m = *std::max_element(sc.begin(), sc.end()), sum = 0;
@@ -374,6 +379,53 @@ TEST_P(AttentionTest, BadInputsThrowAtPlan) {
   Batch y = b;
   y.T = 1;  // not what was planned
   EXPECT_THROW(attention_run(y.p, y.inputs(out.data()), ok, scratch.data(), ExecContext{}), Error);
+}
+
+// Gemma 2's attention-logit softcap: cap 5 against scores up to ~+-20 (q in [-16, 16]) is
+// well into tanh's flat part, so an uncapped kernel would fail the reference by far. Decode
+// (GQA, long split-K rows), prefill, chunked prefill with a window, and the head_dims that
+// take the scalar path (14) or leave remainder lanes (48, 80).
+TEST_P(AttentionTest, SoftcapDecodeAndPrefill) {
+  Case decode;
+  decode.softcap = 5.0f;
+  decode.q_range = 16.0f;
+  decode.seqs = {{0, 1}, {16, 1}, {299, 1}, {2999, 1}};
+  check(decode, 200, {0, 1, 2, 3});
+  Case prefill = decode;
+  prefill.seqs = {{0, 300}};
+  check(prefill, 201, {0, 7, 8, 255, 256, 299});
+  for (int hd : {14, 48, 80}) {
+    Case mixed = decode;
+    mixed.H = 8;
+    mixed.KH = 2;
+    mixed.hd = hd;
+    mixed.window = hd == 48 ? 37 : 0;
+    mixed.seqs = {{0, 37}, {300, 5}, {1000, 1}, {255, 3}};
+    check(mixed, 202 + hd, {0, 36, 37, 41, 42, 45});
+  }
+}
+
+// The cap matters: the same batch without it is far from the capped reference, and a huge
+// cap (tanh's linear part) gives nearly the uncapped result.
+TEST_P(AttentionTest, SoftcapChangesLargeScoresOnly) {
+  Case c;
+  c.softcap = 5.0f;
+  c.q_range = 16.0f;
+  c.seqs = {{100, 1}, {20, 3}};
+  Batch b = build(c, 210);
+  const auto capped = run(b, 2);
+  ASSERT_TRUE(all_close(capped, reference(b), kRel, kAbs));
+  Batch plain = b;
+  plain.p.softcap = 0.0f;
+  EXPECT_FALSE(all_close(run(plain, 2), capped, 1e-2, 1e-3));
+  Batch loose = b;
+  loose.p.softcap = 1e6f;
+  EXPECT_TRUE(all_close(run(loose, 2), run(plain, 2), 1e-4, 1e-5));
+  AttentionParams bad = b.p;
+  bad.softcap = -1.0f;
+  AttentionLimits lim;
+  lim.max_tokens = 4;
+  EXPECT_THROW(AttentionWork(bad, lim), Error);
 }
 
 KILN_INSTANTIATE_ISA_TESTS(AttentionTest);

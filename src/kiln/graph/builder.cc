@@ -113,6 +113,9 @@ Value Builder::attention(Value q, Value kv_token, Value block_table, Value seq_l
   a.set("head_dim", int64_t{spec.head_dim});
   a.set("window", int64_t{spec.window});
   a.set("scale", static_cast<double>(spec.scale));
+  // Only when set: graphs (and their text, and compile-cache keys) of uncapped models stay as
+  // they were.
+  if (spec.softcap != 0.0f) a.set("softcap", static_cast<double>(spec.softcap));
   return emit(Op::Attention, {q, kv_token, block_table, seq_lens, positions, token_seq},
               std::move(a));
 }

@@ -15,6 +15,9 @@ struct AttentionSpec {
   int head_dim = 0;
   int window = 0;  // 0: full causal attention
   float scale = 1.0f;
+  // > 0: scaled scores become softcap * tanh(score / softcap) before the softmax (Gemma 2's
+  // attn_logit_softcapping); 0: none, and the node carries no softcap attribute.
+  float softcap = 0.0f;
 };
 
 class Builder {

@@ -102,6 +102,7 @@ bool lower_attention(const LowerContext& ctx, const Node& node, Lowered& l) {
       p.head_dim = static_cast<int>(node.attrs.get_int("head_dim"));
       p.window = static_cast<int>(node.attrs.get_int("window"));
       p.scale = static_cast<float>(node.attrs.get_float("scale"));
+      p.softcap = static_cast<float>(node.attrs.get_float("softcap", 0.0));
       p.max_pages_per_seq = static_cast<int>(table.shape[1]);
       kernels::AttentionInputs& in = st->inputs;
       in.q = static_cast<const float*>(s.in[0]);

@@ -53,9 +53,10 @@ enum class OpGroup {
   /* (kv state|token, k f32[T,KH*hd], v f32[T,KH*hd], slots i32[T]) {layer} -> token */    \
   X(KvWrite,          "kv_write",         4, 1, Mutation,    false)                     \
   /* (q f32[T,H*hd], kv token, block_table i32[S,P], seq_lens i32[S], positions i32[T],  \
-      token_seq i32[T]) {layer, n_heads, n_kv_heads, head_dim, window, scale}          \
-      -> f32[T,H*hd]; token t attends to its sequence's keys at positions <= its own,   \
-      and > position - window when window > 0 */                                        \
+      token_seq i32[T]) {layer, n_heads, n_kv_heads, head_dim, window, scale,          \
+      optional softcap > 0} -> f32[T,H*hd]; token t attends to its sequence's keys at   \
+      positions <= its own, and > position - window when window > 0; with softcap,      \
+      scores scale*q.k become softcap * tanh(score / softcap) before the softmax */     \
   X(Attention,        "attention",        6, 1, Attention,   false)                     \
   /* x[T,V] -> i32[T] */                                                                \
   X(Argmax,           "argmax",           1, 1, Reduction,   false)                     \

@@ -2,6 +2,8 @@
 // an error names the op and what is wrong with which input.
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include "kiln/base/error.h"
 #include "kiln/graph/ir.h"
 
@@ -84,6 +86,7 @@ class Checker {
       error("{}", e.what());
     }
   }
+  bool has_attr(const char* key) const { return attrs_.has(key); }
   double float_attr(const char* key) const {
     try {
       return attrs_.get_float(key);
@@ -283,6 +286,11 @@ std::vector<ValueType> infer(const Checker& c, Op op, const std::vector<ValueTyp
       if (c.int_attr("layer") < 0) c.error("layer must be >= 0");
       if (c.int_attr("window") < 0) c.error("window must be >= 0");
       c.float_attr("scale");
+      // Optional (absent = no cap); when present it must be a usable cap.
+      if (c.has_attr("softcap")) {
+        const double cap = c.float_attr("softcap");
+        if (!(cap > 0 && std::isfinite(cap))) c.error("softcap must be positive, got {}", cap);
+      }
       if (heads_of(c, 0, "q", hd) != heads)
         c.error("q {} is not n_heads {} x head_dim {}", type_text(in[0]), heads, hd);
       c.effect(1, "kv");

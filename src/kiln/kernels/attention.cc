@@ -36,6 +36,7 @@ struct Scalar1 {
   static F reduce_lanes(const F* v) { return v[0]; }
   static float hmax(F v) { return v; }
   static F exp(F x) { return std::exp(x); }
+  static F tanh(F x) { return std::tanh(x); }
 };
 
 }  // namespace
@@ -61,6 +62,8 @@ void check_params(const AttentionParams& p) {
   KILN_CHECK(p.max_pages_per_seq > 0, "attention: max_pages_per_seq must be > 0");
   KILN_CHECK(p.window >= 0, "attention: window must be >= 0, got {}", p.window);
   KILN_CHECK(std::isfinite(p.scale), "attention: scale must be finite");
+  KILN_CHECK(std::isfinite(p.softcap) && p.softcap >= 0.0f,
+             "attention: softcap must be finite and >= 0 (0 = none), got {}", p.softcap);
 }
 
 void check_limits(const AttentionLimits& l) {

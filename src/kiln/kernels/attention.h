@@ -3,7 +3,8 @@
 //
 // Query row t (of sequence s = token_seq[t], at position p = positions[t]) attends to the keys
 // of s at positions in [lo, p], lo = 0 (full causal) or max(0, p - window + 1) (sliding
-// window: only the window is ever read), through s's row of the block table.
+// window: only the window is ever read), through s's row of the block table. Scores are
+// scale * q.k, optionally softcapped (cap * tanh(score / cap)) before the softmax.
 //
 // Work split and batch invariance. Keys are cut into FIXED chunks of kAttnChunk positions
 // (chunk c holds positions [c*kAttnChunk, (c+1)*kAttnChunk)), independent of the batch and of
@@ -45,6 +46,9 @@ struct AttentionParams {
   int max_pages_per_seq = 0;  // row stride of the block table
   int window = 0;             // 0 = full causal, else sliding window of this many positions
   float scale = 1.0f;         // applied to q.k (usually 1/sqrt(head_dim))
+  // > 0: every scaled score s becomes softcap * tanh(s / softcap) before the softmax (Gemma 2's
+  // attention-logit softcapping); 0: scores are used as they are.
+  float softcap = 0.0f;
 };
 
 // Capacities the scratch and the work list are sized for.

@@ -1,9 +1,12 @@
 #include "kiln/kernels/simd_avx2.h"
+#include "kiln/kernels/simd_math.h"
 
 namespace kiln::kernels {
 namespace {
 
 struct AttnAvx2 : Avx2 {
+  // The elementwise softcap's vector tanh, for the attention-logit cap.
+  static F tanh(F x) { return tanh_v<Avx2>(x); }
   // Lane i of the result = the sum of v[i]'s 8 lanes, for 8 vectors at once. Every input goes
   // through the same tree whatever its position (d, d+2 within each 4-lane group; then the two
   // pairs; then the 128-bit halves), so a sum depends only on its own vector.

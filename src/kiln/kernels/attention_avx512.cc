@@ -1,9 +1,12 @@
 #include "kiln/kernels/simd_avx512.h"
+#include "kiln/kernels/simd_math.h"
 
 namespace kiln::kernels {
 namespace {
 
 struct AttnAvx512 : Avx512 {
+  // The elementwise softcap's vector tanh, for the attention-logit cap.
+  static F tanh(F x) { return tanh_v<Avx512>(x); }
   // Lane i of the result = the sum of v[i]'s 16 lanes, for 16 vectors at once (about a
   // quarter of the work of 16 hsums). Every input goes through the same tree whatever its
   // position (d, d+2 within each 4-lane group; then the two pairs; then 128-bit halves of each

@@ -6,11 +6,11 @@
 // depends only on that row's key range. Scores are per (query, key) FMA chains over head_dim
 // in order, summed across lanes by S::reduce_lanes' fixed tree (the same for every input
 // position, so a score does not depend on which other keys or queries share the reduction);
-// max/exp/sum over a chunk run over the row's own range with lanes counted from its start;
-// acc += p_j * v_j runs over j ascending, lane = dimension; partials fold in chunk order
-// through one function. Tiling, register blocking, whether K/V are read from the f16 pool or
-// from a converted f32 copy (the same values), and the thread split only change which queries
-// ride along, never those operations.
+// the optional softcap is lane-wise on each score; max/exp/sum over a chunk run over the row's own
+// range with lanes counted from its start; acc += p_j * v_j runs over j ascending, lane =
+// dimension; partials fold in chunk order through one function. Tiling, register blocking, whether
+// K/V are read from the f16 pool or from a converted f32 copy (the same values), and the thread
+// split only change which queries ride along, never those operations.
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -198,6 +198,16 @@ struct AttentionSimd {
     for (int d = 0; d < hd; d += W) S::store(O + d, S::mul(S::load(O + d), inv));
   }
 
+  // s = cap * tanh(s / cap) in place over s[a, b), before the max. Lane-wise, with lanes counted
+  // from a like softmax_part's, so a score's cap depends only on the score.
+  static void softcap_part(float* s, int a, int b, float cap) {
+    const F c = S::set1(cap), inv = S::set1(1.0f / cap);
+    for (int j = a; j < b; j += W) {
+      int n = imin(W, b - j);
+      S::store_n(s + j, S::mul(c, S::tanh(S::mul(S::load_n(s + j, n), inv))), n);
+    }
+  }
+
   // Max, then p = exp(s - max) in place, over s[a, b); returns max and sum.
   static void softmax_part(float* s, int a, int b, float* m_out, float* l_out) {
     F mv = S::set1(-std::numeric_limits<float>::infinity());
@@ -272,7 +282,17 @@ struct AttentionSimd {
     }
   }
 
+  // Instantiated with and without the softcap, so an uncapped model runs exactly the code it
+  // ran before the cap existed (one branch per item picks the instance).
   static void run_item(const detail::AttnArgs& a, const AttentionWork::Item& item, float* ws) {
+    if (a.p->softcap > 0.0f)
+      run_item_t<true>(a, item, ws);
+    else
+      run_item_t<false>(a, item, ws);
+  }
+
+  template <bool kCap>
+  static void run_item_t(const detail::AttnArgs& a, const AttentionWork::Item& item, float* ws) {
     const AttentionWork& w = *a.w;
     const AttentionWork::Tile& tile = w.tiles[item.tile];
     const Geometry g = geometry(a, tile);
@@ -352,6 +372,7 @@ struct AttentionSimd {
           pl[qi] = 0.0f;
           continue;
         }
+        if constexpr (kCap) softcap_part(srow[qi], ra[i], rb[i], a.p->softcap);
         softmax_part(srow[qi], ra[i], rb[i], &pm[qi], &pl[qi]);
         for (int d = 0; d < hd; d += W) S::store(dst + d, S::zero());
       }
