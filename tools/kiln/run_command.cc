@@ -44,7 +44,7 @@ int run(const RunArgs& a) {
   // once, with the reason, instead of after minutes of loading.
   std::optional<model::ChatTemplate> chat_template;
   if (a.chat) {
-    auto file = model::GgufFile::open(a.model);
+    auto file = model::GgufFile::open(a.model.empty() ? engine::default_model_path() : a.model);
     chat_template =
         model::detect_chat_template(file->try_get_string("tokenizer.chat_template").value_or(""));
   }
