@@ -4,11 +4,13 @@ import pathlib
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "fixtures"))
+sys.path.insert(0, str(ROOT / "tests" / "e2e"))
+
+from gguf_variant import write_variant  # noqa: E402
 
 KILN = os.environ.get("KILN_BIN", str(ROOT / "build" / "release" / "kiln"))
 
@@ -48,45 +50,6 @@ def test_not_gguf(tmp_path):
     assert_one_error_line(run_kiln("run", "-m", str(f), "-p", "hi"), "GGUF")
 
 
-def write_variant(src, dst, arch=None, retype=None):
-    """Copies a GGUF file, optionally renaming its architecture or storing one tensor as Q2_K."""
-    import gguf
-
-    r = gguf.GGUFReader(str(src))
-    old_arch = str(bytes(r.fields["general.architecture"].parts[-1]), "utf-8")
-    new_arch = arch or old_arch
-    w = gguf.GGUFWriter(str(dst), new_arch)
-    for key, field in r.fields.items():
-        if key.startswith("GGUF.") or key == "general.architecture":
-            continue
-        vtype = field.types[0]
-        new_key = key.replace(old_arch + ".", new_arch + ".", 1)
-        if vtype == gguf.GGUFValueType.ARRAY:
-            sub = field.types[-1]
-            if sub == gguf.GGUFValueType.STRING:
-                vals = [str(bytes(field.parts[i]), "utf-8") for i in field.data]
-            else:
-                vals = [field.parts[i][0].item() for i in field.data]
-            w.add_array(new_key, vals)
-        elif vtype == gguf.GGUFValueType.STRING:
-            w.add_string(new_key, str(bytes(field.parts[-1]), "utf-8"))
-        else:
-            w.add_key_value(new_key, field.parts[-1][0].item(), vtype)
-    for t in r.tensors:
-        # Quantized data comes as bytes [rows, bytes per row]; the writer takes that shape.
-        data = np.array(t.data)
-        if retype and t.name == retype:
-            rows, cols = int(t.shape[1]), int(t.shape[0])
-            data = np.zeros((rows, cols // 256 * 84), dtype=np.uint8)
-            w.add_tensor(t.name, data, raw_shape=data.shape, raw_dtype=gguf.GGMLQuantizationType.Q2_K)
-        else:
-            w.add_tensor(t.name, data, raw_shape=data.shape, raw_dtype=t.tensor_type)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-
-
 def test_unsupported_architecture(tiny_models, tmp_path):
     dst = tmp_path / "bert.gguf"
     write_variant(tiny_models / "tiny-llama.gguf", dst, arch="bert")
@@ -113,3 +76,29 @@ def test_tiny_model_runs(tiny_models):
     proc = run_kiln("run", "-m", str(tiny_models / "tiny-llama.gguf"), "-p", "hello", "-n", "8", "--ignore-eos")
     assert proc.returncode == 0, proc.stderr
     assert "generated: 8 tokens" in proc.stderr
+
+
+def test_chat_with_a_template_kiln_does_not_render(tiny_models, tmp_path):
+    dst = tmp_path / "unknown-chat.gguf"
+    deepseek = (ROOT / "tests" / "fixtures" / "chat_templates" /
+                "deepseek-ai-DeepSeek-R1-Distill-Llama-8B.jinja").read_text(encoding="utf-8")
+    write_variant(tiny_models / "tiny-llama.gguf", dst, chat_template=deepseek)
+    proc = run_kiln("run", "-m", str(dst), "-p", "hi", "-n", "4", "--chat")
+    assert_one_error_line(proc, "the model's chat template is not one kiln renders (starts: '{% if not add_generation_",
+                          "supported: gemma, gemma3, llama3")
+    # Without --chat the same model runs: only chat needs the template.
+    proc = run_kiln("run", "-m", str(dst), "-p", "hi", "-n", "4", "--ignore-eos")
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_chat_without_a_template(tiny_models, tmp_path):
+    dst = tmp_path / "no-chat.gguf"
+    write_variant(tiny_models / "tiny-gemma3.gguf", dst, chat_template="")
+    proc = run_kiln("run", "-m", str(dst), "-p", "hi", "-n", "4", "--chat")
+    assert_one_error_line(proc, "the model file has no chat template (tokenizer.chat_template)")
+
+
+@pytest.mark.parametrize("model", ["tiny-gemma3", "tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-mistral"])
+def test_chat_on_each_tiny_model(tiny_models, model):
+    proc = run_kiln("run", "-m", str(tiny_models / f"{model}.gguf"), "-p", "hi", "-n", "4", "--ignore-eos", "--chat")
+    assert proc.returncode == 0, proc.stderr

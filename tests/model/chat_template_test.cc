@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 
 #include "kiln/base/error.h"
-#include "kiln/model/tokenizer.h"
 
 namespace kiln::model {
 namespace {
@@ -16,15 +15,17 @@ const std::vector<ChatMessage> kConversation = {
 };
 
 TEST(ChatTemplate, Gemma) {
-  EXPECT_EQ(apply_chat_template(ChatTemplateKind::kGemma, kConversation, true),
+  EXPECT_EQ(apply_chat_template(ChatTemplateKind::kGemma3, kConversation, true),
             "<start_of_turn>user\nBe brief.\n\nHi there<end_of_turn>\n"
             "<start_of_turn>model\nHello!<end_of_turn>\n"
             "<start_of_turn>user\n2+2?<end_of_turn>\n"
             "<start_of_turn>model\n");
   EXPECT_EQ(apply_chat_template(ChatTemplateKind::kGemma, {{"user", "Hi"}}, false),
             "<start_of_turn>user\nHi<end_of_turn>\n");
-  EXPECT_EQ(apply_chat_template(ChatTemplateKind::kGemma, {{"system", "S"}}, true),
-            "<start_of_turn>user\nS<end_of_turn>\n<start_of_turn>model\n");
+  // Gemma 3's template writes a lone system message nowhere; Gemma 1 and 2 have no system role.
+  EXPECT_EQ(apply_chat_template(ChatTemplateKind::kGemma3, {{"system", "S"}}, true),
+            "<start_of_turn>model\n");
+  EXPECT_THROW(apply_chat_template(ChatTemplateKind::kGemma, kConversation, true), Error);
 }
 
 TEST(ChatTemplate, Llama3) {
@@ -63,25 +64,36 @@ TEST(ChatTemplate, RolesATemplateCannotTakeAreErrors) {
   }
 }
 
-TEST(ChatTemplate, Detect) {
-  EXPECT_EQ(detect_chat_template("{{ '<start_of_turn>' + role }}", "llama"),
-            ChatTemplateKind::kGemma);
-  EXPECT_EQ(detect_chat_template("{{ '<|start_header_id|>' }}", "qwen2"),
-            ChatTemplateKind::kLlama3);
-  EXPECT_EQ(detect_chat_template("{{ '<|im_start|>' }}", "gemma3"), ChatTemplateKind::kChatML);
-  EXPECT_EQ(detect_chat_template("", "gemma3"), ChatTemplateKind::kGemma);
-  EXPECT_EQ(detect_chat_template("{% weird %}", "gemma2"), ChatTemplateKind::kGemma);
-  EXPECT_EQ(detect_chat_template("", "qwen2"), ChatTemplateKind::kChatML);
-  EXPECT_EQ(detect_chat_template("", "llama"), ChatTemplateKind::kChatML);
+TEST(ChatTemplate, DetectReadsOnlyTheTemplateText) {
+  EXPECT_EQ(detect_chat_template("{{ '<start_of_turn>' + role }}").kind, ChatTemplateKind::kGemma);
+  EXPECT_EQ(detect_chat_template("{{ '<|start_header_id|>' }}").kind, ChatTemplateKind::kLlama3);
+  EXPECT_EQ(detect_chat_template("{{ '<|im_start|>' }}").kind, ChatTemplateKind::kChatML);
+  EXPECT_EQ(detect_chat_template("{{ '[INST]' + m + '[/INST]' }}").kind,
+            ChatTemplateKind::kMistralV3Tekken);
+  const ChatTemplate qwen = detect_chat_template(
+      "{{- '<|im_start|>system\\nYou are Qwen, a \\'model\\'.<|im_end|>\\n' }}");
+  EXPECT_EQ(qwen.default_system, "You are Qwen, a 'model'.");
+}
 
-  TokenizerVocab v;
-  v.model = "llama";
-  v.tokens = {"<unk>", "<|start_header_id|>"};
-  v.scores = {0, 0};
-  v.token_types = {2, 3};
-  auto tok = Tokenizer::create(v);
-  EXPECT_EQ(detect_chat_template("", "llama", tok.get()), ChatTemplateKind::kLlama3);
-  EXPECT_EQ(detect_chat_template("", "mistral", tok.get()), ChatTemplateKind::kChatML);
+TEST(ChatTemplate, NoTemplateOrAnUnknownOneIsRefusedWithTheReason) {
+  try {
+    detect_chat_template("");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "the model file has no chat template (tokenizer.chat_template), so kiln cannot "
+              "format chat messages for it; send plain-text prompts instead");
+  }
+  try {
+    detect_chat_template("{% for m in messages %}{{ '<|User|>' + m['content'] }}{% endfor %}");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(
+        std::string(e.what()),
+        "the model's chat template is not one kiln renders (starts: '{% for m in messages "
+        "%}{{ '<|User|>' + m...'); supported: gemma, gemma3, llama3, llama3.1, chatml, qwen3, "
+        "mistral-v1, mistral-v3, mistral-v3-tekken, mistral-v7, mistral-v7-tekken, phi3");
+  }
 }
 
 }  // namespace

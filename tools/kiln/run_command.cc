@@ -3,6 +3,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <mutex>
+#include <optional>
 
 #include "commands.h"
 #include "kiln/base/error.h"
@@ -11,6 +12,7 @@
 #include "kiln/engine/graph_checker.h"
 #include "kiln/engine/runtime.h"
 #include "kiln/model/chat_template.h"
+#include "kiln/model/gguf.h"
 #include "kiln/model/tokenizer.h"
 #include "progress_bar.h"
 
@@ -38,6 +40,14 @@ struct RunArgs {
 
 int run(const RunArgs& a) {
   set_log_level(a.log_level);
+  // Decided before the weights load: a model whose chat template kiln cannot render fails at
+  // once, with the reason, instead of after minutes of loading.
+  std::optional<model::ChatTemplate> chat_template;
+  if (a.chat) {
+    auto file = model::GgufFile::open(a.model.empty() ? engine::default_model_path() : a.model);
+    chat_template =
+        model::detect_chat_template(file->try_get_string("tokenizer.chat_template").value_or(""));
+  }
   ProgressBar bar;
   engine::RuntimeOptions opts;
   opts.model_path = a.model;
@@ -53,10 +63,7 @@ int run(const RunArgs& a) {
   const model::Tokenizer& tok = rt.tokenizer();
 
   std::string text = a.prompt;
-  if (a.chat) {
-    auto kind = model::detect_chat_template(rt.info().chat_template, rt.info().architecture);
-    text = model::apply_chat_template(kind, {{"user", a.prompt}}, true);
-  }
+  if (chat_template) text = model::apply_chat_template(*chat_template, {{"user", a.prompt}}, true);
   engine::GenerateRequest req;
   req.prompt_ids = tok.encode(text, /*add_special=*/true, /*parse_special=*/true);
   req.sampling.temperature = a.temperature;

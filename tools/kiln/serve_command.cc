@@ -122,8 +122,13 @@ int serve(const ServeArgs& a) {
   engine::TokenizerText text_view(rt.tokenizer());
   engine::Engine eng(rt.executor(), rt.kv_pool(), text_view, cfg);
   server::EngineBackend backend(eng);
-  TokenizerCodec codec(rt.tokenizer(), model::detect_chat_template(
-                                           info.chat_template, info.architecture, &rt.tokenizer()));
+  ChatSupport chat = ChatSupport::from_template(info.chat_template);
+  if (chat.chat_template) {
+    KILN_LOG_INFO("chat format: {}", model::chat_template_name(chat.chat_template->kind));
+  } else {
+    KILN_LOG_WARN("chat requests will be refused: {}", chat.unavailable_reason);
+  }
+  TokenizerCodec codec(rt.tokenizer(), std::move(chat));
 
   server::ModelCard card;
   card.id = a.served_model_name.empty() ? info.name : a.served_model_name;

@@ -1,15 +1,34 @@
 // The model's tokenizer and chat template as the HTTP server's TextCodec.
 #pragma once
+#include <optional>
+#include <string>
+
+#include "kiln/base/error.h"
 #include "kiln/model/chat_template.h"
 #include "kiln/model/tokenizer.h"
 #include "kiln/server/backend.h"
 
 namespace kiln::cli {
 
+// The chat format read from the model's template, or why there is none. A model kiln cannot
+// format chat for is still served: completions work, chat requests get that reason as a 400.
+struct ChatSupport {
+  std::optional<model::ChatTemplate> chat_template;
+  std::string unavailable_reason;
+
+  static ChatSupport from_template(std::string_view jinja) {
+    try {
+      return {model::detect_chat_template(jinja), {}};
+    } catch (const Error& e) {
+      return {std::nullopt, e.what()};
+    }
+  }
+};
+
 class TokenizerCodec final : public server::TextCodec {
  public:
-  TokenizerCodec(const model::Tokenizer& tokenizer, model::ChatTemplateKind chat_kind)
-      : tokenizer_(tokenizer), chat_kind_(chat_kind) {}
+  TokenizerCodec(const model::Tokenizer& tokenizer, ChatSupport chat)
+      : tokenizer_(tokenizer), chat_(std::move(chat)) {}
 
   // Control-token text in a prompt ("<start_of_turn>") becomes the token, as Hugging Face
   // tokenizers (and so SGLang) and `kiln run` do.
@@ -20,17 +39,21 @@ class TokenizerCodec final : public server::TextCodec {
     return tokenizer_.decode(ids, skip_special);
   }
   std::vector<int32_t> encode_chat(const std::vector<server::ChatTurn>& turns) const override {
+    // kiln::Error: the routes answer it with 400 invalid_request_error and this message.
+    if (!chat_.chat_template)
+      fail("chat is unavailable for this model: {}", chat_.unavailable_reason);
     std::vector<model::ChatMessage> messages;
     messages.reserve(turns.size());
     for (const auto& t : turns) messages.push_back({t.role, t.content});
-    return encode(model::apply_chat_template(chat_kind_, messages, /*add_generation_prompt=*/true),
+    return encode(model::apply_chat_template(*chat_.chat_template, messages,
+                                             /*add_generation_prompt=*/true),
                   /*add_special=*/true);
   }
   int64_t vocab_size() const override { return tokenizer_.vocab_size(); }
 
  private:
   const model::Tokenizer& tokenizer_;
-  model::ChatTemplateKind chat_kind_;
+  ChatSupport chat_;
 };
 
 }  // namespace kiln::cli

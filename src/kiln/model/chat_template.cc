@@ -1,129 +1,310 @@
+// Renders each chat format the way the models' own Jinja templates do (tests compare the two
+// byte for byte on the publishers' templates), leaving out BOS and refusing what they refuse.
 #include "kiln/model/chat_template.h"
 
+#include <span>
+
 #include "kiln/base/error.h"
-#include "kiln/model/tokenizer.h"
 
 namespace kiln::model {
 namespace {
 
-// Jinja's |trim: leading and trailing whitespace removed.
-std::string_view trim(std::string_view s) {
-  constexpr std::string_view kSpace = " \t\n\r\f\v";
-  const size_t begin = s.find_first_not_of(kSpace);
-  if (begin == std::string_view::npos) return {};
-  const size_t end = s.find_last_not_of(kSpace);
-  return s.substr(begin, end - begin + 1);
-}
+using Messages = std::span<const ChatMessage>;
 
-void check_role(ChatTemplateKind kind, size_t index, const std::string& role,
-                std::initializer_list<std::string_view> allowed) {
-  for (std::string_view r : allowed) {
-    if (role == r) return;
+// Whitespace as Python's str.isspace() sees it, which Jinja's |trim and str.strip() use: ASCII
+// whitespace, the separators \x1c-\x1f, and Unicode spaces (U+0085, U+00A0, U+2000-U+200A, ...).
+// Returns the byte length of the whitespace character at s[i], or 0.
+size_t space_at(std::string_view s, size_t i) {
+  const auto b = [&](size_t k) {
+    return i + k < s.size() ? static_cast<unsigned char>(s[i + k]) : 0;
+  };
+  const unsigned char c = b(0);
+  if (c == ' ' || (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x1F)) return 1;
+  if (c == 0xC2 && (b(1) == 0x85 || b(1) == 0xA0)) return 2;
+  if (c == 0xE1 && b(1) == 0x9A && b(2) == 0x80) return 3;  // U+1680
+  if (c == 0xE2 && b(1) == 0x80) {
+    const unsigned char d = b(2);
+    if (d <= 0x8A || d == 0xA8 || d == 0xA9 || d == 0xAF) return 3;  // U+2000-200A, 2028/9, 202F
   }
-  std::string list;
-  for (std::string_view r : allowed) list += (list.empty() ? "" : ", ") + std::string(r);
-  fail("chat template {} cannot take role '{}' (message {}); allowed roles: {}",
-       chat_template_name(kind), role, index, list);
+  if (c == 0xE2 && b(1) == 0x81 && b(2) == 0x9F) return 3;  // U+205F
+  if (c == 0xE3 && b(1) == 0x80 && b(2) == 0x80) return 3;  // U+3000
+  return 0;
 }
 
-std::string render_gemma(const std::vector<ChatMessage>& messages, bool add_generation_prompt) {
-  std::string out;
-  std::string system_prefix;
+// Jinja's |trim (Python's str.strip()).
+std::string py_strip(std::string_view s) {
+  size_t begin = 0;
+  while (size_t n = space_at(s, begin)) begin += n;
+  // Scan forward so that multi-byte spaces are seen whole; remember where the last run began.
+  size_t end = begin;
+  for (size_t i = begin; i < s.size();) {
+    if (size_t n = space_at(s, i)) {
+      i += n;
+    } else {
+      i += 1;
+      while (i < s.size() && (static_cast<unsigned char>(s[i]) & 0xC0) == 0x80) ++i;
+      end = i;
+    }
+  }
+  return std::string(s.substr(begin, end - begin));
+}
+
+std::string_view strip_newlines_left(std::string_view s) {
+  while (!s.empty() && s.front() == '\n') s.remove_prefix(1);
+  return s;
+}
+std::string_view strip_newlines_right(std::string_view s) {
+  while (!s.empty() && s.back() == '\n') s.remove_suffix(1);
+  return s;
+}
+
+void check_roles(ChatTemplateKind kind, Messages messages) {
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const std::string& r = messages[i].role;
+    if (r != "system" && r != "user" && r != "assistant") {
+      fail("chat template {} cannot take role '{}' (message {}); roles: system, user, assistant",
+           chat_template_name(kind), r, i);
+    }
+  }
+}
+
+// The check Gemma's and Mistral's templates make: from `first` on, user at even positions, other
+// roles at odd ones. Message numbers in the error count from the start of the conversation.
+void check_alternation(ChatTemplateKind kind, Messages messages, size_t first) {
+  for (size_t i = first; i < messages.size(); ++i) {
+    if ((messages[i].role == "user") != ((i - first) % 2 == 0)) {
+      fail(
+          "chat template {}: after an optional leading system message, roles must alternate "
+          "user/assistant starting with user (message {} is '{}')",
+          chat_template_name(kind), i, messages[i].role);
+    }
+  }
+}
+
+void refuse_system_after(ChatTemplateKind kind, Messages messages, size_t first) {
+  for (size_t i = first; i < messages.size(); ++i) {
+    if (messages[i].role == "system") {
+      fail("chat template {} takes a system message only as the first message (message {})",
+           chat_template_name(kind), i);
+    }
+  }
+}
+
+bool leads_with_system(Messages m) { return m[0].role == "system"; }
+
+std::string render_gemma(ChatTemplateKind kind, Messages messages, bool add_generation_prompt) {
+  std::string prefix;
   size_t first = 0;
-  if (messages[0].role == "system") {
-    system_prefix = std::string(trim(messages[0].content)) + "\n\n";
+  if (leads_with_system(messages)) {
+    if (kind == ChatTemplateKind::kGemma) {
+      fail("chat template gemma has no system role (Gemma 1 and 2 models take none)");
+    }
+    prefix = messages[0].content + "\n\n";  // Gemma 3 does not trim the system message
     first = 1;
   }
-  bool prefix_pending = !system_prefix.empty();
+  refuse_system_after(kind, messages, first);
+  check_alternation(kind, messages, first);
+  std::string out;
   for (size_t i = first; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];
-    if (m.role == "system") {
-      fail("chat template gemma takes a system message only as the first message (message {})", i);
-    }
-    check_role(ChatTemplateKind::kGemma, i, m.role, {"user", "assistant", "model"});
-    const bool model = m.role != "user";
-    out += "<start_of_turn>";
-    out += model ? "model" : "user";
-    out += "\n";
-    if (prefix_pending && !model) {
-      out += system_prefix;
-      prefix_pending = false;
-    }
-    out += trim(m.content);
-    out += "<end_of_turn>\n";
-  }
-  // A system message with no user turn after it still reaches the model.
-  if (prefix_pending) {
-    out += "<start_of_turn>user\n" + system_prefix.substr(0, system_prefix.size() - 2) +
-           "<end_of_turn>\n";
+    out += m.role == "user" ? "<start_of_turn>user\n" : "<start_of_turn>model\n";
+    if (i == first) out += prefix;
+    out += py_strip(m.content) + "<end_of_turn>\n";
   }
   if (add_generation_prompt) out += "<start_of_turn>model\n";
   return out;
 }
 
-std::string render_llama3(const std::vector<ChatMessage>& messages, bool add_generation_prompt) {
+void append_llama3_turn(std::string& out, std::string_view role, std::string_view content) {
+  out += "<|start_header_id|>";
+  out += role;
+  out += "<|end_header_id|>\n\n";
+  out += content;
+  out += "<|eot_id|>";
+}
+
+std::string render_llama3(ChatTemplateKind kind, Messages messages, bool add_generation_prompt) {
   std::string out;
-  for (size_t i = 0; i < messages.size(); ++i) {
-    const ChatMessage& m = messages[i];
-    check_role(ChatTemplateKind::kLlama3, i, m.role, {"system", "user", "assistant", "ipython"});
-    out += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n";
-    out += trim(m.content);
-    out += "<|eot_id|>";
+  size_t first = 0;
+  if (kind == ChatTemplateKind::kLlama31) {
+    // 3.1-3.3 always open with a system turn carrying the knowledge cutoff and a date; the
+    // templates take the date from strftime_now or default to this one, which kiln always uses
+    // so that a prompt does not depend on the day it is rendered.
+    std::string system = "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n";
+    if (leads_with_system(messages)) {
+      system += py_strip(messages[0].content);
+      first = 1;
+    }
+    append_llama3_turn(out, "system", system);
+  }
+  for (size_t i = first; i < messages.size(); ++i) {
+    append_llama3_turn(out, messages[i].role, py_strip(messages[i].content));
   }
   if (add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
   return out;
 }
 
-std::string render_chatml(const std::vector<ChatMessage>& messages, bool add_generation_prompt) {
+void append_chatml_turn(std::string& out, std::string_view role, std::string_view content) {
+  out += "<|im_start|>";
+  out += role;
+  out += "\n";
+  out += content;
+  out += "<|im_end|>\n";
+}
+
+std::string render_chatml(const ChatTemplate& tmpl, Messages messages, bool add_generation_prompt) {
+  std::string out;
+  if (!tmpl.default_system.empty() && !leads_with_system(messages)) {
+    append_chatml_turn(out, "system", tmpl.default_system);
+  }
+  for (const ChatMessage& m : messages) append_chatml_turn(out, m.role, m.content);
+  if (add_generation_prompt) out += "<|im_start|>assistant\n";
+  return out;
+}
+
+// Qwen 3: assistant turns after the last user query show their reasoning in <think> (an empty
+// block for the final turn when there is none); earlier ones lose it.
+std::string render_qwen3(Messages messages, bool add_generation_prompt) {
+  size_t last_query = messages.size() - 1;
+  for (size_t i = messages.size(); i-- > 0;) {
+    const std::string& c = messages[i].content;
+    const bool tool_response = c.starts_with("<tool_response>") && c.ends_with("</tool_response>");
+    if (messages[i].role == "user" && !tool_response) {
+      last_query = i;
+      break;
+    }
+  }
   std::string out;
   for (size_t i = 0; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];
-    check_role(ChatTemplateKind::kChatML, i, m.role, {"system", "user", "assistant", "tool"});
-    out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
+    if (m.role != "assistant") {
+      append_chatml_turn(out, m.role, m.content);
+      continue;
+    }
+    std::string_view content = m.content;
+    std::string_view reasoning;
+    if (const size_t close = content.find("</think>"); close != std::string_view::npos) {
+      reasoning = strip_newlines_right(content.substr(0, close));
+      if (const size_t open = reasoning.rfind("<think>"); open != std::string_view::npos) {
+        reasoning = reasoning.substr(open + 7);
+      }
+      reasoning = strip_newlines_left(reasoning);
+      content = strip_newlines_left(content.substr(content.rfind("</think>") + 8));
+    }
+    out += "<|im_start|>assistant\n";
+    if (i > last_query && (i + 1 == messages.size() || !reasoning.empty())) {
+      out += "<think>\n";
+      out += strip_newlines_right(strip_newlines_left(reasoning));
+      out += "\n</think>\n\n";
+      content = strip_newlines_left(content);
+    }
+    out += content;
+    out += "<|im_end|>\n";
   }
   if (add_generation_prompt) out += "<|im_start|>assistant\n";
   return out;
 }
 
+// v1, v3, v3-tekken: the system message is not a turn of its own but text in a user turn (v1:
+// the first, v3: the last message, if that is a user turn; otherwise it is dropped, as there).
+std::string render_mistral_inst(ChatTemplateKind kind, Messages messages) {
+  const bool v1 = kind == ChatTemplateKind::kMistralV1;
+  const bool v3 = kind == ChatTemplateKind::kMistralV3;
+  const bool system = leads_with_system(messages);
+  const size_t first = system ? 1 : 0;
+  check_alternation(kind, messages, first);
+  const std::string_view open = v1 ? " [INST] " : v3 ? "[INST] " : "[INST]";
+  const std::string_view close = v1 ? " [/INST]" : "[/INST]";
+  std::string out;
+  for (size_t i = first; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    if (m.role == "user") {
+      out += open;
+      const bool here = v1 ? i == first : i + 1 == messages.size();
+      if (system && here) out += messages[0].content + "\n\n";
+      out += m.content;
+      out += close;
+    } else if (v1) {
+      out += " " + m.content + "</s>";
+    } else if (v3) {
+      out += " " + py_strip(m.content) + "</s>";
+    } else {
+      out += m.content + "</s>";
+    }
+  }
+  return out;
+}
+
+// v7, v7-tekken: system messages are [SYSTEM_PROMPT] blocks wherever they stand.
+std::string render_mistral_v7(const ChatTemplate& tmpl, Messages messages) {
+  const bool tekken = tmpl.kind == ChatTemplateKind::kMistralV7Tekken;
+  const std::string_view space = tekken ? "" : " ";
+  std::string out;
+  size_t first = 0;
+  if (tekken) {
+    // The tekken templates put the leading (or default) system prompt first and then check that
+    // the rest alternates, counting later system messages as non-user turns.
+    std::string_view system = tmpl.default_system;
+    if (leads_with_system(messages)) {
+      system = messages[0].content;
+      first = 1;
+    }
+    if (first == 1 || !system.empty()) {
+      out += "[SYSTEM_PROMPT]" + std::string(system) + "[/SYSTEM_PROMPT]";
+    }
+    check_alternation(tmpl.kind, messages, first);
+  }
+  for (size_t i = first; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    if (m.role == "system") {
+      out += "[SYSTEM_PROMPT]" + std::string(space) + m.content + "[/SYSTEM_PROMPT]";
+    } else if (m.role == "user") {
+      out += "[INST]" + std::string(space) + m.content + "[/INST]";
+    } else {
+      out += std::string(space) + m.content + "</s>";
+    }
+  }
+  return out;
+}
+
+std::string render_phi3(Messages messages, bool add_generation_prompt) {
+  std::string out;
+  for (const ChatMessage& m : messages) {
+    if (m.role == "system" && m.content.empty()) continue;  // as Phi-3.5's template
+    out += "<|" + m.role + "|>\n" + m.content + "<|end|>\n";
+  }
+  out += add_generation_prompt ? "<|assistant|>\n" : "<|endoftext|>";
+  return out;
+}
+
 }  // namespace
 
-std::string_view chat_template_name(ChatTemplateKind kind) {
-  switch (kind) {
-    case ChatTemplateKind::kGemma:
-      return "gemma";
-    case ChatTemplateKind::kLlama3:
-      return "llama3";
-    case ChatTemplateKind::kChatML:
-      return "chatml";
-  }
-  return "unknown";
-}
-
-ChatTemplateKind detect_chat_template(std::string_view jinja, std::string_view architecture,
-                                      const Tokenizer* tokenizer) {
-  if (jinja.find("<start_of_turn>") != std::string_view::npos) return ChatTemplateKind::kGemma;
-  if (jinja.find("<|start_header_id|>") != std::string_view::npos) {
-    return ChatTemplateKind::kLlama3;
-  }
-  if (jinja.find("<|im_start|>") != std::string_view::npos) return ChatTemplateKind::kChatML;
-  if (architecture.substr(0, 5) == "gemma") return ChatTemplateKind::kGemma;
-  if (architecture == "llama" && tokenizer != nullptr &&
-      tokenizer->find_token("<|start_header_id|>").has_value()) {
-    return ChatTemplateKind::kLlama3;
-  }
-  return ChatTemplateKind::kChatML;
-}
-
-std::string apply_chat_template(ChatTemplateKind kind, const std::vector<ChatMessage>& messages,
+std::string apply_chat_template(const ChatTemplate& tmpl, const std::vector<ChatMessage>& messages,
                                 bool add_generation_prompt) {
+  const ChatTemplateKind kind = tmpl.kind;
   KILN_CHECK(!messages.empty(), "chat template {}: no messages", chat_template_name(kind));
+  check_roles(kind, messages);
   switch (kind) {
     case ChatTemplateKind::kGemma:
-      return render_gemma(messages, add_generation_prompt);
+    case ChatTemplateKind::kGemma3:
+      return render_gemma(kind, messages, add_generation_prompt);
     case ChatTemplateKind::kLlama3:
-      return render_llama3(messages, add_generation_prompt);
+    case ChatTemplateKind::kLlama31:
+      return render_llama3(kind, messages, add_generation_prompt);
     case ChatTemplateKind::kChatML:
-      return render_chatml(messages, add_generation_prompt);
+      return render_chatml(tmpl, messages, add_generation_prompt);
+    case ChatTemplateKind::kQwen3:
+      return render_qwen3(messages, add_generation_prompt);
+    // Mistral's templates end with [/INST] whatever add_generation_prompt says.
+    case ChatTemplateKind::kMistralV1:
+    case ChatTemplateKind::kMistralV3:
+    case ChatTemplateKind::kMistralV3Tekken:
+      return render_mistral_inst(kind, messages);
+    case ChatTemplateKind::kMistralV7:
+    case ChatTemplateKind::kMistralV7Tekken:
+      return render_mistral_v7(tmpl, messages);
+    case ChatTemplateKind::kPhi3:
+      return render_phi3(messages, add_generation_prompt);
   }
   fail("unknown chat template kind {}", static_cast<int>(kind));
 }

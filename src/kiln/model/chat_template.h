@@ -1,12 +1,28 @@
-// Built-in chat formats. kiln does not run Jinja: it recognizes which family a model's
-// tokenizer.chat_template belongs to and renders that family's format itself.
+// Built-in chat formats. kiln does not run Jinja: it recognizes which format a model's
+// tokenizer.chat_template writes, from the template text alone, and renders that format itself.
+// A template that matches none of them (or a file without one) is refused: chat then fails with
+// one error that says so, instead of producing a prompt in some other model's format.
 //
-//  Gemma:   <start_of_turn>user\n{content}<end_of_turn>\n ... <start_of_turn>model\n
-//           ("assistant" is written "model"; a leading system message is prepended to the first
-//           user turn followed by "\n\n", as Gemma 3's own template does; contents are trimmed)
-//  Llama 3: <|start_header_id|>{role}<|end_header_id|>\n\n{content}<|eot_id|> ...
-//           <|start_header_id|>assistant<|end_header_id|>\n\n   (contents are trimmed)
-//  ChatML:  <|im_start|>{role}\n{content}<|im_end|>\n ... <|im_start|>assistant\n
+//  gemma:    <start_of_turn>user\n{content}<end_of_turn>\n ... <start_of_turn>model\n
+//            (Gemma 1/2: no system role; contents trimmed; user/assistant alternate)
+//  gemma3:   as gemma, a leading system message + "\n\n" opens the first turn (untrimmed)
+//  llama3:   <|start_header_id|>{role}<|end_header_id|>\n\n{content}<|eot_id|> ...
+//            <|start_header_id|>assistant<|end_header_id|>\n\n   (contents trimmed)
+//  llama3.1: as llama3, always opening with a system turn "Cutting Knowledge Date: December
+//            2023\nToday Date: 26 Jul 2024\n\n{system}" (3.1-3.3; kiln writes the date 3.1's
+//            template writes by default, not today's)
+//  chatml:   <|im_start|>{role}\n{content}<|im_end|>\n ... <|im_start|>assistant\n
+//            (plus the template's default system message, when it has one, as Qwen 2.5's)
+//  qwen3:    chatml; assistant turns after the last user turn get an empty <think> block, and
+//            "<think>...</think>" reasoning is dropped from earlier ones
+//  mistral-v1:  " [INST] {system}\n\n{user} [/INST] {assistant}</s>"
+//  mistral-v3:  "[INST] {user}[/INST] {assistant|trim}</s>"; the system message goes before
+//               the LAST user message
+//  mistral-v3-tekken: "[INST]{user}[/INST]{assistant}</s>"; system as in v3
+//  mistral-v7:  "[SYSTEM_PROMPT] {system}[/SYSTEM_PROMPT][INST] {user}[/INST] {assistant}</s>"
+//  mistral-v7-tekken: "[SYSTEM_PROMPT]{system}[/SYSTEM_PROMPT][INST]{user}[/INST]{assistant}</s>"
+//               (plus the template's default system message when it is a plain literal)
+//  phi3:     <|{role}|>\n{content}<|end|>\n ... <|assistant|>\n
 //
 // The output never contains BOS: encode the prompt with add_special = true (and parse_special =
 // true so that the turn markers become their control tokens).
@@ -17,27 +33,49 @@
 
 namespace kiln::model {
 
-class Tokenizer;
+enum class ChatTemplateKind {
+  kGemma,
+  kGemma3,
+  kLlama3,
+  kLlama31,
+  kChatML,
+  kQwen3,
+  kMistralV1,
+  kMistralV3,
+  kMistralV3Tekken,
+  kMistralV7,
+  kMistralV7Tekken,
+  kPhi3,
+};
 
-enum class ChatTemplateKind { kGemma, kLlama3, kChatML };
+// A recognized template: its format plus what the template text adds on its own.
+struct ChatTemplate {
+  ChatTemplateKind kind = ChatTemplateKind::kChatML;
+  // Written as the system message when the conversation has none (chatml, mistral-v7-tekken).
+  std::string default_system;
+};
 
 struct ChatMessage {
-  std::string role;  // "system", "user", "assistant" (Llama 3 also "ipython", ChatML also "tool")
+  std::string role;  // "system", "user" or "assistant"
   std::string content;
 };
 
 std::string_view chat_template_name(ChatTemplateKind kind);
 
-// From the model's Jinja template (tokenizer.chat_template; may be empty) by the turn markers it
-// uses; without a recognizable template: Gemma for gemma* architectures, Llama 3 for llama when
-// the vocab has <|start_header_id|>, otherwise ChatML. `tokenizer` may be null.
-ChatTemplateKind detect_chat_template(std::string_view jinja_template_or_empty,
-                                      std::string_view architecture,
-                                      const Tokenizer* tokenizer = nullptr);
+// The format of the model's Jinja template (tokenizer.chat_template), read from its text alone.
+// Throws kiln::Error when the text is empty (the file has no chat template) or matches no format
+// kiln renders; the message names the problem and the supported formats.
+ChatTemplate detect_chat_template(std::string_view jinja_template);
 
-// Throws kiln::Error for a role the format cannot express, a Gemma system message that is not
-// the first message, or an empty message list.
-std::string apply_chat_template(ChatTemplateKind kind, const std::vector<ChatMessage>& messages,
+// Throws kiln::Error where the model's own template raises (roles that do not alternate where the
+// format requires it, a system message the format cannot place), for roles other than system,
+// user and assistant, and for an empty message list.
+std::string apply_chat_template(const ChatTemplate& tmpl, const std::vector<ChatMessage>& messages,
                                 bool add_generation_prompt);
+inline std::string apply_chat_template(ChatTemplateKind kind,
+                                       const std::vector<ChatMessage>& messages,
+                                       bool add_generation_prompt) {
+  return apply_chat_template(ChatTemplate{kind, {}}, messages, add_generation_prompt);
+}
 
 }  // namespace kiln::model

@@ -1,0 +1,99 @@
+// kiln's chat formats against the publishers' own templates rendered by jinja2
+// (tests/fixtures/make_chat_template_cases.py): each template is detected as its family (or
+// refused), and every conversation renders byte for byte as Jinja renders it, errors included.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "kiln/base/error.h"
+#include "kiln/model/chat_template.h"
+
+namespace kiln::model {
+namespace {
+
+using nlohmann::json;
+
+class ChatTemplateReference : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* dir = std::getenv("KILN_TESTDATA");
+    if (dir == nullptr) GTEST_SKIP() << "KILN_TESTDATA is not set (run through ctest)";
+    const auto path = std::filesystem::path(dir) / "chat_templates" / "cases.json";
+    ASSERT_TRUE(std::filesystem::exists(path)) << path;
+    std::ifstream in(path);
+    templates_ = json::parse(in).at("templates");
+    ASSERT_FALSE(templates_.empty());
+  }
+  json templates_;
+};
+
+std::string escaped(const std::string& s) { return json(s).dump(); }
+
+TEST_F(ChatTemplateReference, EachTemplateIsDetectedAsItsFamilyOrRefused) {
+  int supported = 0, refused = 0;
+  for (const json& t : templates_) {
+    const std::string file = t.at("file");
+    const std::string text = t.at("text");
+    if (t.at("family").is_null()) {
+      try {
+        const ChatTemplate got = detect_chat_template(text);
+        ADD_FAILURE() << file << ": should be refused, detected as "
+                      << chat_template_name(got.kind);
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("not one kiln renders"), std::string::npos)
+            << file << ": " << e.what();
+        ++refused;
+      }
+      continue;
+    }
+    EXPECT_EQ(chat_template_name(detect_chat_template(text).kind),
+              t.at("family").get<std::string>())
+        << file;
+    ++supported;
+  }
+  EXPECT_GE(supported, 12);
+  EXPECT_GE(refused, 3);
+}
+
+TEST_F(ChatTemplateReference, RendersAsTheTemplateDoes) {
+  int matched = 0, both_refuse = 0, kiln_refuses = 0;
+  for (const json& t : templates_) {
+    if (t.at("family").is_null()) continue;
+    const std::string file = t.at("file");
+    const ChatTemplate tmpl = detect_chat_template(t.at("text").get<std::string>());
+    for (const json& c : t.at("cases")) {
+      std::vector<ChatMessage> messages;
+      for (const json& m : c.at("messages")) messages.push_back({m.at("role"), m.at("content")});
+      const bool gen = c.at("add_generation_prompt");
+      const std::string where = file + " / " + c.at("conversation").get<std::string>() +
+                                (gen ? " (generation prompt)" : "");
+      if (c.contains("expected")) {
+        try {
+          const std::string got = apply_chat_template(tmpl, messages, gen);
+          EXPECT_EQ(escaped(got), escaped(c.at("expected"))) << where;
+          if (got == c.at("expected")) ++matched;
+        } catch (const Error& e) {
+          ADD_FAILURE() << where << ": kiln refused (" << e.what() << "), Jinja rendered";
+        }
+        continue;
+      }
+      // The template raises ("error") or kiln deliberately refuses what it renders.
+      try {
+        const std::string got = apply_chat_template(tmpl, messages, gen);
+        ADD_FAILURE() << where << ": kiln rendered " << escaped(got) << " but should refuse: "
+                      << (c.contains("error") ? c.at("error") : c.at("kiln_refuses"));
+      } catch (const Error&) {
+        ++(c.contains("error") ? both_refuse : kiln_refuses);
+      }
+    }
+  }
+  std::printf("chat templates: %d cases byte for byte, %d refused by both, %d refused by kiln\n",
+              matched, both_refuse, kiln_refuses);
+  EXPECT_GE(matched, 300);
+}
+
+}  // namespace
+}  // namespace kiln::model
