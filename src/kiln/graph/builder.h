@@ -42,8 +42,9 @@ class Builder {
   // RoPE on x f32[T, heads*head_dim] at positions i32[T]. freq_factors: an f32[n_rot/2] value
   // (the param of the GGUF's rope_freqs.weight) dividing frequency i; n_rot: the rotated
   // leading dimensions of each head (<arch>.rope.dimension_count), 0 or head_dim: all of
-  // them. The node gets the third input and the n_rot attribute only when they change
-  // something, so a full-rotary rope without factors is the same node as before they existed.
+  // them. The node gets the third input only when freq_factors is given and the n_rot
+  // attribute only when n_rot is neither 0 nor head_dim, so a full-rotary rope without factors
+  // is the same node (same text IR, same compile-cache key) as before either existed.
   Value rope(Value x, Value positions, int head_dim, double freq_base, bool neox,
              std::optional<Value> freq_factors = std::nullopt, int n_rot = 0);
   Value reshape(Value x, const Shape& shape);
