@@ -7,6 +7,8 @@
 #include <cmath>
 #include <map>
 #include <memory>
+#include <optional>
+#include <string>
 
 #include "graph/numeric_runs.h"
 #include "graph/random_weights.h"
@@ -247,6 +249,8 @@ INSTANTIATE_TEST_SUITE_P(Weights, FusionNumericDtype, kWeightDtypes, dtype_param
 struct AttnLayout {
   bool heads_as_rows;  // [T*H, hd] per-head view (the model's) or [T, H, hd]
   bool neox;
+  int n_rot = 0;         // partial rotary (Phi-4-mini): rotated dims of each head; 0: all
+  bool factors = false;  // Llama 3 frequency factors, one param shared by the layers
 };
 
 class FusionNumericQk : public ::testing::TestWithParam<AttnLayout> {};
@@ -267,14 +271,19 @@ Graph attention_layers(const StepData& data, int64_t T, int64_t D, int heads, co
     Value normed = b.rms_norm(rows, b.param(w, DType::F32, {hd}), 1e-6);
     return b.reshape(normed, {T, static_cast<int64_t>(n) * hd});
   };
+  const int n_rot = L.n_rot == 0 ? hd : L.n_rot;
+  std::optional<Value> factors;
+  if (L.factors) factors = b.param("rope_freqs.weight", DType::F32, {n_rot / 2});
   Value x = in["x"];
   for (int l = 0; l < kv.n_layers; ++l) {
     const std::string blk = "blk." + std::to_string(l) + ".";
     Value q = b.matmul(x, b.param(blk + "q", DType::F16, {heads * hd, D}));
     Value k = b.matmul(x, b.param(blk + "k", DType::F16, {kvh * hd, D}));
     Value v = b.matmul(x, b.param(blk + "v", DType::F16, {kvh * hd, D}));
-    q = b.rope(head_norm(q, heads, blk + "q_norm"), in["positions"], hd, 10000.0 + l, L.neox);
-    k = b.rope(head_norm(k, kvh, blk + "k_norm"), in["positions"], hd, 10000.0 + l, L.neox);
+    q = b.rope(head_norm(q, heads, blk + "q_norm"), in["positions"], hd, 10000.0 + l, L.neox,
+               factors, L.n_rot);
+    k = b.rope(head_norm(k, kvh, blk + "k_norm"), in["positions"], hd, 10000.0 + l, L.neox, factors,
+               L.n_rot);
     pool = b.kv_write(pool, k, v, in["out_cache_slots"], l);
     AttentionSpec spec{l, heads, kvh, hd, l == 1 ? 7 : 0, 1.0f / std::sqrt(float(hd)), softcap};
     Value a = b.attention(q, pool, in["block_table"], in["seq_lens"], in["positions"],
@@ -283,6 +292,17 @@ Graph attention_layers(const StepData& data, int64_t T, int64_t D, int heads, co
   }
   b.output(x);
   return b.finish();
+}
+
+// Llama 3-like frequency factors (1 for the fastest frequencies rising to 8 for the slowest)
+// instead of random ones: factors must be positive.
+void set_llama3_factors(const Graph& g, RandomWeights& weights) {
+  const auto ff = g.find_source(Op::Param, "rope_freqs.weight");
+  ASSERT_TRUE(ff.has_value());
+  const Tensor& t = weights.tensor("rope_freqs.weight", g.type(*ff));
+  const int64_t n = t.shape().numel();
+  for (int64_t i = 0; i < n; ++i)
+    t.data_as<float>()[i] = 1.0f + 7.0f * static_cast<float>(i * i) / static_cast<float>(n * n);
 }
 
 TEST_P(FusionNumericQk, QkNormRopeKvWrite) {
@@ -302,8 +322,9 @@ TEST_P(FusionNumericQk, QkNormRopeKvWrite) {
       StepData data = paged_step(T, kv, 20 + T, inert);
       data.inputs.push_back(random_input("x", {T, D}, 21));
       RandomWeights weights(22);
-      check_fusion(attention_layers(data, T, D, heads, layout), run_fuse_qk_norm_rope_kv_write,
-                   {{Op::QkNormRopeKvWrite, 2}}, data, weights);
+      const Graph g = attention_layers(data, T, D, heads, layout);
+      if (layout.factors) set_llama3_factors(g, weights);
+      check_fusion(g, run_fuse_qk_norm_rope_kv_write, {{Op::QkNormRopeKvWrite, 2}}, data, weights);
     }
   }
 }
@@ -340,13 +361,17 @@ TEST(FusionNumeric, AttentionSoftcapEagerEqualsPlan) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Layouts, FusionNumericQk,
-                         ::testing::Values(AttnLayout{true, true}, AttnLayout{true, false},
-                                           AttnLayout{false, true}, AttnLayout{false, false}),
-                         [](const ::testing::TestParamInfo<AttnLayout>& info) {
-                           return std::string(info.param.heads_as_rows ? "RowsPerHead" : "Rank3") +
-                                  (info.param.neox ? "Neox" : "Pairs");
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, FusionNumericQk,
+    ::testing::Values(AttnLayout{true, true}, AttnLayout{true, false}, AttnLayout{false, true},
+                      AttnLayout{false, false}, AttnLayout{true, true, 24, true},
+                      AttnLayout{true, false, 24, true}, AttnLayout{false, true, 0, true},
+                      AttnLayout{false, false, 10, false}),
+    [](const ::testing::TestParamInfo<AttnLayout>& info) {
+      const AttnLayout& l = info.param;
+      return std::string(l.heads_as_rows ? "RowsPerHead" : "Rank3") + (l.neox ? "Neox" : "Pairs") +
+             (l.n_rot ? "Rot" + std::to_string(l.n_rot) : "") + (l.factors ? "Factors" : "");
+    });
 
 }  // namespace
 }  // namespace kiln::graph

@@ -86,6 +86,24 @@ TEST(PrinterParser, AttentionSoftcapAttributeRoundTrips) {
   EXPECT_TRUE(structurally_equal(g, again, &why)) << why;
 }
 
+TEST(PrinterParser, RopeWithFrequencyFactorsAndNRotRoundTrips) {
+  constexpr const char* text = R"(graph g() {
+  %x = input "x" : f32[2,32]
+  %pos = input "positions" : i32[2]
+  %ff = param "rope_freqs.weight" : f32[6]
+  %r = rope(%x, %pos, %ff) {head_dim=16, freq_base=500000.0, neox=0, n_rot=12} : f32[2,32]
+  %p = rope(%x, %pos) {head_dim=16, freq_base=10000.0, neox=1} : f32[2,32]
+  return %r, %p
+}
+)";
+  Graph g = parse(text);
+  EXPECT_EQ(print(g), text);
+  EXPECT_EQ(g.node(3).inputs.size(), 3u);
+  EXPECT_EQ(g.node(3).attrs.get_int("n_rot"), 12);
+  EXPECT_EQ(g.node(4).inputs.size(), 2u);
+  EXPECT_FALSE(g.node(4).attrs.has("n_rot"));
+}
+
 TEST(PrinterParser, FloatsRoundTripBitExactly) {
   for (double v :
        {1.0, 0.1, 1e-6, 1.0f * 1e-6, 25.298221281347036, 1.0 / 3.0, -0.0, 123456789.0, 1e22}) {

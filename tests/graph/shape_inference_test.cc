@@ -148,6 +148,43 @@ TEST(ShapeInference, FusedOps) {
                "must be f32[16]");
 }
 
+TEST(ShapeInference, RopeFrequencyFactorsAndPartialRotary) {
+  const ValueType x = t(DType::F32, {2, 64});  // 4 heads of 16
+  const ValueType pos = t(DType::I32, {2});
+  auto rope = [](int64_t n_rot) {
+    Attrs a = attrs({{"head_dim", int64_t{16}}, {"freq_base", 1e4}, {"neox", int64_t{1}}});
+    if (n_rot != 0) a.set("n_rot", n_rot);
+    return a;
+  };
+  EXPECT_EQ(infer_output_types(Op::Rope, {x, pos, t(DType::F32, {8})}, rope(0))[0], x);
+  EXPECT_EQ(infer_output_types(Op::Rope, {x, pos, t(DType::F32, {6})}, rope(12))[0], x);
+  EXPECT_EQ(infer_output_types(Op::Rope, {x, pos}, rope(12))[0], x);
+  expect_error(Op::Rope, {x, pos, t(DType::F32, {8})}, rope(12), "must have n_rot/2 = 6 entries");
+  expect_error(Op::Rope, {x, pos, t(DType::F16, {8})}, rope(0),
+               "freq_factors (input 2) must be f32");
+  expect_error(Op::Rope, {x, pos, t(DType::F32, {2, 4})}, rope(0), "must have rank 1");
+  expect_error(Op::Rope, {x, pos}, rope(7), "n_rot 7 must be even");
+  expect_error(Op::Rope, {x, pos}, rope(18), "n_rot 18 must be even and in [2, head_dim 16]");
+  expect_error(Op::Rope, {x, pos}, rope(-2), "n_rot -2");
+  expect_error(Op::Rope, {x, pos, t(DType::F32, {8}), t(DType::F32, {8})}, rope(0),
+               "takes 2 to 3 inputs, got 4");
+  expect_error(Op::Rope, {x}, rope(0), "takes 2 to 3 inputs, got 1");
+
+  Attrs qk = rope(12);
+  qk.set("eps", 1e-6);
+  qk.set("layer", int64_t{0});
+  qk.set("n_heads", int64_t{4});
+  qk.set("n_kv_heads", int64_t{1});
+  const ValueType k = t(DType::F32, {2, 16});
+  const ValueType hw = t(DType::F32, {16});
+  EXPECT_EQ(infer_output_types(Op::QkNormRopeKvWrite,
+                               {x, k, k, hw, hw, pos, kTok, pos, t(DType::F32, {6})}, qk)
+                .size(),
+            2u);
+  expect_error(Op::QkNormRopeKvWrite, {x, k, k, hw, hw, pos, kTok, pos, t(DType::F32, {8})}, qk,
+               "freq_factors (input 8)");
+}
+
 TEST(ShapeInference, SourcesAreDeclared) {
   expect_error(Op::Param, {}, {}, "declared, not inferred");
 }

@@ -133,6 +133,80 @@ TEST(FuseQkNormRopeKvWrite, RefusesRopesThatDisagreeOrAnAttentionOfAnotherLayer)
   expect_unchanged(run_fuse_qk_norm_rope_kv_write, in);
 }
 
+// layer() with frequency-factor params %ff and %ff2 (f32[3]) declared, and q's and k's ropes
+// replaced by `q_rope` and `k_rope` (written after "rope(%q2, %pos" / "rope(%k2, %pos").
+std::string layer_with_ropes(const std::string& q_rope, const std::string& k_rope) {
+  const std::string plain = ") {head_dim=8, freq_base=10000.0, neox=1}";
+  std::string in = replaced(layer(), "  %kw = param \"k_norm\" : f32[8]\n",
+                            "  %kw = param \"k_norm\" : f32[8]\n"
+                            "  %ff = param \"rope_freqs\" : f32[3]\n"
+                            "  %ff2 = param \"rope_freqs_2\" : f32[3]\n");
+  in = replaced(in, "rope(%q2, %pos" + plain, "rope(%q2, %pos" + q_rope);
+  in = replaced(in, "rope(%k2, %pos" + plain, "rope(%k2, %pos" + k_rope);
+  return in;
+}
+
+const char* kPartialWithFactors = ", %ff) {head_dim=8, freq_base=10000.0, neox=1, n_rot=6}";
+
+TEST(FuseQkNormRopeKvWrite, CarriesTheFrequencyFactorsAndNRot) {
+  // Llama 3 frequency factors (rope's optional third input) and partial rotary (n_rot=6 of 8):
+  // the fused node takes the factors as its optional last input and keeps n_rot.
+  const std::string in = layer_with_ropes(kPartialWithFactors, kPartialWithFactors);
+  ASSERT_NE(in.find("rope(%k2, %pos, %ff)"), std::string::npos);
+  auto r = expect_rewrite(run_fuse_qk_norm_rope_kv_write, in, R"IR(graph g() {
+  %pos = input "positions" : i32[2]
+  %slots = input "slots" : i32[2]
+  %bt = input "bt" : i32[2,4]
+  %sl = input "sl" : i32[2]
+  %ts = input "ts" : i32[2]
+  %kv = state "kv" : f16[2,64,8]
+  %q = input "q" : f32[2,16]
+  %k = input "k" : f32[2,8]
+  %v = input "v" : f32[2,8]
+  %qw = param "q_norm" : f32[8]
+  %kw = param "k_norm" : f32[8]
+  %ff = param "rope_freqs" : f32[3]
+  %ff2 = param "rope_freqs_2" : f32[3]
+  %qr, %t = qk_norm_rope_kv_write(%q, %k, %v, %qw, %kw, %pos, %kv, %slots, %ff) {eps=1e-06, head_dim=8, freq_base=10000.0, neox=1, layer=0, n_heads=2, n_kv_heads=1, n_rot=6} : f32[2,16], token[]
+  %a = attention(%qr, %t, %bt, %sl, %pos, %ts) {layer=0, n_heads=2, n_kv_heads=1, head_dim=8, window=0, scale=0.35} : f32[2,16]
+  return %a
+})IR");
+  EXPECT_EQ(r.counter("patterns_fused"), 1);
+}
+
+TEST(FuseQkNormRopeKvWrite, CarriesNRotWithoutFactors) {
+  const std::string partial = ") {head_dim=8, freq_base=10000.0, neox=0, n_rot=4}";
+  Graph g = parse(layer_with_ropes(partial, partial));
+  EXPECT_EQ(run_fuse_qk_norm_rope_kv_write(g, {}).counter("patterns_fused"), 1);
+  EXPECT_NO_THROW(verify(g));
+  const Node& fused = g.node(g.node(g.outputs()[0].node).inputs[0].node);
+  ASSERT_EQ(fused.op, Op::QkNormRopeKvWrite);
+  EXPECT_EQ(fused.inputs.size(), 8u);
+  EXPECT_EQ(fused.attrs.get_int("n_rot"), 4);
+  EXPECT_EQ(fused.attrs.get_int("neox"), 0);
+}
+
+TEST(FuseQkNormRopeKvWrite, AnExplicitFullNRotAgreesWithAnAbsentOne) {
+  Graph g = parse(layer_with_ropes(") {head_dim=8, freq_base=10000.0, neox=1, n_rot=8}",
+                                   ") {head_dim=8, freq_base=10000.0, neox=1}"));
+  EXPECT_EQ(run_fuse_qk_norm_rope_kv_write(g, {}).counter("patterns_fused"), 1);
+  EXPECT_NO_THROW(verify(g));
+}
+
+TEST(FuseQkNormRopeKvWrite, RefusesRopesWithDifferentFactorsOrNRot) {
+  const std::string partial = ") {head_dim=8, freq_base=10000.0, neox=1, n_rot=6}";
+  const std::string full = ") {head_dim=8, freq_base=10000.0, neox=1}";
+  const std::string other_factors = ", %ff2) {head_dim=8, freq_base=10000.0, neox=1, n_rot=6}";
+  for (const auto& [q_rope, k_rope] :
+       {std::pair{std::string(kPartialWithFactors), partial},        // factors on q only
+        std::pair{partial, std::string(kPartialWithFactors)},        // factors on k only
+        std::pair{std::string(kPartialWithFactors), other_factors},  // another factor tensor
+        std::pair{partial, full}}) {                                 // k rotates all 8 dims
+    SCOPED_TRACE("q" + q_rope + " k" + k_rope);
+    expect_unchanged(run_fuse_qk_norm_rope_kv_write, layer_with_ropes(q_rope, k_rope));
+  }
+}
+
 TEST(FuseQkNormRopeKvWrite, ARopedQWithSeveralReadersStillFuses) {
   Graph g = parse(layer("1e-06", "", "%a, %qr"));
   EXPECT_EQ(run_fuse_qk_norm_rope_kv_write(g, {}).counter("patterns_fused"), 1);

@@ -3,6 +3,7 @@ against things that do not share its code: gguf's own reader and dequantizers, a
 per-token / per-head loop implementation written here, and properties RoPE, the sliding window
 and the f16 KV cache must have. kiln's logits are compared with the reference's by C++ tests;
 these tests make sure the reference itself deserves that trust."""
+import dataclasses
 import json
 import math
 import pathlib
@@ -64,6 +65,8 @@ class LoopModel:
         self.hd = self.meta.get(f"{a}.attention.key_length", self.n_embd // self.n_head)
         self.eps = self.meta[f"{a}.attention.layer_norm_rms_epsilon"]
         self.base = self.meta[f"{a}.rope.freq_base"]
+        self.n_rot = self.meta.get(f"{a}.rope.dimension_count", self.hd)
+        self.factors = self.w.get("rope_freqs.weight")
         self.window = self.meta.get(f"{a}.attention.sliding_window", 0)
 
     def norm(self, x, w):
@@ -71,10 +74,12 @@ class LoopModel:
         return np.array([x[i] / math.sqrt(ms + self.eps) * w[i] for i in range(len(x))])
 
     def rotate(self, x, pos, base):
-        d = len(x)
+        d = self.n_rot  # dimensions d.. pass through
         out = list(x)
         for i in range(d // 2):
             theta = pos / base ** (2 * i / d)
+            if self.factors is not None:
+                theta /= float(self.factors.reshape(-1)[i])
             c, s = math.cos(theta), math.sin(theta)
             if self.arch == "llama":
                 a, b = 2 * i, 2 * i + 1  # adjacent pairs
@@ -162,6 +167,26 @@ def test_reference_matches_loop_implementation(out_dir, name, monkeypatch):
     np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-9)
 
 
+@pytest.mark.parametrize("name,n_rot,rope_freqs",
+                         [("tiny-llama", 48, True), ("tiny-llama", 64, True),
+                          ("tiny-qwen2", 40, False), ("tiny-qwen3", 48, True)])
+def test_reference_matches_loop_implementation_with_factors_and_partial_rotary(
+        tmp_path, name, n_rot, rope_freqs, monkeypatch):
+    # Variants of the tiny models (not fixtures kiln reads) with rope.dimension_count < head_dim
+    # (Phi-4-mini's partial rotary) and/or rope_freqs.weight (Llama 3's frequency factors).
+    monkeypatch.setattr(ref, "quantize_activations", lambda x: x)
+    ref.release()
+    spec = dataclasses.replace(make_models.specs()[name], n_rot=n_rot, rope_freqs=rope_freqs)
+    path = tmp_path / f"{name}-rot{n_rot}.gguf"
+    make_models.write_model(spec, path)
+    model = ref.Model(path)
+    assert model.n_rot == n_rot and (model.rope_freqs is not None) == rope_freqs
+    ids = prompt_for(12)
+    np.testing.assert_allclose(ref.logits(path, ids), LoopModel(path).logits(ids), rtol=1e-9,
+                               atol=1e-9)
+    ref.release()
+
+
 # ---- properties ---------------------------------------------------------------------------------
 
 
@@ -245,6 +270,30 @@ def test_rope_layouts_differ_by_a_permutation():
     normal = ref.rope(x[..., interleave], pos, 10000.0, 8, neox=False)
     neox = ref.rope(x, pos, 10000.0, 8, neox=True)
     np.testing.assert_allclose(normal, neox[..., interleave], rtol=1e-12)
+
+
+@pytest.mark.parametrize("neox", [False, True])
+def test_rope_partial_rotary_and_factors(neox):
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((3, 2, 16))
+    pos = np.array([0, 7, 3000])
+    factors = np.array([1.0, 1.5, 4.0, 8.0, 2.0, 1.0])
+    out = ref.rope(x, pos, 10000.0, 12, neox, factors)
+    np.testing.assert_array_equal(out[..., 12:], x[..., 12:])  # past n_rot: untouched
+    # The first 12 dimensions are a full rope of a 12-wide head, every frequency divided.
+    head = x[..., :12]
+    want = np.empty_like(head)
+    for t, p in enumerate(pos):
+        for i in range(6):
+            theta = p * 10000.0 ** (-2 * i / 12) / factors[i]
+            a, b = (i, i + 6) if neox else (2 * i, 2 * i + 1)
+            want[t, :, a] = head[t, :, a] * math.cos(theta) - head[t, :, b] * math.sin(theta)
+            want[t, :, b] = head[t, :, a] * math.sin(theta) + head[t, :, b] * math.cos(theta)
+    np.testing.assert_allclose(out[..., :12], want, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(ref.rope(x, pos, 10000.0, 12, neox, np.ones(6)),
+                               ref.rope(x, pos, 10000.0, 12, neox), rtol=0, atol=0)
+    with pytest.raises(ValueError):
+        ref.rope(x, pos, 10000.0, 12, neox, np.ones(8))
 
 
 @pytest.mark.parametrize("name", ["tiny-gemma3", "tiny-qwen2"])

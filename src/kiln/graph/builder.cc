@@ -80,12 +80,16 @@ Value Builder::rms_norm(Value x, Value w, double eps) {
   return emit(Op::RmsNorm, {x, w}, std::move(a));
 }
 
-Value Builder::rope(Value x, Value positions, int head_dim, double freq_base, bool neox) {
+Value Builder::rope(Value x, Value positions, int head_dim, double freq_base, bool neox,
+                    std::optional<Value> freq_factors, int n_rot) {
   Attrs a;
   a.set("head_dim", int64_t{head_dim});
   a.set("freq_base", freq_base);
   a.set("neox", int64_t{neox ? 1 : 0});
-  return emit(Op::Rope, {x, positions}, std::move(a));
+  if (n_rot != 0 && n_rot != head_dim) a.set("n_rot", int64_t{n_rot});
+  std::vector<Value> inputs = {x, positions};
+  if (freq_factors) inputs.push_back(*freq_factors);
+  return emit(Op::Rope, std::move(inputs), std::move(a));
 }
 
 Value Builder::reshape(Value x, const Shape& shape) {

@@ -2,6 +2,7 @@
 // infers its output type, and returns the value. Model code exists once, written against this:
 // eager mode interprets the recorded graph, graph mode compiles it.
 #pragma once
+#include <optional>
 #include <string>
 
 #include "kiln/graph/ir.h"
@@ -41,7 +42,14 @@ class Builder {
   Value silu(Value x);
   Value softcap(Value x, double cap);
   Value rms_norm(Value x, Value w, double eps);
-  Value rope(Value x, Value positions, int head_dim, double freq_base, bool neox);
+  // RoPE on x f32[T, heads*head_dim] at positions i32[T]. freq_factors: an f32[n_rot/2] value
+  // (the param of the GGUF's rope_freqs.weight) dividing frequency i; n_rot: the rotated
+  // leading dimensions of each head (<arch>.rope.dimension_count), 0 or head_dim: all of
+  // them. The node gets the third input only when freq_factors is given and the n_rot
+  // attribute only when n_rot is neither 0 nor head_dim, so a full-rotary rope without factors
+  // is the same node (same text IR, same compile-cache key) as before either existed.
+  Value rope(Value x, Value positions, int head_dim, double freq_base, bool neox,
+             std::optional<Value> freq_factors = std::nullopt, int n_rot = 0);
   Value reshape(Value x, const Shape& shape);
   Value take_rows(Value x, Value rows);
   Value kv_write(Value kv, Value k, Value v, Value slots, int layer);

@@ -66,14 +66,22 @@ struct QkNormRopeKvState {
   std::vector<float> inv_freq;
 };
 
+// The frequency factors (input 8, null when absent) are read at run time, as rope does
+// (lower_elementwise.cc says why).
 void run_qk_norm_rope_kv_write(const Step& s, const kernels::ExecContext& c) {
   const auto* st = static_cast<const QkNormRopeKvState*>(s.state);
+  kernels::RopeSpec rope;
+  rope.head_dim = static_cast<int>(s.dim[4]);
+  rope.n_rot = static_cast<int>(s.dim[3]);
+  rope.neox = s.dim[2] != 0;
+  rope.inv_freq = st->inv_freq.data();
+  rope.freq_factors = static_cast<const float*>(s.in[8]);
   kernels::qk_norm_rope_kv_write(
       static_cast<const float*>(s.in[0]), static_cast<const float*>(s.in[1]),
       static_cast<const float*>(s.in[2]), static_cast<const float*>(s.in[3]),
-      static_cast<const float*>(s.in[4]), s.f[0], static_cast<const int32_t*>(s.in[5]),
-      st->inv_freq.data(), s.dim[2] != 0, static_cast<const int32_t*>(s.in[7]), s.dim[0],
-      static_cast<int>(s.dim[1]), static_cast<float*>(s.out[0]), st->view, c);
+      static_cast<const float*>(s.in[4]), s.f[0], static_cast<const int32_t*>(s.in[5]), rope,
+      static_cast<const int32_t*>(s.in[7]), s.dim[0], static_cast<int>(s.dim[1]),
+      static_cast<float*>(s.out[0]), st->view, c);
 }
 
 }  // namespace
@@ -143,13 +151,16 @@ bool lower_attention(const LowerContext& ctx, const Node& node, Lowered& l) {
       const int head_dim = static_cast<int>(node.attrs.get_int("head_dim"));
       st->view = layer_view(ctx.kv, const_cast<void*>(s.in[6]),
                             static_cast<int>(node.attrs.get_int("layer")));
-      st->inv_freq = kernels::rope_inv_freq(head_dim, node.attrs.get_float("freq_base"));
+      const int n_rot = static_cast<int>(node.attrs.get_int("n_rot", head_dim));
+      st->inv_freq = kernels::rope_inv_freq(n_rot, node.attrs.get_float("freq_base"));
       s.run = run_qk_norm_rope_kv_write;
       s.state = st.get();
       l.owned = st;
       s.dim[0] = g.type(node.inputs[0]).shape.rows();
       s.dim[1] = node.attrs.get_int("n_heads");
       s.dim[2] = node.attrs.get_int("neox");
+      s.dim[3] = n_rot;
+      s.dim[4] = head_dim;
       s.f[0] = static_cast<float>(node.attrs.get_float("eps"));
       return true;
     }

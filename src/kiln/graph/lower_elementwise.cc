@@ -63,10 +63,19 @@ void run_add_rms_norm(const Step& s, const kernels::ExecContext& c) {
   kernels::add_rms_norm(fin(s, 0), fin(s, 1), fin(s, 2), fout(s, 0), fout(s, 1), s.dim[0], s.dim[1],
                         s.f[0], c);
 }
+// The frequency factors (input 2, null when the node has none) are read here, at run time:
+// they are a weight like any other input, so eager and graph mode read the same bytes the
+// same way, and dividing n_rot/2 frequencies per call costs nothing next to the rows.
 void run_rope(const Step& s, const kernels::ExecContext& c) {
   const auto* table = static_cast<const std::vector<float>*>(s.state);
-  kernels::rope(fin(s, 0), static_cast<const int32_t*>(s.in[1]), table->data(), fout(s, 0),
-                s.dim[0], static_cast<int>(s.dim[1]), static_cast<int>(s.dim[2]), s.dim[3] != 0, c);
+  kernels::RopeSpec spec;
+  spec.head_dim = static_cast<int>(s.dim[2]);
+  spec.n_rot = static_cast<int>(s.dim[4]);
+  spec.neox = s.dim[3] != 0;
+  spec.inv_freq = table->data();
+  spec.freq_factors = fin(s, 2);
+  kernels::rope(fin(s, 0), static_cast<const int32_t*>(s.in[1]), spec, fout(s, 0), s.dim[0],
+                static_cast<int>(s.dim[1]), c);
 }
 void run_argmax(const Step& s, const kernels::ExecContext& c) {
   kernels::argmax_rows(fin(s, 0), s.dim[0], s.dim[1], static_cast<int32_t*>(s.out[0]), c);
@@ -140,8 +149,9 @@ bool lower_elementwise(const LowerContext& ctx, const Node& node, Lowered& l) {
       return true;
     case Op::Rope: {
       const int head_dim = static_cast<int>(node.attrs.get_int("head_dim"));
+      const int n_rot = static_cast<int>(node.attrs.get_int("n_rot", head_dim));
       auto table = std::make_shared<std::vector<float>>(
-          kernels::rope_inv_freq(head_dim, node.attrs.get_float("freq_base")));
+          kernels::rope_inv_freq(n_rot, node.attrs.get_float("freq_base")));
       s.run = run_rope;
       s.state = table.get();
       l.owned = table;
@@ -149,6 +159,7 @@ bool lower_elementwise(const LowerContext& ctx, const Node& node, Lowered& l) {
       s.dim[1] = in0.shape.cols() / head_dim;
       s.dim[2] = head_dim;
       s.dim[3] = node.attrs.get_int("neox");
+      s.dim[4] = n_rot;
       return true;
     }
     case Op::Argmax:

@@ -29,7 +29,7 @@ Lowered lower_node(const LowerContext& ctx, int node_index) {
   const Node& node = g.node(node_index);
   KILN_CHECK(!node.is_source() && !output_is_view(node), "node {} ({}) has nothing to lower",
              node_index, op_name(node.op));
-  KILN_CHECK(node.inputs.size() <= 8 && node.outputs.size() <= 4,
+  KILN_CHECK(node.inputs.size() <= Step::kMaxInputs && node.outputs.size() <= Step::kMaxOutputs,
              "node {} ({}) has too many operands", node_index, op_name(node.op));
   Lowered l;
   Step& s = l.step;

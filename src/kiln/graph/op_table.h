@@ -2,7 +2,10 @@
 // reads it instead of listing ops again.
 //
 // Columns: enum name, text name, input arity (-1: variadic), output count, group, in-place
-// capable (its output may reuse the buffer of input 0 when that input dies here).
+// capable (its output may reuse the buffer of input 0 when that input dies here). An op may
+// also take optional inputs after its `arity` required ones (optional_inputs() below); an
+// absent optional input is simply not in the input list, so the present ones keep their
+// positions.
 #pragma once
 #include <optional>
 #include <string_view>
@@ -41,7 +44,12 @@ enum class OpGroup {
   X(Softcap,          "softcap",          1, 1, Elementwise, true)                      \
   /* (x[...,D], w f32[D]) {eps} -> rms-normalized x * w over the last dimension */       \
   X(RmsNorm,          "rms_norm",         2, 1, Norm,        true)                      \
-  /* (x f32[T,H*hd], positions i32[T]) {head_dim, freq_base, neox} */                   \
+  /* (x f32[T,H*hd], positions i32[T] [, freq_factors f32[n_rot/2]])                    \
+      {head_dim, freq_base, neox [, n_rot]}: the first n_rot dims of each head          \
+      rotate, pairs (i, i+n_rot/2) when neox, else (2i, 2i+1), frequency i being        \
+      freq_base^(-2i/n_rot) / freq_factors[i]; the other dims pass through.             \
+      n_rot absent: head_dim. freq_factors (a param: Llama 3's rope_freqs.weight)       \
+      absent: all 1 */                                                                  \
   X(Rope,             "rope",             2, 1, Elementwise, true)                      \
   /* same bytes, new shape {shape=[...]}; in place = a view, no bytes move */            \
   X(Reshape,          "reshape",          1, 1, Shape,       true)                      \
@@ -70,8 +78,10 @@ enum class OpGroup {
   X(MatmulSplit,      "matmul_split",     2, -1, Fused,      false)                     \
   /* (x, w, residual) -> x w^T + residual */                                            \
   X(MatmulAdd,        "matmul_add",       3, 1, Fused,       false)                     \
-  /* (q, k, v, q_norm_w, k_norm_w, positions, kv, slots) {eps, head_dim, freq_base, neox, \
-      layer, n_heads, n_kv_heads} -> (q normed+roped, token after writing k,v) */       \
+  /* (q, k, v, q_norm_w, k_norm_w, positions, kv, slots [, freq_factors])               \
+      {eps, head_dim, freq_base, neox, layer, n_heads, n_kv_heads [, n_rot]}            \
+      -> (q normed+roped, token after writing k,v); the rope part exactly as            \
+      rope's inputs and attributes of the same names */                                 \
   X(QkNormRopeKvWrite,"qk_norm_rope_kv_write", 8, 2, Fused, false)                      \
   /* (x, norm_w, w) {eps} -> i32[T]: argmax(rms_norm(x) w^T), logits never written */    \
   X(NormMatmulArgmax, "norm_matmul_argmax", 3, 1, Fused,     false)
@@ -98,6 +108,9 @@ std::optional<Op> op_from_name(std::string_view name);
 inline bool has_side_effect(Op op) {
   return op_info(op).group == OpGroup::Mutation || op == Op::QkNormRopeKvWrite;
 }
+// How many optional inputs may follow the op's `arity` required ones: 1 for rope and
+// qk_norm_rope_kv_write (freq_factors), else 0.
+int optional_inputs(Op op);
 // Index of the input that carries the state or an effect token (the kv input of kv_write,
 // attention and qk_norm_rope_kv_write); -1 for ops that touch no state.
 int effect_input(Op op);

@@ -79,6 +79,7 @@ class Checker {
     if (v <= 0) error("attribute {}={} must be positive", key, v);
     return v;
   }
+  bool has_attr(const char* key) const { return attrs_.has(key); }
   int64_t int_attr(const char* key) const {
     try {
       return attrs_.get_int(key);
@@ -165,12 +166,29 @@ int64_t heads_of(const Checker& c, int i, const char* what, int64_t head_dim) {
   return cols / head_dim;
 }
 
-void rope_attrs(const Checker& c) {
+// The rope attributes (shared by rope and qk_norm_rope_kv_write) and the optional
+// freq_factors input at index `factors`, when there is one. Returns head_dim.
+int64_t rope_attrs(const Checker& c, const std::vector<ValueType>& in, size_t factors) {
   const int64_t hd = c.positive_int("head_dim");
   if (hd % 2 != 0) c.error("head_dim {} must be even", hd);
   if (c.float_attr("freq_base") <= 0) c.error("freq_base must be positive");
   const int64_t neox = c.int_attr("neox");
   if (neox != 0 && neox != 1) c.error("neox must be 0 or 1, got {}", neox);
+  int64_t n_rot = hd;
+  if (c.has_attr("n_rot")) {
+    n_rot = c.int_attr("n_rot");
+    if (n_rot <= 0 || n_rot % 2 != 0 || n_rot > hd)
+      c.error("n_rot {} must be even and in [2, head_dim {}]", n_rot, hd);
+  }
+  if (in.size() > factors) {
+    const int i = static_cast<int>(factors);
+    c.dtype(i, "freq_factors", DType::F32);
+    c.rank(i, "freq_factors", 1);
+    if (in[factors].shape[0] != n_rot / 2)
+      c.error("freq_factors (input {}) {} must have n_rot/2 = {} entries", i,
+              type_text(in[factors]), n_rot / 2);
+  }
+  return hd;
 }
 
 // Element counts of shape [s0,...] given as an attribute.
@@ -228,8 +246,7 @@ std::vector<ValueType> infer(const Checker& c, Op op, const std::vector<ValueTyp
       norm_weight(c, 0, 1);
       return {in[0]};
     case Op::Rope: {
-      rope_attrs(c);
-      heads_of(c, 0, "x", c.int_attr("head_dim"));
+      heads_of(c, 0, "x", rope_attrs(c, in, 2));
       c.index_vector(1, "positions", in[0].shape[0]);
       return {in[0]};
     }
@@ -345,8 +362,7 @@ std::vector<ValueType> infer(const Checker& c, Op op, const std::vector<ValueTyp
       return {f32(out)};
     }
     case Op::QkNormRopeKvWrite: {
-      rope_attrs(c);
-      const int64_t hd = c.int_attr("head_dim");
+      const int64_t hd = rope_attrs(c, in, 8);
       const int64_t heads = c.positive_int("n_heads");
       const int64_t kv_heads = c.positive_int("n_kv_heads");
       if (c.int_attr("layer") < 0) c.error("layer must be >= 0");
@@ -385,8 +401,11 @@ std::vector<ValueType> infer_output_types(Op op, const std::vector<ValueType>& i
                                           const Attrs& attrs) {
   const Checker c(op, inputs, attrs);
   const int arity = op_info(op).arity;
-  if (arity >= 0 && static_cast<int>(inputs.size()) != arity) {
-    c.error("takes {} inputs, got {}", arity, inputs.size());
+  const int optional = optional_inputs(op);
+  const int n = static_cast<int>(inputs.size());
+  if (arity >= 0 && (n < arity || n > arity + optional)) {
+    if (optional == 0) c.error("takes {} inputs, got {}", arity, n);
+    c.error("takes {} to {} inputs, got {}", arity, arity + optional, n);
   }
   return infer(c, op, inputs);
 }

@@ -10,6 +10,9 @@
 namespace kiln::graph {
 
 struct Step {
+  static constexpr int kMaxInputs = 9;  // qk_norm_rope_kv_write with its frequency factors
+  static constexpr int kMaxOutputs = 4;
+
   using RunFn = void (*)(const Step& step, const kernels::ExecContext& ctx);
   // Host-side refresh from host values (attention's work split from sequence lengths), run
   // on one thread before the step at every execution: the replay-time update hook.
@@ -17,8 +20,8 @@ struct Step {
 
   RunFn run = nullptr;
   UpdateFn update = nullptr;
-  const void* in[8] = {};
-  void* out[4] = {};
+  const void* in[kMaxInputs] = {};  // absent optional inputs stay null
+  void* out[kMaxOutputs] = {};
   int64_t dim[8] = {};
   float f[4] = {};
   void* scratch = nullptr;

@@ -14,14 +14,18 @@ namespace kiln::kernels {
 
 void qk_norm_rope_kv_write(const float* q, const float* k, const float* v, const float* q_norm_w,
                            const float* k_norm_w, float eps, const int32_t* positions,
-                           const float* inv_freq, bool neox, const int32_t* slots, int64_t T,
-                           int n_heads, float* q_out, const KvLayerView& view,
-                           const ExecContext& ctx) {
+                           const RopeSpec& rope_spec, const int32_t* slots, int64_t T, int n_heads,
+                           float* q_out, const KvLayerView& view, const ExecContext& ctx) {
   check_kv_view(view);
   const int hd = view.head_dim;
   const int kh = view.n_kv_heads;
-  KILN_CHECK(hd % 2 == 0 && hd <= kRopeMaxHeadDim,
-             "qk_norm_rope_kv_write: head_dim must be even and <= {}, got {}", kRopeMaxHeadDim, hd);
+  KILN_CHECK(rope_spec.head_dim == hd,
+             "qk_norm_rope_kv_write: rope head_dim {} is not the cache's head_dim {}",
+             rope_spec.head_dim, hd);
+  float freq_scratch[kRopeMaxHeadDim / 2];
+  const float* freq = rope_frequencies(rope_spec, freq_scratch);  // checks head_dim and n_rot
+  const int n_rot = rope_spec.rotated();
+  const bool neox = rope_spec.neox;
   KILN_CHECK(T >= 0 && n_heads > 0, "qk_norm_rope_kv_write: bad shape T={} n_heads={}", T, n_heads);
   KILN_CHECK((q_norm_w == nullptr) == (k_norm_w == nullptr),
              "qk_norm_rope_kv_write: give both norm weights or neither");
@@ -41,7 +45,7 @@ void qk_norm_rope_kv_write(const float* q, const float* k, const float* v, const
   float cos_t[kRopeMaxHeadDim / 2], sin_t[kRopeMaxHeadDim / 2];
   float k_row[kRopeMaxHeadDim];
   for (int64_t t = r.begin; t < r.end; ++t) {
-    rope.cos_sin(positions[t], inv_freq, cos_t, sin_t, hd / 2);
+    rope.cos_sin(positions[t], freq, cos_t, sin_t, n_rot / 2);
     const float* qt = q + t * q_cols;
     float* qo = q_out + t * q_cols;
     if (q_norm_w != nullptr) {
@@ -49,7 +53,7 @@ void qk_norm_rope_kv_write(const float* q, const float* k, const float* v, const
         norm.rms_norm_row(qt + h * hd, q_norm_w, qo + h * hd, hd, eps);
       qt = qo;
     }
-    rope.rotate_heads(qt, qo, n_heads, hd, neox, cos_t, sin_t);
+    rope.rotate_heads(qt, qo, n_heads, hd, n_rot, neox, cos_t, sin_t);
 
     if (slots[t] < 0) continue;
     const int64_t base = static_cast<int64_t>(slots[t]) * kv_cols;
@@ -59,7 +63,7 @@ void qk_norm_rope_kv_write(const float* q, const float* k, const float* v, const
         norm.rms_norm_row(kt, k_norm_w, k_row, hd, eps);
         kt = k_row;
       }
-      rope.rotate_heads(kt, k_row, 1, hd, neox, cos_t, sin_t);
+      rope.rotate_heads(kt, k_row, 1, hd, n_rot, neox, cos_t, sin_t);
       kv.to_f16_row(k_row, view.k + base + h * hd, hd);
     }
     kv.to_f16_row(v + t * kv_cols, view.v + base, kv_cols);

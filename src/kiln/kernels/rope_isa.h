@@ -8,8 +8,9 @@ namespace kiln::kernels::detail {
 struct RopeFns {
   // cos/sin of pos * inv_freq[i], i < half, angle in double, results rounded to float.
   void (*cos_sin)(int32_t pos, const float* inv_freq, float* cos_out, float* sin_out, int half);
-  // Rotates n_heads consecutive heads of x into out (out may alias x) with the tables above.
-  void (*rotate_heads)(const float* x, float* out, int n_heads, int head_dim, bool neox,
+  // Rotates the first n_rot dimensions of n_heads consecutive heads of x into out with the
+  // tables above (n_rot/2 entries) and copies the other head_dim - n_rot. out may alias x.
+  void (*rotate_heads)(const float* x, float* out, int n_heads, int head_dim, int n_rot, bool neox,
                        const float* cos_t, const float* sin_t);
 };
 
@@ -18,5 +19,8 @@ extern const RopeFns kRopeAvx2;
 extern const RopeFns kRopeAvx512;
 
 const RopeFns& rope_fns();  // the active ISA's table
+
+// The dimensions of one head past n_rot, which RoPE leaves as they are.
+void copy_unrotated(const float* x, float* out, int head_dim, int n_rot);
 
 }  // namespace kiln::kernels::detail

@@ -13,6 +13,7 @@ struct HeadChain {
   Value src;     // the projection's output [T, heads*hd]
   Value norm_w;  // [hd]
   Value positions;
+  std::optional<Value> freq_factors;
   const Node* norm = nullptr;
   const Node* rope = nullptr;
   std::vector<int> nodes;  // rope, reshape (if any), rms_norm, reshape (if any)
@@ -51,14 +52,22 @@ std::optional<HeadChain> match_chain(const Graph& g, const UseMap& uses, Value r
   if (h.shape.cols() != hd || g.type(flat) != g.type(c.src)) return std::nullopt;
   c.norm_w = c.norm->inputs[1];
   c.positions = c.rope->inputs[1];
+  if (c.rope->inputs.size() > 2) c.freq_factors = c.rope->inputs[2];
   return c;
 }
 
+int64_t rotated_dims(const Node& rope) {
+  return rope.attrs.get_int("n_rot", rope.attrs.get_int("head_dim"));
+}
+
+// The fused kernel rotates q and k with one cos/sin table: everything that shapes it must
+// agree, the frequency factors being the very same value (or absent from both).
 bool same_rope_and_norm(const HeadChain& a, const HeadChain& b) {
   for (const char* key : {"head_dim", "neox"}) {
     if (a.rope->attrs.get_int(key) != b.rope->attrs.get_int(key)) return false;
   }
   return a.rope->attrs.get_float("freq_base") == b.rope->attrs.get_float("freq_base") &&
+         rotated_dims(*a.rope) == rotated_dims(*b.rope) && a.freq_factors == b.freq_factors &&
          a.norm->attrs.get_float("eps") == b.norm->attrs.get_float("eps") &&
          a.positions == b.positions;
 }
@@ -93,6 +102,10 @@ bool fuse_one(Graph& g, PassResult& result) {
       fused.attrs.set("layer", layer);
       fused.attrs.set("n_heads", g.type(q->src).shape[1] / hd);
       fused.attrs.set("n_kv_heads", g.type(k->src).shape[1] / hd);
+      // Partial rotary and frequency factors as the rope had them: the attribute and the
+      // optional last input only when present, so the fused node reads like the ropes.
+      if (k->rope->attrs.has("n_rot")) fused.attrs.set("n_rot", rotated_dims(*k->rope));
+      if (k->freq_factors) fused.inputs.push_back(*k->freq_factors);
       std::vector<ValueType> in_types;
       for (const Value& v : fused.inputs) in_types.push_back(g.type(v));
       try {
