@@ -130,4 +130,15 @@ const kernels::PackedWeight& RandomWeights::packed(const Node& param) {
   return *packed_.emplace(name, std::move(w)).first->second;
 }
 
+const kernels::PackedExperts& RandomWeights::packed_experts(const std::vector<const Node*>& parts) {
+  std::string key;
+  for (const Node* p : parts) key += p->attrs.get_str("name") + "+";
+  auto it = experts_.find(key);
+  if (it != experts_.end()) return *it->second;
+  std::vector<Tensor> tensors;
+  for (const Node* p : parts) tensors.push_back(raw(*p));
+  auto w = std::make_unique<kernels::PackedExperts>(kernels::pack_experts(tensors));
+  return *experts_.emplace(key, std::move(w)).first->second;
+}
+
 }  // namespace kiln::graph::testing

@@ -3,12 +3,14 @@
 // codes with finite f16 scales), so passes and plans can be run numerically without a model
 // file. A tensor depends only on the seed and the param's name, so an unfused graph and its
 // fused form (or two providers with one seed) see the same weights. Derived {concat=[...]}
-// params (fuse_matmul_merge) are packed from their parts, as the model's WeightStore does.
+// params (fuse_matmul_merge) are packed from their parts, as the model's WeightStore does, and
+// so are the per-expert weights of moe_ffn.
 #pragma once
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "kiln/base/tensor.h"
 #include "kiln/graph/weight_provider.h"
@@ -31,6 +33,7 @@ class RandomWeights : public WeightProvider {
 
   const Tensor& raw(const Node& param) override;
   const kernels::PackedWeight& packed(const Node& param) override;
+  const kernels::PackedExperts& packed_experts(const std::vector<const Node*>& parts) override;
 
   // How many times packed() was asked for a concatenation (tests check merged weights are used).
   int concat_packs() const { return concat_packs_; }
@@ -41,6 +44,7 @@ class RandomWeights : public WeightProvider {
   uint64_t seed_;
   std::map<std::string, Tensor> tensors_;
   std::map<std::string, std::unique_ptr<kernels::PackedWeight>> packed_;
+  std::map<std::string, std::unique_ptr<kernels::PackedExperts>> experts_;
   int concat_packs_ = 0;
 };
 

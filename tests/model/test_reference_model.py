@@ -89,6 +89,30 @@ class LoopModel:
             out[b] = x[a] * s + x[b] * c
         return np.array(out)
 
+    def moe(self, p, h):
+        """qwen3moe's FFN for one row: softmax over the experts, the top k (lowest index first
+        on ties), weights renormalized unless expert_weights_norm says otherwise."""
+        logits = [float(v) for v in self.w[p + "ffn_gate_inp.weight"] @ h]
+        top = max(logits)
+        e = [math.exp(v - top) for v in logits]
+        probs = [v / sum(e) for v in e]
+        chosen = []
+        for _ in range(self.meta[f"{self.arch}.expert_used_count"]):
+            best = None
+            for i in range(len(probs)):
+                if i not in chosen and (best is None or probs[i] > probs[best]):
+                    best = i
+            chosen.append(best)
+        norm = self.meta.get(f"{self.arch}.expert_weights_norm", True)
+        total = sum(probs[i] for i in chosen) if norm else 1.0
+        out = np.zeros(len(h))
+        for i in chosen:
+            gate = self.w[p + "ffn_gate_exps.weight"][i] @ h
+            up = self.w[p + "ffn_up_exps.weight"][i] @ h
+            act = np.array([g_ / (1 + math.exp(-g_)) for g_ in gate])
+            out += probs[i] / total * (self.w[p + "ffn_down_exps.weight"][i] @ (act * up))
+        return out
+
     def logits(self, ids):
         gemma = self.arch == "gemma3"
         keys = [[] for _ in range(self.n_layer)]
@@ -137,6 +161,9 @@ class LoopModel:
                     a = self.norm(a, self.w[p + "post_attention_norm.weight"])
                 x = x + a
                 h = self.norm(x, self.w[p + "ffn_norm.weight"])
+                if p + "ffn_gate_inp.weight" in self.w:
+                    x = x + self.moe(p, h)
+                    continue
                 gate = self.w[p + "ffn_gate.weight"] @ h
                 up = self.w[p + "ffn_up.weight"] @ h
                 if gemma:
@@ -321,6 +348,41 @@ def test_batched_sequences_match_single_runs(out_dir):
     assert ca["pos"] == 7 and cb["pos"] == 11
 
 
+def test_qwen3moe_experts_are_3d_slices_in_llama_cpp_layout(out_dir):
+    f = gguf_file.GgufFile(model_file(out_dir, "tiny-qwen3moe"))
+    assert f.get("qwen3moe.expert_count") == 8 and f.get("qwen3moe.expert_used_count") == 2
+    assert f.get("qwen3moe.expert_feed_forward_length") == 64
+    assert "qwen3moe.expert_weights_norm" not in f.metadata  # absent: renormalize (the default)
+    # GGUF lists dimensions fastest first: [D, F, E] is row-major [E, F, D].
+    assert f.tensor_info["blk.0.ffn_gate_inp.weight"][0] == [256, 8]
+    assert f.tensor_info["blk.0.ffn_gate_exps.weight"][0] == [256, 64, 8]
+    assert f.tensor_info["blk.0.ffn_up_exps.weight"][0] == [256, 64, 8]
+    assert f.tensor_info["blk.0.ffn_down_exps.weight"][0] == [64, 256, 8]
+    model = ref.Model(model_file(out_dir, "tiny-qwen3moe"))
+    assert model.w["blk.1.ffn_down_exps.weight"].shape == (8, 256, 64)
+
+
+def test_qwen3moe_routing(out_dir):
+    model = ref.Model(model_file(out_dir, "tiny-qwen3moe"))
+    x = np.random.default_rng(9).standard_normal((64, 256))
+    ids, weights = model.route(0, x)
+    assert ids.shape == weights.shape == (64, 2)
+    np.testing.assert_allclose(weights.sum(axis=1), 1.0, rtol=1e-12)
+    assert np.all(weights[:, 0] >= weights[:, 1]) and np.all(ids[:, 0] != ids[:, 1])
+    assert len(np.unique(ids)) == 8  # every expert is somebody's choice: the router is not degenerate
+    model.expert_weights_norm = False
+    _, raw = model.route(0, x)
+    assert np.all(raw.sum(axis=1) < 1.0)
+    np.testing.assert_allclose(raw / raw.sum(axis=1, keepdims=True), weights, rtol=1e-12)
+    # Ties go to the lowest expert: make experts 5 and 3 copies of expert 6's router row.
+    model.w["blk.0.ffn_gate_inp.weight"] = model.w["blk.0.ffn_gate_inp.weight"].copy()
+    row = model.w["blk.0.ffn_gate_inp.weight"][6] * 50.0
+    for e in (3, 5, 6):
+        model.w["blk.0.ffn_gate_inp.weight"][e] = row
+    tied, _ = model.route(0, row[None, :] / np.linalg.norm(row))
+    assert tied.tolist() == [[3, 5]]
+
+
 def test_final_logit_softcapping_when_present(out_dir):
     model = ref.Model(model_file(out_dir, "tiny-gemma3"))
     assert model.softcap is None  # the tiny file, like the 270M one, has no such key
@@ -363,6 +425,7 @@ EXPECTED_TYPES = {
     "tiny-qwen2": {"BF16", "F16", "Q8_0", "Q5_0", "F32"},
     "tiny-qwen3": {"Q4_K", "Q5_K", "Q6_K", "Q8_0", "F32"},
     "tiny-mistral": {"Q4_K", "Q6_K", "Q5_0", "Q4_0", "F16", "F32"},
+    "tiny-qwen3moe": {"Q4_K", "Q6_K", "Q8_0", "Q5_0", "F16", "F32"},
 }
 
 
@@ -376,11 +439,17 @@ def test_models_carry_llama_cpp_names(out_dir, name):
                 "attention.head_count_kv", "attention.layer_norm_rms_epsilon", "rope.freq_base"]:
         assert f"{arch}.{key}" in f.metadata, key
     names = set(f.tensor_info)
-    per_layer = {"attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate", "ffn_up", "ffn_down"}
+    per_layer = {"attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm"}
+    if arch == "qwen3moe":
+        per_layer |= {"ffn_gate_inp", "ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"}
+        for key in ["expert_count", "expert_used_count", "expert_feed_forward_length"]:
+            assert f"{arch}.{key}" in f.metadata, key
+    else:
+        per_layer |= {"ffn_gate", "ffn_up", "ffn_down"}
     for il in range(spec.n_layer):
         assert {f"blk.{il}.{n}.weight" for n in per_layer} <= names
     assert ("output.weight" in names) == (not spec.tied)
-    assert ("blk.0.attn_q_norm.weight" in names) == (arch in ("gemma3", "qwen3"))
+    assert ("blk.0.attn_q_norm.weight" in names) == (arch in ("gemma3", "qwen3", "qwen3moe"))
     assert ("blk.0.post_ffw_norm.weight" in names) == (arch == "gemma3")
     assert ("blk.0.attn_k.bias" in names) == (arch == "qwen2")
     if arch == "gemma3":

@@ -17,6 +17,12 @@ namespace {
 double matmul_weight_bytes(const graph::Graph& graph, const graph::Node& node,
                            graph::WeightProvider& weights) {
   using graph::Op;
+  if (node.op == Op::MoeFfn) {  // the router and every expert (a step reads the used ones)
+    auto param = [&](int i) { return &graph.node(node.inputs[i].node); };
+    return static_cast<double>(weights.packed(*param(1)).bytes() +
+                               weights.packed_experts({param(2), param(3)}).bytes() +
+                               weights.packed_experts({param(4)}).bytes());
+  }
   if (node.op != Op::Matmul && node.op != Op::MatmulAdd && node.op != Op::MatmulSplit &&
       node.op != Op::NormMatmulArgmax)
     return 0;

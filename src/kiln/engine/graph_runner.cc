@@ -229,6 +229,11 @@ void GraphRunner::pack_matmul_weights() {
         slot = 1;
       if (n.op == graph::Op::NormMatmulArgmax) slot = 2;
       if (slot >= 0) weights_.packed(g.node(n.inputs[slot].node));
+      if (n.op == graph::Op::MoeFfn) {  // the router, then the experts
+        weights_.packed(g.node(n.inputs[1].node));
+        weights_.packed_experts({&g.node(n.inputs[2].node), &g.node(n.inputs[3].node)});
+        weights_.packed_experts({&g.node(n.inputs[4].node)});
+      }
     }
   }
 }

@@ -56,6 +56,18 @@ Value Builder::state(const std::string& name, DType dtype, const Shape& shape) {
 
 Value Builder::embedding(Value table, Value ids) { return emit(Op::Embedding, {table, ids}); }
 Value Builder::matmul(Value x, Value w) { return emit(Op::Matmul, {x, w}); }
+
+Value Builder::moe_ffn(Value h, Value router, Value gate_exps, Value up_exps, Value down_exps,
+                       int top_k, bool norm_topk_prob) {
+  KILN_CHECK(router.valid() && router.node < graph_.num_nodes(),
+             "moe_ffn: router is not a value of this graph");
+  Attrs a;
+  a.set("n_experts", graph_.type(router).shape[0]);
+  a.set("top_k", int64_t{top_k});
+  a.set("norm_topk_prob", int64_t{norm_topk_prob ? 1 : 0});
+  return emit(Op::MoeFfn, {h, router, gate_exps, up_exps, down_exps}, std::move(a));
+}
+
 Value Builder::add(Value a, Value b) { return emit(Op::Add, {a, b}); }
 Value Builder::mul(Value a, Value b) { return emit(Op::Mul, {a, b}); }
 

@@ -35,6 +35,10 @@ class Builder {
 
   Value embedding(Value table, Value ids);
   Value matmul(Value x, Value w);
+  // Mixture-of-experts FFN (op moe_ffn): h f32[T,D] after the FFN norm, router [E,D],
+  // gate_exps and up_exps [E,F,D], down_exps [E,D,F]; n_experts is E, from the router.
+  Value moe_ffn(Value h, Value router, Value gate_exps, Value up_exps, Value down_exps, int top_k,
+                bool norm_topk_prob);
   Value add(Value a, Value b);
   Value mul(Value a, Value b);
   Value scale(Value x, double factor);

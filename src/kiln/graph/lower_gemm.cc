@@ -1,12 +1,14 @@
 // Lowering of the weight-reading ops: embedding lookup, matmul and its fused forms (residual
-// epilogue, merged QKV/gate-up split, greedy LM head). Weights come pre-packed from the
-// WeightProvider; the scratch for quantized activations is sized here, once, for the exact m.
+// epilogue, merged QKV/gate-up split, greedy LM head), the mixture-of-experts FFN. Weights come
+// pre-packed from the WeightProvider; the scratch for quantized activations is sized here, once,
+// for the exact m.
 #include <cstring>
 
 #include "kiln/base/error.h"
 #include "kiln/graph/lowering_internal.h"
 #include "kiln/kernels/embedding.h"
 #include "kiln/kernels/matmul.h"
+#include "kiln/kernels/moe_ffn.h"
 #include "kiln/kernels/norm.h"
 
 namespace kiln::graph::lowering {
@@ -32,6 +34,12 @@ void run_matmul_split(const Step& s, const kernels::ExecContext& c) {
   for (int i = 0; i < 4; ++i) outs[i] = static_cast<float*>(s.out[i]);
   kernels::matmul_split(weight_of(s), static_cast<const float*>(s.in[0]), s.dim[0], outs, &s.dim[2],
                         static_cast<int>(s.dim[1]), s.scratch, c);
+}
+
+void run_moe_ffn(const Step& s, const kernels::ExecContext& c) {
+  kernels::moe_ffn(*static_cast<const kernels::MoeFfnWeights*>(s.state),
+                   static_cast<const float*>(s.in[0]), s.dim[0], static_cast<float*>(s.out[0]),
+                   s.scratch, c);
 }
 
 // rms_norm into scratch, then the LM head with argmax: logits are never written.
@@ -101,6 +109,22 @@ bool lower_gemm(const LowerContext& ctx, const Node& node, Lowered& l) {
       s.dim[1] = static_cast<int64_t>(node.outputs.size());
       for (size_t i = 0; i < node.outputs.size(); ++i) s.dim[2 + i] = node.outputs[i].shape.cols();
       l.scratch_bytes = kernels::matmul_scratch_bytes(w, m);
+      return true;
+    }
+    case Op::MoeFfn: {
+      auto param = [&](int i) { return &g.node(node.inputs[i].node); };
+      auto moe = std::make_shared<kernels::MoeFfnWeights>();
+      moe->router = &ctx.weights->packed(*param(1));
+      moe->gate_up = &ctx.weights->packed_experts({param(2), param(3)});
+      moe->down = &ctx.weights->packed_experts({param(4)});
+      moe->top_k = static_cast<int>(node.attrs.get_int("top_k"));
+      moe->norm_topk_prob = node.attrs.get_int("norm_topk_prob") != 0;
+      const int64_t m = g.type(node.inputs[0]).shape.rows();
+      s.run = run_moe_ffn;
+      s.state = moe.get();
+      s.dim[0] = m;
+      l.scratch_bytes = kernels::moe_ffn_scratch_bytes(*moe, m);
+      l.owned = std::move(moe);
       return true;
     }
     case Op::NormMatmulArgmax: {

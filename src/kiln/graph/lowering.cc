@@ -15,6 +15,8 @@ bool is_packed_weight_slot(Op op, size_t input) {
       return input == 1;
     case Op::NormMatmulArgmax:
       return input == 2;
+    case Op::MoeFfn:
+      return input >= 1;
     default:
       return false;
   }

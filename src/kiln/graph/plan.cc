@@ -208,6 +208,16 @@ double Plan::cost_of(int node) const {
     if (graph_.node(in.node).op != Op::State) add(graph_.type(in));
   }
   for (const auto& t : n.outputs) add(t);
+  if (n.op == Op::MoeFfn) {
+    // A step reads only the experts its rows route to: at most rows * top_k of n_experts.
+    const double rows = static_cast<double>(graph_.type(n.inputs[0]).shape.rows());
+    const double used = std::min(1.0, rows * static_cast<double>(n.attrs.get_int("top_k")) /
+                                          static_cast<double>(n.attrs.get_int("n_experts")));
+    for (int i = 2; i <= 4; ++i) {
+      const ValueType& t = graph_.type(n.inputs[i]);
+      bytes -= (1.0 - used) * static_cast<double>(dtype_bytes(t.dtype, t.shape.numel()));
+    }
+  }
   return bytes;
 }
 

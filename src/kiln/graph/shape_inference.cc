@@ -204,6 +204,44 @@ Shape shape_attr(const Checker& c, const char* key) {
   return s;
 }
 
+// An expert weight [E, N, K] (input i) of the mixture-of-experts FFN: any weight dtype, K a
+// whole number of its blocks.
+void expert_weight(const Checker& c, int i, const char* what, int64_t e, int64_t n, int64_t k) {
+  const ValueType& w = c.in(i);
+  if (w.dtype == DType::Token || w.dtype == DType::I32 || w.dtype == DType::I8)
+    c.error("{} (input {}) has dtype {}, expected a float or quantized type", what, i,
+            dtype_name(w.dtype));
+  c.rank(i, what, 3);
+  if (w.shape != Shape{e, n, k})
+    c.error("{} (input {}) {} must be [{},{},{}]", what, i, type_text(w), e, n, k);
+  const int block = dtype_info(w.dtype).block_size;
+  if (k % block != 0)
+    c.error("{}: K={} is not a multiple of the {} block size {}", what, k, dtype_name(w.dtype),
+            block);
+}
+
+// (h [T,D], router [E,D], gate_exps [E,F,D], up_exps [E,F,D], down_exps [E,D,F]) -> f32[T,D].
+ValueType moe_ffn_type(const Checker& c) {
+  activation(c, 0, "h");
+  c.rank(0, "h", 2);
+  const int64_t d = c.in(0).shape[1];
+  c.weight(1, d);
+  const int64_t e = c.in(1).shape[0];
+  if (c.int_attr("n_experts") != e)
+    c.error("n_experts={} but the router has {} rows", c.int_attr("n_experts"), e);
+  const int64_t k = c.positive_int("top_k");
+  if (k > e) c.error("top_k={} exceeds n_experts={}", k, e);
+  const int64_t norm = c.int_attr("norm_topk_prob");
+  if (norm != 0 && norm != 1) c.error("norm_topk_prob must be 0 or 1, got {}", norm);
+  c.rank(2, "gate_exps", 3);
+  const int64_t f = c.in(2).shape[1];
+  if (f <= 0) c.error("gate_exps {} has no rows", type_text(c.in(2)));
+  expert_weight(c, 2, "gate_exps", e, f, d);
+  expert_weight(c, 3, "up_exps", e, f, d);
+  expert_weight(c, 4, "down_exps", e, d, f);
+  return f32(c.in(0).shape);
+}
+
 std::vector<ValueType> infer(const Checker& c, Op op, const std::vector<ValueType>& in) {
   switch (op) {
     case Op::Input:
@@ -225,6 +263,8 @@ std::vector<ValueType> infer(const Checker& c, Op op, const std::vector<ValueTyp
       c.weight(1, in[0].shape[1]);
       return {f32({in[0].shape[0], in[1].shape[0]})};
     }
+    case Op::MoeFfn:
+      return {moe_ffn_type(c)};
     case Op::Add:
     case Op::Mul:
       same_or_row_broadcast(c);

@@ -1,8 +1,11 @@
 // How lowering reaches the model's weights without the graph layer knowing about files: the
 // model layer implements this over its GGUF file and repacked copies.
 #pragma once
+#include <vector>
+
 #include "kiln/base/tensor.h"
 #include "kiln/graph/ir.h"
+#include "kiln/kernels/packed_experts.h"
 #include "kiln/kernels/packed_weight.h"
 
 namespace kiln::graph {
@@ -14,6 +17,9 @@ class WeightProvider {
   virtual const Tensor& raw(const Node& param) = 0;
   // The weight repacked for matmul; for a derived {concat=[...]} param, the concatenation.
   virtual const kernels::PackedWeight& packed(const Node& param) = 0;
+  // The experts of 3-D mixture-of-experts weights [E, N, K]: per expert, its slices of every
+  // param in `parts`, rows stacked ({gate_exps, up_exps}: [2F, D]; {down_exps}: [D, F]).
+  virtual const kernels::PackedExperts& packed_experts(const std::vector<const Node*>& parts) = 0;
 };
 
 }  // namespace kiln::graph

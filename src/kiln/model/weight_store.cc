@@ -1,6 +1,7 @@
 #include "kiln/model/weight_store.h"
 
 #include <chrono>
+#include <functional>
 
 #include "kiln/base/error.h"
 #include "kiln/base/log.h"
@@ -122,20 +123,63 @@ const kernels::PackedWeight& WeightStore::packed(const graph::Node& param) {
   return packed_by_key(param);
 }
 
+const kernels::PackedExperts& WeightStore::packed_experts(
+    const std::vector<const graph::Node*>& parts) {
+  std::string key = "experts:";
+  for (const graph::Node* p : parts) key += param_key(*p) + "+";
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = experts_.find(key);
+    if (it != experts_.end()) return *it->second;
+  }
+  std::lock_guard<std::mutex> pack_lock(pack_threads_mutex_);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = experts_.find(key);
+    if (it != experts_.end()) return *it->second;
+  }
+  auto start = std::chrono::steady_clock::now();
+  std::vector<Tensor> tensors;
+  for (const graph::Node* p : parts) tensors.push_back(tensor(p->attrs.get_str("name")));
+  auto alloc = [this](size_t bytes) { return arena_.allocate(bytes); };
+  auto packed =
+      std::make_unique<kernels::PackedExperts>(kernels::pack_experts(tensors, alloc, parallel_));
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::lock_guard<std::mutex> lock(mutex_);
+  pack_stats_.tensors += static_cast<int64_t>(parts.size());
+  pack_stats_.bytes += packed->bytes();
+  pack_stats_.seconds += seconds;
+  return *experts_.emplace(key, std::move(packed)).first->second;
+}
+
 void WeightStore::prepack(const graph::Graph& graph,
                           const std::function<void(int64_t, int64_t)>& progress) {
-  std::vector<int> params;
+  // Every weight in the order the graph reads it (the arena lays them out as one stream).
+  std::vector<std::function<void()>> packs;
   for (const auto& node : graph.nodes()) {
-    if (node.op != graph::Op::Matmul && node.op != graph::Op::MatmulAdd &&
-        node.op != graph::Op::MatmulSplit && node.op != graph::Op::NormMatmulArgmax)
-      continue;
-    graph::Value w = node.inputs[node.op == graph::Op::NormMatmulArgmax ? 2 : 1];
-    params.push_back(w.node);
+    auto param = [&](int i) { return &graph.node(node.inputs[i].node); };
+    switch (node.op) {
+      case graph::Op::Matmul:
+      case graph::Op::MatmulAdd:
+      case graph::Op::MatmulSplit:
+        packs.push_back([this, p = param(1)] { packed(*p); });
+        break;
+      case graph::Op::NormMatmulArgmax:
+        packs.push_back([this, p = param(2)] { packed(*p); });
+        break;
+      case graph::Op::MoeFfn:
+        packs.push_back([this, p = param(1)] { packed(*p); });
+        packs.push_back([this, g = param(2), u = param(3)] { packed_experts({g, u}); });
+        packs.push_back([this, d = param(4)] { packed_experts({d}); });
+        break;
+      default:
+        break;
+    }
   }
   int64_t done = 0;
-  for (int p : params) {
-    packed(graph.node(p));
-    if (progress) progress(++done, static_cast<int64_t>(params.size()));
+  for (const auto& pack : packs) {
+    pack();
+    if (progress) progress(++done, static_cast<int64_t>(packs.size()));
   }
   KILN_LOG_INFO("repacked {} weights: {:.1f} MiB in {:.2f} s", pack_stats_.tensors,
                 pack_stats_.bytes / 1048576.0, pack_stats_.seconds);

@@ -2,7 +2,8 @@
 // biases) converted to f32 once, and matmul weights repacked at load into the kernels' layout
 // (kernels/packed_weight.h). Implements graph::WeightProvider, including derived params that
 // graph passes create ({concat=[a,b,c]}: merged QKV and gate/up weights), packed on first use,
-// and weights a file stores fused (fused_tensors.h), served as row ranges of their tensor.
+// weights a file stores fused (fused_tensors.h), served as row ranges of their tensor, and
+// mixture-of-experts weights, packed per expert (kernels/packed_experts.h).
 #pragma once
 #include <memory>
 #include <mutex>
@@ -50,6 +51,8 @@ class WeightStore : public graph::WeightProvider {
 
   const Tensor& raw(const graph::Node& param) override;
   const kernels::PackedWeight& packed(const graph::Node& param) override;
+  const kernels::PackedExperts& packed_experts(
+      const std::vector<const graph::Node*>& parts) override;
 
  private:
   const Tensor& raw_by_name(const std::string& name);
@@ -62,6 +65,7 @@ class WeightStore : public graph::WeightProvider {
   std::mutex mutex_;
   std::unordered_map<std::string, Tensor> raw_;
   std::unordered_map<std::string, std::unique_ptr<kernels::PackedWeight>> packed_;
+  std::unordered_map<std::string, std::unique_ptr<kernels::PackedExperts>> experts_;
   BumpArena arena_;                // the packed weights' bytes, in packing order
   kernels::ParallelFor parallel_;  // spreads a weight's groups over the pack threads
   std::mutex pack_threads_mutex_;  // one packing at a time on those threads
