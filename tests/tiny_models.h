@@ -11,8 +11,8 @@
 namespace kiln::testing {
 
 // Every tiny fixture model, for INSTANTIATE_TEST_SUITE_P(..., ::testing::ValuesIn(...)).
-inline const std::string kTinyModels[] = {"tiny-gemma3", "tiny-llama", "tiny-qwen2", "tiny-qwen3",
-                                          "tiny-mistral"};
+inline const std::string kTinyModels[] = {"tiny-gemma3", "tiny-llama",   "tiny-qwen2",
+                                          "tiny-qwen3",  "tiny-mistral", "tiny-qwen3moe"};
 
 // tests/fixtures' model `name` in the folder KILN_TESTDATA names.
 inline std::filesystem::path tiny_model(const std::string& name) {

@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -190,8 +191,8 @@ TEST_P(HfOracle, LogitsMatchTransformers) {
       } else {
         run_batch1(h, g, a);
       }
-      const std::string where = std::string(mixed ? "mixed" : "batch1") + "_" +
-                                engine::graph_mode_name(mode);
+      const std::string where =
+          std::string(mixed ? "mixed" : "batch1") + "_" + engine::graph_mode_name(mode);
       RecordProperty("max_abs_" + where, std::to_string(a.max_abs));
       RecordProperty("top1_" + where, std::to_string(a.top1()));
       RecordProperty("mean_kl_" + where, std::to_string(a.mean_kl()));
@@ -225,11 +226,36 @@ std::vector<OracleParam> all_cases() {
 
 std::string param_name(const ::testing::TestParamInfo<OracleParam>& info) {
   std::string s = info.param.case_name + "_" + info.param.file_type;
-  std::replace_if(s.begin(), s.end(), [](char c) { return !std::isalnum(c); }, '_');
+  std::replace_if(
+      s.begin(), s.end(), [](char c) { return !std::isalnum(c); }, '_');
   return s;
 }
 
 INSTANTIATE_TEST_SUITE_P(Transformers, HfOracle, ::testing::ValuesIn(all_cases()), param_name);
+
+// The oracle catches misreadings: files with one feature deliberately broken
+// (tests/fixtures/make_oracle_mutants.py) miss the goldens by far more than the tolerance.
+void expect_far_from_golden(const std::string& mutant, const std::string& golden_case) {
+  const char* d = std::getenv("KILN_TESTDATA");
+  const fs::path model = fs::path(d ? d : "") / "oracle_mutants" / mutant;
+  ASSERT_TRUE(fs::exists(model)) << model;
+  const Golden g = load_golden(golden_case);
+  engine::Runtime rt(options_for(model, engine::GraphMode::Optimize));
+  ModelHarness h(rt.executor(), rt.kv_pool());
+  Agreement a;
+  run_batch1(h, g, a);
+  std::printf("[oracle] mutant %s: max|diff| %.2e (tolerance %.0e)\n", mutant.c_str(), a.max_abs,
+              kF32AbsTol);
+  EXPECT_GT(a.max_abs, 20 * kF32AbsTol);
+}
+
+TEST(HfOracleMutants, DroppedRopeFactorsFail) {
+  expect_far_from_golden("llama3-rope-no-factors.gguf", "llama3-rope");
+}
+
+TEST(HfOracleMutants, Gemma3SmallModelAttentionScaleOn27BShapeFails) {
+  expect_far_from_golden("gemma3-27b-scale-head-dim.gguf", "gemma3-27b-scale");
+}
 
 }  // namespace
 }  // namespace kiln::testing

@@ -11,11 +11,11 @@
 #include "kiln/engine/graph_checker.h"
 #include "kiln/engine/graph_runner.h"
 #include "kiln/engine/model_runner.h"
+#include "kiln/model/fused_tensors.h"
 #include "kiln/model/gguf.h"
 #include "kiln/model/model_config.h"
 #include "kiln/model/tokenizer.h"
 #include "kiln/model/tokenizer_loader.h"
-#include "kiln/model/fused_tensors.h"
 #include "kiln/model/weight_store.h"
 
 namespace kiln::engine {
@@ -100,8 +100,7 @@ Runtime::Runtime(const RuntimeOptions& options) : impl_(std::make_unique<Impl>()
   m.file = model::GgufFile::open(path);
   m.config = model::read_model_config(*m.file);
   m.tokenizer = model::Tokenizer::create(model::read_tokenizer_vocab(*m.file));
-  m.weights =
-      std::make_unique<model::WeightStore>(m.file, model::fused_tensor_slices(m.config));
+  m.weights = std::make_unique<model::WeightStore>(m.file, model::fused_tensor_slices(m.config));
   progress("open", 1, 1);
 
   int64_t kv_tokens = options.kv_tokens > 0 ? options.kv_tokens : kDefaultKvTokens;

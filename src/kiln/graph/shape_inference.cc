@@ -87,7 +87,6 @@ class Checker {
       error("{}", e.what());
     }
   }
-  bool has_attr(const char* key) const { return attrs_.has(key); }
   double float_attr(const char* key) const {
     try {
       return attrs_.get_float(key);

@@ -8,8 +8,7 @@
 namespace kiln::model {
 namespace {
 
-constexpr const char* kSupported =
-    "gemma2, gemma3, llama, mistral, qwen2, qwen3, qwen3moe, phi3";
+constexpr const char* kSupported = "gemma2, gemma3, llama, mistral, qwen2, qwen3, qwen3moe, phi3";
 
 bool is_supported(const std::string& arch) {
   return arch == "gemma2" || arch == "gemma3" || arch == "llama" || arch == "mistral" ||
@@ -87,6 +86,8 @@ void read_moe(const GgufFile& file, const std::string& p, ModelConfig& c) {
   c.n_experts = static_cast<int>(file.get_u32(p + "expert_count"));
   c.n_experts_used = static_cast<int>(file.get_u32(p + "expert_used_count"));
   c.n_ff_expert = static_cast<int>(file.get_u32(p + "expert_feed_forward_length"));
+  // Qwen3-MoE renormalizes (norm_topk_prob); converters do not always write the key.
+  c.expert_weights_norm = file.try_get_bool(p + "expert_weights_norm").value_or(true);
   KILN_CHECK(c.n_experts > 0 && c.n_experts_used > 0 && c.n_experts_used <= c.n_experts &&
                  c.n_ff_expert > 0,
              "invalid experts: {} used of {}, expert width {}", c.n_experts_used, c.n_experts,
@@ -144,7 +145,8 @@ ModelConfig read_model_config(const GgufFile& file) {
   if (c.arch == "gemma2" || c.arch == "gemma3") {
     read_gemma(file, p, c, rope_base);
   } else {
-    c.rope_neox = c.arch == "qwen2" || c.arch == "qwen3" || c.arch == "qwen3moe" || c.arch == "phi3";
+    c.rope_neox =
+        c.arch == "qwen2" || c.arch == "qwen3" || c.arch == "qwen3moe" || c.arch == "phi3";
     c.qkv_bias = c.arch == "qwen2";
     c.qk_norm = c.arch == "qwen3" || c.arch == "qwen3moe";
     c.activation = Activation::Silu;

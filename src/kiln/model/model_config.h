@@ -53,6 +53,7 @@ struct ModelConfig {
   int n_experts = 0;
   int n_experts_used = 0;
   int n_ff_expert = 0;
+  bool expert_weights_norm = true;  // renormalize the chosen experts' weights to sum to 1
   std::vector<LayerConfig> layers;
 };
 

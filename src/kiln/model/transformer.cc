@@ -33,6 +33,9 @@ class ForwardBuilder {
     Value kv = b_.state(input_names::kKvPool, DType::F16,
                         {2 * static_cast<int64_t>(c_.n_layers), s_.kv_pages, s_.page_size, kv_dim});
 
+    // One param shared by every layer's q and k ropes (the QK-norm/RoPE fusion pairs q and k
+    // only when their factors are the same value).
+    if (c_.rope_freq_factors) rope_factors_ = weight(kRopeFreqsTensor);
     Value x = b_.embedding(weight("token_embd.weight"), ids_);
     if (c_.scale_embeddings) x = b_.scale(x, std::sqrt(static_cast<double>(c_.n_embd)));
 
@@ -76,9 +79,7 @@ class ForwardBuilder {
   // RoPE over the first n_rot dimensions of each head, with Llama 3's per-dimension frequency
   // factors when the file has them (one tensor shared by every layer).
   Value rope(Value x, const LayerConfig& lc) {
-    std::optional<Value> factors;
-    if (c_.rope_freq_factors) factors = weight(kRopeFreqsTensor);
-    return b_.rope(x, positions_, c_.head_dim, lc.rope_base, c_.rope_neox, factors, c_.n_rot);
+    return b_.rope(x, positions_, c_.head_dim, lc.rope_base, c_.rope_neox, rope_factors_, c_.n_rot);
   }
 
   Value dense_ffn(Value h, const std::string& blk) {
@@ -96,7 +97,7 @@ class ForwardBuilder {
     return b_.moe_ffn(h, weight(blk + ".ffn_gate_inp.weight"),
                       weight(blk + ".ffn_gate_exps.weight"), weight(blk + ".ffn_up_exps.weight"),
                       weight(blk + ".ffn_down_exps.weight"), c_.n_experts_used,
-                      /*norm_topk_prob=*/true);
+                      c_.expert_weights_norm);
   }
 
   Value layer(int il, Value x, Value& kv) {
@@ -139,6 +140,7 @@ class ForwardBuilder {
   const ForwardShape& s_;
   Builder b_;
   Value ids_, positions_, token_seq_, slots_, block_table_, seq_lens_;
+  std::optional<Value> rope_factors_;
 };
 
 }  // namespace

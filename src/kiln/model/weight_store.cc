@@ -32,8 +32,8 @@ std::optional<WeightMeta> WeightStore::meta(const std::string& name) const {
   const std::string& stored = slice == fused_.end() ? name : slice->second.source;
   if (!file_->has_tensor(stored)) return std::nullopt;
   const auto& info = file_->tensor_info(stored);
-  KILN_CHECK(info.dtype.has_value(), "tensor '{}' has type {}, which kiln does not support",
-             stored, gguf_type_name(info.gguf_type));
+  KILN_CHECK(info.dtype.has_value(), "tensor '{}' has type {}, which kiln does not support", stored,
+             gguf_type_name(info.gguf_type));
   if (slice == fused_.end()) return WeightMeta{*info.dtype, info.shape};
   const TensorRows& rows = slice->second;
   KILN_CHECK(info.shape.rank() == 2 && rows.end <= info.shape[0],
