@@ -82,8 +82,10 @@ struct Agreement {
   int rows = 0;
   int top1_same = 0;
   int top1_decisive_diff = 0;  // differs although the reference margin exceeded 2 * tolerance
+  std::vector<float> seen;     // every row kiln produced, in order (graph == eager check)
 
   void add(const float* got, const float* ref, int64_t n) {
+    seen.insert(seen.end(), got, got + n);
     double ref_max = -1e300, got_max = -1e300, row_diff = 0, row_scale = 1e-30;
     int64_t ref_arg = 0, got_arg = 0;
     for (int64_t i = 0; i < n; ++i) {
@@ -188,6 +190,7 @@ TEST_P(HfOracle, LogitsMatchTransformers) {
   const fs::path model = oracle_dir() / name / ("model." + type + ".gguf");
   ASSERT_TRUE(fs::exists(model)) << model;
   const Golden g = load_golden(name);
+  std::vector<float> eager_rows[2];  // batch 1, mixed: what eager mode produced
   for (engine::GraphMode mode : {engine::GraphMode::Off, engine::GraphMode::Optimize}) {
     SCOPED_TRACE(name + " " + type + " graph-mode " + engine::graph_mode_name(mode));
     engine::Runtime rt(options_for(model, mode));
@@ -198,6 +201,14 @@ TEST_P(HfOracle, LogitsMatchTransformers) {
         run_mixed(h, g, a);
       } else {
         run_batch1(h, g, a);
+      }
+      // Graph mode replays captured plans for the decode steps; its logits must be eager's,
+      // bit for bit.
+      std::vector<float>& eager = eager_rows[mixed ? 1 : 0];
+      if (mode == engine::GraphMode::Off) {
+        eager = a.seen;
+      } else {
+        EXPECT_TRUE(eager == a.seen) << "graph-mode logits differ from eager mode's";
       }
       const std::string where =
           std::string(mixed ? "mixed" : "batch1") + "_" + engine::graph_mode_name(mode);
