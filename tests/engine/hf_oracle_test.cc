@@ -30,6 +30,7 @@
 
 #include "kiln/engine/runtime.h"
 #include "model_harness.h"
+#include "tiny_runtime.h"
 
 namespace kiln::testing {
 namespace {
@@ -121,14 +122,7 @@ struct Agreement {
 };
 
 engine::RuntimeOptions options_for(const fs::path& model, engine::GraphMode mode) {
-  engine::RuntimeOptions o;
-  o.model_path = model.string();
-  o.threads = 2;
-  o.graph_mode = mode;
-  o.max_graph_bs = 4;
-  o.kv_tokens = 1024;
-  o.compile_cache = false;
-  return o;
+  return tiny_runtime_options(model, mode, /*max_bs=*/4);
 }
 
 // Batch 1: each prompt prefilled whole (last row), then decoded token by token (every row).
