@@ -142,3 +142,41 @@ def test_run_check_graph_reports_ok(tiny_gemma):
 def test_check_graph_needs_graph_mode(tiny_gemma):
     r = kiln("run", "-m", tiny_gemma, "-p", "hi", "-n", 2, "--graph-mode", "off", "--check-graph", timeout=60)
     assert r.returncode != 0 and "needs --graph-mode" in r.stderr
+
+
+# ---- kiln run output ----
+
+def test_run_summary_starts_its_own_line_when_both_streams_share_a_pipe(tiny_gemma):
+    r = subprocess.run([_kiln_bin(), "run", "-m", tiny_gemma, "-p", "hello world", "-n", "8",
+                        "--ignore-eos", "--threads", "2"], stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout
+    assert re.search(r"^prompt: \d+ tokens", r.stdout, re.M), r.stdout
+
+
+# ---- kiln logits ----
+
+def test_logits_writes_one_row_per_position_equal_across_graph_modes(tiny_gemma, tmp_path):
+    ids = tmp_path / "ids.txt"
+    ids.write_text("2 17 33 41 5 9")
+    rows = {}
+    for mode in ("off", "optimize"):
+        out = tmp_path / f"{mode}.f32"
+        r = kiln("logits", "-m", tiny_gemma, "--ids", ids, "-o", out, "--graph-mode", mode,
+                 "--threads", 2, timeout=120)
+        assert r.returncode == 0, r.stderr
+        info = json.loads(r.stdout)
+        assert info["positions"] == 6
+        rows[mode] = out.read_bytes()
+        assert len(rows[mode]) == 6 * info["vocab"] * 4
+    assert rows["off"] == rows["optimize"]
+
+
+def test_logits_rejects_bad_id_files(tiny_gemma, tmp_path):
+    bad = tmp_path / "bad.txt"
+    bad.write_text("1 2 x")
+    r = kiln("logits", "-m", tiny_gemma, "--ids", bad, "-o", tmp_path / "o.f32", timeout=60)
+    assert r.returncode != 0 and "token ids" in r.stderr
+    bad.write_text("1 99999999")
+    r = kiln("logits", "-m", tiny_gemma, "--ids", bad, "-o", tmp_path / "o.f32", timeout=60)
+    assert r.returncode != 0 and ">= vocab size" in r.stderr

@@ -105,7 +105,10 @@ int run(const RunArgs& a) {
   double prefill_s = std::chrono::duration<double>(t_first - t0).count();
   double decode_s = std::chrono::duration<double>(t_end - t_first).count();
   int decoded = std::max(0, last.completion_tokens - 1);  // the first token comes with the prefill
+  // End the text's line on stdout before the summary goes to stderr: with stdout a pipe the
+  // newline would otherwise sit in its buffer and the summary land glued to the last word.
   std::printf("\n");
+  std::fflush(stdout);
   std::fprintf(stderr,
                "prompt: %d tokens, %.1f tok/s | generated: %d tokens, %.1f tok/s | ttft %.3f s | "
                "finish: %s\n",
