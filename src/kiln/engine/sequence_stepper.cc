@@ -7,7 +7,7 @@
 namespace kiln::engine {
 
 void SequenceStepper::release(SteppedSequence& seq) {
-  pool_.free(seq.pages);
+  pool_.free(seq.pages);  // NOLINT(clang-analyzer-unix.Malloc): KvPool::free, not libc free
   seq.pages.clear();
   seq.len = 0;
 }
