@@ -1,6 +1,6 @@
 // The serving engine: a scheduler thread that owns the model executor, the KV pool and the
-// radix prefix cache, and runs continuous batching (DESIGN.md "Engine"). Thread-safe: the HTTP
-// server's workers call submit/cancel/stats from any thread.
+// radix prefix cache, and runs continuous batching (docs/architecture.md, Terms: "Engine").
+// Thread-safe: the HTTP server's workers call submit/cancel/stats from any thread.
 #pragma once
 #include <cstdint>
 #include <memory>

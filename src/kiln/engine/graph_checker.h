@@ -1,5 +1,5 @@
 // --check-graph: runs every graph-mode decode step a second and third time to find where graph
-// mode and eager mode part ways (DESIGN.md "The interpreter ... --check-graph").
+// mode and eager mode part ways (docs/architecture.md, Terms: "--check-graph").
 //
 // For each decode step that the graph runner takes:
 //   1. eager mode interprets the traced graph for the batch, keeping every node's output;

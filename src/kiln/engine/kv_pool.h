@@ -1,6 +1,6 @@
 // The paged KV pool: K and V of every layer, f16, laid out
-// [layers][pages][page_size][kv_heads][head_dim] (DESIGN.md "Paged KV pool"), plus the
-// free-page allocator. One contiguous allocation whose address never changes: the graph
+// [layers][pages][page_size][kv_heads][head_dim] (docs/architecture.md, Terms: "Paged KV pool"),
+// plus the free-page allocator. One contiguous allocation whose address never changes: the graph
 // takes the whole pool as a single *state* input and mutates it in place.
 #pragma once
 #include <cstddef>

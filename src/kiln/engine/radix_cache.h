@@ -1,4 +1,5 @@
-// Radix tree over token ids at page granularity: the prefix cache (DESIGN.md "Engine").
+// Radix tree over token ids at page granularity: the prefix cache (docs/architecture.md, Terms:
+// "Engine").
 //
 // Every edge holds a whole number of pages of tokens, and its node owns those KV pages: only
 // full pages are ever shared, so a shared page is never written again. Children are keyed by

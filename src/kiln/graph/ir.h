@@ -57,7 +57,7 @@ class Attrs {
   std::vector<std::pair<std::string, AttrValue>> items_;
 };
 
-// Graph input kinds (DESIGN.md "graph input copy optimization").
+// Graph input kinds (docs/architecture.md, Terms: "graph input copy optimization").
 enum class SourceKind { Input, Param, State };
 
 struct Node {

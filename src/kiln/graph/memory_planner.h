@@ -1,5 +1,5 @@
 // Places every intermediate value of a graph in one arena, reusing memory between values that
-// are never live at the same time (DESIGN.md "memory reuse").
+// are never live at the same time (docs/architecture.md, Terms: "memory reuse").
 //
 // The node order is the execution order. A value is live from the node that defines it to its
 // last use (inclusive; an unused output lives during its own node). Outputs marked in place by

@@ -1,5 +1,5 @@
 // A captured execution plan for one batch size: the optimized graph lowered once into a flat
-// array of Steps with every pointer resolved (DESIGN.md "NPUGraph capture / replay").
+// array of Steps with every pointer resolved (docs/architecture.md, Terms: "capture / replay").
 //
 // Capture happens in two phases so that every plan of a GraphRunner can share ONE arena:
 // `Plan::prepare` plans memory (liveness offsets) and reports the arena bytes it needs; once

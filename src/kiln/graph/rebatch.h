@@ -3,8 +3,8 @@
 // The plans of a GraphRunner differ only in their batch size B (decode: T = S = B), and the
 // pass pipeline makes the same decisions for every B. So capture traces and optimizes ONE
 // template per output kind at kTemplateBatch and rebatches it for every captured size,
-// instead of running the pipeline once per plan (DESIGN.md "memory reuse across
-// multi-graphs" for graphs: one optimized structure, many shapes).
+// instead of running the pipeline once per plan (docs/architecture.md,
+// Terms: "memory reuse" across plans: one optimized structure, many shapes).
 //
 // The template batch is a prime that no model dimension is a multiple of, so a dimension
 // carries the batch exactly when it is a multiple of it: k * kTemplateBatch becomes k * B in
