@@ -27,6 +27,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <ostream>
 
 #include "kiln/engine/runtime.h"
 #include "model_harness.h"
@@ -176,6 +177,9 @@ struct OracleParam {
   std::string case_name;
   std::string file_type;  // "f32" or "q8_0"
 };
+
+// Test listings name the case, not the struct's bytes.
+void PrintTo(const OracleParam& p, std::ostream* os) { *os << p.case_name << "/" << p.file_type; }
 
 class HfOracle : public ::testing::TestWithParam<OracleParam> {};
 
