@@ -105,6 +105,7 @@ ModelConfig read_model_config(const GgufFile& file) {
   const bool moe = c.arch == "qwen3moe";
   c.n_layers = static_cast<int>(file.get_u32(p + "block_count"));
   c.n_embd = static_cast<int>(file.get_u32(p + "embedding_length"));
+  // An MoE file may omit the dense FFN width: its FFNs are n_ff_expert wide (read_moe).
   c.n_ff = static_cast<int>(moe ? file.try_get_u32(p + "feed_forward_length").value_or(1)
                                 : file.get_u32(p + "feed_forward_length"));
   c.n_heads = static_cast<int>(file.get_u32(p + "attention.head_count"));

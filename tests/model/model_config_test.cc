@@ -1,0 +1,152 @@
+// read_model_config on small synthetic files: the features the oracle fixtures cannot carry
+// (RoPE scalings kiln refuses, LongRoPE tensors, the per-layer sliding pattern array) and the
+// rules that depend on sizes (the Gemma 27B attention scale), plus the fused-tensor row map.
+#include "kiln/model/model_config.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+
+#include "gguf_test_builder.h"
+#include "kiln/base/error.h"
+#include "kiln/model/fused_tensors.h"
+
+namespace kiln::model {
+namespace {
+
+using testing::Bytes;
+using testing::encode_array;
+using testing::encode_scalar;
+using testing::GgufBuilder;
+
+constexpr uint32_t kF32 = 0;  // ggml type id
+
+struct ConfigFile {
+  std::string arch = "llama";
+  uint32_t layers = 2, embd = 64, ff = 128, heads = 4, kv_heads = 2;
+  GgufBuilder b;
+
+  explicit ConfigFile(std::string a, uint32_t n_layers = 2) : arch(std::move(a)), layers(n_layers) {
+    const std::string p = arch + ".";
+    b.add_string("general.architecture", arch);
+    b.add_u32(p + "block_count", layers);
+    b.add_u32(p + "embedding_length", embd);
+    b.add_u32(p + "feed_forward_length", ff);
+    b.add_u32(p + "attention.head_count", heads);
+    b.add_u32(p + "attention.head_count_kv", kv_heads);
+    b.add_u32(p + "context_length", 256);
+    b.add_kv(p + "attention.layer_norm_rms_epsilon", GgufType::F32, encode_scalar(1e-6f));
+    b.add_tensor("token_embd.weight", kF32, {embd, 32}, embd * 32 * 4);
+  }
+  ModelConfig read() {
+    auto bytes = std::make_shared<Bytes>(b.build());
+    auto file = GgufFile::from_bytes(bytes->data(), bytes->size(), bytes, arch + ".gguf");
+    return read_model_config(*file);
+  }
+};
+
+void expect_error_mentioning(ConfigFile& f, const std::string& text) {
+  try {
+    f.read();
+    FAIL() << "expected an error mentioning '" << text << "'";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+  }
+}
+
+TEST(ModelConfig, RefusesRopeScalingsKilnDoesNotImplement) {
+  for (const char* type : {"yarn", "linear"}) {
+    ConfigFile f("llama");
+    f.b.add_string("llama.rope.scaling.type", type);
+    expect_error_mentioning(f, std::string("rope scaling '") + type + "'");
+  }
+  ConfigFile none("llama");
+  none.b.add_string("llama.rope.scaling.type", "none");
+  EXPECT_NO_THROW(none.read());
+}
+
+TEST(ModelConfig, RefusesLongRope) {
+  ConfigFile f("phi3");
+  f.b.add_tensor("rope_factors_long.weight", kF32, {8}, 32);
+  expect_error_mentioning(f, "LongRoPE");
+}
+
+TEST(ModelConfig, RopeFactorsAndPartialRotary) {
+  ConfigFile f("llama");
+  f.b.add_u32("llama.rope.dimension_count", 12);
+  f.b.add_tensor(kRopeFreqsTensor, kF32, {6}, 24);
+  ModelConfig c = f.read();
+  EXPECT_EQ(c.n_rot, 12);
+  EXPECT_TRUE(c.rope_freq_factors);
+
+  ConfigFile wrong("llama");
+  wrong.b.add_tensor(kRopeFreqsTensor, kF32, {5}, 20);  // head_dim 16 needs 8 factors
+  expect_error_mentioning(wrong, "expected 8");
+
+  ConfigFile odd("llama");
+  odd.b.add_u32("llama.rope.dimension_count", 17);
+  expect_error_mentioning(odd, "rope.dimension_count 17");
+}
+
+// Gemma's query_pre_attn_scalar is not in the file: n_embd / n_head at 27B (62 layers for Gemma
+// 3, 46 for Gemma 2), head_dim otherwise; an explicit attention.scale wins.
+TEST(ModelConfig, GemmaAttentionScaleBySize) {
+  for (auto [arch, layers_27b] : {std::pair{"gemma3", 62u}, std::pair{"gemma2", 46u}}) {
+    SCOPED_TRACE(arch);
+    ConfigFile small(arch, 6);
+    small.b.add_u32(std::string(arch) + ".attention.key_length", 8);
+    small.b.add_u32(std::string(arch) + ".attention.value_length", 8);
+    EXPECT_DOUBLE_EQ(small.read().attention_scale, 1.0 / std::sqrt(8.0));
+    ConfigFile big(arch, layers_27b);
+    big.b.add_u32(std::string(arch) + ".attention.key_length", 8);
+    big.b.add_u32(std::string(arch) + ".attention.value_length", 8);
+    EXPECT_DOUBLE_EQ(big.read().attention_scale, 1.0 / std::sqrt(64.0 / 4));
+    ConfigFile expl(arch, layers_27b);
+    expl.b.add_kv(std::string(arch) + ".attention.scale", GgufType::F32, encode_scalar(0.5f));
+    EXPECT_DOUBLE_EQ(expl.read().attention_scale, 0.5);
+  }
+}
+
+TEST(ModelConfig, SlidingPatternAsPeriodOrPerLayerFlags) {
+  ConfigFile period("gemma3", 6);
+  period.b.add_u32("gemma3.attention.sliding_window", 8);
+  ModelConfig c = period.read();
+  for (int il = 0; il < 6; ++il) EXPECT_EQ(c.layers[il].window, il == 5 ? 0 : 8) << il;
+
+  ConfigFile flags("gemma3", 4);
+  flags.b.add_u32("gemma3.attention.sliding_window", 8);
+  Bytes elems;
+  for (uint8_t v : {0, 1, 1, 0}) testing::append_le(elems, v);
+  flags.b.add_kv("gemma3.attention.sliding_window_pattern", GgufType::Array,
+                 encode_array(GgufType::Bool, 4, elems));
+  c = flags.read();
+  EXPECT_EQ(c.layers[0].window, 0);
+  EXPECT_EQ(c.layers[1].window, 8);
+  EXPECT_EQ(c.layers[2].window, 8);
+  EXPECT_EQ(c.layers[3].window, 0);
+
+  ConfigFile gemma2("gemma2", 4);  // always slides; every other layer, window 4096 by default
+  c = gemma2.read();
+  EXPECT_EQ(c.layers[0].window, 4096);
+  EXPECT_EQ(c.layers[1].window, 0);
+}
+
+// Phi-3's fused tensors are served as row ranges: q, k, v of attn_qkv; gate then up of ffn_up.
+TEST(ModelConfig, Phi3FusedTensorRows) {
+  ConfigFile f("phi3", 1);
+  f.b.add_tensor("blk.0.attn_qkv.weight", kF32, {64, 128}, 64 * 128 * 4);
+  f.b.add_tensor("blk.0.ffn_up.weight", kF32, {64, 256}, 64 * 256 * 4);
+  ModelConfig c = f.read();
+  ASSERT_TRUE(c.fused_qkv && c.fused_gate_up);
+  FusedTensorMap m = fused_tensor_slices(c);
+  EXPECT_EQ(m.at("blk.0.attn_q.weight").end, 64);
+  EXPECT_EQ(m.at("blk.0.attn_k.weight").begin, 64);
+  EXPECT_EQ(m.at("blk.0.attn_v.weight").end, 128);
+  EXPECT_EQ(m.at("blk.0.ffn_gate.weight").end, 128);
+  EXPECT_EQ(m.at("blk.0.ffn_up.weight").begin, 128);
+  EXPECT_EQ(m.at("blk.0.ffn_up.weight").source, "blk.0.ffn_up.weight");
+}
+
+}  // namespace
+}  // namespace kiln::model
