@@ -111,7 +111,7 @@ class FakeModel : public ModelExecutor {
     for (int32_t t : b.token_ids) {
       if (t == poison_token) throw Error("poisoned token");
     }
-    std::vector<uint64_t> last_hash(b.seqs.size());
+    std::vector<uint64_t> row_hash(static_cast<size_t>(b.num_tokens()));
     for (int64_t r = 0; r < b.num_tokens(); ++r) {
       const int32_t pos = b.positions[r];
       const StepSequence& s = b.seqs[static_cast<size_t>(b.token_seq[r])];
@@ -124,7 +124,7 @@ class FakeModel : public ModelExecutor {
       }
       const uint64_t h = history_hash(prev, b.token_ids[r], pos);
       slots_[static_cast<size_t>(b.slots[r])] = Record{true, pos, h};
-      last_hash[static_cast<size_t>(b.token_seq[r])] = h;
+      row_hash[static_cast<size_t>(r)] = h;
     }
     // Every position below seq_len must hold that position's K/V.
     for (const StepSequence& s : b.seqs) {
@@ -135,8 +135,8 @@ class FakeModel : public ModelExecutor {
     }
     out.vocab = vocab_;
     out.used_graph = b.is_decode();
-    int64_t n = 0;
-    for (const StepSequence& s : b.seqs) n += s.want_logits ? 1 : 0;
+    const std::vector<int32_t> logit_rows = b.logit_row_indices();
+    const auto n = static_cast<int64_t>(logit_rows.size());
     std::vector<float> row(static_cast<size_t>(vocab_));
     if (b.greedy_only) {
       out.greedy_ids.clear();
@@ -144,9 +144,8 @@ class FakeModel : public ModelExecutor {
       out.logits.assign(static_cast<size_t>(n * vocab_), 0.0f);
     }
     int64_t k = 0;
-    for (size_t i = 0; i < b.seqs.size(); ++i) {
-      if (!b.seqs[i].want_logits) continue;
-      fake_logits(last_hash[i], vocab_, eos_bias_, row.data());
+    for (int32_t r : logit_rows) {
+      fake_logits(row_hash[static_cast<size_t>(r)], vocab_, eos_bias_, row.data());
       if (b.greedy_only) {
         out.greedy_ids.push_back(argmax_lowest(row));
       } else {

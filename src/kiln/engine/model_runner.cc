@@ -48,13 +48,10 @@ model::ForwardShape ModelRunner::shape_of(const StepBatch& batch) const {
   s.kv_pages = pool_.n_pages();
   s.page_size = pool_.page_size();
   s.greedy = batch.greedy_only;
-  int64_t wanted = 0;
   bool all = true;
-  for (const auto& seq : batch.seqs) {
-    wanted += seq.want_logits ? 1 : 0;
-    all = all && seq.want_logits;
-  }
-  s.logit_rows = (batch.is_decode() && all) ? -1 : wanted;
+  for (const auto& seq : batch.seqs) all = all && seq.want_logits;
+  // A decode batch where every sequence wants logits keeps every row (no gather).
+  s.logit_rows = (batch.is_decode() && all) ? -1 : batch.logit_rows();
   return s;
 }
 
@@ -106,12 +103,7 @@ void ModelRunner::bind(const StepBatch& b, const model::ForwardShape& shape,
   bound.seq_lens.resize(S);
   for (int64_t s = 0; s < S; ++s) bound.seq_lens[s] = b.seqs[s].seq_len;
   bound.bindings.push_back({in::kSeqLens, borrow_i32(bound.seq_lens, {S})});
-  bound.logit_rows.clear();
-  std::vector<int32_t> last_row(S, -1);
-  for (int64_t t = 0; t < T; ++t) last_row[b.token_seq[t]] = static_cast<int32_t>(t);
-  for (int64_t s = 0; s < S; ++s) {
-    if (b.seqs[s].want_logits) bound.logit_rows.push_back(last_row[s]);
-  }
+  bound.logit_rows = b.logit_row_indices();
   if (shape.logit_rows >= 0) {
     bound.bindings.push_back({in::kLogitRows, borrow_i32(bound.logit_rows, {shape.logit_rows})});
   }

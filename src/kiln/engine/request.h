@@ -38,6 +38,10 @@ struct GenerateRequest {
   StopConditions stop;
   bool skip_special_tokens = true;
   int logprobs = -1;  // -1: none; 0: chosen token's logprob; k>0: also the top k alternatives
+  // Prompt scoring: -1 none; k in [0, prompt size]: the logprob of each prompt token from
+  // position max(k, 1) on (position 0 has no context to be predicted from), with max(logprobs,
+  // 0) alternatives each. With max_new_tokens 0 the request only scores its prompt.
+  int prompt_logprobs_from = -1;
 };
 
 enum class FinishReason { None, Stop, Length, Abort };
@@ -55,6 +59,9 @@ struct RequestEvent {
   std::vector<int32_t> new_tokens;  // tokens accepted since the last event
   std::string text_delta;           // UTF-8-complete text for them (stop strings withheld)
   std::vector<TokenLogprob> logprobs;
+  // The prompt's scores (positions max(prompt_logprobs_from, 1).. in order), once, in the
+  // first event after the whole prompt has been scored.
+  std::vector<TokenLogprob> prompt_logprobs;
   bool finished = false;
   FinishReason finish_reason = FinishReason::None;
   std::string matched_stop;  // the stop string, if one ended the request

@@ -316,4 +316,25 @@ int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> banned
   return chosen;
 }
 
+TokenLogprob score_token(std::span<const float> logits, int32_t token, int top) {
+  KILN_CHECK(token >= 0 && static_cast<size_t>(token) < logits.size(),
+             "scored token id {} is outside the vocabulary", token);
+  const int32_t best = argmax_lowest(logits);  // also rejects NaN
+  const float max_l = logits[static_cast<size_t>(best)];
+  if (std::isinf(max_l)) fail("the model produced infinite logits");
+  double z = 0.0;
+  for (float l : logits) z += std::exp(static_cast<double>(l - max_l));
+  const double log_z = std::log(z) + max_l;
+  TokenLogprob lp;
+  lp.token = token;
+  lp.logprob = static_cast<float>(logits[static_cast<size_t>(token)] - log_z);
+  if (top > 0) {
+    std::vector<int32_t> ids;
+    top_n(logits, top, ids);
+    for (int32_t id : ids)
+      lp.top.emplace_back(id, static_cast<float>(logits[static_cast<size_t>(id)] - log_z));
+  }
+  return lp;
+}
+
 }  // namespace kiln::engine

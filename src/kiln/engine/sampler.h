@@ -25,6 +25,10 @@
 
 namespace kiln::engine {
 
+// The log-softmax of raw `logits` at `token`, with the `top` most likely tokens (ties: lower
+// id first): how a prompt token is scored (no penalties, temperature 1).
+TokenLogprob score_token(std::span<const float> logits, int32_t token, int top);
+
 class Sampler {
  public:
   // n_logprobs: -1 none, 0 the chosen token's logprob, k > 0 also the top k alternatives.

@@ -31,6 +31,11 @@ struct Sequence {
   Sampler sampler;
   StopChecker stop;
   int cached_tokens = -1;  // prompt tokens served by the prefix cache on first admission
+  // Prompt scoring: positions [score_from, n_prompt) get a logprob each; scores[i] is
+  // position score_from + i's. They survive preemption, so no position is scored twice.
+  int64_t score_from = 0;
+  std::vector<TokenLogprob> scores;
+  bool scores_sent = false;
 
   Sequence(uint64_t id_, uint64_t arrival_, GenerateRequest req, EventCallback cb, uint64_t seed,
            const TokenText& tokenizer, std::span<const int32_t> eog_ids)
@@ -43,8 +48,14 @@ struct Sequence {
     tokens = request.prompt_ids;
     n_prompt = static_cast<int64_t>(tokens.size());
     sampler.add_prompt(tokens);
+    score_from = request.prompt_logprobs_from < 0
+                     ? n_prompt
+                     : std::max<int64_t>(request.prompt_logprobs_from, 1);
   }
   int64_t generated() const { return static_cast<int64_t>(tokens.size()) - n_prompt; }
+  // Prompt positions still to score; the next one needs the logits of the row before it.
+  bool scoring() const { return score_from + static_cast<int64_t>(scores.size()) < n_prompt; }
+  int64_t next_scoring_row() const { return score_from + static_cast<int64_t>(scores.size()) - 1; }
 };
 
 namespace {
@@ -93,6 +104,10 @@ void Scheduler::validate(const GenerateRequest& r) const {
                vocab_);
   KILN_CHECK(r.logprobs >= -1 && r.logprobs <= 1024, "logprobs must be in [-1, 1024], got {}",
              r.logprobs);
+  KILN_CHECK(r.prompt_logprobs_from >= -1 &&
+                 r.prompt_logprobs_from <= static_cast<int64_t>(r.prompt_ids.size()),
+             "the prompt logprob start {} is outside [-1, {}] (the prompt's length)",
+             r.prompt_logprobs_from, r.prompt_ids.size());
   const auto total = static_cast<int64_t>(r.prompt_ids.size()) + r.stop.max_new_tokens;
   KILN_CHECK(total <= context_limit_,
              "the prompt ({} tokens) plus max_new_tokens ({}) exceeds the context length ({})",
@@ -108,7 +123,7 @@ void Scheduler::add(uint64_t id, GenerateRequest request, EventCallback on_event
   auto seq = std::make_unique<Sequence>(id, next_arrival_++, std::move(request),
                                         std::move(on_event), seed, *tokenizer_, eog_ids_);
   stats_.prompt_tokens_total += seq->n_prompt;
-  if (seq->request.stop.max_new_tokens == 0) {  // nothing to generate
+  if (seq->request.stop.max_new_tokens == 0 && !seq->scoring()) {  // nothing to compute
     RequestEvent ev;
     ev.finished = true;
     ev.finish_reason = FinishReason::Length;
@@ -266,8 +281,10 @@ bool Scheduler::admit(Sequence& seq) {
   RadixCache::Match match;
   const auto n_tokens = static_cast<int64_t>(seq.tokens.size());
   if (cache_) {
-    // Never match the last token: its logits are needed, so at least one row must run.
-    match = cache_->match_prefix(std::span<const int32_t>(seq.tokens.data(), n_tokens - 1));
+    // Never match the last token: its logits are needed, so at least one row must run. Nor
+    // any row whose logits score a prompt token not yet scored: cached rows have none.
+    const int64_t limit = seq.scoring() ? seq.next_scoring_row() : n_tokens - 1;
+    match = cache_->match_prefix(std::span<const int32_t>(seq.tokens.data(), limit));
     cache_->lock(match.node);
   }
   const int64_t need = ceil_div(n_tokens, page_size_) - static_cast<int64_t>(match.pages.size());
@@ -349,8 +366,22 @@ bool Scheduler::prefill_step() {
   int64_t budget = config_.max_prefill_tokens;
   auto add_chunk = [&](Sequence& seq) {
     const int64_t remaining = static_cast<int64_t>(seq.tokens.size()) - seq.n_kv;
-    const int64_t take =
+    int64_t take =
         std::min({remaining, static_cast<int64_t>(config_.chunked_prefill_size), budget});
+    // Scoring rows return a full logits row each: they run in chunks of their own, small
+    // enough that the rows fit in memory, and rows before them run as a plain chunk.
+    bool all_logits = false;
+    if (seq.scoring()) {
+      const int64_t first = seq.next_scoring_row();
+      KILN_CHECK(seq.n_kv <= first, "request {}: prompt row {} was skipped before scoring", seq.id,
+                 first);
+      if (seq.n_kv < first) {
+        take = std::min(take, first - seq.n_kv);
+      } else {
+        take = std::min(take, kScoringChunkRows);
+        all_logits = true;
+      }
+    }
     if (take <= 0) return;
     const auto s = static_cast<int32_t>(batch.seqs.size());
     for (int64_t i = 0; i < take; ++i) {
@@ -364,7 +395,8 @@ bool Scheduler::prefill_step() {
     StepSequence ss;
     ss.pages = seq.pages;
     ss.seq_len = static_cast<int32_t>(seq.n_kv + take);
-    ss.want_logits = seq.n_kv + take == static_cast<int64_t>(seq.tokens.size());
+    ss.want_logits = all_logits || seq.n_kv + take == static_cast<int64_t>(seq.tokens.size());
+    ss.all_logits = all_logits;
     batch.seqs.push_back(std::move(ss));
     members.push_back(&seq);
     budget -= take;
@@ -384,6 +416,21 @@ bool Scheduler::prefill_step() {
   if (members.empty()) return false;
   run_batch(batch, members);
   return true;
+}
+
+void Scheduler::score_prompt_rows(Sequence& seq, int64_t first_pos, int64_t n_rows,
+                                  int64_t first_row) {
+  // Row j holds position first_pos + j and predicts the token at first_pos + j + 1.
+  const int top = std::max(seq.request.logprobs, 0);
+  for (int64_t j = 0; j < n_rows; ++j) {
+    const int64_t target = first_pos + j + 1;
+    if (target != seq.score_from + static_cast<int64_t>(seq.scores.size()) ||
+        target >= seq.n_prompt)
+      continue;
+    std::span<const float> logits(output_.logits.data() + (first_row + j) * vocab_,
+                                  static_cast<size_t>(vocab_));
+    seq.scores.push_back(score_token(logits, seq.tokens[static_cast<size_t>(target)], top));
+  }
 }
 
 bool Scheduler::decode_step() {
@@ -418,12 +465,13 @@ bool Scheduler::decode_step() {
 void Scheduler::run_batch(StepBatch& batch, const std::vector<Sequence*>& members) {
   // Greedy fast path: the LM head then only returns argmax ids.
   bool greedy_only = true;
-  int64_t n_logits = 0;
+  const int64_t n_logits = batch.logit_rows();
+  std::vector<int64_t> rows_of(members.size(), 0);
+  for (int32_t s : batch.token_seq) ++rows_of[static_cast<size_t>(s)];
   for (size_t i = 0; i < members.size(); ++i) {
     if (!batch.seqs[i].want_logits) continue;
-    ++n_logits;
-    greedy_only &=
-        members[i]->sampler.greedy_fast_path_ok() && members[i]->stop.banned_ids().empty();
+    greedy_only &= !batch.seqs[i].all_logits && members[i]->sampler.greedy_fast_path_ok() &&
+                   members[i]->stop.banned_ids().empty();
   }
   batch.greedy_only = greedy_only && n_logits > 0;
 
@@ -436,12 +484,12 @@ void Scheduler::run_batch(StepBatch& batch, const std::vector<Sequence*>& member
     executor_->forward(batch, output_);
     if (batch.greedy_only) {
       KILN_CHECK(static_cast<int64_t>(output_.greedy_ids.size()) == n_logits,
-                 "the executor returned {} greedy ids for {} sequences", output_.greedy_ids.size(),
+                 "the executor returned {} greedy ids for {} rows", output_.greedy_ids.size(),
                  n_logits);
     } else {
       KILN_CHECK(output_.vocab == vocab_ &&
                      static_cast<int64_t>(output_.logits.size()) == n_logits * vocab_,
-                 "the executor returned {} logits of vocab {} for {} sequences of vocab {}",
+                 "the executor returned {} logits of vocab {} for {} rows of vocab {}",
                  output_.logits.size(), output_.vocab, n_logits, vocab_);
     }
   } catch (const std::exception& e) {
@@ -466,7 +514,25 @@ void Scheduler::run_batch(StepBatch& batch, const std::vector<Sequence*>& member
   int64_t row = 0;
   for (size_t i = 0; i < members.size(); ++i) {
     Sequence& seq = *members[i];
+    const int64_t first_pos = batch.seqs[i].seq_len - rows_of[i];
     seq.n_kv = batch.seqs[i].seq_len;
+    if (batch.seqs[i].all_logits) {
+      try {
+        score_prompt_rows(seq, first_pos, rows_of[i], row);
+      } catch (const std::exception& e) {
+        RequestEvent ev;
+        ev.finish_reason = FinishReason::Abort;
+        ev.error = std::string("scoring the prompt failed: ") + e.what();
+        finish(seq, ev);
+        continue;
+      }
+      row += rows_of[i] - 1;  // the last row is the one sampled from, if any
+      if (seq.n_kv < static_cast<int64_t>(seq.tokens.size())) {
+        ++row;
+        cache_computed_prefix(seq);
+        continue;
+      }
+    }
     if (!batch.seqs[i].want_logits) {
       cache_computed_prefix(seq);
       continue;
@@ -475,6 +541,15 @@ void Scheduler::run_batch(StepBatch& batch, const std::vector<Sequence*>& member
     seq.state = Sequence::State::Decoding;
     cache_computed_prefix(seq);
     RequestEvent ev;
+    if (!seq.scores_sent) {
+      ev.prompt_logprobs = std::move(seq.scores);
+      seq.scores_sent = true;
+    }
+    if (seq.request.stop.max_new_tokens == 0) {  // scoring only
+      ev.finish_reason = FinishReason::Length;
+      finish(seq, ev);
+      continue;
+    }
     int32_t token = 0;
     try {
       if (batch.greedy_only) {

@@ -36,6 +36,10 @@ struct Sequence;
 
 class Scheduler {
  public:
+  // Prompt rows scored per step and sequence: each returns a full logits row (1 MiB on a
+  // 262144-token vocabulary).
+  static constexpr int64_t kScoringChunkRows = 32;
+
   Scheduler(ModelExecutor& executor, KvPool& pool, const TokenText& tokenizer,
             const EngineConfig& config);
   ~Scheduler();  // aborts whatever is left and returns every page
@@ -72,6 +76,9 @@ class Scheduler {
   // Runs the batch and handles its outputs; `members` are the batch's sequences in order.
   void run_batch(StepBatch& batch, const std::vector<Sequence*>& members);
   void cache_computed_prefix(Sequence& seq);
+  // Scores the prompt tokens that rows [first_row, first_row + n_rows) of this step's logits
+  // predict (the sequence's rows, from position first_pos).
+  void score_prompt_rows(Sequence& seq, int64_t first_pos, int64_t n_rows, int64_t first_row);
   void release(Sequence& seq, bool to_cache);
   void finish(Sequence& seq, RequestEvent& event);  // emits the final event and frees seq
   void emit(Sequence& seq, RequestEvent& event);

@@ -4,9 +4,10 @@
 // sequence) may be mixed. Every row names its sequence (token_seq), its position, and the KV
 // slot it writes (page * page_size + offset). Each sequence carries its block table (page
 // ids in order) and its length after this step. The executor returns, for each sequence
-// whose `want_logits` is set, the logits of its LAST row in this step (or only the greedy
-// token when every such sequence samples greedily and `greedy_only` is set: the LM head then
-// never writes logits).
+// whose `want_logits` is set, the logits of its LAST row in this step, or of EVERY row it has
+// in this step when `all_logits` is also set (prompt scoring); or only the greedy token when
+// every such sequence samples greedily and `greedy_only` is set: the LM head then never
+// writes logits.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -17,6 +18,7 @@ struct StepSequence {
   std::vector<int32_t> pages;  // block table: page ids holding positions 0.., in order
   int32_t seq_len = 0;         // tokens with K/V in the cache once this step has run
   bool want_logits = true;
+  bool all_logits = false;  // with want_logits: a row of logits for each of its rows, in order
 };
 
 struct StepBatch {
@@ -31,11 +33,17 @@ struct StepBatch {
   int64_t num_seqs() const { return static_cast<int64_t>(seqs.size()); }
   // True when every sequence contributes exactly one row (a pure decode step).
   bool is_decode() const { return token_ids.size() == seqs.size(); }
+  // Logits rows the executor returns: one per want_logits sequence, one per row for
+  // all_logits sequences.
+  int64_t logit_rows() const;
+  // The batch rows whose logits are returned, in output order.
+  std::vector<int32_t> logit_row_indices() const;
 };
 
 struct StepOutput {
-  // For sequences with want_logits, in sequence order: logits rows [n, vocab] (row-major),
-  // unless greedy_only, then only greedy_ids.
+  // For sequences with want_logits, in sequence order: logits rows [n, vocab] (row-major; a
+  // sequence with all_logits contributes one per row it has in the step), unless greedy_only,
+  // then only greedy_ids.
   std::vector<float> logits;
   std::vector<int32_t> greedy_ids;
   int64_t vocab = 0;

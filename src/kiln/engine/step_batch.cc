@@ -1,0 +1,34 @@
+#include "kiln/engine/step_batch.h"
+
+#include <cstddef>
+
+namespace kiln::engine {
+
+std::vector<int32_t> StepBatch::logit_row_indices() const {
+  // Rows of each sequence in batch order; a sequence's last row is the one it samples from.
+  std::vector<std::vector<int32_t>> rows(seqs.size());
+  for (std::size_t t = 0; t < token_seq.size(); ++t)
+    rows[static_cast<std::size_t>(token_seq[t])].push_back(static_cast<int32_t>(t));
+  std::vector<int32_t> out;
+  for (std::size_t s = 0; s < seqs.size(); ++s) {
+    if (!seqs[s].want_logits || rows[s].empty()) continue;
+    if (seqs[s].all_logits) {
+      out.insert(out.end(), rows[s].begin(), rows[s].end());
+    } else {
+      out.push_back(rows[s].back());
+    }
+  }
+  return out;
+}
+
+int64_t StepBatch::logit_rows() const {
+  int64_t n = 0;
+  std::vector<int64_t> count(seqs.size(), 0);
+  for (int32_t s : token_seq) ++count[static_cast<std::size_t>(s)];
+  for (std::size_t s = 0; s < seqs.size(); ++s) {
+    if (seqs[s].want_logits && count[s] > 0) n += seqs[s].all_logits ? count[s] : 1;
+  }
+  return n;
+}
+
+}  // namespace kiln::engine
