@@ -47,6 +47,7 @@ class FakeCodec final : public TextCodec {
     return encode(text + "assistant:", true);
   }
   int64_t vocab_size() const override { return 300; }
+  Specials specials() const override { return {"<bos>", "<eos>", "<pad>", ""}; }
 };
 
 // Output token k of a request is letter ('a' + (sum(prompt) + 3k + seed) % 26); with

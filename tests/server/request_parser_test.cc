@@ -65,6 +65,13 @@ TEST(NativeParser, DefaultsMatchSGLang) {
   EXPECT_FALSE(r.options[0].max_new_tokens_given);
   EXPECT_EQ(r.options[0].n, 1);
   EXPECT_FALSE(r.stream);
+  EXPECT_EQ(r.logprob_start_len, -1);
+  auto lp = parse_native_generate(
+      json::parse(R"({"input_ids": [1, 2], "return_logprob": true, "logprob_start_len": 1})"),
+      limits());
+  EXPECT_EQ(lp.logprob_start_len, 1);
+  EXPECT_EQ(native_error(R"({"text": "a", "logprob_start_len": -2})"), "logprob_start_len");
+  EXPECT_EQ(native_error(R"({"text": "a", "logprob_start_len": "0"})"), "logprob_start_len");
 }
 
 TEST(NativeParser, Batches) {
@@ -158,6 +165,11 @@ TEST(OpenAIParser, Completion) {
   EXPECT_FALSE(d.prompts[0].is_text);
   EXPECT_EQ(d.options.stop.max_new_tokens, 16);  // OpenAI's default
   EXPECT_EQ(d.logprobs, -1);
+  EXPECT_FALSE(d.echo);
+  auto e = parse_completion_request(
+      json::parse(R"({"prompt": "a", "echo": true, "logprobs": 1, "max_tokens": 0})"), limits());
+  EXPECT_TRUE(e.echo);
+  EXPECT_EQ(e.options.stop.max_new_tokens, 0);
 }
 
 TEST(OpenAIParser, CompletionErrors) {
@@ -165,7 +177,7 @@ TEST(OpenAIParser, CompletionErrors) {
   EXPECT_EQ(openai_error(R"({"prompt": 3})", false), "prompt");
   EXPECT_EQ(openai_error(R"({"prompt": "a", "max_tokens": "5"})", false), "max_tokens");
   EXPECT_EQ(openai_error(R"({"prompt": "a", "logprobs": 6})", false), "logprobs");
-  EXPECT_EQ(openai_error(R"({"prompt": "a", "echo": true})", false), "echo");
+  EXPECT_EQ(openai_error(R"({"prompt": "a", "echo": 1})", false), "echo");
   EXPECT_EQ(openai_error(R"({"prompt": "a", "stream_options": {"include_usage": 1}})", false),
             "stream_options.include_usage");
   EXPECT_EQ(openai_error(R"({"prompt": "a", "presence_penalty": 3})", false), "presence_penalty");

@@ -15,12 +15,13 @@ namespace kiln::cli {
 struct ChatSupport {
   std::optional<model::ChatTemplate> chat_template;
   std::string unavailable_reason;
+  std::string source;  // the template's Jinja text as the model file gives it
 
   static ChatSupport from_template(std::string_view jinja) {
     try {
-      return {model::detect_chat_template(jinja), {}};
+      return {model::detect_chat_template(jinja), {}, std::string(jinja)};
     } catch (const Error& e) {
-      return {std::nullopt, e.what()};
+      return {std::nullopt, e.what(), std::string(jinja)};
     }
   }
 };
@@ -50,6 +51,12 @@ class TokenizerCodec final : public server::TextCodec {
                   /*add_special=*/true);
   }
   int64_t vocab_size() const override { return tokenizer_.vocab_size(); }
+  Specials specials() const override {
+    auto text = [&](int32_t id) {
+      return id >= 0 ? std::string(tokenizer_.piece(id)) : std::string();
+    };
+    return {text(tokenizer_.bos()), text(tokenizer_.eos()), text(tokenizer_.pad()), chat_.source};
+  }
 
  private:
   const model::Tokenizer& tokenizer_;

@@ -39,6 +39,12 @@ class TextCodec {
   // opening of the assistant's turn. Throws kiln::Error when the model has no chat template.
   virtual std::vector<int32_t> encode_chat(const std::vector<ChatTurn>& turns) const = 0;
   virtual int64_t vocab_size() const = 0;
+  // The special tokens' text and the chat template's source, for /tokenizer_info (empty:
+  // the model has none).
+  struct Specials {
+    std::string bos, eos, pad, chat_template;
+  };
+  virtual Specials specials() const = 0;
 };
 
 // Static facts about the served model (for /get_model_info, /v1/models, limits).

@@ -1,5 +1,7 @@
 #include "kiln/server/generation_job.h"
 
+#include <algorithm>
+
 #include "kiln/base/log.h"
 
 namespace kiln::server {
@@ -7,6 +9,13 @@ namespace kiln::server {
 double SequenceResult::e2e_seconds() const {
   auto end = finished ? finished_at : Clock::now();
   return std::chrono::duration<double>(end - submitted).count();
+}
+
+const engine::TokenLogprob* SequenceResult::prompt_score(size_t pos) const {
+  if (prompt_logprobs_from < 0) return nullptr;
+  const size_t first = std::max<size_t>(static_cast<size_t>(prompt_logprobs_from), 1);
+  if (pos < first || pos - first >= prompt_logprobs.size()) return nullptr;
+  return &prompt_logprobs[pos - first];
 }
 
 GenerationJob::GenerationJob(GenerationBackend& backend, std::shared_ptr<Metrics> metrics,
@@ -25,6 +34,8 @@ void GenerationJob::start(std::vector<engine::GenerateRequest> requests) {
   results_.resize(requests.size());
   for (size_t i = 0; i < requests.size(); ++i) {
     results_[i].submitted = Clock::now();
+    results_[i].prompt_ids = requests[i].prompt_ids;
+    results_[i].prompt_logprobs_from = requests[i].prompt_logprobs_from;
     // The callback holds the inbox and the metrics, not the job: the engine may still call it
     // after the HTTP request is gone (the final abort event of a cancelled request).
     std::shared_ptr<Inbox> inbox = inbox_;
@@ -92,6 +103,7 @@ void GenerationJob::apply(const Update& u) {
   r.text += e.text_delta;
   r.output_ids.insert(r.output_ids.end(), e.new_tokens.begin(), e.new_tokens.end());
   r.logprobs.insert(r.logprobs.end(), e.logprobs.begin(), e.logprobs.end());
+  if (!e.prompt_logprobs.empty()) r.prompt_logprobs = e.prompt_logprobs;
   r.prompt_tokens = e.prompt_tokens;
   r.completion_tokens = e.completion_tokens;
   r.cached_tokens = e.cached_tokens;

@@ -28,6 +28,11 @@ struct SequenceResult {
   std::string text;
   std::vector<int32_t> output_ids;
   std::vector<engine::TokenLogprob> logprobs;
+  // The prompt as the engine got it, and its scores when the request asked for them
+  // (engine::GenerateRequest::prompt_logprobs_from; -1: not asked).
+  std::vector<int32_t> prompt_ids;
+  int prompt_logprobs_from = -1;
+  std::vector<engine::TokenLogprob> prompt_logprobs;
   bool finished = false;
   engine::FinishReason finish_reason = engine::FinishReason::None;
   std::string matched_stop;
@@ -42,6 +47,9 @@ struct SequenceResult {
   Clock::time_point last_token{};
   Clock::time_point finished_at{};
   double e2e_seconds() const;
+  // The score of prompt position `pos`, or null: position 0, positions before the start, or
+  // scores that have not arrived yet.
+  const engine::TokenLogprob* prompt_score(size_t pos) const;
 };
 
 class GenerationJob {

@@ -66,13 +66,10 @@ NativeGenerateRequest parse_native_generate(const json& body, const ParseLimits&
   out.top_logprobs_num =
       static_cast<int>(int_field(body, "top_logprobs_num", "", 0, 0, limits.max_top_logprobs));
   out.return_text_in_logprobs = bool_field(body, "return_text_in_logprobs", "", false);
-  // SGLang returns logprobs from this prompt position on; kiln returns output logprobs only,
-  // which is what the default (-1: none of the input) asks for.
-  if (const json* v = field(body, "logprob_start_len")) {
-    if (as_int(*v, "logprob_start_len") != -1) {
-      bad_field("logprob_start_len", "other than -1 (input token logprobs) is not supported");
-    }
-  }
+  // With return_logprob, the prompt's logprobs from this position on (-1: none of them). Its
+  // upper bound, the prompt's length, is checked once the prompt is tokenized.
+  out.logprob_start_len =
+      static_cast<int>(int_field(body, "logprob_start_len", "", -1, -1, INT32_MAX));
   return out;
 }
 

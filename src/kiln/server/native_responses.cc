@@ -1,5 +1,6 @@
 #include "kiln/server/native_responses.h"
 
+#include <algorithm>
 #include <string>
 
 namespace kiln::server {
@@ -56,6 +57,27 @@ json native_output(const SequenceResult& r, const NativeGenerateRequest& request
     }
     meta["output_token_logprobs"] = std::move(tokens);
     if (request.top_logprobs_num > 0) meta["output_top_logprobs"] = std::move(tops);
+    // The prompt from logprob_start_len on; position 0 has no logprob, as in SGLang.
+    json in_tokens = json::array();
+    json in_tops = json::array();
+    const size_t n_prompt = r.prompt_ids.size();
+    for (size_t p = static_cast<size_t>(std::max(r.prompt_logprobs_from, 0));
+         r.prompt_logprobs_from >= 0 && p < n_prompt; ++p) {
+      const engine::TokenLogprob* lp = r.prompt_score(p);
+      if (lp == nullptr && p > 0) break;  // not scored yet (a stream's early chunks)
+      const int32_t id = r.prompt_ids[p];
+      json text = with_text ? json(codec.decode({id}, false)) : json(nullptr);
+      in_tokens.push_back(json::array({lp ? json(lp->logprob) : json(nullptr), id, text}));
+      json top = nullptr;
+      if (lp != nullptr) {
+        top = json::array();
+        for (const auto& [alt_id, alt] : lp->top)
+          top.push_back(logprob_entry(alt, alt_id, with_text, codec));
+      }
+      in_tops.push_back(std::move(top));
+    }
+    meta["input_token_logprobs"] = std::move(in_tokens);
+    if (request.top_logprobs_num > 0) meta["input_top_logprobs"] = std::move(in_tops);
   }
   return {{"text", r.text}, {"output_ids", r.output_ids}, {"meta_info", std::move(meta)}};
 }

@@ -35,6 +35,13 @@ std::vector<engine::GenerateRequest> build_requests(const NativeGenerateRequest&
     for (int j = 0; j < r.options[i].n; ++j) {
       out.push_back(make_engine_request(ids, r.options[i], j, logprobs, state.prompt_limits(),
                                         prompt_field(r, i)));
+      if (r.return_logprob && r.logprob_start_len >= 0) {
+        if (static_cast<size_t>(r.logprob_start_len) > ids.size()) {
+          bad_field("logprob_start_len", "({}) is past the end of the prompt ({} tokens)",
+                    r.logprob_start_len, ids.size());
+        }
+        out.back().prompt_logprobs_from = r.logprob_start_len;
+      }
     }
   }
   return out;
@@ -174,7 +181,23 @@ void handle_detokenize(ServerState& state, const httplib::Request& req, httplib:
     set_json(res, {{"text", texts}});
     return;
   }
-  set_json(res, {{"text", state.codec.decode(as_token_ids(*tokens, "tokens", vocab), skip)}});
+  // "text" as SGLang names it, "prompt" as vLLM does (lm-eval's remote tokenizer reads it).
+  const std::string text = state.codec.decode(as_token_ids(*tokens, "tokens", vocab), skip);
+  set_json(res, {{"text", text}, {"prompt", text}});
+}
+
+// vLLM's /tokenizer_info: what a client needs to use /tokenize and /detokenize as its
+// tokenizer (lm-evaluation-harness's remote tokenizer).
+json tokenizer_info(const ServerState& state) {
+  const TextCodec::Specials s = state.codec.specials();
+  auto or_null = [](const std::string& v) { return v.empty() ? json(nullptr) : json(v); };
+  return {{"tokenizer_class", "kiln"},
+          {"bos_token", or_null(s.bos)},
+          {"eos_token", or_null(s.eos)},
+          {"pad_token", or_null(s.pad)},
+          {"chat_template", or_null(s.chat_template)},
+          {"model_max_length", state.model.context_length},
+          {"vocab_size", state.codec.vocab_size()}};
 }
 
 }  // namespace
@@ -208,6 +231,9 @@ void add_native_routes(Router& router, ServerState& state) {
   });
   router.post("/detokenize", [&state](const httplib::Request& req, httplib::Response& res) {
     handle_detokenize(state, req, res);
+  });
+  router.get("/tokenizer_info", [&state](const httplib::Request&, httplib::Response& res) {
+    set_json(res, tokenizer_info(state));
   });
 }
 

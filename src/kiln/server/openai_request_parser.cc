@@ -108,7 +108,7 @@ CompletionRequest parse_completion_request(const json& body, const ParseLimits& 
     out.logprobs = static_cast<int>(int_field(body, "logprobs", "", -1, 0, 5));
     (void)v;
   }
-  if (bool_field(body, "echo", "", false)) bad_field("echo", "is not supported");
+  out.echo = bool_field(body, "echo", "", false);
   if (const json* v = field(body, "suffix")) {
     if (!as_string(*v, "suffix").empty()) bad_field("suffix", "is not supported");
   }

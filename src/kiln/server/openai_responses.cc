@@ -47,6 +47,36 @@ json completion_logprobs(const std::vector<engine::TokenLogprob>& lps, size_t be
           {"text_offset", offsets}};
 }
 
+json prompt_completion_logprobs(const SequenceResult& r, int top_n, const TextCodec& codec) {
+  json tokens = json::array(), token_logprobs = json::array(), tops = json::array(),
+       offsets = json::array();
+  size_t offset = 0;
+  for (size_t p = 0; p < r.prompt_ids.size(); ++p) {
+    std::string piece = codec.decode({r.prompt_ids[p]}, false);
+    const engine::TokenLogprob* lp = r.prompt_score(p);
+    tokens.push_back(piece);
+    token_logprobs.push_back(lp ? json(lp->logprob) : json(nullptr));
+    offsets.push_back(offset);
+    offset += piece.size();
+    json top = nullptr;
+    if (lp != nullptr && top_n > 0) {
+      top = json::object();
+      for (const auto& [id, alt] : lp->top) top[codec.decode({id}, false)] = alt;
+    }
+    tops.push_back(std::move(top));
+  }
+  return {{"tokens", tokens},
+          {"token_logprobs", token_logprobs},
+          {"top_logprobs", tops},
+          {"text_offset", offsets}};
+}
+
+void append_logprobs(json& head, const json& tail) {
+  for (const char* key : {"tokens", "token_logprobs", "top_logprobs", "text_offset"}) {
+    for (const auto& v : tail.at(key)) head[key].push_back(v);
+  }
+}
+
 namespace {
 
 json token_bytes(const std::string& s) {

@@ -18,6 +18,13 @@ nlohmann::json openai_finish_reason(const SequenceResult& r);
 nlohmann::json completion_logprobs(const std::vector<engine::TokenLogprob>& lps, size_t begin,
                                    size_t end, int top_n, size_t text_offset0,
                                    const TextCodec& codec);
+// The same object for an echoed prompt: one entry per prompt token, the first without a
+// logprob (null, as OpenAI gives it), offsets from 0. Append the output's with
+// append_logprobs.
+nlohmann::json prompt_completion_logprobs(const SequenceResult& r, int top_n,
+                                          const TextCodec& codec);
+// Appends the arrays of `tail` to those of `head` (both completion logprobs objects).
+void append_logprobs(nlohmann::json& head, const nlohmann::json& tail);
 // /v1/chat/completions logprobs object ({"content": [{"token", "logprob", "bytes",
 // "top_logprobs"}]}).
 nlohmann::json chat_logprobs(const std::vector<engine::TokenLogprob>& lps, size_t begin, size_t end,

@@ -48,18 +48,26 @@ void handle_completions(ServerState& state, const httplib::Request& req, httplib
   }
   const int n = parsed.options.n;
   std::vector<engine::GenerateRequest> requests;
+  // echo: each choice's text starts with its prompt (as given, or decoded from token ids).
+  auto echoed = std::make_shared<std::vector<std::string>>();
   for (size_t i = 0; i < parsed.prompts.size(); ++i) {
     auto ids = tokenize_prompt(parsed.prompts[i], state.codec);
     std::string path = parsed.prompts.size() > 1 ? fmt::format("prompt[{}]", i) : "prompt";
     for (int j = 0; j < n; ++j) {
       requests.push_back(make_engine_request(ids, parsed.options, j, parsed.logprobs,
                                              state.prompt_limits(), path));
+      if (parsed.echo && parsed.logprobs >= 0) requests.back().prompt_logprobs_from = 0;
+      if (parsed.echo) {
+        echoed->push_back(parsed.prompts[i].is_text ? parsed.prompts[i].text
+                                                    : state.codec.decode(ids, false));
+      }
     }
   }
   auto job = std::make_shared<GenerationJob>(state.backend, state.metrics, "/v1/completions");
   job->start(std::move(requests));
   const ResponseHeader head = make_header("cmpl-", state);
   const int top_n = parsed.logprobs;
+  const bool echo = parsed.echo;
 
   if (!parsed.stream) {
     ActiveGeneration active(state);
@@ -68,11 +76,19 @@ void handle_completions(ServerState& state, const httplib::Request& req, httplib
     json choices = json::array();
     for (size_t i = 0; i < job->size(); ++i) {
       const auto& r = job->result(i);
-      json lp = top_n >= 0
-                    ? completion_logprobs(r.logprobs, 0, r.logprobs.size(), top_n, 0, state.codec)
-                    : json(nullptr);
+      const std::string prefix = echo ? (*echoed)[i] : std::string();
+      json lp = nullptr;
+      if (top_n >= 0) {
+        lp = completion_logprobs(r.logprobs, 0, r.logprobs.size(), top_n, prefix.size(),
+                                 state.codec);
+        if (echo) {
+          json prompt_lp = prompt_completion_logprobs(r, top_n, state.codec);
+          append_logprobs(prompt_lp, lp);
+          lp = std::move(prompt_lp);
+        }
+      }
       choices.push_back({{"index", i},
-                         {"text", r.text},
+                         {"text", prefix + r.text},
                          {"logprobs", lp},
                          {"finish_reason", openai_finish_reason(r)},
                          {"matched_stop", matched_stop(r)}});
@@ -88,28 +104,45 @@ void handle_completions(ServerState& state, const httplib::Request& req, httplib
 
   const bool usage = parsed.include_usage;
   SseRenderer renderer;
-  renderer.on_update = [&state, head, top_n, usage](const GenerationJob& j,
-                                                    const GenerationJob::Update& u) {
+  // With echo, each choice's first chunk carries the prompt (and its logprobs, which arrive
+  // with the first generated token's event).
+  auto echo_sent = std::make_shared<std::vector<bool>>(job->size(), !echo);
+  renderer.on_update = [&state, head, top_n, usage, echoed, echo_sent](
+                           const GenerationJob& j, const GenerationJob::Update& u) {
     const auto& e = u.event;
-    if (e.text_delta.empty() && !e.finished) return std::vector<json>{};
+    std::vector<json> chunks;
+    auto chunk_of = [&](const std::string& text, json lp, const SequenceResult& r,
+                        bool final_fields) {
+      json chunk = {
+          {"id", head.id},
+          {"object", "text_completion"},
+          {"created", head.created},
+          {"model", head.model},
+          {"choices",
+           json::array({{{"index", u.index},
+                         {"text", text},
+                         {"logprobs", std::move(lp)},
+                         {"finish_reason", final_fields ? openai_finish_reason(r) : json(nullptr)},
+                         {"matched_stop", final_fields ? matched_stop(r) : json(nullptr)}}})}};
+      if (usage) chunk["usage"] = nullptr;
+      return chunk;
+    };
     const auto& r = j.result(u.index);
+    const std::string prefix = echoed->empty() ? std::string() : (*echoed)[u.index];
+    if (!(*echo_sent)[u.index] && (!e.new_tokens.empty() || e.finished)) {
+      (*echo_sent)[u.index] = true;
+      json lp = top_n >= 0 ? prompt_completion_logprobs(r, top_n, state.codec) : json(nullptr);
+      chunks.push_back(chunk_of(prefix, std::move(lp), r, false));
+    }
+    if (e.text_delta.empty() && !e.finished) return chunks;
     json lp = nullptr;
     if (top_n >= 0) {
       size_t end = r.logprobs.size(), begin = end - e.logprobs.size();
-      lp = completion_logprobs(r.logprobs, begin, end, top_n, r.text.size() - e.text_delta.size(),
-                               state.codec);
+      lp = completion_logprobs(r.logprobs, begin, end, top_n,
+                               prefix.size() + r.text.size() - e.text_delta.size(), state.codec);
     }
-    json chunk = {{"id", head.id},
-                  {"object", "text_completion"},
-                  {"created", head.created},
-                  {"model", head.model},
-                  {"choices", json::array({{{"index", u.index},
-                                            {"text", e.text_delta},
-                                            {"logprobs", lp},
-                                            {"finish_reason", openai_finish_reason(r)},
-                                            {"matched_stop", matched_stop(r)}}})}};
-    if (usage) chunk["usage"] = nullptr;
-    return std::vector<json>{std::move(chunk)};
+    chunks.push_back(chunk_of(e.text_delta, std::move(lp), r, true));
+    return chunks;
   };
   if (usage) {
     renderer.on_finish = [head, n](const GenerationJob& j) {

@@ -37,6 +37,7 @@ struct NativeGenerateRequest {
   bool return_logprob = false;
   int top_logprobs_num = 0;
   bool return_text_in_logprobs = false;
+  int logprob_start_len = -1;  // with return_logprob: prompt logprobs from this position on
 };
 
 // POST /v1/completions.
@@ -47,6 +48,7 @@ struct CompletionRequest {
   bool stream = false;
   bool include_usage = false;
   int logprobs = -1;  // -1: none; k >= 0: the chosen token and k alternatives
+  bool echo = false;  // the prompt precedes the completion (with logprobs: its logprobs too)
 };
 
 // POST /v1/chat/completions.
