@@ -13,5 +13,6 @@ CLI::App* add_bench_command(CLI::App& app);
 void add_bench_serving_command(CLI::App& bench);  // bench_serving_command.cc: `kiln bench serving`
 void add_graph_command(CLI::App& app);            // graph_command.cc
 void add_logits_command(CLI::App& app);           // logits_command.cc
+void add_perplexity_command(CLI::App& app);       // perplexity_command.cc
 
 }  // namespace kiln::cli

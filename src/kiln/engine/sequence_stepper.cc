@@ -19,11 +19,9 @@ int32_t argmax_row(const std::vector<float>& row) {
   return static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
 }
 
-std::vector<std::vector<float>> SequenceStepper::step(
-    std::vector<SteppedSequence*> seqs, const std::vector<std::vector<int32_t>>& tokens,
-    bool greedy, bool* used_graph) {
+StepBatch SequenceStepper::batch_of(const std::vector<SteppedSequence*>& seqs,
+                                    const std::vector<std::vector<int32_t>>& tokens) {
   StepBatch b;
-  b.greedy_only = greedy;
   const int page = pool_.page_size();
   for (size_t s = 0; s < seqs.size(); ++s) {
     SteppedSequence& q = *seqs[s];
@@ -40,6 +38,26 @@ std::vector<std::vector<float>> SequenceStepper::step(
     }
     b.seqs.push_back({q.pages, q.len, true});
   }
+  return b;
+}
+
+std::vector<float> SequenceStepper::step_all_rows(SteppedSequence& seq,
+                                                  const std::vector<int32_t>& tokens) {
+  StepBatch b = batch_of({&seq}, {tokens});
+  b.seqs[0].all_logits = true;
+  StepOutput out;
+  exec_.forward(b, out);
+  KILN_CHECK(
+      static_cast<int64_t>(out.logits.size()) == static_cast<int64_t>(tokens.size()) * out.vocab,
+      "the executor returned {} logits for {} rows", out.logits.size(), tokens.size());
+  return std::move(out.logits);
+}
+
+std::vector<std::vector<float>> SequenceStepper::step(
+    std::vector<SteppedSequence*> seqs, const std::vector<std::vector<int32_t>>& tokens,
+    bool greedy, bool* used_graph) {
+  StepBatch b = batch_of(seqs, tokens);
+  b.greedy_only = greedy;
   StepOutput out;
   exec_.forward(b, out);
   if (used_graph != nullptr) *used_graph = out.used_graph;

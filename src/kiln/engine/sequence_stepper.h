@@ -27,12 +27,19 @@ class SequenceStepper {
   std::vector<std::vector<float>> step(std::vector<SteppedSequence*> seqs,
                                        const std::vector<std::vector<int32_t>>& tokens,
                                        bool greedy = false, bool* used_graph = nullptr);
+  // Appends `tokens` to one sequence in one step and returns every row's logits, [n, vocab]
+  // row-major (what scoring a text needs: perplexity, prompt logprobs).
+  std::vector<float> step_all_rows(SteppedSequence& seq, const std::vector<int32_t>& tokens);
   // Greedy continuation of `n` tokens after the prompt already in seq (decode steps).
   std::vector<int32_t> greedy(SteppedSequence& seq, int32_t first_token, int n,
                               bool greedy_plans = true);
   void release(SteppedSequence& seq);
 
  private:
+  // The step's rows (allocating pages as needed; each sequence wants its last row's logits).
+  StepBatch batch_of(const std::vector<SteppedSequence*>& seqs,
+                     const std::vector<std::vector<int32_t>>& tokens);
+
   ModelExecutor& exec_;
   KvPool& pool_;
 };
