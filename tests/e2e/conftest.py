@@ -40,8 +40,8 @@ def server_factory(tmp_path_factory):
     started = []
     log_dir = tmp_path_factory.mktemp("kiln-logs")
 
-    def start(model, *args, name="server"):
-        s = KilnServer(model, *server_args(*args), log_dir=log_dir, name=name)
+    def start(model, *args, name="server", port=0):
+        s = KilnServer(model, *server_args(*args), log_dir=log_dir, name=name, port=port)
         started.append(s)
         return s
 

@@ -38,9 +38,9 @@ class KilnServer:
     """One `kiln serve` on a free loopback port (the server picks it: --port 0)."""
 
     def __init__(self, model: pathlib.Path, *extra_args: str, log_dir: pathlib.Path,
-                 name: str = "server", startup_timeout: float = 300.0):
+                 name: str = "server", startup_timeout: float = 300.0, port: int = 0):
         self.log_path = log_dir / f"{name}.log"
-        self.args = [kiln_bin(), "serve", "-m", str(model), "--host", "127.0.0.1", "--port", "0",
+        self.args = [kiln_bin(), "serve", "-m", str(model), "--host", "127.0.0.1", "--port", str(port),
                      "--log-level", "info", *extra_args]
         env = dict(os.environ)
         env.setdefault("KILN_CACHE_DIR", str(log_dir.parent / "kiln-compile-cache"))

@@ -91,7 +91,9 @@ nlohmann::json server_args_json(const ServeArgs& a, const engine::ModelInfo& inf
           {"chunked_prefill_size", a.chunked_prefill_size},
           {"context_length", info.context_length},
           {"enable_prefix_cache", !a.disable_prefix_cache},
-          {"api_key_set", !a.api_key.empty()}};
+          {"api_key_set", !a.api_key.empty()},
+          {"tp_size", 1},
+          {"dp_size", 1}};
 }
 
 int serve(const ServeArgs& a) {

@@ -137,6 +137,19 @@ json engine_state(const ServerState& state) {
           {"eager_steps", s.eager_steps},         {"preemptions", s.preemptions}};
 }
 
+// SGLang's /get_load: one entry per data-parallel rank (kiln has one), which sglang-router's
+// load-aware policies poll. num_tokens: KV tokens held by requests in flight.
+json worker_load(const ServerState& state) {
+  const auto s = state.backend.stats();
+  int64_t page_size = 1;
+  if (state.options.server_args.is_object())
+    page_size = state.options.server_args.value("page_size", int64_t{1});
+  return json::array({{{"dp_rank", 0},
+                       {"num_reqs", s.running + s.queued},
+                       {"num_waiting_reqs", s.queued},
+                       {"num_tokens", (s.kv_pages_used - s.kv_pages_cached) * page_size}}});
+}
+
 void handle_tokenize(ServerState& state, const httplib::Request& req, httplib::Response& res) {
   json body = parse_json_body(req);
   if (!body.is_object()) throw HttpError(400, "the request body must be a JSON object");
@@ -210,15 +223,24 @@ void add_native_routes(Router& router, ServerState& state) {
   router.get("/health_generate", [&state](const httplib::Request&, httplib::Response& res) {
     handle_health_generate(state, res);
   });
-  router.get("/get_model_info", [&state](const httplib::Request&, httplib::Response& res) {
-    set_json(res, model_info(state));
-  });
-  router.get("/get_server_info", [&state](const httplib::Request&, httplib::Response& res) {
-    json info = state.options.server_args.is_object() ? state.options.server_args : json::object();
-    info["version"] = KILN_VERSION;
-    info["model_info"] = model_info(state);
-    info["internal_states"] = json::array({engine_state(state)});
-    set_json(res, info);
+  // SGLang's current names and the deprecated get_ ones (sglang-router tries both).
+  for (const char* path : {"/model_info", "/get_model_info"}) {
+    router.get(path, [&state](const httplib::Request&, httplib::Response& res) {
+      set_json(res, model_info(state));
+    });
+  }
+  for (const char* path : {"/server_info", "/get_server_info"}) {
+    router.get(path, [&state](const httplib::Request&, httplib::Response& res) {
+      json info =
+          state.options.server_args.is_object() ? state.options.server_args : json::object();
+      info["version"] = KILN_VERSION;
+      info["model_info"] = model_info(state);
+      info["internal_states"] = json::array({engine_state(state)});
+      set_json(res, info);
+    });
+  }
+  router.get("/get_load", [&state](const httplib::Request&, httplib::Response& res) {
+    set_json(res, worker_load(state));
   });
   router.post("/flush_cache", [&state](const httplib::Request&, httplib::Response& res) {
     if (!state.backend.flush_cache()) {
