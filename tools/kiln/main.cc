@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   kiln::cli::add_eval_command(app);
   kiln::cli::add_logits_command(app);
   kiln::cli::add_perplexity_command(app);
+  kiln::cli::add_tokenize_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

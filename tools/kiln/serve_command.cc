@@ -178,7 +178,8 @@ void add_serve_command(CLI::App& app) {
   auto a = std::make_shared<ServeArgs>();
   CLI::App* cmd =
       app.add_subcommand("serve", "Serve a model over HTTP (SGLang-native + OpenAI APIs)");
-  cmd->add_option("-m,--model", a->model, "GGUF model file (default: Gemma 3 270M Q4_K_M)");
+  cmd->add_option("-m,--model", a->model,
+                  "GGUF file or Hugging Face model directory (default: Gemma 3 270M Q4_K_M)");
   cmd->add_option("--served-model-name", a->served_model_name,
                   "Model name in API responses (default: the GGUF's general.name)");
   cmd->add_option("--host", a->host, "Address to bind")->capture_default_str();

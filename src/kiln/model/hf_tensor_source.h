@@ -1,0 +1,60 @@
+// The tensors of a Hugging Face checkpoint (one or more safetensors files) under the GGUF names
+// the forward pass asks for. Most are the stored bytes, borrowed from the memory map; a few
+// are made at load because the layouts differ (docs/models.md, "Hugging Face directories"):
+//  - Gemma norm weights: HF stores w of (1 + w), GGUF stores 1 + w; served as f32 with +1.
+//  - Qwen3-MoE experts: HF stores one matrix per expert, GGUF one [experts, rows, cols] tensor;
+//    stacked when asked for (only the weight packer asks, once, and keeps its packed copy).
+//  - Llama 3 rope scaling: the frequency factors GGUF stores as rope_freqs.weight, computed
+//    from config.json.
+// Llama/Mistral Q and K rows are served as stored (NeoX order): the config runs them with NeoX
+// RoPE rather than permuting them into the GGUF order, which would copy both matrices.
+#pragma once
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "kiln/model/hf_config.h"
+#include "kiln/model/safetensors.h"
+#include "kiln/model/tensor_source.h"
+
+namespace kiln::model {
+
+class HfTensorSource final : public TensorSource {
+ public:
+  // Throws kiln::Error naming the first tensor the architecture needs that no shard holds, a
+  // tensor two shards both hold, or a tensor whose shape does not fit the config.
+  HfTensorSource(const HfModelConfig& config, std::vector<std::shared_ptr<SafetensorsFile>> shards);
+
+  bool has_tensor(const std::string& name) const override;
+  StoredTensorInfo tensor_info(const std::string& name) const override;
+  Tensor tensor(const std::string& name) const override;
+  int64_t parameter_count() const override { return parameters_; }
+  // Whether the checkpoint has its own LM head (lm_head.weight, not tied to the embeddings).
+  bool has_output() const { return recipes_.count("output.weight") != 0; }
+
+ private:
+  struct Stored {
+    const SafetensorsFile* file;
+    const SafetensorsTensorInfo* info;
+  };
+  enum class Kind { kAsStored, kPlusOne, kStacked, kComputed };
+  struct Recipe {
+    Kind kind = Kind::kAsStored;
+    std::vector<std::string> sources;  // HF names (kStacked: one per expert)
+    Tensor computed;                   // kComputed
+  };
+
+  const Stored& stored(const std::string& hf_name) const;
+  void add(const std::string& name, Kind kind, std::vector<std::string> sources);
+  void add_optional(const std::string& name, const std::string& hf_name);
+  void check_shape(const std::string& name, const Shape& expected) const;
+  void map_names(const HfModelConfig& config);
+
+  std::vector<std::shared_ptr<SafetensorsFile>> shards_;
+  std::unordered_map<std::string, Stored> stored_;   // HF name -> where it is
+  std::unordered_map<std::string, Recipe> recipes_;  // GGUF name -> how to make it
+  int64_t parameters_ = 0;
+};
+
+}  // namespace kiln::model
