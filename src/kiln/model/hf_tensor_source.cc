@@ -9,6 +9,19 @@
 
 namespace kiln::model {
 
+namespace {
+
+// w + offset as a new f32 tensor (converted in f32, as the GGUF converter adds Gemma's 1).
+Tensor to_f32(const Tensor& w, float offset) {
+  Tensor out = Tensor::empty(DType::F32, w.shape());
+  float* dst = out.data_as<float>();
+  kernels::dequantize_row(w.dtype(), w.data(), dst, w.numel());
+  for (int64_t i = 0; i < w.numel(); ++i) dst[i] += offset;
+  return out;
+}
+
+}  // namespace
+
 HfTensorSource::HfTensorSource(const HfModelConfig& config,
                                std::vector<std::shared_ptr<SafetensorsFile>> shards)
     : shards_(std::move(shards)) {
@@ -153,6 +166,8 @@ StoredTensorInfo HfTensorSource::tensor_info(const std::string& name) const {
       return {first.dtype, std::string(dtype_name(first.dtype)), shape};
     }
     default:
+      // Vectors (norm weights, biases) are f32 in every GGUF file and the graph asks for f32.
+      if (first.shape.rank() == 1) return {DType::F32, "f32", first.shape};
       return {first.dtype, std::string(dtype_name(first.dtype)), first.shape};
   }
 }
@@ -168,16 +183,13 @@ Tensor HfTensorSource::tensor(const std::string& name) const {
   switch (r.kind) {
     case Kind::kComputed:
       return r.computed;
-    case Kind::kAsStored:
-      return load(r.sources[0]);
-    case Kind::kPlusOne: {
+    case Kind::kAsStored: {
       Tensor w = load(r.sources[0]);
-      Tensor out = Tensor::empty(DType::F32, w.shape());
-      float* dst = out.data_as<float>();
-      kernels::dequantize_row(w.dtype(), w.data(), dst, w.numel());
-      for (int64_t i = 0; i < w.numel(); ++i) dst[i] += 1.0f;
-      return out;
+      if (w.shape().rank() != 1 || w.dtype() == DType::F32) return w;
+      return to_f32(w, 0.0f);
     }
+    case Kind::kPlusOne:
+      return to_f32(load(r.sources[0]), 1.0f);
     case Kind::kStacked: {
       const StoredTensorInfo info = tensor_info(name);
       Tensor out = Tensor::empty(*info.dtype, info.shape);

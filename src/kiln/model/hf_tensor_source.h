@@ -1,6 +1,7 @@
 // The tensors of a Hugging Face checkpoint (one or more safetensors files) under the GGUF names
 // the forward pass asks for. Most are the stored bytes, borrowed from the memory map; a few
 // are made at load because the layouts differ (docs/models.md, "Hugging Face directories"):
+//  - Vectors (norm weights, biases) in BF16/F16: served as f32, as GGUF files store them.
 //  - Gemma norm weights: HF stores w of (1 + w), GGUF stores 1 + w; served as f32 with +1.
 //  - Qwen3-MoE experts: HF stores one matrix per expert, GGUF one [experts, rows, cols] tensor;
 //    stacked when asked for (only the weight packer asks, once, and keeps its packed copy).
