@@ -312,7 +312,7 @@ TEST_P(HfDirectoryVsGguf, SameTokensAsF32Conversion) {
       "[oracle] %-18s %-10s vs f32 gguf: max|diff| %.2e (%.2e of scale), top-1 diffs %lld\n",
       name.c_str(), type.c_str(), max_diff, max_diff / scale, static_cast<long long>(top1_diff));
   EXPECT_EQ(top1_diff, 0);
-  EXPECT_LT(max_diff / scale, 1e-4);
+  EXPECT_LT(max_diff / scale, 1e-3);  // measured: at most 6e-5 (llama, llama3-rope)
 }
 
 INSTANTIATE_TEST_SUITE_P(Transformers, HfDirectoryVsGguf, ::testing::ValuesIn(hf_cases()),
