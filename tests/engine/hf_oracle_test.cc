@@ -181,7 +181,8 @@ void run_mixed(ModelHarness& h, const Golden& g, Agreement& a) {
 struct OracleParam {
   std::string case_name;
   // "f32", "q8_0": the GGUF conversions; "hf": the checkpoint directory itself (float32);
-  // "hf-bf16", "hf-sharded": its bfloat16 / two-shard copies, where a case has them.
+  // "hf-bf16", "hf-sharded": its bfloat16 / two-shard copies, where a case has them;
+  // "hf-q8_0": the directory loaded with --quantize q8_0.
   std::string file_type;
 };
 
@@ -191,8 +192,19 @@ bool exact_weights(const std::string& type) {
   return type == "f32" || type == "hf" || type == "hf-sharded";
 }
 fs::path model_path(const std::string& name, const std::string& type) {
+  if (type == "hf-q8_0") return oracle_dir() / name / "hf";
   return is_hf_dir(type) ? oracle_dir() / name / type
                          : oracle_dir() / name / ("model." + type + ".gguf");
+}
+// The GGUF conversion an HF directory must run like: the Q8_0 one for --quantize q8_0.
+std::string matching_conversion(const std::string& type) {
+  return type == "hf-q8_0" ? "q8_0" : "f32";
+}
+engine::RuntimeOptions options_for(const std::string& name, const std::string& type,
+                                   engine::GraphMode mode) {
+  engine::RuntimeOptions o = options_for(model_path(name, type), mode);
+  if (type == "hf-q8_0") o.quantize = "q8_0";
+  return o;
 }
 
 // Test listings name the case, not the struct's bytes.
@@ -208,7 +220,7 @@ TEST_P(HfOracle, LogitsMatchTransformers) {
   std::vector<float> eager_rows[2];  // batch 1, mixed: what eager mode produced
   for (engine::GraphMode mode : {engine::GraphMode::Off, engine::GraphMode::Optimize}) {
     SCOPED_TRACE(name + " " + type + " graph-mode " + engine::graph_mode_name(mode));
-    engine::Runtime rt(options_for(model, mode));
+    engine::Runtime rt(options_for(name, type, mode));
     ModelHarness h(rt.executor(), rt.kv_pool());
     for (bool mixed : {false, true}) {
       Agreement a;
@@ -256,7 +268,7 @@ std::vector<OracleParam> all_cases() {
   }
   std::sort(names.begin(), names.end());
   for (const auto& n : names) {
-    for (const char* t : {"f32", "q8_0", "hf", "hf-bf16", "hf-sharded"}) {
+    for (const char* t : {"f32", "q8_0", "hf", "hf-bf16", "hf-sharded", "hf-q8_0"}) {
       if (fs::exists(model_path(n, t))) out.push_back({n, t});
     }
   }
@@ -275,24 +287,28 @@ INSTANTIATE_TEST_SUITE_P(Transformers, HfOracle, ::testing::ValuesIn(all_cases()
 std::vector<OracleParam> hf_cases() {
   std::vector<OracleParam> out;
   for (const auto& p : all_cases()) {
-    if (p.file_type == "hf" || p.file_type == "hf-sharded") out.push_back(p);
+    if (p.file_type == "hf" || p.file_type == "hf-sharded" || p.file_type == "hf-q8_0") {
+      out.push_back(p);
+    }
   }
   return out;
 }
 
-// A float32 checkpoint directory runs like its F32 GGUF conversion: the same top-1 token at
-// every position, and logits equal up to float rounding (Llama/Mistral run NeoX RoPE on
-// unpermuted rows instead of normal RoPE on permuted ones, which reorders a few sums; every
-// other architecture reads the very same numbers).
+// A float32 checkpoint directory runs like its F32 GGUF conversion, and with --quantize q8_0
+// like its Q8_0 conversion: the same top-1 token at every position, and logits equal up to
+// float rounding (Llama/Mistral run NeoX RoPE on unpermuted rows instead of normal RoPE on
+// permuted ones, which reorders a few sums; every other architecture reads the very same
+// numbers, so its logits are bit for bit the conversion's).
 class HfDirectoryVsGguf : public ::testing::TestWithParam<OracleParam> {};
 
-TEST_P(HfDirectoryVsGguf, SameTokensAsF32Conversion) {
+TEST_P(HfDirectoryVsGguf, SameTokensAsConversion) {
   const auto& [name, type] = GetParam();
   const Golden g = load_golden(name);
   Agreement from_gguf, from_hf;
   for (auto* a : {&from_gguf, &from_hf}) {
-    const fs::path model = a == &from_hf ? model_path(name, type) : model_path(name, "f32");
-    engine::Runtime rt(options_for(model, engine::GraphMode::Off));
+    engine::Runtime rt(a == &from_hf
+                           ? options_for(name, type, engine::GraphMode::Off)
+                           : options_for(name, matching_conversion(type), engine::GraphMode::Off));
     ModelHarness h(rt.executor(), rt.kv_pool());
     run_batch1(h, g, *a);
   }
@@ -308,11 +324,13 @@ TEST_P(HfDirectoryVsGguf, SameTokensAsF32Conversion) {
       scale = std::max(scale, std::abs(static_cast<double>(a[i])));
     }
   }
-  std::printf(
-      "[oracle] %-18s %-10s vs f32 gguf: max|diff| %.2e (%.2e of scale), top-1 diffs %lld\n",
-      name.c_str(), type.c_str(), max_diff, max_diff / scale, static_cast<long long>(top1_diff));
+  std::printf("[oracle] %-18s %-10s vs %s gguf: max|diff| %.2e (%.2e of scale), top-1 diffs %lld\n",
+              name.c_str(), type.c_str(), matching_conversion(type).c_str(), max_diff,
+              max_diff / scale, static_cast<long long>(top1_diff));
   EXPECT_EQ(top1_diff, 0);
   EXPECT_LT(max_diff / scale, 1e-3);  // measured: at most 6e-5 (llama, llama3-rope)
+  const bool rope_layout_differs = name == "llama" || name == "llama3-rope" || name == "mistral";
+  if (!rope_layout_differs) EXPECT_EQ(max_diff, 0.0) << "the same numbers, read another way";
 }
 
 INSTANTIATE_TEST_SUITE_P(Transformers, HfDirectoryVsGguf, ::testing::ValuesIn(hf_cases()),

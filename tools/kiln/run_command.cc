@@ -21,6 +21,7 @@ namespace {
 
 struct RunArgs {
   std::string model;
+  std::string quantize;  // --quantize
   std::string prompt;
   int n_predict = 128;
   double temperature = 0.0;
@@ -50,6 +51,7 @@ int run(const RunArgs& a) {
   ProgressBar bar;
   engine::RuntimeOptions opts;
   opts.model_path = a.model;
+  opts.quantize = a.quantize;
   opts.threads = a.threads;
   opts.graph_mode = engine::parse_graph_mode(a.graph_mode);
   opts.max_graph_bs = a.max_graph_bs;
@@ -131,6 +133,8 @@ void add_run_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("run", "Generate text for one prompt");
   cmd->add_option("-m,--model", args->model,
                   "GGUF file or Hugging Face model directory (default: Gemma 3 270M Q4_K_M)");
+  cmd->add_option("--quantize", args->quantize,
+                  "q8_0 | q4_0: quantize a Hugging Face directory's matrices at load");
   cmd->add_option("-p,--prompt", args->prompt, "Prompt text")->required();
   cmd->add_option("-n,--n-predict", args->n_predict, "Tokens to generate")
       ->check(CLI::Range(1, 1 << 20));

@@ -95,7 +95,7 @@ Runtime::Runtime(const RuntimeOptions& options) : impl_(std::make_unique<Impl>()
   };
   std::string path = options.model_path.empty() ? default_model_path() : options.model_path;
   progress("open", 0, 1);
-  model::ModelFiles files = model::open_model_files(path);
+  model::ModelFiles files = model::open_model_files(path, options.quantize);
   m.config = files.config;
   m.tokenizer = model::Tokenizer::create(std::move(files.vocab));
   m.weights =

@@ -25,9 +25,10 @@ GraphMode parse_graph_mode(const std::string& s);  // "off" | "replay" | "optimi
 const char* graph_mode_name(GraphMode m);
 
 struct RuntimeOptions {
-  std::string
-      model_path;  // GGUF file or HF directory; empty: the default model (see default_model_path())
-  int threads = 0;  // 0: all cores
+  // A GGUF file or a Hugging Face directory; empty: the default model (default_model_path()).
+  std::string model_path;
+  std::string quantize;  // "q8_0" | "q4_0": quantize an HF directory's matrices at load
+  int threads = 0;       // 0: all cores
   GraphMode graph_mode = GraphMode::Optimize;
   int max_graph_bs = 32;
   int page_size = 16;

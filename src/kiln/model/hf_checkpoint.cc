@@ -94,14 +94,14 @@ std::string read_hf_chat_template(const std::string& dir) {
   return chat_template_from_hf(read_optional(d, "tokenizer_config.json"));
 }
 
-HfCheckpoint open_hf_checkpoint(const std::string& dir) {
+HfCheckpoint open_hf_checkpoint(const std::string& dir, std::optional<DType> quantize) {
   HfCheckpoint c;
   c.dir = dir;
   const fs::path d(dir);
   c.config = model_config_from_hf(read_required(d, "config.json"));
   c.vocab = read_hf_tokenizer(dir);
   c.chat_template = read_hf_chat_template(dir);
-  c.tensors = std::make_shared<HfTensorSource>(c.config, open_weights(d));
+  c.tensors = std::make_shared<HfTensorSource>(c.config, open_weights(d), quantize);
   return c;
 }
 

@@ -4,6 +4,7 @@
 // safetensors header; weights are read later, through the tensor source.
 #pragma once
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "kiln/model/hf_config.h"
@@ -25,7 +26,9 @@ bool is_hf_checkpoint_dir(const std::string& path);
 
 // Throws kiln::Error with one line naming the directory and the problem (a missing file, an
 // unsupported architecture or tokenizer, a corrupt safetensors file, ...).
-HfCheckpoint open_hf_checkpoint(const std::string& dir);
+// quantize: see HfTensorSource.
+HfCheckpoint open_hf_checkpoint(const std::string& dir,
+                                std::optional<DType> quantize = std::nullopt);
 
 // Only what the tokenizer and chat template need (no weights are opened).
 TokenizerVocab read_hf_tokenizer(const std::string& dir);

@@ -4,8 +4,10 @@
 #include <unordered_set>
 
 #include "kiln/base/error.h"
+#include "kiln/base/half.h"
 #include "kiln/base/log.h"
 #include "kiln/kernels/dequant.h"
+#include "kiln/kernels/quantize.h"
 
 namespace kiln::model {
 
@@ -20,11 +22,35 @@ Tensor to_f32(const Tensor& w, float offset) {
   return out;
 }
 
+// The rows of w (any float type) as t: Q8_0, Q4_0 or F16.
+Tensor converted(const Tensor& w, DType t) {
+  Tensor out = Tensor::empty(t, w.shape());
+  const int64_t cols = w.shape().cols();
+  const int64_t rows = w.numel() / cols;
+  std::vector<float> row(static_cast<size_t>(cols));
+  const auto* src = static_cast<const uint8_t*>(w.data());
+  auto* dst = static_cast<uint8_t*>(out.data());
+  for (int64_t r = 0; r < rows; ++r) {
+    kernels::dequantize_row(w.dtype(), src + r * w.row_bytes(), row.data(), cols);
+    uint8_t* out_row = dst + r * out.row_bytes();
+    if (t == DType::F16) {
+      auto* h = reinterpret_cast<uint16_t*>(out_row);
+      for (int64_t i = 0; i < cols; ++i) h[i] = f32_to_f16(row[i]);
+    } else {
+      kernels::quantize_row(t, row.data(), out_row, cols);
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 HfTensorSource::HfTensorSource(const HfModelConfig& config,
-                               std::vector<std::shared_ptr<SafetensorsFile>> shards)
-    : shards_(std::move(shards)) {
+                               std::vector<std::shared_ptr<SafetensorsFile>> shards,
+                               std::optional<DType> quantize)
+    : shards_(std::move(shards)), quantize_(quantize) {
+  KILN_CHECK(!quantize || *quantize == DType::Q8_0 || *quantize == DType::Q4_0,
+             "--quantize {} is not supported (q8_0, q4_0)", dtype_name(*quantize));
   for (const auto& shard : shards_) {
     for (const auto& info : shard->tensors()) {
       auto [it, fresh] = stored_.emplace(info.name, Stored{shard.get(), &info});
@@ -44,7 +70,10 @@ const HfTensorSource::Stored& HfTensorSource::stored(const std::string& hf_name)
 
 void HfTensorSource::add(const std::string& name, Kind kind, std::vector<std::string> sources) {
   for (const auto& s : sources) stored(s);  // each must exist
-  recipes_[name] = Recipe{kind, std::move(sources), {}};
+  Recipe r;
+  r.kind = kind;
+  r.sources = std::move(sources);
+  recipes_[name] = std::move(r);
 }
 
 void HfTensorSource::add_optional(const std::string& name, const std::string& hf_name) {
@@ -138,6 +167,18 @@ void HfTensorSource::map_names(const HfModelConfig& h) {
   check_shape("output.weight", Shape{c.vocab, embd});
   check_shape("output_norm.weight", Shape{embd});
 
+  // Matrices are quantized as llama.cpp's converter quantizes them: the router
+  // (ffn_gate_inp), which picks the experts, is kept, and a matrix whose rows are not whole
+  // blocks becomes F16.
+  if (quantize_) {
+    for (auto& [name, r] : recipes_) {
+      if (r.kind != Kind::kAsStored && r.kind != Kind::kStacked) continue;
+      const Shape shape = tensor_info(name).shape;
+      if (shape.rank() < 2 || name.find("ffn_gate_inp") != std::string::npos) continue;
+      r.serve_as = shape.cols() % 32 == 0 ? *quantize_ : DType::F16;
+    }
+  }
+
   // Tensors no name maps to are probably a variant kiln does not model: say so in the log.
   std::unordered_set<std::string> used;
   for (const auto& [name, r] : recipes_) used.insert(r.sources.begin(), r.sources.end());
@@ -157,6 +198,14 @@ StoredTensorInfo HfTensorSource::tensor_info(const std::string& name) const {
   const Recipe& r = it->second;
   if (r.kind == Kind::kComputed) return {DType::F32, "f32", r.computed.shape()};
   const SafetensorsTensorInfo& first = *stored(r.sources[0]).info;
+  if (r.serve_as) {
+    Shape shape = first.shape;
+    if (r.kind == Kind::kStacked) {
+      shape = Shape{static_cast<int64_t>(r.sources.size())};
+      for (int i = 0; i < first.shape.rank(); ++i) shape.push_back(first.shape[i]);
+    }
+    return {*r.serve_as, std::string(dtype_name(*r.serve_as)), shape};
+  }
   switch (r.kind) {
     case Kind::kPlusOne:
       return {DType::F32, "f32", first.shape};
@@ -176,6 +225,15 @@ Tensor HfTensorSource::tensor(const std::string& name) const {
   auto it = recipes_.find(name);
   KILN_CHECK(it != recipes_.end(), "no tensor '{}'", name);
   const Recipe& r = it->second;
+  if (r.serve_as) {
+    Recipe plain = r;
+    plain.serve_as.reset();
+    return converted(stored_tensor(plain, name), *r.serve_as);
+  }
+  return stored_tensor(r, name);
+}
+
+Tensor HfTensorSource::stored_tensor(const Recipe& r, const std::string& name) const {
   auto load = [&](const std::string& hf_name) {
     const Stored& s = stored(hf_name);
     return s.file->tensor(hf_name);
@@ -191,8 +249,10 @@ Tensor HfTensorSource::tensor(const std::string& name) const {
     case Kind::kPlusOne:
       return to_f32(load(r.sources[0]), 1.0f);
     case Kind::kStacked: {
-      const StoredTensorInfo info = tensor_info(name);
-      Tensor out = Tensor::empty(*info.dtype, info.shape);
+      const SafetensorsTensorInfo& first = *stored(r.sources[0]).info;
+      Shape shape{static_cast<int64_t>(r.sources.size())};
+      for (int i = 0; i < first.shape.rank(); ++i) shape.push_back(first.shape[i]);
+      Tensor out = Tensor::empty(first.dtype, shape);
       auto* dst = static_cast<uint8_t*>(out.data());
       for (const auto& src : r.sources) {
         Tensor part = load(src);

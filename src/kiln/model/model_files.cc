@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "kiln/base/error.h"
 #include "kiln/model/gguf.h"
 #include "kiln/model/hf_checkpoint.h"
 #include "kiln/model/tokenizer_loader.h"
@@ -17,11 +18,21 @@ std::string base_name(const std::string& path) {
 
 }  // namespace
 
-ModelFiles open_model_files(const std::string& path) {
+ModelFiles open_model_files(const std::string& path, const std::string& quantize) {
   ModelFiles m;
   m.path = path;
+  std::optional<DType> qtype;
+  if (!quantize.empty()) {
+    qtype = dtype_from_name(quantize);
+    KILN_CHECK(qtype == DType::Q8_0 || qtype == DType::Q4_0,
+               "--quantize '{}' is not supported (q8_0 or q4_0)", quantize);
+    KILN_CHECK(is_hf_checkpoint_dir(path),
+               "--quantize applies to Hugging Face directories; '{}' is a GGUF file, whose "
+               "weights keep the type they were converted to",
+               path);
+  }
   if (is_hf_checkpoint_dir(path)) {
-    HfCheckpoint hf = open_hf_checkpoint(path);
+    HfCheckpoint hf = open_hf_checkpoint(path, qtype);
     m.format = "hf";
     m.name = base_name(path);
     m.config = hf.config.config;

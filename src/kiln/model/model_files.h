@@ -22,8 +22,10 @@ struct ModelFiles {
   std::string chat_template;  // empty when the model has none
 };
 
-// Throws kiln::Error with one line naming the path and the problem.
-ModelFiles open_model_files(const std::string& path);
+// Throws kiln::Error with one line naming the path and the problem. `quantize` ("", "q8_0",
+// "q4_0"): quantize a Hugging Face checkpoint's matrices at load (GGUF files are refused: they
+// are already stored in the type they were converted to).
+ModelFiles open_model_files(const std::string& path, const std::string& quantize = "");
 
 // The tokenizer's vocabulary alone, without opening the weights.
 TokenizerVocab read_tokenizer(const std::string& path);
