@@ -1,5 +1,6 @@
-// The kiln command line: run, serve, bench, eval, graph, logits, perplexity. Each subcommand lives
-// in its own file and registers itself here; errors surface as one line and a non-zero exit.
+// The kiln command line: run, serve, bench, eval, graph, logits, perplexity, tokenize. Each
+// subcommand lives in its own file and registers itself here; errors surface as one line and a
+// non-zero exit.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
