@@ -140,3 +140,44 @@ def test_unsupported_tokenizer_model(tmp_path):
     tok["model"]["type"] = "WordPiece"
     (d / "tokenizer.json").write_text(json.dumps(tok))
     assert_one_error_line(run_kiln(d), "model type 'WordPiece' is not supported")
+
+
+def test_more_embedding_rows_than_tokens(tmp_path):
+    """Embedding rows past the tokenizer (padding, as in Qwen checkpoints) get unused [PAD]
+    tokens: the model loads, its logits have every row, and a sampled padding id decodes."""
+    import numpy as np
+
+    d = copy_of(tmp_path)
+    header, data = read_safetensors(d / "model.safetensors")
+    tensors = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        begin, end = info["data_offsets"]
+        tensors[name] = np.frombuffer(data[begin:end], dtype="<f4").reshape(info["shape"])
+    rows = 400
+    for name in ("model.embed_tokens.weight", "lm_head.weight"):
+        t = tensors[name]
+        extra = np.zeros((rows - t.shape[0], t.shape[1]), dtype="<f4")
+        if name == "lm_head.weight":
+            extra[:] = 10.0  # the padding rows win every argmax
+        tensors[name] = np.concatenate([t, extra])
+    new_header, chunks, offset = {}, [], 0
+    for name, t in tensors.items():
+        raw = np.ascontiguousarray(t).tobytes()
+        new_header[name] = {"dtype": "F32", "shape": list(t.shape),
+                            "data_offsets": [offset, offset + len(raw)]}
+        chunks.append(raw)
+        offset += len(raw)
+    write_safetensors(d / "model.safetensors", new_header, b"".join(chunks))
+    edit_config(d, vocab_size=rows)
+    proc = subprocess.run([KILN, "run", "-m", str(d), "-p", "hi", "-n", "3", "-t", "1",
+                           "--graph-mode", "off"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    ids = tmp_path / "ids.txt"
+    ids.write_text("1 5 399")
+    out = tmp_path / "logits.f32"
+    proc = subprocess.run([KILN, "logits", "-m", str(d), "--ids", str(ids), "-o", str(out), "-t", "1"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["vocab"] == rows

@@ -73,6 +73,20 @@ std::vector<std::shared_ptr<SafetensorsFile>> open_weights(const fs::path& dir) 
   return shards;
 }
 
+// Checkpoints often have more embedding rows than tokens (Qwen: 151936 rows, 151665 tokens) so
+// that the matrices divide evenly. Sampling may pick such a row: like llama.cpp's converter,
+// give each a "[PAD<id>]" token of type unused, which decoding drops.
+void pad_vocab(TokenizerVocab& v, int64_t rows) {
+  const auto n = static_cast<int64_t>(v.tokens.size());
+  if (n >= rows) return;
+  if (v.token_types.empty()) v.token_types.assign(v.tokens.size(), 1);
+  for (int64_t id = n; id < rows; ++id) {
+    v.tokens.push_back("[PAD" + std::to_string(id) + "]");
+    v.token_types.push_back(static_cast<int32_t>(TokenType::kUnused));
+    if (!v.scores.empty()) v.scores.push_back(0.0f);
+  }
+}
+
 }  // namespace
 
 bool is_hf_checkpoint_dir(const std::string& path) { return fs::is_directory(path); }
@@ -100,6 +114,7 @@ HfCheckpoint open_hf_checkpoint(const std::string& dir, std::optional<DType> qua
   const fs::path d(dir);
   c.config = model_config_from_hf(read_required(d, "config.json"));
   c.vocab = read_hf_tokenizer(dir);
+  pad_vocab(c.vocab, c.config.config.vocab);
   c.chat_template = read_hf_chat_template(dir);
   c.tensors = std::make_shared<HfTensorSource>(c.config, open_weights(d), quantize);
   return c;
