@@ -190,6 +190,14 @@ void HfTensorSource::map_names(const HfModelConfig& h) {
   }
 }
 
+// [experts, rows, cols]: one expert's shape, experts deep (each expert is checked as stacked).
+Shape HfTensorSource::stacked_shape(const Recipe& r) const {
+  const Shape& one = stored(r.sources[0]).info->shape;
+  Shape shape{static_cast<int64_t>(r.sources.size())};
+  for (int i = 0; i < one.rank(); ++i) shape.push_back(one[i]);
+  return shape;
+}
+
 bool HfTensorSource::has_tensor(const std::string& name) const { return recipes_.count(name) != 0; }
 
 StoredTensorInfo HfTensorSource::tensor_info(const std::string& name) const {
@@ -198,22 +206,13 @@ StoredTensorInfo HfTensorSource::tensor_info(const std::string& name) const {
   const Recipe& r = it->second;
   if (r.kind == Kind::kComputed) return {DType::F32, "f32", r.computed.shape()};
   const SafetensorsTensorInfo& first = *stored(r.sources[0]).info;
-  if (r.serve_as) {
-    Shape shape = first.shape;
-    if (r.kind == Kind::kStacked) {
-      shape = Shape{static_cast<int64_t>(r.sources.size())};
-      for (int i = 0; i < first.shape.rank(); ++i) shape.push_back(first.shape[i]);
-    }
-    return {*r.serve_as, std::string(dtype_name(*r.serve_as)), shape};
-  }
+  const Shape shape = r.kind == Kind::kStacked ? stacked_shape(r) : first.shape;
+  if (r.serve_as) return {*r.serve_as, std::string(dtype_name(*r.serve_as)), shape};
   switch (r.kind) {
     case Kind::kPlusOne:
       return {DType::F32, "f32", first.shape};
-    case Kind::kStacked: {
-      Shape shape{static_cast<int64_t>(r.sources.size())};
-      for (int i = 0; i < first.shape.rank(); ++i) shape.push_back(first.shape[i]);
+    case Kind::kStacked:
       return {first.dtype, std::string(dtype_name(first.dtype)), shape};
-    }
     default:
       // Vectors (norm weights, biases) are f32 in every GGUF file and the graph asks for f32.
       if (first.shape.rank() == 1) return {DType::F32, "f32", first.shape};
@@ -249,15 +248,11 @@ Tensor HfTensorSource::stored_tensor(const Recipe& r, const std::string& name) c
     case Kind::kPlusOne:
       return to_f32(load(r.sources[0]), 1.0f);
     case Kind::kStacked: {
-      const SafetensorsTensorInfo& first = *stored(r.sources[0]).info;
-      Shape shape{static_cast<int64_t>(r.sources.size())};
-      for (int i = 0; i < first.shape.rank(); ++i) shape.push_back(first.shape[i]);
-      Tensor out = Tensor::empty(first.dtype, shape);
+      Tensor out = Tensor::empty(stored(r.sources[0]).info->dtype, stacked_shape(r));
       auto* dst = static_cast<uint8_t*>(out.data());
       for (const auto& src : r.sources) {
         Tensor part = load(src);
-        KILN_CHECK(part.dtype() == out.dtype() &&
-                       part.shape().numel() * out.shape()[0] == out.shape().numel(),
+        KILN_CHECK(part.dtype() == out.dtype() && part.shape() == stored(r.sources[0]).info->shape,
                    "expert tensor '{}' has shape {} of {}, unlike the other experts", src,
                    part.shape().str(), dtype_name(part.dtype()));
         std::memcpy(dst, part.data(), part.nbytes());

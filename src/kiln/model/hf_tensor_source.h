@@ -55,6 +55,7 @@ class HfTensorSource final : public TensorSource {
 
   const Stored& stored(const std::string& hf_name) const;
   Tensor stored_tensor(const Recipe& r, const std::string& name) const;
+  Shape stacked_shape(const Recipe& r) const;
   void add(const std::string& name, Kind kind, std::vector<std::string> sources);
   void add_optional(const std::string& name, const std::string& hf_name);
   void check_shape(const std::string& name, const Shape& expected) const;
