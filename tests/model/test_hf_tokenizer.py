@@ -2,7 +2,7 @@
 on a varied corpus (code, CJK, emoji, whitespace runs, digits, contractions, special tokens):
 `kiln tokenize -m DIR` must give the library's ids for every text.
 
-Families: SentencePiece-style BPE (Metaspace, byte fallback) from the oracle fixtures'
+Families: SentencePiece-style BPE (Metaspace, byte fallback) from the oracle fixtures
 converted tokenizers, and byte-level BPE trained here, offline, with the `tokenizers` trainer
 on this repository's own text, with Llama 3's and Qwen 2's split regexes and GPT-2's.
 
@@ -106,17 +106,50 @@ def byte_level_dirs(tmp_path_factory):
     }
 
 
-def model_dirs(byte_level_dirs):
+# The other ways SentencePiece-style tokenizer.json files put U+2581 spaces in, made from the
+# llama fixture's file: Metaspace prepending to every fragment, Gemma's Replace normalizer (no
+# prefix), and older Llama 2 / Mistral files' Prepend + Replace normalizers.
+SPACE = "\u2581"
+METASPACE_VARIANTS = {
+    "metaspace-always": {"pre_tokenizer": {"type": "Metaspace", "replacement": SPACE,
+                                           "prepend_scheme": "always", "split": False}},
+    "replace-gemma": {"pre_tokenizer": None, "normalizer": {
+        "type": "Replace", "pattern": {"String": " "}, "content": SPACE}},
+    "prepend-replace-legacy": {"pre_tokenizer": None, "normalizer": {"type": "Sequence", "normalizers": [
+        {"type": "Prepend", "prepend": SPACE},
+        {"type": "Replace", "pattern": {"String": " "}, "content": SPACE}]}},
+}
+
+
+@pytest.fixture(scope="module")
+def metaspace_variant_dirs(tmp_path_factory):
+    base = tmp_path_factory.mktemp("metaspace")
+    src = ORACLE / "llama" / "hf"
+    dirs = {}
+    for name, changes in METASPACE_VARIANTS.items():
+        d = base / name
+        d.mkdir()
+        tok = json.loads((src / "tokenizer.json").read_text())
+        tok.update(changes)
+        (d / "tokenizer.json").write_text(json.dumps(tok))
+        (d / "tokenizer_config.json").write_text((src / "tokenizer_config.json").read_text())
+        dirs[name] = d
+    return dirs
+
+
+def model_dirs(byte_level_dirs, metaspace_variant_dirs):
     dirs = dict(byte_level_dirs)
+    dirs.update(metaspace_variant_dirs)
     # SentencePiece-style; qwen2's also has an added token past the model's vocabulary.
     dirs["metaspace-llama"] = ORACLE / "llama" / "hf"
     dirs["metaspace-qwen2"] = ORACLE / "qwen2" / "hf"
     return dirs
 
 
-@pytest.mark.parametrize("family", ["llama3", "qwen2", "gpt2", "metaspace-llama", "metaspace-qwen2"])
-def test_ids_match_tokenizers(family, byte_level_dirs, tmp_path):
-    model_dir = model_dirs(byte_level_dirs)[family]
+@pytest.mark.parametrize("family", ["llama3", "qwen2", "gpt2", "metaspace-llama", "metaspace-qwen2",
+                                    *METASPACE_VARIANTS])
+def test_ids_match_tokenizers(family, byte_level_dirs, metaspace_variant_dirs, tmp_path):
+    model_dir = model_dirs(byte_level_dirs, metaspace_variant_dirs)[family]
     ref = tokenizers.Tokenizer.from_file(str(model_dir / "tokenizer.json"))
     mismatches = []
     for text in CORPUS:
