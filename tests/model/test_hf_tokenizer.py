@@ -2,8 +2,9 @@
 on a varied corpus (code, CJK, emoji, whitespace runs, digits, contractions, special tokens):
 `kiln tokenize -m DIR` must give the library's ids for every text.
 
-Families: SentencePiece-style BPE (Metaspace, byte fallback) from the oracle fixtures
-converted tokenizers, and byte-level BPE trained here, offline, with the `tokenizers` trainer
+Families: SentencePiece-style BPE (Metaspace, byte fallback) from the oracle fixtures'
+converted tokenizers and variants of it (Metaspace "always", Gemma's Replace normalizer, the
+legacy Prepend + Replace normalizers), and byte-level BPE trained here, offline, with the `tokenizers` trainer
 on this repository's own text, with Llama 3's and Qwen 2's split regexes and GPT-2's.
 
 Run with: KILN_BIN=build/release/kiln .venv/bin/python3 -m pytest tests/model/test_hf_tokenizer.py
