@@ -4,7 +4,8 @@
 // tests/oracle/make_hf_goldens.py). A misreading of an architecture that our own numpy
 // reference shares would still fail here.
 //
-// Every case runs in eager and graph mode, on the F32 and the Q8_0 conversion, at batch 1
+// Every case runs in eager and graph mode, on the F32 and the Q8_0 conversion and on the
+// Hugging Face directory itself (plus BF16 and sharded copies of some cases), at batch 1
 // (whole-prompt prefill, then token-by-token decode over every position) and in a mixed batch
 // (three sequences of different lengths: a chunked prefill beside single-token decodes).
 //
@@ -15,11 +16,15 @@
 //    measured: at most 0.45%, on the 62-layer model; a misread feature gives over 100%), and
 //    top-1 equal at every position whose reference top-2 margin exceeds twice that tolerance
 //    (a near-tie may go either way).
-//  - Q8_0: weights and activations are quantized (kiln's int8 dot products), and these random
+//    The float32 HF directories are held to the same tolerance, and must give the F32
+//    conversion's top-1 token at every position (HfDirectoryVsGguf).
+//  - Q8_0 (and BF16 directories): weights and activations are quantized (kiln's int8 dot products),
+//  and these random
 //    tiny models have flat distributions that amplify it, so only distribution-level agreement
 //    is asked: mean KL(transformers || kiln) below kQ8MeanKl and top-1 agreement of at least
 //    kQ8Top1 (measured worst: 0.026 and 0.80). Every deliberately broken file misses by far more.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -175,8 +180,32 @@ void run_mixed(ModelHarness& h, const Golden& g, Agreement& a) {
 
 struct OracleParam {
   std::string case_name;
-  std::string file_type;  // "f32" or "q8_0"
+  // "f32", "q8_0": the GGUF conversions; "hf": the checkpoint directory itself (float32);
+  // "hf-bf16", "hf-sharded": its bfloat16 / two-shard copies, where a case has them;
+  // "hf-q8_0": the directory loaded with --quantize q8_0.
+  std::string file_type;
 };
+
+bool is_hf_dir(const std::string& type) { return type.rfind("hf", 0) == 0; }
+// Float32 weights: held to the F32 tolerance; the others (Q8_0, BF16) to the distribution one.
+bool exact_weights(const std::string& type) {
+  return type == "f32" || type == "hf" || type == "hf-sharded";
+}
+fs::path model_path(const std::string& name, const std::string& type) {
+  if (type == "hf-q8_0") return oracle_dir() / name / "hf";
+  return is_hf_dir(type) ? oracle_dir() / name / type
+                         : oracle_dir() / name / ("model." + type + ".gguf");
+}
+// The GGUF conversion an HF directory must run like: the Q8_0 one for --quantize q8_0.
+std::string matching_conversion(const std::string& type) {
+  return type == "hf-q8_0" ? "q8_0" : "f32";
+}
+engine::RuntimeOptions options_for(const std::string& name, const std::string& type,
+                                   engine::GraphMode mode) {
+  engine::RuntimeOptions o = options_for(model_path(name, type), mode);
+  if (type == "hf-q8_0") o.quantize = "q8_0";
+  return o;
+}
 
 // Test listings name the case, not the struct's bytes.
 void PrintTo(const OracleParam& p, std::ostream* os) { *os << p.case_name << "/" << p.file_type; }
@@ -185,13 +214,13 @@ class HfOracle : public ::testing::TestWithParam<OracleParam> {};
 
 TEST_P(HfOracle, LogitsMatchTransformers) {
   const auto& [name, type] = GetParam();
-  const fs::path model = oracle_dir() / name / ("model." + type + ".gguf");
+  const fs::path model = model_path(name, type);
   ASSERT_TRUE(fs::exists(model)) << model;
   const Golden g = load_golden(name);
   std::vector<float> eager_rows[2];  // batch 1, mixed: what eager mode produced
   for (engine::GraphMode mode : {engine::GraphMode::Off, engine::GraphMode::Optimize}) {
     SCOPED_TRACE(name + " " + type + " graph-mode " + engine::graph_mode_name(mode));
-    engine::Runtime rt(options_for(model, mode));
+    engine::Runtime rt(options_for(name, type, mode));
     ModelHarness h(rt.executor(), rt.kv_pool());
     for (bool mixed : {false, true}) {
       Agreement a;
@@ -219,7 +248,7 @@ TEST_P(HfOracle, LogitsMatchTransformers) {
           "%.4f meanKL %.2e\n",
           name.c_str(), type.c_str(), engine::graph_mode_name(mode), mixed ? "mixed" : "batch1",
           a.rows, a.max_abs, a.max_rel, a.top1(), a.mean_kl());
-      if (type == "f32") {
+      if (exact_weights(type)) {
         EXPECT_LT(a.max_rel, kF32RelTol) << (mixed ? "mixed batch" : "batch 1");
         EXPECT_EQ(a.top1_decisive_diff, 0) << (mixed ? "mixed batch" : "batch 1");
       } else {
@@ -239,7 +268,9 @@ std::vector<OracleParam> all_cases() {
   }
   std::sort(names.begin(), names.end());
   for (const auto& n : names) {
-    for (const char* t : {"f32", "q8_0"}) out.push_back({n, t});
+    for (const char* t : {"f32", "q8_0", "hf", "hf-bf16", "hf-sharded", "hf-q8_0"}) {
+      if (fs::exists(model_path(n, t))) out.push_back({n, t});
+    }
   }
   return out;
 }
@@ -253,11 +284,62 @@ std::string param_name(const ::testing::TestParamInfo<OracleParam>& info) {
 
 INSTANTIATE_TEST_SUITE_P(Transformers, HfOracle, ::testing::ValuesIn(all_cases()), param_name);
 
+std::vector<OracleParam> hf_cases() {
+  std::vector<OracleParam> out;
+  for (const auto& p : all_cases()) {
+    if (p.file_type == "hf" || p.file_type == "hf-sharded" || p.file_type == "hf-q8_0") {
+      out.push_back(p);
+    }
+  }
+  return out;
+}
+
+// A float32 checkpoint directory runs like its F32 GGUF conversion, and with --quantize q8_0
+// like its Q8_0 conversion: the same top-1 token at every position, and logits equal up to
+// float rounding (Llama/Mistral run NeoX RoPE on unpermuted rows instead of normal RoPE on
+// permuted ones, which reorders a few sums; every other architecture reads the very same
+// numbers, so its logits are bit for bit the conversion's).
+class HfDirectoryVsGguf : public ::testing::TestWithParam<OracleParam> {};
+
+TEST_P(HfDirectoryVsGguf, SameTokensAsConversion) {
+  const auto& [name, type] = GetParam();
+  const Golden g = load_golden(name);
+  Agreement from_gguf, from_hf;
+  for (auto* a : {&from_gguf, &from_hf}) {
+    engine::Runtime rt(a == &from_hf
+                           ? options_for(name, type, engine::GraphMode::Off)
+                           : options_for(name, matching_conversion(type), engine::GraphMode::Off));
+    ModelHarness h(rt.executor(), rt.kv_pool());
+    run_batch1(h, g, *a);
+  }
+  ASSERT_EQ(from_gguf.seen.size(), from_hf.seen.size());
+  double max_diff = 0, scale = 1e-30;
+  int64_t top1_diff = 0;
+  for (size_t r = 0; r < from_hf.seen.size() / static_cast<size_t>(g.vocab); ++r) {
+    const float* a = &from_gguf.seen[r * g.vocab];
+    const float* b = &from_hf.seen[r * g.vocab];
+    top1_diff += std::max_element(a, a + g.vocab) - a != std::max_element(b, b + g.vocab) - b;
+    for (int64_t i = 0; i < g.vocab; ++i) {
+      max_diff = std::max(max_diff, std::abs(static_cast<double>(a[i]) - b[i]));
+      scale = std::max(scale, std::abs(static_cast<double>(a[i])));
+    }
+  }
+  std::printf("[oracle] %-18s %-10s vs %s gguf: max|diff| %.2e (%.2e of scale), top-1 diffs %lld\n",
+              name.c_str(), type.c_str(), matching_conversion(type).c_str(), max_diff,
+              max_diff / scale, static_cast<long long>(top1_diff));
+  EXPECT_EQ(top1_diff, 0);
+  EXPECT_LT(max_diff / scale, 1e-3);  // measured: at most 6e-5 (llama, llama3-rope)
+  const bool rope_layout_differs = name == "llama" || name == "llama3-rope" || name == "mistral";
+  if (!rope_layout_differs) EXPECT_EQ(max_diff, 0.0) << "the same numbers, read another way";
+}
+
+INSTANTIATE_TEST_SUITE_P(Transformers, HfDirectoryVsGguf, ::testing::ValuesIn(hf_cases()),
+                         param_name);
+
 // The oracle catches misreadings: files with one feature deliberately broken
 // (tests/fixtures/make_oracle_mutants.py) miss the goldens by far more than the tolerance.
-void expect_far_from_golden(const std::string& mutant, const std::string& golden_case) {
-  const char* d = std::getenv("KILN_TESTDATA");
-  const fs::path model = fs::path(d ? d : "") / "oracle_mutants" / mutant;
+void expect_model_far_from_golden(const fs::path& model, const std::string& golden_case) {
+  const std::string mutant = model.filename().string();
   ASSERT_TRUE(fs::exists(model)) << model;
   const Golden g = load_golden(golden_case);
   engine::Runtime rt(options_for(model, engine::GraphMode::Optimize));
@@ -267,6 +349,28 @@ void expect_far_from_golden(const std::string& mutant, const std::string& golden
   std::printf("[oracle] mutant %s: max|diff| %.2e, %.2e of row scale (tolerance %.0e)\n",
               mutant.c_str(), a.max_abs, a.max_rel, kF32RelTol);
   EXPECT_GT(a.max_rel, 20 * kF32RelTol);
+}
+
+void expect_far_from_golden(const std::string& mutant, const std::string& golden_case) {
+  const char* d = std::getenv("KILN_TESTDATA");
+  expect_model_far_from_golden(fs::path(d ? d : "") / "oracle_mutants" / mutant, golden_case);
+}
+
+// The HF path is checked the same way: the llama3-rope checkpoint with its rope scaling
+// removed from config.json (so no frequency factors) misses the goldens.
+TEST(HfOracleMutants, HfDirectoryWithoutRopeScalingFails) {
+  const fs::path src = oracle_dir() / "llama3-rope" / "hf";
+  const fs::path dir = fs::temp_directory_path() /
+                       ("kiln-hf-mutant-" + std::to_string(::getpid())) / "llama3-rope-default";
+  fs::create_directories(dir);
+  for (const auto& e : fs::directory_iterator(src))
+    fs::copy_file(e.path(), dir / e.path().filename());
+  auto config = nlohmann::json::parse(std::ifstream(src / "config.json"));
+  config["rope_parameters"] = {{"rope_type", "default"},
+                               {"rope_theta", config["rope_parameters"]["rope_theta"]}};
+  std::ofstream(dir / "config.json") << config.dump();
+  expect_model_far_from_golden(dir, "llama3-rope");
+  fs::remove_all(dir.parent_path());
 }
 
 TEST(HfOracleMutants, DroppedRopeFactorsFail) {

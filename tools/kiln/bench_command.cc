@@ -39,6 +39,7 @@ using clock = std::chrono::steady_clock;
 
 struct BenchArgs {
   std::string model;
+  std::string quantize;  // --quantize
   std::vector<int> batch_sizes{1, 8, 32};
   int input_len = 128;
   int output_len = 64;
@@ -276,6 +277,7 @@ int run(const BenchArgs& a) {
   ProgressBar bar;
   engine::RuntimeOptions opts;
   opts.model_path = a.model;
+  opts.quantize = a.quantize;
   opts.threads = a.threads;
   // Graph mode is set up below, with the plans this run needs, into a fresh compile cache so
   // that both a cold and a warm capture are measured.
@@ -398,7 +400,10 @@ CLI::App* add_bench_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "bench", "Offline benchmark: prefill and decode per batch size, eager vs graph");
   cmd->require_subcommand(0, 1);  // `kiln bench serving ...` (registered by main.cc)
-  cmd->add_option("-m,--model", args->model, "GGUF model file (default: Gemma 3 270M Q4_K_M)");
+  cmd->add_option("-m,--model", args->model,
+                  "GGUF file or Hugging Face model directory (default: Gemma 3 270M Q4_K_M)");
+  cmd->add_option("--quantize", args->quantize,
+                  "q8_0 | q4_0: quantize a Hugging Face directory's matrices at load");
   cmd->add_option("--batch-sizes", args->batch_sizes, "Batch sizes, comma separated")
       ->delimiter(',')
       ->check(CLI::Range(1, 4096));

@@ -14,5 +14,6 @@ void add_bench_serving_command(CLI::App& bench);  // bench_serving_command.cc: `
 void add_graph_command(CLI::App& app);            // graph_command.cc
 void add_logits_command(CLI::App& app);           // logits_command.cc
 void add_perplexity_command(CLI::App& app);       // perplexity_command.cc
+void add_tokenize_command(CLI::App& app);         // tokenize_command.cc
 
 }  // namespace kiln::cli

@@ -15,6 +15,7 @@ namespace {
 
 struct LogitsArgs {
   std::string model;
+  std::string quantize;  // --quantize
   std::string ids_file;
   std::string out;
   std::string graph_mode = "optimize";
@@ -41,6 +42,7 @@ int run_logits(const LogitsArgs& a) {
   const std::vector<int32_t> ids = read_ids(a.ids_file);
   engine::RuntimeOptions opts;
   opts.model_path = a.model;
+  opts.quantize = a.quantize;
   opts.threads = a.threads;
   opts.graph_mode = engine::parse_graph_mode(a.graph_mode);
   opts.max_graph_bs = 1;
@@ -70,7 +72,10 @@ void add_logits_command(CLI::App& app) {
   auto args = std::make_shared<LogitsArgs>();
   CLI::App* cmd = app.add_subcommand(
       "logits", "Write the logits of every position of a token sequence (float32 rows)");
-  cmd->add_option("-m,--model", args->model, "GGUF model file (default: Gemma 3 270M Q4_K_M)");
+  cmd->add_option("-m,--model", args->model,
+                  "GGUF file or Hugging Face model directory (default: Gemma 3 270M Q4_K_M)");
+  cmd->add_option("--quantize", args->quantize,
+                  "q8_0 | q4_0: quantize a Hugging Face directory's matrices at load");
   cmd->add_option("--ids", args->ids_file, "File of whitespace-separated token ids")->required();
   cmd->add_option("-o,--out", args->out, "Output file: [positions, vocab] float32")->required();
   cmd->add_option("--graph-mode", args->graph_mode, "off | replay | optimize");

@@ -1,5 +1,6 @@
-// The kiln command line: run, serve, bench, eval, graph, logits, perplexity. Each subcommand lives
-// in its own file and registers itself here; errors surface as one line and a non-zero exit.
+// The kiln command line: run, serve, bench, eval, graph, logits, perplexity, tokenize. Each
+// subcommand lives in its own file and registers itself here; errors surface as one line and a
+// non-zero exit.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
@@ -18,6 +19,7 @@ int main(int argc, char** argv) {
   kiln::cli::add_eval_command(app);
   kiln::cli::add_logits_command(app);
   kiln::cli::add_perplexity_command(app);
+  kiln::cli::add_tokenize_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

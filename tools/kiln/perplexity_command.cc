@@ -29,6 +29,7 @@ namespace {
 
 struct PerplexityArgs {
   std::string model;
+  std::string quantize;  // --quantize
   std::string file;
   int ctx_size = 512;
   int chunks = -1;
@@ -61,6 +62,7 @@ int run_perplexity(const PerplexityArgs& a) {
 
   engine::RuntimeOptions opts;
   opts.model_path = a.model;
+  opts.quantize = a.quantize;
   opts.threads = a.threads;
   opts.graph_mode = engine::parse_graph_mode(a.graph_mode);
   opts.max_graph_bs = 1;
@@ -154,7 +156,10 @@ void add_perplexity_command(CLI::App& app) {
   auto args = std::make_shared<PerplexityArgs>();
   CLI::App* cmd = app.add_subcommand(
       "perplexity", "Perplexity of a text file (llama-perplexity's method), and KL divergence");
-  cmd->add_option("-m,--model", args->model, "Model: GGUF file (default: Gemma 3 270M Q4_K_M)");
+  cmd->add_option("-m,--model", args->model,
+                  "GGUF file or Hugging Face model directory (default: Gemma 3 270M Q4_K_M)");
+  cmd->add_option("--quantize", args->quantize,
+                  "q8_0 | q4_0: quantize a Hugging Face directory's matrices at load");
   cmd->add_option("-f,--file", args->file, "Text file to score")->required();
   cmd->add_option("-c,--ctx-size", args->ctx_size, "Tokens per window (default 512)");
   cmd->add_option("--chunks", args->chunks, "Score only the first N windows (default: all)");

@@ -12,7 +12,7 @@
 #include "kiln/engine/graph_checker.h"
 #include "kiln/engine/runtime.h"
 #include "kiln/model/chat_template.h"
-#include "kiln/model/gguf.h"
+#include "kiln/model/model_files.h"
 #include "kiln/model/tokenizer.h"
 #include "progress_bar.h"
 
@@ -21,6 +21,7 @@ namespace {
 
 struct RunArgs {
   std::string model;
+  std::string quantize;  // --quantize
   std::string prompt;
   int n_predict = 128;
   double temperature = 0.0;
@@ -44,13 +45,13 @@ int run(const RunArgs& a) {
   // once, with the reason, instead of after minutes of loading.
   std::optional<model::ChatTemplate> chat_template;
   if (a.chat) {
-    auto file = model::GgufFile::open(a.model.empty() ? engine::default_model_path() : a.model);
-    chat_template =
-        model::detect_chat_template(file->try_get_string("tokenizer.chat_template").value_or(""));
+    chat_template = model::detect_chat_template(
+        model::read_chat_template(a.model.empty() ? engine::default_model_path() : a.model));
   }
   ProgressBar bar;
   engine::RuntimeOptions opts;
   opts.model_path = a.model;
+  opts.quantize = a.quantize;
   opts.threads = a.threads;
   opts.graph_mode = engine::parse_graph_mode(a.graph_mode);
   opts.max_graph_bs = a.max_graph_bs;
@@ -130,7 +131,10 @@ int run(const RunArgs& a) {
 void add_run_command(CLI::App& app) {
   auto args = std::make_shared<RunArgs>();
   CLI::App* cmd = app.add_subcommand("run", "Generate text for one prompt");
-  cmd->add_option("-m,--model", args->model, "GGUF model file (default: Gemma 3 270M Q4_K_M)");
+  cmd->add_option("-m,--model", args->model,
+                  "GGUF file or Hugging Face model directory (default: Gemma 3 270M Q4_K_M)");
+  cmd->add_option("--quantize", args->quantize,
+                  "q8_0 | q4_0: quantize a Hugging Face directory's matrices at load");
   cmd->add_option("-p,--prompt", args->prompt, "Prompt text")->required();
   cmd->add_option("-n,--n-predict", args->n_predict, "Tokens to generate")
       ->check(CLI::Range(1, 1 << 20));

@@ -28,6 +28,7 @@ namespace {
 
 struct ServeArgs {
   std::string model;
+  std::string quantize;  // --quantize
   std::string served_model_name;
   std::string host = "127.0.0.1";
   int port = 30000;
@@ -103,6 +104,7 @@ int serve(const ServeArgs& a) {
   ProgressBar bar;
   engine::RuntimeOptions opts;
   opts.model_path = a.model;
+  opts.quantize = a.quantize;
   opts.threads = a.threads;
   opts.graph_mode = engine::parse_graph_mode(a.graph_mode);
   opts.max_graph_bs = a.max_graph_bs;
@@ -180,7 +182,10 @@ void add_serve_command(CLI::App& app) {
   auto a = std::make_shared<ServeArgs>();
   CLI::App* cmd =
       app.add_subcommand("serve", "Serve a model over HTTP (SGLang-native + OpenAI APIs)");
-  cmd->add_option("-m,--model", a->model, "GGUF model file (default: Gemma 3 270M Q4_K_M)");
+  cmd->add_option("-m,--model", a->model,
+                  "GGUF file or Hugging Face model directory (default: Gemma 3 270M Q4_K_M)");
+  cmd->add_option("--quantize", a->quantize,
+                  "q8_0 | q4_0: quantize a Hugging Face directory's matrices at load");
   cmd->add_option("--served-model-name", a->served_model_name,
                   "Model name in API responses (default: the GGUF's general.name)");
   cmd->add_option("--host", a->host, "Address to bind")->capture_default_str();

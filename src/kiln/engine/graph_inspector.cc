@@ -7,8 +7,9 @@
 #include "kiln/base/error.h"
 #include "kiln/engine/runtime.h"
 #include "kiln/graph/plan.h"
-#include "kiln/model/gguf.h"
+#include "kiln/model/fused_tensors.h"
 #include "kiln/model/model_config.h"
+#include "kiln/model/model_files.h"
 #include "kiln/model/transformer.h"
 #include "kiln/model/weight_store.h"
 
@@ -21,13 +22,12 @@ GraphInspection inspect_graph(const GraphInspectOptions& o) {
   KILN_CHECK(o.kv_tokens > 0, "KV pool of {} tokens", o.kv_tokens);
   GraphInspection r;
   r.model_path = o.model_path.empty() ? default_model_path() : o.model_path;
-  auto file = model::GgufFile::open(r.model_path);
-  model::ModelConfig config = model::read_model_config(*file);
+  model::ModelFiles files = model::open_model_files(r.model_path);
+  const model::ModelConfig& config = files.config;
   r.architecture = config.arch;
-  r.model_name = file->try_get_string("general.name")
-                     .value_or(std::filesystem::path(r.model_path).filename().string());
+  r.model_name = files.name;
   // The store answers dtype/shape lookups from the tensor infos; nothing is read or packed.
-  model::WeightStore weights(file);
+  model::WeightStore weights(files.tensors, model::fused_tensor_slices(config));
 
   // The same geometry Runtime derives from its options (runtime.cc).
   int64_t context = o.context_length > 0 ? o.context_length : config.context_length;

@@ -12,10 +12,9 @@
 #include "kiln/engine/graph_runner.h"
 #include "kiln/engine/model_runner.h"
 #include "kiln/model/fused_tensors.h"
-#include "kiln/model/gguf.h"
 #include "kiln/model/model_config.h"
+#include "kiln/model/model_files.h"
 #include "kiln/model/tokenizer.h"
-#include "kiln/model/tokenizer_loader.h"
 #include "kiln/model/weight_store.h"
 
 namespace kiln::engine {
@@ -78,7 +77,6 @@ std::string default_model_path() {
 struct Runtime::Impl {
   RuntimeOptions options;
   ModelInfo info;
-  std::shared_ptr<model::GgufFile> file;
   model::ModelConfig config;
   std::unique_ptr<model::Tokenizer> tokenizer;
   std::unique_ptr<model::WeightStore> weights;
@@ -97,10 +95,11 @@ Runtime::Runtime(const RuntimeOptions& options) : impl_(std::make_unique<Impl>()
   };
   std::string path = options.model_path.empty() ? default_model_path() : options.model_path;
   progress("open", 0, 1);
-  m.file = model::GgufFile::open(path);
-  m.config = model::read_model_config(*m.file);
-  m.tokenizer = model::Tokenizer::create(model::read_tokenizer_vocab(*m.file));
-  m.weights = std::make_unique<model::WeightStore>(m.file, model::fused_tensor_slices(m.config));
+  model::ModelFiles files = model::open_model_files(path, options.quantize);
+  m.config = files.config;
+  m.tokenizer = model::Tokenizer::create(std::move(files.vocab));
+  m.weights =
+      std::make_unique<model::WeightStore>(files.tensors, model::fused_tensor_slices(m.config));
   progress("open", 1, 1);
 
   int64_t kv_tokens = options.kv_tokens > 0 ? options.kv_tokens : kDefaultKvTokens;
@@ -157,15 +156,14 @@ Runtime::Runtime(const RuntimeOptions& options) : impl_(std::make_unique<Impl>()
   ModelInfo& info = m.info;
   info.path = path;
   info.architecture = m.config.arch;
-  info.name = m.file->try_get_string("general.name")
-                  .value_or(std::filesystem::path(path).filename().string());
+  info.name = files.name;
   info.vocab_size = m.config.vocab;
   info.context_length = context;
   info.n_layers = m.config.n_layers;
   info.n_embd = m.config.n_embd;
   info.weight_bytes = step_weight_bytes;
-  info.chat_template = m.file->try_get_string("tokenizer.chat_template").value_or("");
-  for (const auto& t : m.file->tensor_infos()) info.n_params += t.shape.numel();
+  info.chat_template = files.chat_template;
+  info.n_params = files.tensors->parameter_count();
   KILN_LOG_INFO(
       "loaded {} ({}, {} layers, vocab {}), context {}, KV pool {} pages x {} ({:.0f} MiB), {} "
       "threads",

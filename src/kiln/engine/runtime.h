@@ -1,4 +1,5 @@
-// Everything needed to run one model, built from command-line options: the GGUF file, the
+// Everything needed to run one model, built from command-line options: the model (a GGUF file
+// or a Hugging Face directory, model/model_files.h), the
 // tokenizer, weights (repacked), the paged KV pool and the model executor (eager interpreter
 // or graph runner). `kiln run`, `kiln serve` and `kiln bench` all start from a Runtime.
 #pragma once
@@ -24,8 +25,10 @@ GraphMode parse_graph_mode(const std::string& s);  // "off" | "replay" | "optimi
 const char* graph_mode_name(GraphMode m);
 
 struct RuntimeOptions {
-  std::string model_path;  // empty: the default model (see default_model_path())
-  int threads = 0;         // 0: all cores
+  // A GGUF file or a Hugging Face directory; empty: the default model (default_model_path()).
+  std::string model_path;
+  std::string quantize;  // "q8_0" | "q4_0": quantize an HF directory's matrices at load
+  int threads = 0;       // 0: all cores
   GraphMode graph_mode = GraphMode::Optimize;
   int max_graph_bs = 32;
   int page_size = 16;
@@ -49,7 +52,7 @@ struct ModelInfo {
   int n_layers = 0;
   int n_embd = 0;
   size_t weight_bytes = 0;    // bytes read per decode step for weights
-  std::string chat_template;  // the GGUF's tokenizer.chat_template, if any
+  std::string chat_template;  // the GGUF's tokenizer.chat_template or the HF directory's, if any
 };
 
 // Locates the default model (Gemma 3 270M Q4_K_M): $KILN_DEFAULT_MODEL, else the file the

@@ -83,6 +83,18 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special,
   out.reserve(text.size() / 3 + 2);
   if (add_special && vocab_.add_bos) out.push_back(bos_);
 
+  using Scope = TokenizerVocab::SpacePrefixScope;
+  const bool sentencepiece_prefix = vocab_.space_prefix_scope == Scope::kSentencePiece;
+  auto prefix_here = [&](bool text_start, size_t fragment_start) {
+    switch (vocab_.space_prefix_scope) {
+      case Scope::kFirstFragment:
+        return fragment_start == 0;
+      case Scope::kEveryFragment:
+        return true;
+      default:
+        return text_start;
+    }
+  };
   // Split the text at special-token matches; plain runs between them go to the model.
   size_t fragment_start = 0;
   bool text_start = true;
@@ -100,8 +112,9 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special,
     // SentencePiece sees user-defined tokens as part of the text: its space prefix still goes
     // before one that opens the text. A control token starts a new text (llama.cpp, HF legacy).
     const bool user_defined = types_[m.id] == TokenType::kUserDefined;
-    if (pos > fragment_start || (user_defined && text_start)) {
-      encode_fragment(text.substr(fragment_start, pos - fragment_start), text_start, out);
+    if (pos > fragment_start || (user_defined && text_start && sentencepiece_prefix)) {
+      encode_fragment(text.substr(fragment_start, pos - fragment_start),
+                      prefix_here(text_start, fragment_start), out);
     }
     out.push_back(m.id);
     text_start = !user_defined;
@@ -109,7 +122,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special,
     fragment_start = pos;
   }
   if (text.size() > fragment_start) {
-    encode_fragment(text.substr(fragment_start), text_start, out);
+    encode_fragment(text.substr(fragment_start), prefix_here(text_start, fragment_start), out);
   }
 
   if (add_special && vocab_.add_eos) out.push_back(eos_);

@@ -208,7 +208,8 @@ class BpeTokenizer final : public Tokenizer {
 }  // namespace
 
 std::unique_ptr<Tokenizer> make_bpe_tokenizer(TokenizerVocab vocab) {
-  const PreSpec spec = pre_spec(vocab.pre);
+  PreSpec spec = pre_spec(vocab.pre);
+  if (vocab.ignore_merges) spec.ignore_merges = *vocab.ignore_merges;
   return std::make_unique<BpeTokenizer>(std::move(vocab), spec);
 }
 

@@ -18,7 +18,9 @@ constexpr std::string_view kLlama3Regex =
 constexpr std::string_view kQwen2Regex =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
-std::string_view regex_for(PreTokenizerKind kind) {
+}  // namespace
+
+std::string_view pretokenizer_regex(PreTokenizerKind kind) {
   switch (kind) {
     case PreTokenizerKind::kGpt2:
       return kGpt2Regex;
@@ -30,15 +32,13 @@ std::string_view regex_for(PreTokenizerKind kind) {
   fail("unknown pre-tokenizer kind {}", static_cast<int>(kind));
 }
 
-}  // namespace
-
 struct PreTokenizer::Compiled {
   pcre2_code* code = nullptr;
   ~Compiled() { pcre2_code_free(code); }
 };
 
 PreTokenizer::PreTokenizer(PreTokenizerKind kind) : compiled_(std::make_unique<Compiled>()) {
-  const std::string_view pattern = regex_for(kind);
+  const std::string_view pattern = pretokenizer_regex(kind);
   int error = 0;
   PCRE2_SIZE offset = 0;
   // MATCH_INVALID_UTF: ill-formed input is not an error; such bytes simply never match.

@@ -11,6 +11,9 @@ namespace kiln::model {
 // The regexes of the pre-tokenizers kiln supports, as HF tokenizer.json files give them.
 enum class PreTokenizerKind { kGpt2, kLlama3, kQwen2 };
 
+// The regex of a kind, as tokenizer.json files spell it.
+std::string_view pretokenizer_regex(PreTokenizerKind kind);
+
 class PreTokenizer {
  public:
   explicit PreTokenizer(PreTokenizerKind kind);

@@ -5,7 +5,9 @@
 #include "kiln/model/tokenizer_spm.h"
 
 #include <array>
+#include <optional>
 #include <queue>
+#include <unordered_map>
 
 #include "kiln/base/error.h"
 #include "kiln/model/tokenizer_utf8.h"
@@ -41,7 +43,8 @@ class SpmTokenizer final : public Tokenizer {
     KILN_CHECK(vocab_.pre.empty() || vocab_.pre == "default",
                "tokenizer pre-type '{}' is not supported for a SentencePiece (llama) vocab",
                vocab_.pre);
-    KILN_CHECK(!vocab_.scores.empty(), "SentencePiece tokenizer has no token scores");
+    KILN_CHECK(!vocab_.scores.empty() || !vocab_.merges.empty(),
+               "SentencePiece tokenizer has neither token scores nor merges");
     byte_ids_.fill(-1);
     const bool typed = !vocab_.token_types.empty();
     // sentencepiece merges into normal, user-defined and unused pieces only; control, unknown
@@ -62,6 +65,7 @@ class SpmTokenizer final : public Tokenizer {
       }
     }
     unk_ = vocab_.unk_id.value_or(kNoToken);
+    for (size_t rank = 0; rank < vocab_.merges.size(); ++rank) add_merge(rank);
   }
 
  protected:
@@ -112,10 +116,40 @@ class SpmTokenizer final : public Tokenizer {
     }
   };
 
+  // HF tokenizer.json BPE: the pair (left, right) merges with priority -rank. A piece may hold
+  // spaces only as U+2581, so the merge's halves are split at its one ASCII space; when there
+  // are several, the first split whose halves are both pieces.
+  void add_merge(size_t rank) {
+    const std::string& m = vocab_.merges[rank];
+    for (size_t sp = m.find(' '); sp != std::string::npos; sp = m.find(' ', sp + 1)) {
+      const int32_t l = pieces_.find_or(std::string_view(m).substr(0, sp), -1);
+      const int32_t r = pieces_.find_or(std::string_view(m).substr(sp + 1), -1);
+      if (l < 0 || r < 0) continue;
+      merge_rank_.emplace(pair_key(l, r), static_cast<float>(rank));
+      return;
+    }
+  }
+  static uint64_t pair_key(int32_t l, int32_t r) {
+    return (static_cast<uint64_t>(static_cast<uint32_t>(l)) << 32) | static_cast<uint32_t>(r);
+  }
+  // The priority of merging two adjacent symbols into `id`: its score (sentencepiece), or
+  // minus the rank of the pair (tokenizer.json merges); nullopt: they do not merge.
+  std::optional<float> merge_priority(std::string_view left, std::string_view right,
+                                      int32_t id) const {
+    if (merge_rank_.empty()) return vocab_.scores[id];
+    const int32_t l = pieces_.find_or(left, -1);
+    const int32_t r = pieces_.find_or(right, -1);
+    if (l < 0 || r < 0) return std::nullopt;
+    auto it = merge_rank_.find(pair_key(l, r));
+    if (it == merge_rank_.end()) return std::nullopt;
+    return -it->second;
+  }
+
   void emit(std::string_view norm, const std::vector<Node>& nodes, int32_t node,
             std::vector<int32_t>& out) const;
 
   PieceIndex pieces_;
+  std::unordered_map<uint64_t, float> merge_rank_;  // empty: merge by scores
   std::array<int32_t, 256> byte_ids_;
   int32_t unk_ = kNoToken;
 };
@@ -124,7 +158,11 @@ void SpmTokenizer::encode_fragment(std::string_view text, bool text_start,
                                    std::vector<int32_t>& out) const {
   std::string norm;
   norm.reserve(text.size() + 8);
-  if (vocab_.add_space_prefix && text_start) norm += kSpaceSymbol;
+  const bool opens_with_space = !text.empty() && text[0] == ' ';
+  if (vocab_.add_space_prefix && text_start &&
+      !(vocab_.space_prefix_unless_space && opens_with_space)) {
+    norm += kSpaceSymbol;
+  }
   for (char c : text) {
     if (c == ' ') {
       norm += kSpaceSymbol;
@@ -153,9 +191,12 @@ void SpmTokenizer::encode_fragment(std::string_view text, bool text_start,
     if (left < 0 || right < 0) return;
     const Node& n = nodes[symbols[left].node];
     const uint32_t len = symbols[left].len + symbols[right].len;
-    const int32_t id = pieces_.find_or(std::string_view(norm).substr(n.start, len), -1);
+    const std::string_view joined = std::string_view(norm).substr(n.start, len);
+    const int32_t id = pieces_.find_or(joined, -1);
     if (id < 0) return;
-    agenda.push(Candidate{vocab_.scores[id], left, right, len});
+    const std::optional<float> priority =
+        merge_priority(joined.substr(0, symbols[left].len), joined.substr(symbols[left].len), id);
+    if (priority) agenda.push(Candidate{*priority, left, right, len});
   };
   for (size_t i = 1; i < symbols.size(); ++i) {
     consider(static_cast<int32_t>(i - 1), static_cast<int32_t>(i));

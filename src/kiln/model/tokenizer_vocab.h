@@ -27,7 +27,9 @@ struct TokenizerVocab {
   std::vector<std::string> tokens;
   std::vector<float> scores;         // SentencePiece merge priorities; may be empty for gpt2
   std::vector<int32_t> token_types;  // TokenType values; empty means every token is normal
-  std::vector<std::string> merges;   // "left right", highest priority first (gpt2 only)
+  // "left right", highest priority first. gpt2: always. llama: only from HF tokenizer.json,
+  // whose SentencePiece-style BPE merges by these ranks instead of by piece scores.
+  std::vector<std::string> merges;
   std::optional<int32_t> bos_id;
   std::optional<int32_t> eos_id;
   std::optional<int32_t> unk_id;
@@ -36,6 +38,14 @@ struct TokenizerVocab {
   bool add_bos = false;
   bool add_eos = false;
   bool add_space_prefix = false;  // SentencePiece "dummy prefix": a space before the text
+  // Which fragments (runs of text between special tokens) get that prefix: sentencepiece's
+  // (the start of the text and after each control token) or HF tokenizer.json's (Metaspace
+  // "first": only a fragment at the very start; "always" and the Prepend normalizer: every
+  // fragment).
+  enum class SpacePrefixScope { kSentencePiece, kFirstFragment, kEveryFragment };
+  SpacePrefixScope space_prefix_scope = SpacePrefixScope::kSentencePiece;
+  bool space_prefix_unless_space = false;  // HF Metaspace: none before text opening with ' '
+  std::optional<bool> ignore_merges;       // gpt2: overrides the pre-tokenizer's default
 };
 
 // Typed accessors into a model file's metadata; each returns nullopt when the key is absent.

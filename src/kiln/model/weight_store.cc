@@ -24,16 +24,19 @@ std::string param_key(const graph::Node& param) {
 
 }  // namespace
 
+WeightStore::WeightStore(std::shared_ptr<const TensorSource> source, FusedTensorMap fused)
+    : file_(std::move(source)), fused_(std::move(fused)) {}
+
 WeightStore::WeightStore(std::shared_ptr<const GgufFile> file, FusedTensorMap fused)
-    : file_(std::move(file)), fused_(std::move(fused)) {}
+    : WeightStore(gguf_tensor_source(std::move(file)), std::move(fused)) {}
 
 std::optional<WeightMeta> WeightStore::meta(const std::string& name) const {
   auto slice = fused_.find(name);
   const std::string& stored = slice == fused_.end() ? name : slice->second.source;
   if (!file_->has_tensor(stored)) return std::nullopt;
-  const auto& info = file_->tensor_info(stored);
+  const StoredTensorInfo info = file_->tensor_info(stored);
   KILN_CHECK(info.dtype.has_value(), "tensor '{}' has type {}, which kiln does not support", stored,
-             gguf_type_name(info.gguf_type));
+             info.type_name);
   if (slice == fused_.end()) return WeightMeta{*info.dtype, info.shape};
   const TensorRows& rows = slice->second;
   KILN_CHECK(info.shape.rank() == 2 && rows.end <= info.shape[0],

@@ -1,4 +1,5 @@
-// The model's weights: GGUF tensors borrowed from the mmap'd file, small tensors (norms,
+// The model's weights: tensors borrowed from the mmap'd file (GGUF or Hugging Face, through a
+// TensorSource), small tensors (norms,
 // biases) converted to f32 once, and matmul weights repacked at load into the kernels' layout
 // (kernels/packed_weight.h). Implements graph::WeightProvider, including derived params that
 // graph passes create ({concat=[a,b,c]}: merged QKV and gate/up weights), packed on first use,
@@ -17,6 +18,7 @@
 #include "kiln/graph/weight_provider.h"
 #include "kiln/kernels/packed_weight.h"
 #include "kiln/model/fused_tensors.h"
+#include "kiln/model/tensor_source.h"
 #include "kiln/model/transformer.h"
 
 namespace kiln::model {
@@ -31,6 +33,7 @@ struct PackStats {
 
 class WeightStore : public graph::WeightProvider {
  public:
+  explicit WeightStore(std::shared_ptr<const TensorSource> source, FusedTensorMap fused = {});
   explicit WeightStore(std::shared_ptr<const GgufFile> file, FusedTensorMap fused = {});
 
   std::optional<WeightMeta> meta(const std::string& name) const;
@@ -60,7 +63,7 @@ class WeightStore : public graph::WeightProvider {
   Tensor tensor(const std::string& name) const;
   const kernels::PackedWeight& packed_by_key(const graph::Node& param);
 
-  std::shared_ptr<const GgufFile> file_;
+  std::shared_ptr<const TensorSource> file_;
   FusedTensorMap fused_;
   std::mutex mutex_;
   std::unordered_map<std::string, Tensor> raw_;

@@ -1,0 +1,291 @@
+#include "kiln/model/hf_config.h"
+
+#include <cmath>
+#include <numbers>
+#include <optional>
+
+#include "kiln/base/error.h"
+
+namespace kiln::model {
+namespace {
+
+using nlohmann::json;
+
+struct ArchName {
+  const char* hf_class;
+  const char* model_type;
+  const char* arch;  // kiln's (GGUF's) architecture name
+};
+
+// Mistral converts to GGUF architecture "llama" (same tensors, same graph).
+constexpr ArchName kArchitectures[] = {
+    {"LlamaForCausalLM", "llama", "llama"},           {"MistralForCausalLM", "mistral", "llama"},
+    {"Qwen2ForCausalLM", "qwen2", "qwen2"},           {"Qwen3ForCausalLM", "qwen3", "qwen3"},
+    {"Qwen3MoeForCausalLM", "qwen3_moe", "qwen3moe"}, {"Gemma2ForCausalLM", "gemma2", "gemma2"},
+    {"Gemma3ForCausalLM", "gemma3_text", "gemma3"},   {"Phi3ForCausalLM", "phi3", "phi3"},
+};
+constexpr const char* kSupportedClasses =
+    "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
+    "Qwen3MoeForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, Phi3ForCausalLM";
+
+const json* find(const json& c, const char* key) {
+  auto it = c.find(key);
+  return it == c.end() || it->is_null() ? nullptr : &*it;
+}
+
+int64_t get_int(const json& c, const char* key) {
+  const json* v = find(c, key);
+  KILN_CHECK(v != nullptr && v->is_number_integer(), "config.json: '{}' must be an integer", key);
+  return v->get<int64_t>();
+}
+
+std::optional<int64_t> try_int(const json& c, const char* key) {
+  const json* v = find(c, key);
+  if (v == nullptr) return std::nullopt;
+  KILN_CHECK(v->is_number_integer(), "config.json: '{}' must be an integer", key);
+  return v->get<int64_t>();
+}
+
+std::optional<double> try_number(const json& c, const char* key) {
+  const json* v = find(c, key);
+  if (v == nullptr) return std::nullopt;
+  KILN_CHECK(v->is_number(), "config.json: '{}' must be a number", key);
+  return v->get<double>();
+}
+
+std::optional<bool> try_bool(const json& c, const char* key) {
+  const json* v = find(c, key);
+  if (v == nullptr) return std::nullopt;
+  KILN_CHECK(v->is_boolean(), "config.json: '{}' must be true or false", key);
+  return v->get<bool>();
+}
+
+std::optional<std::string> try_string(const json& c, const char* key) {
+  const json* v = find(c, key);
+  if (v == nullptr) return std::nullopt;
+  KILN_CHECK(v->is_string(), "config.json: '{}' must be a string", key);
+  return v->get<std::string>();
+}
+
+const ArchName& architecture(const json& c) {
+  const std::string model_type = try_string(c, "model_type").value_or("");
+  std::string hf_class;
+  if (const json* a = find(c, "architectures")) {
+    KILN_CHECK(a->is_array() && a->size() == 1 && (*a)[0].is_string(),
+               "config.json: 'architectures' must list one class");
+    hf_class = (*a)[0].get<std::string>();
+  }
+  for (const ArchName& n : kArchitectures) {
+    if (hf_class.empty() ? model_type == n.model_type : hf_class == n.hf_class) {
+      KILN_CHECK(model_type.empty() || model_type == n.model_type,
+                 "config.json: model_type '{}' does not match architecture {} (expected '{}')",
+                 model_type, n.hf_class, n.model_type);
+      return n;
+    }
+  }
+  fail("unsupported architecture '{}' (model_type '{}'); kiln supports {}",
+       hf_class.empty() ? "?" : hf_class, model_type, kSupportedClasses);
+}
+
+// RoPE of one kind of layer: transformers 5 writes `rope_parameters` (per layer type for
+// Gemma 3: {"full_attention": {...}, "sliding_attention": {...}}), transformers 4 wrote
+// `rope_theta` (+ Gemma 3's `rope_local_base_freq`) and `rope_scaling`.
+struct Rope {
+  double theta = 10000.0;
+  std::string type = "default";
+  json scaling;  // the object that holds the scaling's parameters
+};
+
+Rope read_rope(const json& c, const char* layer_type, double default_theta) {
+  Rope r;
+  r.theta = default_theta;
+  json params = json::object();
+  if (const json* p = find(c, "rope_parameters")) {
+    KILN_CHECK(p->is_object(), "config.json: 'rope_parameters' must be an object");
+    params = p->contains(layer_type) ? p->at(layer_type) : *p;
+  } else if (const json* s = find(c, "rope_scaling")) {
+    KILN_CHECK(s->is_object(), "config.json: 'rope_scaling' must be an object");
+    params = *s;
+  }
+  if (auto t = try_number(params, "rope_theta")) r.theta = *t;
+  r.type = try_string(params, "rope_type").value_or(try_string(params, "type").value_or("default"));
+  r.scaling = params;
+  KILN_CHECK(r.type == "default" || r.type == "llama3",
+             "rope scaling '{}' is not implemented (kiln implements none and llama3's); refusing "
+             "to run with wrong positions",
+             r.type);
+  return r;
+}
+
+// Which layers slide: `layer_types` when given, else a period n (layer il slides unless
+// il % n == n - 1), as in read_model_config's GGUF keys.
+std::vector<bool> sliding_layers(const json& c, int n_layers, int default_period) {
+  std::vector<bool> sliding(static_cast<size_t>(n_layers), false);
+  if (const json* types = find(c, "layer_types")) {
+    KILN_CHECK(types->is_array() && static_cast<int>(types->size()) == n_layers,
+               "config.json: 'layer_types' must list {} layers", n_layers);
+    for (int il = 0; il < n_layers; ++il) {
+      const json& t = (*types)[il];
+      KILN_CHECK(t == "sliding_attention" || t == "full_attention",
+                 "config.json: layer type {} is not supported", t.dump());
+      sliding[il] = t == "sliding_attention";
+    }
+    return sliding;
+  }
+  const int64_t period =
+      try_int(c, "sliding_window_pattern")
+          .value_or(try_int(c, "_sliding_window_pattern").value_or(default_period));
+  for (int il = 0; il < n_layers; ++il) sliding[il] = period > 0 && il % period < period - 1;
+  return sliding;
+}
+
+void read_gemma(const json& c, HfModelConfig& h) {
+  ModelConfig& m = h.config;
+  const bool gemma2 = m.arch == "gemma2";
+  h.gemma_norm_offset = true;
+  m.rope_neox = true;
+  m.qk_norm = !gemma2;
+  m.post_norms = true;
+  m.scale_embeddings = true;
+  const std::string act = try_string(c, "hidden_activation")
+                              .value_or(try_string(c, "hidden_act").value_or("gelu_pytorch_tanh"));
+  KILN_CHECK(act == "gelu_pytorch_tanh", "activation '{}' is not supported for {}", act, m.arch);
+  m.activation = Activation::GeluTanh;
+  m.attention_scale = 1.0 / std::sqrt(try_number(c, "query_pre_attn_scalar").value_or(m.head_dim));
+  m.attn_logit_softcap = try_number(c, "attn_logit_softcapping").value_or(0.0);
+  m.final_logit_softcap = try_number(c, "final_logit_softcapping").value_or(0.0);
+  const int window = static_cast<int>(try_int(c, "sliding_window").value_or(gemma2 ? 4096 : 0));
+  const Rope full = read_rope(c, "full_attention", 10000.0);
+  const Rope local =
+      read_rope(c, "sliding_attention",
+                gemma2 ? full.theta : try_number(c, "rope_local_base_freq").value_or(10000.0));
+  KILN_CHECK(full.type == "default" && local.type == "default",
+             "rope scaling '{}' is not implemented for {}; refusing to run with wrong positions",
+             full.type == "default" ? local.type : full.type, m.arch);
+  const auto sliding = sliding_layers(c, m.n_layers, gemma2 ? 2 : 6);
+  for (int il = 0; il < m.n_layers; ++il) {
+    const bool slides = window > 0 && sliding[il];
+    m.layers[il] = {slides, slides ? window : 0, slides ? local.theta : full.theta};
+  }
+}
+
+void read_moe(const json& c, ModelConfig& m) {
+  m.n_experts = static_cast<int>(
+      try_int(c, "num_experts").value_or(try_int(c, "num_local_experts").value_or(0)));
+  m.n_experts_used = static_cast<int>(get_int(c, "num_experts_per_tok"));
+  m.n_ff_expert = static_cast<int>(get_int(c, "moe_intermediate_size"));
+  m.expert_weights_norm = try_bool(c, "norm_topk_prob").value_or(false);
+  KILN_CHECK(m.n_experts > 0 && m.n_experts_used > 0 && m.n_experts_used <= m.n_experts &&
+                 m.n_ff_expert > 0,
+             "invalid experts: {} used of {}, expert width {}", m.n_experts_used, m.n_experts,
+             m.n_ff_expert);
+  const json* dense = find(c, "mlp_only_layers");
+  KILN_CHECK(try_int(c, "decoder_sparse_step").value_or(1) == 1 &&
+                 (dense == nullptr || (dense->is_array() && dense->empty())),
+             "config.json: dense layers between MoE layers (decoder_sparse_step, "
+             "mlp_only_layers) are not supported");
+}
+
+}  // namespace
+
+std::vector<float> llama3_rope_factors(int n_rot, double theta, double factor,
+                                       double low_freq_factor, double high_freq_factor,
+                                       double original_context) {
+  // Wavelengths shorter than original_context / high_freq_factor keep their frequency, longer
+  // than original_context / low_freq_factor are divided by `factor`, and the ones between
+  // blend the two smoothly.
+  const double low_wavelen = original_context / low_freq_factor;
+  const double high_wavelen = original_context / high_freq_factor;
+  std::vector<float> out;
+  for (int i = 0; i < n_rot; i += 2) {
+    const double freq = 1.0 / std::pow(theta, static_cast<double>(i) / n_rot);
+    const double wavelen = 2 * std::numbers::pi / freq;
+    double f = 1.0;
+    if (wavelen > low_wavelen) {
+      f = factor;
+    } else if (wavelen >= high_wavelen) {
+      const double smooth =
+          (original_context / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor);
+      f = 1.0 / ((1 - smooth) / factor + smooth);
+    }
+    out.push_back(static_cast<float>(f));
+  }
+  return out;
+}
+
+HfModelConfig model_config_from_hf(const json& c) {
+  KILN_CHECK(c.is_object(), "config.json is not a JSON object");
+  const ArchName& name = architecture(c);
+  HfModelConfig h;
+  h.model_type = name.model_type;
+  ModelConfig& m = h.config;
+  m.arch = name.arch;
+  const bool moe = m.arch == "qwen3moe";
+  m.n_layers = static_cast<int>(get_int(c, "num_hidden_layers"));
+  m.n_embd = static_cast<int>(get_int(c, "hidden_size"));
+  m.n_ff = static_cast<int>(moe ? try_int(c, "intermediate_size").value_or(1)
+                                : get_int(c, "intermediate_size"));
+  m.n_heads = static_cast<int>(get_int(c, "num_attention_heads"));
+  m.n_kv_heads = static_cast<int>(try_int(c, "num_key_value_heads").value_or(m.n_heads));
+  m.context_length = get_int(c, "max_position_embeddings");
+  m.rms_eps = try_number(c, "rms_norm_eps").value_or(1e-6);
+  m.vocab = get_int(c, "vocab_size");
+  KILN_CHECK(m.n_layers > 0 && m.n_embd > 0 && m.n_ff > 0 && m.n_heads > 0 && m.n_kv_heads > 0 &&
+                 m.vocab > 0 && m.context_length > 0,
+             "config.json: model dimensions must be positive");
+  KILN_CHECK(m.n_heads % m.n_kv_heads == 0,
+             "num_attention_heads {} is not a multiple of num_key_value_heads {}", m.n_heads,
+             m.n_kv_heads);
+  m.head_dim = static_cast<int>(try_int(c, "head_dim").value_or(m.n_embd / m.n_heads));
+  KILN_CHECK(m.head_dim > 0 && m.head_dim % 2 == 0, "head_dim {} must be even", m.head_dim);
+  m.layers.resize(m.n_layers);
+  m.attention_scale = 1.0 / std::sqrt(static_cast<double>(m.head_dim));
+  m.tied_output =
+      try_bool(c, "tie_word_embeddings").value_or(m.arch == "gemma2" || m.arch == "gemma3");
+
+  if (m.arch == "gemma2" || m.arch == "gemma3") {
+    read_gemma(c, h);
+    m.n_rot = m.head_dim;
+    return h;
+  }
+
+  // Every other family: SiLU, no post norms, one RoPE for every layer. HF checkpoints keep
+  // Q/K rows in the order of rotate_half (NeoX pairs i, i + n/2), Llama and Mistral included.
+  const std::string act = try_string(c, "hidden_act").value_or("silu");
+  KILN_CHECK(act == "silu", "activation '{}' is not supported for {}", act, m.arch);
+  m.activation = Activation::Silu;
+  m.rope_neox = true;
+  m.qkv_bias = m.arch == "qwen2";
+  m.qk_norm = m.arch == "qwen3" || m.arch == "qwen3moe";
+  if (m.arch == "llama") {
+    KILN_CHECK(
+        !try_bool(c, "attention_bias").value_or(false) && !try_bool(c, "mlp_bias").value_or(false),
+        "config.json: attention_bias / mlp_bias are not supported for llama");
+  }
+  const Rope rope = read_rope(c, "full_attention", try_number(c, "rope_theta").value_or(10000.0));
+  double partial = try_number(c, "partial_rotary_factor").value_or(1.0);
+  if (auto p = try_number(rope.scaling, "partial_rotary_factor")) partial = *p;
+  m.n_rot = static_cast<int>(m.head_dim * partial);
+  KILN_CHECK(m.n_rot > 0 && m.n_rot % 2 == 0 && m.n_rot <= m.head_dim,
+             "rotary dimensions {} must be even and at most head_dim {}", m.n_rot, m.head_dim);
+  if (rope.type == "llama3") {
+    auto need = [&](const char* key) {
+      auto v = try_number(rope.scaling, key);
+      KILN_CHECK(v.has_value(), "config.json: llama3 rope scaling needs '{}'", key);
+      return *v;
+    };
+    h.rope_freq_factors =
+        llama3_rope_factors(m.n_rot, rope.theta, need("factor"), need("low_freq_factor"),
+                            need("high_freq_factor"), need("original_max_position_embeddings"));
+    m.rope_freq_factors = true;
+  }
+  for (auto& layer : m.layers) layer = {false, 0, rope.theta};
+  if (m.arch == "phi3") {
+    m.fused_qkv = true;
+    m.fused_gate_up = true;
+  }
+  if (moe) read_moe(c, m);
+  return h;
+}
+
+}  // namespace kiln::model

@@ -1,0 +1,267 @@
+#include "kiln/model/hf_tensor_source.h"
+
+#include <cstring>
+#include <unordered_set>
+
+#include "kiln/base/error.h"
+#include "kiln/base/half.h"
+#include "kiln/base/log.h"
+#include "kiln/kernels/dequant.h"
+#include "kiln/kernels/quantize.h"
+
+namespace kiln::model {
+
+namespace {
+
+// w + offset as a new f32 tensor (converted in f32, as the GGUF converter adds Gemma's 1).
+Tensor to_f32(const Tensor& w, float offset) {
+  Tensor out = Tensor::empty(DType::F32, w.shape());
+  float* dst = out.data_as<float>();
+  kernels::dequantize_row(w.dtype(), w.data(), dst, w.numel());
+  for (int64_t i = 0; i < w.numel(); ++i) dst[i] += offset;
+  return out;
+}
+
+// The rows of w (any float type) as t: Q8_0, Q4_0 or F16.
+Tensor converted(const Tensor& w, DType t) {
+  Tensor out = Tensor::empty(t, w.shape());
+  const int64_t cols = w.shape().cols();
+  const int64_t rows = w.numel() / cols;
+  std::vector<float> row(static_cast<size_t>(cols));
+  const auto* src = static_cast<const uint8_t*>(w.data());
+  auto* dst = static_cast<uint8_t*>(out.data());
+  for (int64_t r = 0; r < rows; ++r) {
+    kernels::dequantize_row(w.dtype(), src + r * w.row_bytes(), row.data(), cols);
+    uint8_t* out_row = dst + r * out.row_bytes();
+    if (t == DType::F16) {
+      auto* h = reinterpret_cast<uint16_t*>(out_row);
+      for (int64_t i = 0; i < cols; ++i) h[i] = f32_to_f16(row[i]);
+    } else {
+      kernels::quantize_row(t, row.data(), out_row, cols);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+HfTensorSource::HfTensorSource(const HfModelConfig& config,
+                               std::vector<std::shared_ptr<SafetensorsFile>> shards,
+                               std::optional<DType> quantize)
+    : shards_(std::move(shards)), quantize_(quantize) {
+  KILN_CHECK(!quantize || *quantize == DType::Q8_0 || *quantize == DType::Q4_0,
+             "--quantize {} is not supported (q8_0, q4_0)", dtype_name(*quantize));
+  for (const auto& shard : shards_) {
+    for (const auto& info : shard->tensors()) {
+      auto [it, fresh] = stored_.emplace(info.name, Stored{shard.get(), &info});
+      KILN_CHECK(fresh, "tensor '{}' is in both {} and {}", info.name, it->second.file->path(),
+                 shard->path());
+      parameters_ += info.shape.numel();
+    }
+  }
+  map_names(config);
+}
+
+const HfTensorSource::Stored& HfTensorSource::stored(const std::string& hf_name) const {
+  auto it = stored_.find(hf_name);
+  KILN_CHECK(it != stored_.end(), "the checkpoint has no tensor '{}'", hf_name);
+  return it->second;
+}
+
+void HfTensorSource::add(const std::string& name, Kind kind, std::vector<std::string> sources) {
+  for (const auto& s : sources) stored(s);  // each must exist
+  Recipe r;
+  r.kind = kind;
+  r.sources = std::move(sources);
+  recipes_[name] = std::move(r);
+}
+
+void HfTensorSource::add_optional(const std::string& name, const std::string& hf_name) {
+  if (stored_.count(hf_name) != 0) add(name, Kind::kAsStored, {hf_name});
+}
+
+void HfTensorSource::check_shape(const std::string& name, const Shape& expected) const {
+  auto it = recipes_.find(name);
+  if (it == recipes_.end()) return;
+  const Shape got = tensor_info(name).shape;
+  KILN_CHECK(got == expected, "tensor '{}' has shape {}, but config.json implies {}",
+             it->second.sources.empty() ? name : it->second.sources[0], got.str(), expected.str());
+}
+
+void HfTensorSource::map_names(const HfModelConfig& h) {
+  const ModelConfig& c = h.config;
+  const bool gemma = h.gemma_norm_offset;
+  const Kind norm = gemma ? Kind::kPlusOne : Kind::kAsStored;
+  const int64_t embd = c.n_embd;
+  const int64_t q_rows = static_cast<int64_t>(c.n_heads) * c.head_dim;
+  const int64_t kv_rows = static_cast<int64_t>(c.n_kv_heads) * c.head_dim;
+
+  add("token_embd.weight", Kind::kAsStored, {"model.embed_tokens.weight"});
+  add("output_norm.weight", norm, {"model.norm.weight"});
+  if (!c.tied_output) add("output.weight", Kind::kAsStored, {"lm_head.weight"});
+  if (c.rope_freq_factors) {
+    Recipe r;
+    r.kind = Kind::kComputed;
+    const auto n = static_cast<int64_t>(h.rope_freq_factors.size());
+    r.computed = Tensor::empty(DType::F32, Shape{n});
+    std::memcpy(r.computed.data(), h.rope_freq_factors.data(), n * sizeof(float));
+    recipes_[kRopeFreqsTensor] = std::move(r);
+  }
+  for (int il = 0; il < c.n_layers; ++il) {
+    const std::string hf = "model.layers." + std::to_string(il) + ".";
+    const std::string blk = "blk." + std::to_string(il) + ".";
+    add(blk + "attn_norm.weight", norm, {hf + "input_layernorm.weight"});
+    if (c.fused_qkv) {
+      add(blk + "attn_qkv.weight", Kind::kAsStored, {hf + "self_attn.qkv_proj.weight"});
+      check_shape(blk + "attn_qkv.weight", Shape{q_rows + 2 * kv_rows, embd});
+    } else {
+      for (const char* p : {"q", "k", "v"}) {
+        const std::string proj = hf + "self_attn." + p + "_proj.";
+        add(blk + "attn_" + p + ".weight", Kind::kAsStored, {proj + "weight"});
+        add_optional(blk + "attn_" + p + ".bias", proj + "bias");
+      }
+      check_shape(blk + "attn_q.weight", Shape{q_rows, embd});
+      check_shape(blk + "attn_k.weight", Shape{kv_rows, embd});
+      check_shape(blk + "attn_v.weight", Shape{kv_rows, embd});
+    }
+    add(blk + "attn_output.weight", Kind::kAsStored, {hf + "self_attn.o_proj.weight"});
+    check_shape(blk + "attn_output.weight", Shape{embd, q_rows});
+    if (c.qk_norm) {
+      add(blk + "attn_q_norm.weight", norm, {hf + "self_attn.q_norm.weight"});
+      add(blk + "attn_k_norm.weight", norm, {hf + "self_attn.k_norm.weight"});
+    }
+    if (c.post_norms) {
+      add(blk + "post_attention_norm.weight", norm, {hf + "post_attention_layernorm.weight"});
+      add(blk + "ffn_norm.weight", norm, {hf + "pre_feedforward_layernorm.weight"});
+      add(blk + "post_ffw_norm.weight", norm, {hf + "post_feedforward_layernorm.weight"});
+    } else {
+      add(blk + "ffn_norm.weight", norm, {hf + "post_attention_layernorm.weight"});
+    }
+    if (c.n_experts > 0) {
+      add(blk + "ffn_gate_inp.weight", Kind::kAsStored, {hf + "mlp.gate.weight"});
+      for (const char* p : {"gate", "up", "down"}) {
+        std::vector<std::string> experts;
+        for (int e = 0; e < c.n_experts; ++e) {
+          experts.push_back(hf + "mlp.experts." + std::to_string(e) + "." + p + "_proj.weight");
+        }
+        add(blk + "ffn_" + p + "_exps.weight", Kind::kStacked, std::move(experts));
+      }
+      check_shape(blk + "ffn_gate_exps.weight", Shape{c.n_experts, c.n_ff_expert, embd});
+      check_shape(blk + "ffn_up_exps.weight", Shape{c.n_experts, c.n_ff_expert, embd});
+      check_shape(blk + "ffn_down_exps.weight", Shape{c.n_experts, embd, c.n_ff_expert});
+    } else if (c.fused_gate_up) {
+      // Phi-3's gate_up_proj holds the gate rows, then the up rows (fused_tensors.h).
+      add(blk + "ffn_up.weight", Kind::kAsStored, {hf + "mlp.gate_up_proj.weight"});
+      add(blk + "ffn_down.weight", Kind::kAsStored, {hf + "mlp.down_proj.weight"});
+      check_shape(blk + "ffn_up.weight", Shape{2 * static_cast<int64_t>(c.n_ff), embd});
+    } else {
+      for (const char* p : {"gate", "up", "down"}) {
+        add(blk + "ffn_" + p + ".weight", Kind::kAsStored, {hf + "mlp." + p + "_proj.weight"});
+      }
+      check_shape(blk + "ffn_gate.weight", Shape{c.n_ff, embd});
+      check_shape(blk + "ffn_up.weight", Shape{c.n_ff, embd});
+      check_shape(blk + "ffn_down.weight", Shape{embd, c.n_ff});
+    }
+  }
+  check_shape("token_embd.weight", Shape{c.vocab, embd});
+  check_shape("output.weight", Shape{c.vocab, embd});
+  check_shape("output_norm.weight", Shape{embd});
+
+  // Matrices are quantized as llama.cpp's converter quantizes them: the router
+  // (ffn_gate_inp), which picks the experts, is kept, and a matrix whose rows are not whole
+  // blocks becomes F16.
+  if (quantize_) {
+    for (auto& [name, r] : recipes_) {
+      if (r.kind != Kind::kAsStored && r.kind != Kind::kStacked) continue;
+      const Shape shape = tensor_info(name).shape;
+      if (shape.rank() < 2 || name.find("ffn_gate_inp") != std::string::npos) continue;
+      r.serve_as = shape.cols() % 32 == 0 ? *quantize_ : DType::F16;
+    }
+  }
+
+  // Tensors no name maps to are probably a variant kiln does not model: say so in the log.
+  std::unordered_set<std::string> used;
+  for (const auto& [name, r] : recipes_) used.insert(r.sources.begin(), r.sources.end());
+  for (const auto& [hf_name, s] : stored_) {
+    if (used.count(hf_name) == 0 && hf_name != "lm_head.weight" &&
+        hf_name.find("rotary_emb") == std::string::npos) {
+      KILN_LOG_WARN("ignoring checkpoint tensor '{}' ({} does not use it)", hf_name, c.arch);
+    }
+  }
+}
+
+// [experts, rows, cols]: one expert's shape, experts deep (each expert is checked as stacked).
+Shape HfTensorSource::stacked_shape(const Recipe& r) const {
+  const Shape& one = stored(r.sources[0]).info->shape;
+  Shape shape{static_cast<int64_t>(r.sources.size())};
+  for (int i = 0; i < one.rank(); ++i) shape.push_back(one[i]);
+  return shape;
+}
+
+bool HfTensorSource::has_tensor(const std::string& name) const { return recipes_.count(name) != 0; }
+
+StoredTensorInfo HfTensorSource::tensor_info(const std::string& name) const {
+  auto it = recipes_.find(name);
+  KILN_CHECK(it != recipes_.end(), "no tensor '{}'", name);
+  const Recipe& r = it->second;
+  if (r.kind == Kind::kComputed) return {DType::F32, "f32", r.computed.shape()};
+  const SafetensorsTensorInfo& first = *stored(r.sources[0]).info;
+  const Shape shape = r.kind == Kind::kStacked ? stacked_shape(r) : first.shape;
+  if (r.serve_as) return {*r.serve_as, std::string(dtype_name(*r.serve_as)), shape};
+  switch (r.kind) {
+    case Kind::kPlusOne:
+      return {DType::F32, "f32", first.shape};
+    case Kind::kStacked:
+      return {first.dtype, std::string(dtype_name(first.dtype)), shape};
+    default:
+      // Vectors (norm weights, biases) are f32 in every GGUF file and the graph asks for f32.
+      if (first.shape.rank() == 1) return {DType::F32, "f32", first.shape};
+      return {first.dtype, std::string(dtype_name(first.dtype)), first.shape};
+  }
+}
+
+Tensor HfTensorSource::tensor(const std::string& name) const {
+  auto it = recipes_.find(name);
+  KILN_CHECK(it != recipes_.end(), "no tensor '{}'", name);
+  const Recipe& r = it->second;
+  if (r.serve_as) {
+    Recipe plain = r;
+    plain.serve_as.reset();
+    return converted(stored_tensor(plain, name), *r.serve_as);
+  }
+  return stored_tensor(r, name);
+}
+
+Tensor HfTensorSource::stored_tensor(const Recipe& r, const std::string& name) const {
+  auto load = [&](const std::string& hf_name) {
+    const Stored& s = stored(hf_name);
+    return s.file->tensor(hf_name);
+  };
+  switch (r.kind) {
+    case Kind::kComputed:
+      return r.computed;
+    case Kind::kAsStored: {
+      Tensor w = load(r.sources[0]);
+      if (w.shape().rank() != 1 || w.dtype() == DType::F32) return w;
+      return to_f32(w, 0.0f);
+    }
+    case Kind::kPlusOne:
+      return to_f32(load(r.sources[0]), 1.0f);
+    case Kind::kStacked: {
+      Tensor out = Tensor::empty(stored(r.sources[0]).info->dtype, stacked_shape(r));
+      auto* dst = static_cast<uint8_t*>(out.data());
+      for (const auto& src : r.sources) {
+        Tensor part = load(src);
+        KILN_CHECK(part.dtype() == out.dtype() && part.shape() == stored(r.sources[0]).info->shape,
+                   "expert tensor '{}' has shape {} of {}, unlike the other experts", src,
+                   part.shape().str(), dtype_name(part.dtype()));
+        std::memcpy(dst, part.data(), part.nbytes());
+        dst += part.nbytes();
+      }
+      return out;
+    }
+  }
+  fail("unreachable");
+}
+
+}  // namespace kiln::model

@@ -1,0 +1,34 @@
+#include "kiln/model/tensor_source.h"
+
+#include "kiln/model/gguf.h"
+
+namespace kiln::model {
+namespace {
+
+class GgufTensorSource final : public TensorSource {
+ public:
+  explicit GgufTensorSource(std::shared_ptr<const GgufFile> file) : file_(std::move(file)) {}
+
+  bool has_tensor(const std::string& name) const override { return file_->has_tensor(name); }
+  StoredTensorInfo tensor_info(const std::string& name) const override {
+    const GgufTensorInfo& info = file_->tensor_info(name);
+    return {info.dtype, std::string(gguf_type_name(info.gguf_type)), info.shape};
+  }
+  Tensor tensor(const std::string& name) const override { return file_->tensor(name); }
+  int64_t parameter_count() const override {
+    int64_t n = 0;
+    for (const auto& t : file_->tensor_infos()) n += t.shape.numel();
+    return n;
+  }
+
+ private:
+  std::shared_ptr<const GgufFile> file_;
+};
+
+}  // namespace
+
+std::shared_ptr<const TensorSource> gguf_tensor_source(std::shared_ptr<const GgufFile> file) {
+  return std::make_shared<GgufTensorSource>(std::move(file));
+}
+
+}  // namespace kiln::model

@@ -1,0 +1,186 @@
+// config.json -> ModelConfig: on every oracle case it equals what read_model_config() gives for
+// llama.cpp's conversion of the same checkpoint (but for the RoPE layout of Llama/Mistral,
+// which HF keeps in NeoX order), the Llama 3 factors equal the converter's rope_freqs tensor,
+// and what kiln cannot run is refused in one line.
+#include "kiln/model/hf_config.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "kiln/base/error.h"
+#include "kiln/model/gguf.h"
+
+namespace kiln::model {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+fs::path oracle_dir() { return fs::path(KILN_SOURCE_DIR) / "tests" / "oracle" / "data"; }
+
+json read_json(const fs::path& p) { return json::parse(std::ifstream(p)); }
+
+std::string error_of(const json& config) {
+  try {
+    model_config_from_hf(config);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+class HfConfigVsGguf : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(HfConfigVsGguf, SameConfigAsConversion) {
+  const fs::path dir = oracle_dir() / GetParam();
+  const HfModelConfig hf = model_config_from_hf(read_json(dir / "hf" / "config.json"));
+  const ModelConfig& h = hf.config;
+  const ModelConfig g = read_model_config(*GgufFile::open((dir / "model.f32.gguf").string()));
+  EXPECT_EQ(h.arch, g.arch);
+  EXPECT_EQ(h.n_layers, g.n_layers);
+  EXPECT_EQ(h.n_embd, g.n_embd);
+  if (h.n_experts == 0) EXPECT_EQ(h.n_ff, g.n_ff);
+  EXPECT_EQ(h.n_heads, g.n_heads);
+  EXPECT_EQ(h.n_kv_heads, g.n_kv_heads);
+  EXPECT_EQ(h.head_dim, g.head_dim);
+  EXPECT_EQ(h.n_rot, g.n_rot);
+  EXPECT_EQ(h.vocab, g.vocab);
+  EXPECT_EQ(h.context_length, g.context_length);
+  EXPECT_FLOAT_EQ(h.rms_eps, g.rms_eps);
+  // The converter permutes Llama's Q/K rows into the normal layout; HF rows are NeoX.
+  EXPECT_TRUE(h.rope_neox);
+  EXPECT_EQ(h.rope_freq_factors, g.rope_freq_factors);
+  EXPECT_EQ(h.qkv_bias, g.qkv_bias);
+  EXPECT_EQ(h.qk_norm, g.qk_norm);
+  EXPECT_EQ(h.post_norms, g.post_norms);
+  EXPECT_EQ(h.scale_embeddings, g.scale_embeddings);
+  EXPECT_EQ(h.tied_output, g.tied_output);
+  EXPECT_EQ(h.fused_qkv, g.fused_qkv);
+  EXPECT_EQ(h.fused_gate_up, g.fused_gate_up);
+  EXPECT_EQ(h.activation, g.activation);
+  EXPECT_FLOAT_EQ(h.attention_scale, g.attention_scale);
+  EXPECT_FLOAT_EQ(h.attn_logit_softcap, g.attn_logit_softcap);
+  EXPECT_FLOAT_EQ(h.final_logit_softcap, g.final_logit_softcap);
+  EXPECT_EQ(h.n_experts, g.n_experts);
+  EXPECT_EQ(h.n_experts_used, g.n_experts_used);
+  EXPECT_EQ(h.n_ff_expert, g.n_ff_expert);
+  EXPECT_EQ(h.expert_weights_norm, g.expert_weights_norm);
+  ASSERT_EQ(h.layers.size(), g.layers.size());
+  for (size_t il = 0; il < h.layers.size(); ++il) {
+    EXPECT_EQ(h.layers[il].sliding, g.layers[il].sliding) << "layer " << il;
+    EXPECT_EQ(h.layers[il].window, g.layers[il].window) << "layer " << il;
+    EXPECT_FLOAT_EQ(h.layers[il].rope_base, g.layers[il].rope_base) << "layer " << il;
+  }
+  EXPECT_EQ(hf.gemma_norm_offset, g.arch == "gemma2" || g.arch == "gemma3");
+}
+
+std::vector<std::string> cases() {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(oracle_dir())) {
+    if (e.is_directory()) out.push_back(e.path().filename().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Oracle, HfConfigVsGguf, ::testing::ValuesIn(cases()),
+                         [](const auto& info) {
+                           std::string s = info.param;
+                           for (char& c : s)
+                             c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+                           return s;
+                         });
+
+TEST(HfConfig, Llama3FactorsEqualTheConvertersTensor) {
+  const fs::path dir = oracle_dir() / "llama3-rope";
+  const HfModelConfig hf = model_config_from_hf(read_json(dir / "hf" / "config.json"));
+  auto file = GgufFile::open((dir / "model.f32.gguf").string());
+  const Tensor t = file->tensor(kRopeFreqsTensor);
+  ASSERT_EQ(static_cast<int64_t>(hf.rope_freq_factors.size()), t.numel());
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    EXPECT_FLOAT_EQ(hf.rope_freq_factors[i], t.data_as<float>()[i]) << "factor " << i;
+  }
+}
+
+json llama() {
+  return json::parse(R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+    "num_hidden_layers": 2, "hidden_size": 64, "intermediate_size": 128,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 512,
+    "rms_norm_eps": 1e-5, "vocab_size": 100, "rope_theta": 500000.0,
+    "tie_word_embeddings": false})");
+}
+
+TEST(HfConfig, TransformersFourKeys) {
+  json c = llama();
+  c["rope_scaling"] = {{"rope_type", "llama3"},
+                       {"factor", 8.0},
+                       {"low_freq_factor", 1.0},
+                       {"high_freq_factor", 4.0},
+                       {"original_max_position_embeddings", 8192}};
+  const HfModelConfig h = model_config_from_hf(c);
+  EXPECT_EQ(h.config.head_dim, 16);
+  EXPECT_DOUBLE_EQ(h.config.layers[0].rope_base, 500000.0);
+  ASSERT_EQ(h.rope_freq_factors.size(), 8u);
+  EXPECT_FLOAT_EQ(h.rope_freq_factors[0], 1.0f);  // the fastest frequency is kept
+  EXPECT_FLOAT_EQ(h.rope_freq_factors[7], 8.0f);  // the slowest is divided by `factor`
+}
+
+TEST(HfConfig, RefusesUnknownArchitectures) {
+  json c = llama();
+  c["architectures"] = {"GPTNeoXForCausalLM"};
+  EXPECT_NE(error_of(c).find("unsupported architecture 'GPTNeoXForCausalLM'"), std::string::npos)
+      << error_of(c);
+  c.erase("architectures");
+  c["model_type"] = "gpt_neox";
+  EXPECT_NE(error_of(c).find("unsupported architecture"), std::string::npos);
+  c = llama();
+  c["model_type"] = "qwen2";
+  EXPECT_NE(error_of(c).find("does not match"), std::string::npos) << error_of(c);
+}
+
+TEST(HfConfig, RefusesRopeScalingsKilnDoesNotImplement) {
+  for (const char* type : {"linear", "dynamic", "yarn", "longrope"}) {
+    json c = llama();
+    c["rope_scaling"] = {{"rope_type", type}, {"factor", 4.0}};
+    EXPECT_NE(error_of(c).find(std::string("rope scaling '") + type + "' is not implemented"),
+              std::string::npos)
+        << error_of(c);
+  }
+  json c = llama();
+  c["rope_scaling"] = {{"type", "llama3"}, {"factor", 8.0}};  // parameters missing
+  EXPECT_NE(error_of(c).find("llama3 rope scaling needs '"), std::string::npos) << error_of(c);
+}
+
+TEST(HfConfig, RefusesMissingOrMistypedKeys) {
+  json c = llama();
+  c.erase("hidden_size");
+  EXPECT_NE(error_of(c).find("'hidden_size' must be an integer"), std::string::npos);
+  c = llama();
+  c["num_key_value_heads"] = 3;
+  EXPECT_NE(error_of(c).find("not a multiple"), std::string::npos);
+  c = llama();
+  c["hidden_act"] = "gelu";
+  EXPECT_NE(error_of(c).find("activation 'gelu'"), std::string::npos);
+}
+
+TEST(HfConfig, Qwen3MoeDenseLayersRefused) {
+  json c = read_json(oracle_dir() / "qwen3moe" / "hf" / "config.json");
+  c["mlp_only_layers"] = {0};
+  EXPECT_NE(error_of(c).find("mlp_only_layers"), std::string::npos) << error_of(c);
+}
+
+TEST(HfConfig, GemmaSlidingPatternWithoutLayerTypes) {
+  json c = read_json(oracle_dir() / "gemma3" / "hf" / "config.json");
+  c.erase("layer_types");
+  c["sliding_window_pattern"] = 3;
+  const HfModelConfig h = model_config_from_hf(c);
+  EXPECT_TRUE(h.config.layers[0].sliding);
+  EXPECT_FALSE(h.config.layers[2].sliding);
+  EXPECT_DOUBLE_EQ(h.config.layers[2].rope_base, 1000000.0);
+  EXPECT_DOUBLE_EQ(h.config.layers[0].rope_base, 10000.0);
+}
+
+}  // namespace
+}  // namespace kiln::model
