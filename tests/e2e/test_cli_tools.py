@@ -112,6 +112,25 @@ def test_bench_json_and_plot(tiny_gemma, tmp_path):
     assert root.tag.endswith("svg") and len([e for e in root.iter() if e.tag.endswith("rect")]) >= 5
 
 
+def test_bench_rounds_alternate_order_with_cpu_time(tiny_gemma, tmp_path):
+    js = tmp_path / "rounds.json"
+    r = kiln("bench", "-m", tiny_gemma, "--batch-sizes", "1,2", "--input-len", 8, "--output-len", 4,
+             "--threads", 2, "--repeats", 1, "--bandwidth-gbs", 20, "--rounds", 3, "--json", js,
+             timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "interleaved rounds" in r.stdout and "medians over rounds" in r.stdout
+    rounds = json.loads(js.read_text())["rounds"]
+    assert [(x["round"], x["bs"]) for x in rounds] == [(1, 1), (1, 2), (2, 1), (2, 2), (3, 1), (3, 2)]
+    assert [x["graph_first"] for x in rounds[::2]] == [False, True, False]
+    for x in rounds:
+        assert x["tokens_match"] is True
+        for mode in ("eager", "graph"):
+            m = x[mode]
+            assert m["tok_s"] > 0 and m["wall_step_ms"] > 0 and m["cpu_step_ms"] > 0
+    r = kiln("bench", "-m", tiny_gemma, "--modes", "graph", "--rounds", 2, timeout=60)
+    assert r.returncode != 0 and "--rounds compares eager and graph" in r.stderr
+
+
 def test_bench_rejects_unknown_mode(tiny_gemma):
     r = kiln("bench", "-m", tiny_gemma, "--modes", "eager,turbo", timeout=60)
     assert r.returncode != 0 and "unknown mode 'turbo'" in r.stderr

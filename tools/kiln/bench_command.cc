@@ -18,6 +18,7 @@
 
 #include "bench_batches.h"
 #include "bench_results.h"
+#include "bench_rounds.h"
 #include "commands.h"
 #include "kernel_profile.h"
 #include "kiln/base/cpu_features.h"
@@ -51,6 +52,7 @@ struct BenchArgs {
   bool breakdown = false;
   int breakdown_bs = 0;  // 0: the first batch size
   int repeats = 5;
+  int rounds = 0;            // --rounds: interleaved eager/graph repeats of the decode loop
   bool op_profile = false;   // print each profiled step's kernel time per op kind
   int prefill_chunk = 512;   // the engine's default chunked_prefill_size
   double bandwidth_gbs = 0;  // 0: measure
@@ -122,6 +124,33 @@ class Bench {
     if (graph) decode(seqs, first, true, b.graph);
     if (eager && graph) b.tokens_match = b.eager.tokens == b.graph.tokens;
     return b;
+  }
+
+  // One interleaved round at one batch size: prefill, then the timed decode loop in both modes
+  // (which goes first alternates between rounds), no probes.
+  RoundFigures run_round(int round, int bs, bool graph_first) {
+    RoundFigures r;
+    r.round = round;
+    r.bs = bs;
+    r.graph_first = graph_first;
+    BenchSequences seqs(rt_.kv_pool(), bs, a_.input_len, a_.output_len, rt_.info().vocab_size,
+                        a_.seed + bs);
+    const std::vector<int32_t> first = prefill(seqs, nullptr, nullptr);
+    ModeFigures e, g;
+    for (bool graph : {graph_first, !graph_first}) timed_decode(seqs, first, graph, graph ? g : e);
+    const double threads = static_cast<double>(rt_.thread_pool()->size());
+    auto sample = [&](const ModeFigures& m) {
+      DecodeSample s;
+      s.tok_s = m.decode_tok_s;
+      s.wall_step_ms = 1e3 * m.decode_seconds / a_.output_len;
+      s.cpu_step_ms = 1e3 * m.decode_cpu_seconds / a_.output_len;
+      s.utilisation = m.decode_cpu_seconds / (m.decode_seconds * threads);
+      return s;
+    };
+    r.eager = sample(e);
+    r.graph = sample(g);
+    r.tokens_match = e.tokens == g.tokens;
+    return r;
   }
 
   // The --breakdown ladder at one batch size: eager, then plans that add one thing at a time.
@@ -217,8 +246,10 @@ class Bench {
     }
   }
 
-  void decode(const BenchSequences& seqs, const std::vector<int32_t>& first, bool graph,
-              ModeFigures& m) {
+  // The timed greedy decode loop of output_len steps: wall and process CPU time, the tokens.
+  // Returns the last step's tokens.
+  std::vector<int32_t> timed_decode(const BenchSequences& seqs, const std::vector<int32_t>& first,
+                                    bool graph, ModeFigures& m) {
     const int bs = seqs.size();
     engine::StepOutput out;
     // One untimed step first (first-touch of buffers); the timed loop then rewrites the same
@@ -226,6 +257,7 @@ class Bench {
     forward(seqs.decode(a_.input_len, first), graph, out);
     std::vector<int32_t> tokens = first;
     m.tokens.assign(bs, {});
+    const double cpu0 = process_cpu_seconds();
     auto t0 = clock::now();
     for (int i = 0; i < a_.output_len; ++i) {
       forward(seqs.decode(a_.input_len + i, tokens), graph, out);
@@ -233,8 +265,17 @@ class Bench {
       for (int s = 0; s < bs; ++s) m.tokens[s].push_back(tokens[s]);
     }
     m.decode_seconds = seconds_since(t0);
+    m.decode_cpu_seconds = process_cpu_seconds() - cpu0;
     m.decode_tok_s = static_cast<double>(bs) * a_.output_len / m.decode_seconds;
     m.ran = true;
+    return tokens;
+  }
+
+  void decode(const BenchSequences& seqs, const std::vector<int32_t>& first, bool graph,
+              ModeFigures& m) {
+    const int bs = seqs.size();
+    engine::StepOutput out;
+    const std::vector<int32_t> tokens = timed_decode(seqs, first, graph, m);
 
     // The probe: one step repeated, timed whole, then its kernels alone.
     const engine::StepBatch probe = seqs.decode(probe_position(), tokens);
@@ -364,6 +405,17 @@ int run(const BenchArgs& a) {
     std::fprintf(stderr, "kiln bench: batch %d...\n", bs);
     f.batches.push_back(bench.run_batch(bs, eager, g));
   }
+  std::vector<RoundFigures> rounds;
+  if (a.rounds > 0) {
+    KILN_CHECK(eager && graph, "--rounds compares eager and graph mode: keep both in --modes");
+    for (int r = 1; r <= a.rounds; ++r) {
+      for (int bs : a.batch_sizes) {
+        if (bs > max_captured) continue;
+        std::fprintf(stderr, "kiln bench: round %d of %d, batch %d...\n", r, a.rounds, bs);
+        rounds.push_back(bench.run_round(r, bs, /*graph_first=*/r % 2 == 0));
+      }
+    }
+  }
   if (a.breakdown) {
     std::fprintf(stderr, "kiln bench: breakdown at batch %d...\n", breakdown_bs);
     f.breakdown_bs = breakdown_bs;
@@ -372,15 +424,25 @@ int run(const BenchArgs& a) {
   f.load_end = load_average();
 
   std::fputs(format_table(f).c_str(), stdout);
+  if (!rounds.empty()) std::fputs(format_rounds(rounds).c_str(), stdout);
   if (!a.json_path.empty()) {
     std::ofstream out(a.json_path);
-    out << to_json(f).dump(2) << "\n";
+    nlohmann::json j = to_json(f);
+    if (!rounds.empty()) j["rounds"] = rounds_json(rounds);
+    out << j.dump(2) << "\n";
     KILN_CHECK(out.good(), "cannot write {}", a.json_path);
   }
   if (!a.plot_path.empty()) {
     std::ofstream out(a.plot_path);
     out << to_svg(f);
     KILN_CHECK(out.good(), "cannot write {}", a.plot_path);
+  }
+  for (const auto& r : rounds) {
+    if (!r.tokens_match) {
+      std::fprintf(stderr, "kiln bench: round %d: graph and eager tokens differ at batch %d\n",
+                   r.round, r.bs);
+      return 3;
+    }
   }
   for (const auto& b : f.batches) {
     if (b.tokens_match && !*b.tokens_match) {
@@ -435,6 +497,11 @@ CLI::App* add_bench_command(CLI::App& app) {
       ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--repeats", args->repeats, "Repeats of the probe step (best is kept)")
       ->check(CLI::Range(1, 1000));
+  cmd->add_option("--rounds", args->rounds,
+                  "Then N interleaved eager/graph rounds of the decode loop per batch size "
+                  "(order alternating), reported per round and as medians with their spread, "
+                  "with process CPU time per step beside wall time")
+      ->check(CLI::Range(0, 1000));
   cmd->add_option("--bandwidth-gbs", args->bandwidth_gbs,
                   "Memory bandwidth to compare with (default: measure)")
       ->check(CLI::Range(0.0, 1e6));

@@ -11,8 +11,9 @@ namespace kiln::cli {
 // One execution mode (eager or graph) at one batch size.
 struct ModeFigures {
   bool ran = false;
-  double decode_seconds = 0;  // the timed decode loop: output_len steps
-  double decode_tok_s = 0;    // bs * output_len / decode_seconds
+  double decode_seconds = 0;      // the timed decode loop: output_len steps
+  double decode_tok_s = 0;        // bs * output_len / decode_seconds
+  double decode_cpu_seconds = 0;  // process CPU time (all threads) of the timed loop
   // The probe: the same mid-sequence decode step repeated; the smallest time.
   double step_ms = 0;
   double kernel_ms = 0;      // kernel time of that step (kernel_profile.h)
