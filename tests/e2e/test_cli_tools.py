@@ -116,10 +116,16 @@ def test_bench_rounds_alternate_order_with_cpu_time(tiny_gemma, tmp_path):
     js = tmp_path / "rounds.json"
     r = kiln("bench", "-m", tiny_gemma, "--batch-sizes", "1,2", "--input-len", 8, "--output-len", 4,
              "--threads", 2, "--repeats", 1, "--bandwidth-gbs", 20, "--rounds", 3, "--json", js,
-             timeout=300)
+             "--host-only-steps", 37, timeout=300)
     assert r.returncode == 0, r.stderr
     assert "interleaved rounds" in r.stdout and "medians over rounds" in r.stdout
-    rounds = json.loads(js.read_text())["rounds"]
+    data = json.loads(js.read_text())
+    # The no-op replay harness ran every requested replay, at every graph batch size.
+    for b in data["results"]:
+        assert b["graph"]["host_only_replays"] == 37 and b["graph"]["host_only_step_us"] > 0
+        assert b["eager"]["host_only_replays"] == 0
+    assert "graph host overhead, batch 2:" in r.stdout
+    rounds = data["rounds"]
     assert [(x["round"], x["bs"]) for x in rounds] == [(1, 1), (1, 2), (2, 1), (2, 2), (3, 1), (3, 2)]
     assert [x["graph_first"] for x in rounds[::2]] == [False, True, False]
     for x in rounds:

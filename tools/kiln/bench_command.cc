@@ -52,10 +52,11 @@ struct BenchArgs {
   bool breakdown = false;
   int breakdown_bs = 0;  // 0: the first batch size
   int repeats = 5;
-  int rounds = 0;            // --rounds: interleaved eager/graph repeats of the decode loop
-  bool op_profile = false;   // print each profiled step's kernel time per op kind
-  int prefill_chunk = 512;   // the engine's default chunked_prefill_size
-  double bandwidth_gbs = 0;  // 0: measure
+  int rounds = 0;              // --rounds: interleaved eager/graph repeats of the decode loop
+  int host_only_steps = 2000;  // --host-only-steps: no-op replays timed per graph batch size
+  bool op_profile = false;     // print each profiled step's kernel time per op kind
+  int prefill_chunk = 512;     // the engine's default chunked_prefill_size
+  double bandwidth_gbs = 0;    // 0: measure
   uint64_t seed = 1;
   std::string log_level = "warn";
 };
@@ -271,6 +272,18 @@ class Bench {
     return tokens;
   }
 
+  // Graph mode's host overhead alone: the probe step replayed --host-only-steps times with
+  // every kernel skipped; the mean per replay.
+  void time_host_only(const engine::StepBatch& probe, ModeFigures& m) {
+    if (a_.host_only_steps <= 0) return;
+    const int64_t before = graph_->host_only_replays();
+    graph_->run_host_only(probe);  // warm
+    auto t0 = clock::now();
+    for (int i = 0; i < a_.host_only_steps; ++i) graph_->run_host_only(probe);
+    m.host_only_us = 1e6 * seconds_since(t0) / a_.host_only_steps;
+    m.host_only_replays = graph_->host_only_replays() - before - 1;
+  }
+
   void decode(const BenchSequences& seqs, const std::vector<int32_t>& first, bool graph,
               ModeFigures& m) {
     const int bs = seqs.size();
@@ -281,6 +294,7 @@ class Bench {
     const engine::StepBatch probe = seqs.decode(probe_position(), tokens);
     m.step_ms = 1e3 * best_seconds(a_.repeats, [&] { forward(probe, graph, out); });
     if (graph) {
+      time_host_only(probe, m);
       graph::Plan* plan = graph_->plan_for(bs, true);
       m.barriers = plan->stats().barriers;
       m.barriers_unfused = plan->stats().barriers_unfused;
@@ -497,6 +511,10 @@ CLI::App* add_bench_command(CLI::App& app) {
       ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--repeats", args->repeats, "Repeats of the probe step (best is kept)")
       ->check(CLI::Range(1, 1000));
+  cmd->add_option("--host-only-steps", args->host_only_steps,
+                  "Replays with every kernel skipped, timed per graph batch size to measure "
+                  "graph mode's host overhead directly (0: skip)")
+      ->check(CLI::Range(0, 10000000));
   cmd->add_option("--rounds", args->rounds,
                   "Then N interleaved eager/graph rounds of the decode loop per batch size "
                   "(order alternating), reported per round and as medians with their spread, "

@@ -28,7 +28,9 @@ Json mode_json(const ModeFigures& m, int output_len) {
           {"overhead_ms", m.overhead_ms},
           {"kernels_per_step", m.kernels},
           {"barriers_per_step", m.barriers},
-          {"barriers_unfused_per_step", m.barriers_unfused}};
+          {"barriers_unfused_per_step", m.barriers_unfused},
+          {"host_only_step_us", m.host_only_us},
+          {"host_only_replays", m.host_only_replays}};
 }
 
 std::string xml_escape(const std::string& s) {
@@ -111,6 +113,13 @@ std::string format_table(const BenchFigures& f) {
                      fmt::format("{}/{}/{}", b.graph.ran ? std::to_string(b.graph.barriers) : "-",
                                  b.graph.ran ? std::to_string(b.graph.barriers_unfused) : "-",
                                  b.eager.ran ? std::to_string(b.eager.barriers) : "-"));
+  }
+  for (const auto& b : f.batches) {
+    if (!b.graph.ran || b.graph.host_only_replays == 0) continue;
+    s += fmt::format(
+        "graph host overhead, batch {}: {:.1f} us per step, measured directly ({} "
+        "replays with every kernel skipped)\n",
+        b.bs, b.graph.host_only_us, b.graph.host_only_replays);
   }
   for (const auto& b : f.batches) {
     if (b.bs != 1 || f.bandwidth_gbs <= 0) continue;

@@ -21,6 +21,11 @@ struct ModeFigures {
   int kernels = 0;           // kernel launches per step
   int barriers = 0;          // barriers (eager: one dispatch + barrier per op) per step
   int barriers_unfused = 0;  // graph: one per step of the plan (what per-op sync would cost)
+  // graph: host overhead timed directly, the mean of host_only_replays replays with every
+  // kernel skipped (GraphRunner::run_host_only: input staging, update hooks, level barriers,
+  // output copies)
+  double host_only_us = 0;
+  int64_t host_only_replays = 0;
   std::vector<std::vector<int32_t>> tokens;  // per sequence, for the graph == eager check
 };
 

@@ -421,6 +421,11 @@ graph::Plan& GraphRunner::stage(const StepBatch& batch) {
   return *plan;
 }
 
+void GraphRunner::run_host_only(const StepBatch& batch) {
+  stage(batch).replay_host_only(threads_);
+  ++host_only_replays_;
+}
+
 void GraphRunner::run(const StepBatch& batch, StepOutput& out) {
   const int live = static_cast<int>(batch.num_seqs());
   graph::Plan* plan = &stage(batch);

@@ -59,6 +59,10 @@ class GraphRunner {
   // A pure decode batch no larger than the largest captured size, of a captured kind.
   bool can_run(const StepBatch& batch) const;
   void run(const StepBatch& batch, StepOutput& out);
+  // run() with every kernel skipped (graph::Plan::replay_host_only): what graph mode costs on
+  // the host per step, for `kiln bench`. Counted in host_only_replays(), not in replays().
+  void run_host_only(const StepBatch& batch);
+  int64_t host_only_replays() const { return host_only_replays_; }
   // The first half of run(): picks the plan for `batch` and copies its live rows into the
   // plan's input buffers, without replaying (--check-graph executes it step by step).
   graph::Plan& stage(const StepBatch& batch);
@@ -98,6 +102,7 @@ class GraphRunner {
   std::unique_ptr<graph::SharedLowering> shared_lowering_;
   CaptureStats stats_;
   int64_t replays_ = 0;
+  int64_t host_only_replays_ = 0;
 };
 
 }  // namespace kiln::engine

@@ -265,7 +265,12 @@ void Plan::check_state(const void* kv_pool) const {
              kv_pool_);
 }
 
-void Plan::replay(ThreadPool& pool) {
+void Plan::replay(ThreadPool& pool) { replay_levels<true>(pool); }
+
+void Plan::replay_host_only(ThreadPool& pool) { replay_levels<false>(pool); }
+
+template <bool kRunKernels>
+void Plan::replay_levels(ThreadPool& pool) {
   const int nth = pool.size();
   KILN_CHECK(nth == static_cast<int>(barrier_participants_),
              "plan captured for {} threads, replayed on {}", barrier_participants_, nth);
@@ -279,11 +284,13 @@ void Plan::replay(ThreadPool& pool) {
       for (; step < end; ++step) {
         const Placement& p = placement_[step];
         if (p.count == n) {
-          steps_[step].run(steps_[step], all);
+          if constexpr (kRunKernels) steps_[step].run(steps_[step], all);
         } else if (tid >= p.first && tid < p.first + p.count) {
-          kernels::ExecContext group{tid - p.first, p.count,
-                                     p.barrier >= 0 ? group_barriers_[p.barrier].get() : nullptr};
-          steps_[step].run(steps_[step], group);
+          if constexpr (kRunKernels) {
+            kernels::ExecContext group{tid - p.first, p.count,
+                                       p.barrier >= 0 ? group_barriers_[p.barrier].get() : nullptr};
+            steps_[step].run(steps_[step], group);
+          }
         }
       }
       all.sync();

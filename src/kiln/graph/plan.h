@@ -95,6 +95,12 @@ class Plan {
   void check_state(const void* kv_pool) const;
 
   void replay(ThreadPool& pool);
+  // Diagnostics (`kiln bench`): everything replay() does except the kernels themselves (the
+  // replay-time updates, the walk over every level with its group dispatch and level barriers,
+  // the output copies; barriers inside kernels count as kernel time), so that graph mode's
+  // host overhead is timed directly over many replays instead of as the difference of two
+  // noisy step times. The outputs hold stale values.
+  void replay_host_only(ThreadPool& pool);
   const PlanStats& stats() const { return stats_; }
 
   // Diagnostics (--check-graph, `kiln bench`), never on the serving path. Runs the steps one at
@@ -107,6 +113,8 @@ class Plan {
 
  private:
   Plan() = default;
+  template <bool kRunKernels>
+  void replay_levels(ThreadPool& pool);
   void* address_of(Value v);
   // Where the bytes of graph output i are produced: its own buffer, or (for a value returned
   // twice, a view of another output or of an input) somewhere replay copies them from.
