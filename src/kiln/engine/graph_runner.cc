@@ -116,16 +116,9 @@ GraphRunner::~GraphRunner() {
 // Everything a captured plan depends on. Weights' values are not in it (plans hold no
 // weight data), but their names, dtypes and shapes are.
 std::string GraphRunner::cache_description() const {
-  // The executable's size and modification time stand for the code of the passes and the
-  // lowering: a rebuilt kiln never reuses plans an older build optimized.
-  std::error_code ec;
-  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  std::string build = "unknown";
-  if (!ec) {
-    auto size = std::filesystem::file_size(exe, ec);
-    auto mtime = std::filesystem::last_write_time(exe, ec).time_since_epoch().count();
-    build = fmt::format("{}:{}", size, mtime);
-  }
+  // The executable stands for the code of the passes and the lowering: a rebuilt kiln never
+  // reuses plans an older build optimized.
+  const std::string build = graph::executable_identity();
   std::string d = fmt::format(
       "kiln {} build {} | passes {} | optimize {} | levels {} | isa {} | cpu {} | threads {} | ",
       KILN_VERSION, build, pipeline_description(), options_.optimize, options_.plan.level_barriers,

@@ -139,6 +139,8 @@ Runtime::Runtime(const RuntimeOptions& options) : impl_(std::make_unique<Impl>()
     g.optimize = options.graph_mode == GraphMode::Optimize;
     g.plan = options.plan;
     g.cache_dir = options.compile_cache ? graph::CompileCache::resolve_dir(options.cache_dir) : "";
+    // The merged weights capture packs live in the same folder as the plans.
+    m.weights->set_pack_cache_dir(g.cache_dir);
     m.graph = std::make_unique<GraphRunner>(*m.runner, *m.weights, *m.pool, *m.threads, g);
     m.graph->capture([&](int64_t done, int64_t total) { progress("capture", done, total); });
     m.runner->set_graph_runner(m.graph.get());

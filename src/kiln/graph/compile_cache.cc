@@ -30,6 +30,15 @@ uint64_t cache_key(std::string_view description) {
   return XXH3_64bits(description.data(), description.size());
 }
 
+std::string executable_identity() {
+  std::error_code ec;
+  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return "unknown";
+  const auto size = std::filesystem::file_size(exe, ec);
+  const auto mtime = std::filesystem::last_write_time(exe, ec).time_since_epoch().count();
+  return std::to_string(size) + ":" + std::to_string(mtime);
+}
+
 CompileCache::CompileCache(std::string dir) : dir_(std::move(dir)) {}
 
 std::string CompileCache::resolve_dir(const std::string& flag_value) {

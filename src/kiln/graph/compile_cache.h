@@ -39,5 +39,8 @@ class CompileCache {
 
 // 64-bit hash (xxHash) of everything a cache entry depends on, given as one string.
 uint64_t cache_key(std::string_view description);
+// The running executable's size and modification time ("unknown" without /proc): stands for
+// the code that produced an entry, so a rebuilt kiln never reuses an older build's entries.
+std::string executable_identity();
 
 }  // namespace kiln::graph

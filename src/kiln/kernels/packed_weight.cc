@@ -107,6 +107,8 @@ size_t group_bytes(const PackedLayout& L, int64_t K) {
 
 }  // namespace
 
+size_t packed_group_bytes(DType t, int64_t k) { return group_bytes(packed_layout(t), k); }
+
 PackedLayout packed_layout(DType t) {
   PackedLayout L{};
   switch (t) {

@@ -25,7 +25,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kiln/base/dtype.h"
@@ -81,6 +83,13 @@ class PackedWeight {
   // True when some segment is quantized (the matmul then quantizes the activations).
   bool quantized() const { return quantized_; }
 
+  // The packed form as bytes (sizes, segments, then the data) for an on-disk cache
+  // (packed_weight_io.cc), and back. deserialize() returns nullopt for bytes that are not one
+  // whole, self-consistent packed weight (a truncated or foreign entry), never a bad weight.
+  std::string serialize() const;
+  static std::optional<PackedWeight> deserialize(std::string_view bytes,
+                                                 const PackedAllocator& alloc = nullptr);
+
  private:
   int64_t n_ = 0;
   int64_t k_ = 0;
@@ -104,5 +113,7 @@ struct PackedLayout {
   int record_bytes;  // quantized: codes + scales (+ mins)
 };
 PackedLayout packed_layout(DType t);  // throws for types without a packed form
+// Bytes of one 16-row group of a [*, k] weight of type t (throws like packed_layout).
+size_t packed_group_bytes(DType t, int64_t k);
 
 }  // namespace kiln::kernels

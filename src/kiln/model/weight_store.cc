@@ -1,8 +1,11 @@
 #include "kiln/model/weight_store.h"
 
+#include <fmt/format.h>
+
 #include <chrono>
 #include <functional>
 
+#include "kiln/base/cpu_features.h"
 #include "kiln/base/error.h"
 #include "kiln/base/log.h"
 #include "kiln/base/thread_pool.h"
@@ -108,8 +111,7 @@ const kernels::PackedWeight& WeightStore::packed_by_key(const graph::Node& param
   if (param.attrs.has("concat")) {
     std::vector<Tensor> parts;
     for (const auto& name : param.attrs.get_strs("concat")) parts.push_back(tensor(name));
-    packed = std::make_unique<kernels::PackedWeight>(
-        kernels::PackedWeight::pack_concat(parts, alloc, parallel_));
+    packed = pack_concat_cached(key, parts);
   } else {
     packed = std::make_unique<kernels::PackedWeight>(
         kernels::PackedWeight::pack(tensor(key), alloc, parallel_));
@@ -120,6 +122,43 @@ const kernels::PackedWeight& WeightStore::packed_by_key(const graph::Node& param
   pack_stats_.bytes += packed->bytes();
   pack_stats_.seconds += seconds;
   return *packed_.emplace(key, std::move(packed)).first->second;
+}
+
+void WeightStore::set_pack_cache_dir(std::string dir) { pack_cache_dir_ = std::move(dir); }
+
+std::unique_ptr<kernels::PackedWeight> WeightStore::pack_concat_cached(
+    const std::string& key, const std::vector<Tensor>& parts) {
+  auto alloc = [this](size_t bytes) { return arena_.allocate(bytes); };
+  const graph::CompileCache cache(pack_cache_dir_);
+  if (!cache.enabled()) {
+    return std::make_unique<kernels::PackedWeight>(
+        kernels::PackedWeight::pack_concat(parts, alloc, parallel_));
+  }
+  // Hashing the parts' bytes (tens of MB at several GB/s) is what makes a stale entry
+  // impossible: any change to the weights is a different key.
+  std::string description = "kiln packed weight v1 | exe " + graph::executable_identity() +
+                            " | isa " + isa_name(active_isa()) + " | cpu " + cpu_feature_string() +
+                            " | " + key;
+  for (const Tensor& t : parts) {
+    description += fmt::format(
+        " | {} {} {:016x}", dtype_name(t.dtype()), t.shape().str(),
+        graph::cache_key(std::string_view(static_cast<const char*>(t.data()), t.nbytes())));
+  }
+  const uint64_t cache_key = graph::cache_key(description);
+  if (auto payload = cache.load(cache_key)) {
+    if (auto p = kernels::PackedWeight::deserialize(*payload, alloc)) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      ++pack_stats_.cache_hits;
+      return std::make_unique<kernels::PackedWeight>(std::move(*p));
+    }
+    KILN_LOG_WARN("pack cache entry for {} does not hold a packed weight; repacking it", key);
+  }
+  auto packed = std::make_unique<kernels::PackedWeight>(
+      kernels::PackedWeight::pack_concat(parts, alloc, parallel_));
+  cache.store(cache_key, packed->serialize());
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++pack_stats_.cache_stores;
+  return packed;
 }
 
 const kernels::PackedWeight& WeightStore::packed(const graph::Node& param) {

@@ -15,6 +15,7 @@
 
 #include "kiln/base/bump_arena.h"
 #include "kiln/base/thread_pool.h"
+#include "kiln/graph/compile_cache.h"
 #include "kiln/graph/weight_provider.h"
 #include "kiln/kernels/packed_weight.h"
 #include "kiln/model/fused_tensors.h"
@@ -29,6 +30,8 @@ struct PackStats {
   int64_t tensors = 0;
   size_t bytes = 0;  // repacked bytes held in memory
   double seconds = 0;
+  int64_t cache_hits = 0;    // merged weights read from the pack cache
+  int64_t cache_stores = 0;  // merged weights packed and written to it
 };
 
 class WeightStore : public graph::WeightProvider {
@@ -43,6 +46,12 @@ class WeightStore : public graph::WeightProvider {
   // happens at load and capture, on the thread that owns the pool, while it is idle; never call
   // packed() from inside one of its runs.
   void set_pack_threads(ThreadPool* threads);
+  // Keeps packed merged weights (the concat params graph passes create: QKV, gate/up) in this
+  // cache folder, next to the compiled plans, so a fresh process does not repack them. An
+  // entry is keyed by the executable, the CPU, the weight's name and the bytes of its parts
+  // (so a changed file never hits a stale entry) and checksummed by graph::CompileCache; a
+  // damaged entry is removed and packed anew. Empty: no cache.
+  void set_pack_cache_dir(std::string dir);
   // Repacks every tensor used as a matmul weight by `graph` now (load time, with progress),
   // so that capture and the first request do not pay for it.
   void prepack(const graph::Graph& graph,
@@ -63,7 +72,12 @@ class WeightStore : public graph::WeightProvider {
   Tensor tensor(const std::string& name) const;
   const kernels::PackedWeight& packed_by_key(const graph::Node& param);
 
+  // The packed merged weight from the pack cache, or packed now (and stored there).
+  std::unique_ptr<kernels::PackedWeight> pack_concat_cached(const std::string& key,
+                                                            const std::vector<Tensor>& parts);
+
   std::shared_ptr<const TensorSource> file_;
+  std::string pack_cache_dir_;
   FusedTensorMap fused_;
   std::mutex mutex_;
   std::unordered_map<std::string, Tensor> raw_;
