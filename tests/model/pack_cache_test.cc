@@ -152,7 +152,7 @@ TEST(PackedWeightBytes, RoundTripAndRejectsForeignBytes) {
   EXPECT_FALSE(kernels::PackedWeight::deserialize(bytes.substr(0, bytes.size() - 1)));
   EXPECT_FALSE(kernels::PackedWeight::deserialize("not a packed weight"));
   std::string bad_offset = bytes;
-  bad_offset[8 + 40 + 40] ^= 1;  // inside the second segment's fields
+  bad_offset[8 + 40 + 40] ^= 1;  // the first segment's group_bytes
   EXPECT_FALSE(kernels::PackedWeight::deserialize(bad_offset));
 }
 

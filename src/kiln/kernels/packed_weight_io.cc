@@ -31,8 +31,15 @@ std::string PackedWeight::serialize() const {
       n_, k_, groups_, bytes_, quantized_ ? 1u : 0u, static_cast<uint32_t>(segs_.size())};
   out.append(reinterpret_cast<const char*>(&f), sizeof f);
   for (const PackedSegment& s : segs_) {
-    const SegmentFields sf{
-        static_cast<uint32_t>(s.dtype), s.n, s.col0, s.groups, s.group0, s.group_bytes, s.offset};
+    SegmentFields sf;
+    std::memset(&sf, 0, sizeof sf);  // no stray padding bytes in the file
+    sf.dtype = static_cast<uint32_t>(s.dtype);
+    sf.n = s.n;
+    sf.col0 = s.col0;
+    sf.groups = s.groups;
+    sf.group0 = s.group0;
+    sf.group_bytes = s.group_bytes;
+    sf.offset = s.offset;
     out.append(reinterpret_cast<const char*>(&sf), sizeof sf);
   }
   out.append(reinterpret_cast<const char*>(data_.get()), bytes_);
