@@ -30,6 +30,25 @@ def test_eval_gsm8k(server, tmp_path):
         assert all(0 < x["completion_tokens"] <= 16 for x in results)
 
 
+def test_bench_serving_compares_two_servers_in_alternating_rounds(server, server_factory, gemma,
+                                                                  tmp_path):
+    eager = server_factory(gemma, "--graph-mode", "off", name="eager-for-compare")
+    out = tmp_path / "compare.json"
+    r = subprocess.run([kiln_bin(), "bench", "serving", "--url", eager.url, "--compare-url",
+                        server.url, "--rounds", "3", "--num-prompts", "6", "--input-len", "8",
+                        "--output-len", "4", "--max-concurrency", "3", "--json", str(out)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    lines = [x for x in r.stdout.splitlines() if x.strip()[:1].isdigit()]
+    assert [x.split()[1] for x in lines] == ["A", "B", "A"]  # who went first, alternating
+    assert "medians over 3 rounds" in r.stdout
+    res = json.loads(out.read_text())
+    assert len(res["b_over_a"]) == 3 and all(x > 0 for x in res["b_over_a"])
+    r = subprocess.run([kiln_bin(), "bench", "serving", "--url", server.url, "--rounds", "2"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "--rounds needs --compare-url" in r.stderr
+
+
 def test_bench_serving(server, tmp_path):
     out = tmp_path / "bench.json"
     for api in ("native", "openai"):

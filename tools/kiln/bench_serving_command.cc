@@ -3,6 +3,7 @@
 // generating exactly --output-len tokens (ignore_eos), sent all at once, at a Poisson
 // --request-rate, and/or capped at --max-concurrency in flight.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -42,6 +43,8 @@ struct ServingOptions {
   uint64_t seed = 1;
   bool disable_ignore_eos = false;
   std::string json_path;
+  std::string compare_url;  // --compare-url: a second server, measured in alternating rounds
+  int rounds = 1;
 };
 
 std::vector<std::vector<int32_t>> random_prompts(const ServingOptions& o, int64_t vocab) {
@@ -76,9 +79,9 @@ json request_body(const ServingOptions& o, const json& prompt, const std::string
           {"stream_options", {{"include_usage", true}}}};
 }
 
-ServingRequestRecord run_one(const ServingOptions& o, const json& body) {
+ServingRequestRecord run_one(const ServingOptions& o, const std::string& url, const json& body) {
   ServingRequestRecord rec;
-  JsonClient client(o.url, o.api_key);
+  JsonClient client(url, o.api_key);
   auto start = Clock::now();
   auto last = start;
   bool first = true;
@@ -121,7 +124,14 @@ ServingRequestRecord run_one(const ServingOptions& o, const json& body) {
   return rec;
 }
 
-void run_bench_serving(const ServingOptions& o) {
+// The prompts and model name a run sends, fetched once from the first server (both servers of a
+// comparison get the same requests).
+struct Workload {
+  std::vector<json> prompts;
+  std::string model = "default";
+};
+
+Workload prepare(const ServingOptions& o) {
   KILN_CHECK(o.api == "native" || o.api == "openai", "--api must be native or openai");
   KILN_CHECK(o.request_rate > 0, "--request-rate must be positive");
   JsonClient probe(o.url, o.api_key);
@@ -131,35 +141,37 @@ void run_bench_serving(const ServingOptions& o) {
     vocab = info.value("vocab_size", int64_t{0});
     KILN_CHECK(vocab > 0, "the server does not report vocab_size; pass --vocab-size");
   }
-  std::string model = "default";
+  Workload w;
   if (o.api == "openai") {
     json models = probe.get("/v1/models");
     if (models.contains("data") && !models["data"].empty()) {
-      model = models["data"][0].value("id", model);
+      w.model = models["data"][0].value("id", w.model);
     }
   }
-  auto ids = random_prompts(o, vocab);
-  std::vector<json> prompts;
-  for (auto& p : ids) {
+  for (auto& p : random_prompts(o, vocab)) {
     if (o.prompt_kind == "text") {
-      prompts.push_back(probe.post("/detokenize", {{"tokens", p}}).at("text"));
+      w.prompts.push_back(probe.post("/detokenize", {{"tokens", p}}).at("text"));
     } else {
-      prompts.push_back(p);
+      w.prompts.push_back(p);
     }
   }
+  return w;
+}
 
+ServingResult run_against(const ServingOptions& o, const std::string& url, const Workload& w,
+                          const std::string& label) {
   std::vector<ServingRequestRecord> records(o.num_prompts);
   std::counting_semaphore<1 << 20> slots(o.max_concurrency > 0 ? o.max_concurrency : (1 << 20));
   std::mt19937_64 rng(o.seed + 1);
   std::exponential_distribution<double> gap(std::isinf(o.request_rate) ? 1.0 : o.request_rate);
-  ClientProgressBar bar("bench serving", o.num_prompts);
+  ClientProgressBar bar(label, o.num_prompts);
   std::vector<std::thread> threads;
   auto start = Clock::now();
   for (int i = 0; i < o.num_prompts; ++i) {
     slots.acquire();
-    json body = request_body(o, prompts[i], model);
+    json body = request_body(o, w.prompts[i], w.model);
     threads.emplace_back([&, i, body = std::move(body)] {
-      records[i] = run_one(o, body);
+      records[i] = run_one(o, url, body);
       slots.release();
       bar.advance();
     });
@@ -170,14 +182,69 @@ void run_bench_serving(const ServingOptions& o) {
   for (auto& t : threads) t.join();
   double duration = std::chrono::duration<double>(Clock::now() - start).count();
   bar.finish();
-
   for (const auto& r : records) {
     if (!r.success) {
-      std::fprintf(stderr, "kiln bench serving: a request failed: %s\n", r.error.c_str());
+      std::fprintf(stderr, "kiln bench serving: a request to %s failed: %s\n", url.c_str(),
+                   r.error.c_str());
       break;
     }
   }
   ServingResult result = compute_serving_result(records, duration);
+  KILN_CHECK(result.completed > 0, "no request to {} succeeded", url);
+  return result;
+}
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// --compare-url: both servers, the same requests, rounds alternating which goes first; each
+// round's output throughput and P99 ITL, then medians and the B/A throughput ratio's spread.
+void compare_rounds(const ServingOptions& o, const Workload& w) {
+  std::vector<double> a_tok, b_tok, ratio, a_itl, b_itl;
+  std::printf("%5s %6s | %12s %10s | %12s %10s | %6s\n", "round", "first", "A out tok/s",
+              "A P99 ITL", "B out tok/s", "B P99 ITL", "B/A");
+  for (int r = 1; r <= o.rounds; ++r) {
+    const bool b_first = r % 2 == 0;
+    ServingResult a, b;
+    if (b_first) b = run_against(o, o.compare_url, w, "B");
+    a = run_against(o, o.url, w, "A");
+    if (!b_first) b = run_against(o, o.compare_url, w, "B");
+    a_tok.push_back(a.output_throughput);
+    b_tok.push_back(b.output_throughput);
+    ratio.push_back(b.output_throughput / a.output_throughput);
+    a_itl.push_back(a.itl_ms.p99);
+    b_itl.push_back(b.itl_ms.p99);
+    std::printf("%5d %6s | %12.1f %8.1f ms | %12.1f %8.1f ms | %5.2fx\n", r, b_first ? "B" : "A",
+                a.output_throughput, a.itl_ms.p99, b.output_throughput, b.itl_ms.p99, ratio.back());
+    std::fflush(stdout);
+  }
+  std::printf(
+      "A = %s, B = %s; medians over %d rounds: A %.1f tok/s (P99 ITL %.1f ms), B %.1f "
+      "tok/s (P99 ITL %.1f ms), B/A %.2fx [%.2f, %.2f]\n",
+      o.url.c_str(), o.compare_url.c_str(), o.rounds, median_of(a_tok), median_of(a_itl),
+      median_of(b_tok), median_of(b_itl), median_of(ratio),
+      *std::min_element(ratio.begin(), ratio.end()), *std::max_element(ratio.begin(), ratio.end()));
+  if (!o.json_path.empty()) {
+    json j = {{"url_a", o.url},          {"url_b", o.compare_url},  {"rounds", o.rounds},
+              {"a_output_tok_s", a_tok}, {"b_output_tok_s", b_tok}, {"b_over_a", ratio},
+              {"a_p99_itl_ms", a_itl},   {"b_p99_itl_ms", b_itl}};
+    std::ofstream out(o.json_path);
+    KILN_CHECK(out, "cannot write {}", o.json_path);
+    out << j.dump(2) << "\n";
+  }
+}
+
+void run_bench_serving(const ServingOptions& o) {
+  const Workload w = prepare(o);
+  if (!o.compare_url.empty()) {
+    compare_rounds(o, w);
+    return;
+  }
+  KILN_CHECK(o.rounds == 1, "--rounds needs --compare-url (the second server to alternate with)");
+  ServingResult result = run_against(o, o.url, w, "bench serving");
   std::string rate = std::isinf(o.request_rate) ? "inf" : fmt::format("{:.2f}", o.request_rate);
   std::string conc = o.max_concurrency > 0 ? std::to_string(o.max_concurrency) : "not set";
   std::fputs(format_serving_result(result, "kiln-" + o.api, rate, conc).c_str(), stdout);
@@ -193,7 +260,6 @@ void run_bench_serving(const ServingOptions& o) {
     KILN_CHECK(out, "cannot write {}", o.json_path);
     out << j.dump(2) << "\n";
   }
-  KILN_CHECK(result.completed > 0, "no request succeeded");
 }
 
 }  // namespace
@@ -231,6 +297,11 @@ void add_bench_serving_command(CLI::App& bench) {
   s->add_flag("--disable-ignore-eos", o->disable_ignore_eos,
               "Let requests stop at end-of-sequence instead of generating --output-len tokens");
   s->add_option("--json", o->json_path, "Also write the results as JSON here");
+  s->add_option("--compare-url", o->compare_url,
+                "A second server (B) to measure against --url (A) with the same requests, in "
+                "--rounds alternating rounds");
+  s->add_option("--rounds", o->rounds, "Rounds of the A/B comparison (order alternating)")
+      ->check(CLI::Range(1, 1000));
   s->callback([o] { run_bench_serving(*o); });
 }
 
