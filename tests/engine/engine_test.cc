@@ -75,6 +75,34 @@ TEST(Engine, ChunkedPrefillGivesTheSameOutputs) {
   h.expect_no_leak();
 }
 
+TEST(Engine, PrefillStepsAreCappedWhileRequestsDecode) {
+  EngineConfig ec;
+  ec.max_prefill_tokens_while_decoding = 16;
+  Harness h({2, 1, 8, 4, 512}, ec);
+  std::atomic<bool> decoding_seen{false};
+  std::atomic<int64_t> capped_prefills{0}, violations{0};
+  h.model.before_forward = [&](const StepBatch& b) {
+    std::this_thread::sleep_for(1ms);  // the first request keeps decoding while prompts arrive
+    if (b.is_decode()) {
+      decoding_seen = true;
+    } else if (decoding_seen) {
+      ++capped_prefills;
+      if (b.num_tokens() > 16) ++violations;
+    }
+  };
+  const uint64_t first = h.submit(make_request(8, 1, 120, 0.0));
+  // Wait until the first request decodes, then send long prompts.
+  for (int i = 0; i < 5000 && !decoding_seen; ++i) std::this_thread::sleep_for(1ms);
+  ASSERT_TRUE(decoding_seen);
+  std::vector<uint64_t> ids{first};
+  for (int i = 0; i < 3; ++i) ids.push_back(h.submit(make_request(100, 2 + i, 4, 0.0)));
+  ASSERT_TRUE(h.collector.wait(4));
+  for (auto id : ids) h.expect_matches_reference(id);
+  EXPECT_GT(capped_prefills.load(), 6);  // 300 prompt tokens in steps of at most 16
+  EXPECT_EQ(violations.load(), 0);
+  h.expect_no_leak();
+}
+
 TEST(Engine, PrefixCacheHitReportsCachedTokensAndKeepsOutputs) {
   Harness h;
   GenerateRequest a = make_request(30, 50, 10, 0.0);

@@ -41,6 +41,7 @@ struct ServeArgs {
   int64_t kv_tokens = 0;
   int page_size = 16;
   int chunked_prefill_size = 512;
+  int prefill_tokens_while_decoding = 256;
   int context_length = 0;
   bool disable_prefix_cache = false;
   int64_t random_seed = -1;
@@ -90,6 +91,7 @@ nlohmann::json server_args_json(const ServeArgs& a, const engine::ModelInfo& inf
           {"kv_tokens", a.kv_tokens},
           {"page_size", a.page_size},
           {"chunked_prefill_size", a.chunked_prefill_size},
+          {"max_prefill_tokens_while_decoding", a.prefill_tokens_while_decoding},
           {"context_length", info.context_length},
           {"enable_prefix_cache", !a.disable_prefix_cache},
           {"api_key_set", !a.api_key.empty()},
@@ -121,6 +123,7 @@ int serve(const ServeArgs& a) {
   cfg.max_running_requests = a.max_running_requests;
   cfg.max_queued_requests = a.max_queued_requests;
   cfg.chunked_prefill_size = a.chunked_prefill_size;
+  cfg.max_prefill_tokens_while_decoding = a.prefill_tokens_while_decoding;
   cfg.enable_prefix_cache = !a.disable_prefix_cache;
   if (a.random_seed >= 0) cfg.random_seed = static_cast<uint64_t>(a.random_seed);
   engine::TokenizerText text_view(rt.tokenizer());
@@ -214,6 +217,10 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--page-size", a->page_size, "Tokens per KV page")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
+  cmd->add_option("--max-prefill-tokens-while-decoding", a->prefill_tokens_while_decoding,
+                  "Prompt tokens per prefill step while requests are decoding (0: no cap): "
+                  "bounds the inter-token latency that arriving prompts add")
+      ->check(CLI::Range(0, 1 << 20));
   cmd->add_option("--chunked-prefill-size", a->chunked_prefill_size,
                   "Prompt tokens per prefill chunk")
       ->check(CLI::Range(1, 1 << 20))

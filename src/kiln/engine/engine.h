@@ -24,6 +24,10 @@ struct EngineConfig {
   int max_queued_requests = 1024;  // beyond: submit() throws QueueFull
   int chunked_prefill_size = 512;  // prompt tokens per prefill chunk
   int max_prefill_tokens = 2048;   // prompt tokens per step over all prefills
+  // While requests are decoding, a prefill step takes at most this many prompt tokens (0: no
+  // cap beyond max_prefill_tokens): decode rows wait for one prefill step between tokens, so
+  // this bounds the inter-token latency that prompts arriving mid-generation add.
+  int max_prefill_tokens_while_decoding = 256;
   bool enable_prefix_cache = true;
   int max_context = 0;  // 0: the model's
   // Seeds the engine RNG that seeds requests without a seed of their own; none: random.

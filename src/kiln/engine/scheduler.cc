@@ -350,7 +350,7 @@ bool Scheduler::step() {
   };
   const bool decode_ready = has_decode_work();
   if (has_prefill_work() && !(last_step_was_prefill_ && decode_ready)) {
-    if (prefill_step()) {
+    if (prefill_step(decode_ready)) {
       last_step_was_prefill_ = true;
       return true;
     }
@@ -360,10 +360,12 @@ bool Scheduler::step() {
   return false;
 }
 
-bool Scheduler::prefill_step() {
+bool Scheduler::prefill_step(bool decoding) {
   StepBatch batch;
   std::vector<Sequence*> members;
   int64_t budget = config_.max_prefill_tokens;
+  if (decoding && config_.max_prefill_tokens_while_decoding > 0)
+    budget = std::min<int64_t>(budget, config_.max_prefill_tokens_while_decoding);
   auto add_chunk = [&](Sequence& seq) {
     const int64_t remaining = static_cast<int64_t>(seq.tokens.size()) - seq.n_kv;
     int64_t take =

@@ -7,8 +7,9 @@
 // request). Keeping decode steps pure lets the graph runner replay its captured plans for
 // them; mixing prefill rows in would force every such step into eager mode. To keep
 // inter-token latency bounded while long prompts are prefilled, prefill and decode steps
-// alternate whenever both have work: a running request waits at most one prefill chunk step
-// per token.
+// alternate whenever both have work: a running request waits at most one prefill step per
+// token, and while any request decodes a prefill step takes at most
+// max_prefill_tokens_while_decoding prompt tokens, which bounds that wait.
 //
 // Memory: admission reserves pages for every token the request must (re)compute; decoding
 // grows one page at a time. When no page is free the prefix cache evicts LRU leaves, and
@@ -68,7 +69,7 @@ class Scheduler {
   int64_t context_limit() const { return context_limit_; }
 
  private:
-  bool prefill_step();
+  bool prefill_step(bool decoding);
   bool decode_step();
   bool admit(Sequence& seq);
   bool ensure_decode_page(Sequence& seq);
