@@ -20,6 +20,7 @@
 #include "bench_results.h"
 #include "bench_rounds.h"
 #include "commands.h"
+#include "default_model.h"
 #include "kernel_profile.h"
 #include "kiln/base/cpu_features.h"
 #include "kiln/base/error.h"
@@ -331,7 +332,7 @@ int run(const BenchArgs& a) {
   TempDir cache;
   ProgressBar bar;
   engine::RuntimeOptions opts;
-  opts.model_path = a.model;
+  opts.model_path = model_or_default(a.model);
   opts.quantize = a.quantize;
   opts.threads = a.threads;
   // Graph mode is set up below, with the plans this run needs, into a fresh compile cache so

@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "commands.h"
+#include "default_model.h"
 #include "kiln/base/error.h"
 #include "kiln/engine/graph_inspector.h"
 #include "kiln/graph/dot.h"
@@ -64,7 +65,7 @@ int run(const GraphArgs& a) {
                }());
   }
   engine::GraphInspectOptions o;
-  o.model_path = a.model;
+  o.model_path = model_or_default(a.model);
   o.batch_size = a.bs;
   o.greedy = a.greedy;
   KILN_CHECK(a.graph_mode == "optimize" || a.graph_mode == "replay",

@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "commands.h"
+#include "default_model.h"
 #include "kiln/base/error.h"
 #include "kiln/base/log.h"
 #include "kiln/engine/runtime.h"
@@ -41,7 +42,7 @@ int run_logits(const LogitsArgs& a) {
   set_log_level(a.log_level);
   const std::vector<int32_t> ids = read_ids(a.ids_file);
   engine::RuntimeOptions opts;
-  opts.model_path = a.model;
+  opts.model_path = model_or_default(a.model);
   opts.quantize = a.quantize;
   opts.threads = a.threads;
   opts.graph_mode = engine::parse_graph_mode(a.graph_mode);

@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "commands.h"
+#include "default_model.h"
 #include "kiln/base/error.h"
 #include "kiln/base/log.h"
 #include "kiln/engine/runtime.h"
@@ -61,7 +62,7 @@ int run_perplexity(const PerplexityArgs& a) {
   const std::string text = read_text(a.file);
 
   engine::RuntimeOptions opts;
-  opts.model_path = a.model;
+  opts.model_path = model_or_default(a.model);
   opts.quantize = a.quantize;
   opts.threads = a.threads;
   opts.graph_mode = engine::parse_graph_mode(a.graph_mode);

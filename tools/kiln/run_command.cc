@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "commands.h"
+#include "default_model.h"
 #include "kiln/base/error.h"
 #include "kiln/base/log.h"
 #include "kiln/engine/engine.h"
@@ -45,12 +46,12 @@ int run(const RunArgs& a) {
   // once, with the reason, instead of after minutes of loading.
   std::optional<model::ChatTemplate> chat_template;
   if (a.chat) {
-    chat_template = model::detect_chat_template(
-        model::read_chat_template(a.model.empty() ? engine::default_model_path() : a.model));
+    chat_template =
+        model::detect_chat_template(model::read_chat_template(model_or_default(a.model)));
   }
   ProgressBar bar;
   engine::RuntimeOptions opts;
-  opts.model_path = a.model;
+  opts.model_path = model_or_default(a.model);
   opts.quantize = a.quantize;
   opts.threads = a.threads;
   opts.graph_mode = engine::parse_graph_mode(a.graph_mode);

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "commands.h"
+#include "default_model.h"
 #include "kiln/base/error.h"
 #include "kiln/base/log.h"
 #include "kiln/engine/engine.h"
@@ -105,7 +106,7 @@ int serve(const ServeArgs& a) {
 
   ProgressBar bar;
   engine::RuntimeOptions opts;
-  opts.model_path = a.model;
+  opts.model_path = model_or_default(a.model);
   opts.quantize = a.quantize;
   opts.threads = a.threads;
   opts.graph_mode = engine::parse_graph_mode(a.graph_mode);

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "default_model.h"
 #include "kiln/base/error.h"
 #include "kiln/base/log.h"
 #include "kiln/engine/runtime.h"
@@ -33,7 +34,7 @@ int run_tokenize(const TokenizeArgs& a) {
     KILN_CHECK(in.good(), "cannot open text file '{}'", a.text_file);
     text.assign(std::istreambuf_iterator<char>(in), {});
   }
-  const std::string path = a.model.empty() ? engine::default_model_path() : a.model;
+  const std::string path = model_or_default(a.model);
   auto tok = model::Tokenizer::create(model::read_tokenizer(path));
   const std::vector<int32_t> ids = tok->encode(text, a.add_special, !a.no_parse_special);
   std::printf("%s\n", nlohmann::json{{"ids", ids}}.dump().c_str());

@@ -21,7 +21,8 @@ GraphInspection inspect_graph(const GraphInspectOptions& o) {
   KILN_CHECK(o.page_size > 0 && o.page_size <= 1024, "page size {} out of range", o.page_size);
   KILN_CHECK(o.kv_tokens > 0, "KV pool of {} tokens", o.kv_tokens);
   GraphInspection r;
-  r.model_path = o.model_path.empty() ? default_model_path() : o.model_path;
+  KILN_CHECK(!o.model_path.empty(), "no model path given");
+  r.model_path = o.model_path;
   model::ModelFiles files = model::open_model_files(r.model_path);
   const model::ModelConfig& config = files.config;
   r.architecture = config.arch;

@@ -17,7 +17,7 @@
 namespace kiln::engine {
 
 struct GraphInspectOptions {
-  std::string model_path;  // empty: the default model
+  std::string model_path;  // required (the CLI supplies its default model)
   int batch_size = 1;      // decode rows (B)
   bool greedy = false;     // greedy plan (argmax ids) instead of a logits plan
   bool optimize = true;    // false: the replay-mode pipeline (analyses only, no rewrites)

