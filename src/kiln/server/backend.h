@@ -39,6 +39,10 @@ class TextCodec {
   // opening of the assistant's turn. Throws kiln::Error when the model has no chat template.
   virtual std::vector<int32_t> encode_chat(const std::vector<ChatTurn>& turns) const = 0;
   virtual int64_t vocab_size() const = 0;
+  // The most bytes of text one token can stand for (0: unknown). encode() of a text of B bytes
+  // gives at least B / max_token_bytes() tokens, which lets the server refuse a prompt that
+  // cannot fit the context without tokenizing it. Must not be an underestimate.
+  virtual size_t max_token_bytes() const { return 0; }
   // The special tokens' text and the chat template's source, for /tokenizer_info (empty:
   // the model has none).
   struct Specials {

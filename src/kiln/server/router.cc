@@ -1,5 +1,7 @@
 #include "kiln/server/router.h"
 
+#include <algorithm>
+
 #include "kiln/base/error.h"
 #include "kiln/base/log.h"
 #include "kiln/engine/engine.h"
@@ -30,19 +32,56 @@ Handler guarded(Handler handler) {
 
 }  // namespace
 
-void Router::get(const std::string& path, Handler handler) {
-  methods_[path].push_back("GET");
-  server_.Get(path, guarded(std::move(handler)));
+void Router::add(const std::string& method, const std::string& pattern, Handler handler) {
+  Handler g = guarded(std::move(handler));
+  if (method == "GET") {
+    server_.Get(pattern, g);
+  } else {
+    server_.Post(pattern, g);
+  }
+  routes_.push_back({method, std::regex(pattern), std::move(g)});
 }
 
-void Router::post(const std::string& path, Handler handler) {
-  methods_[path].push_back("POST");
-  server_.Post(path, guarded(std::move(handler)));
+void Router::get(const std::string& pattern, Handler handler) {
+  add("GET", pattern, std::move(handler));
+}
+
+void Router::post(const std::string& pattern, Handler handler) {
+  add("POST", pattern, std::move(handler));
 }
 
 std::vector<std::string> Router::methods(const std::string& path) const {
-  auto it = methods_.find(path);
-  return it == methods_.end() ? std::vector<std::string>{} : it->second;
+  std::vector<std::string> out;
+  for (const auto& r : routes_) {
+    if (std::regex_match(path, r.pattern) &&
+        std::find(out.begin(), out.end(), r.method) == out.end()) {
+      out.push_back(r.method);
+    }
+  }
+  return out;
+}
+
+void Router::dispatch(const httplib::Request& req, httplib::Response& res) const {
+  const std::string method = req.method == "HEAD" ? "GET" : req.method;
+  for (const auto& r : routes_) {
+    if (r.method == method && std::regex_match(req.path, r.pattern)) {
+      r.handler(req, res);
+      return;
+    }
+  }
+  set_no_route_error(req, res);
+}
+
+void Router::set_no_route_error(const httplib::Request& req, httplib::Response& res) const {
+  auto allowed = methods(req.path);
+  if (allowed.empty()) {
+    set_error(res, 404, "no route " + req.path);
+    return;
+  }
+  std::string allow;
+  for (const auto& m : allowed) allow += (allow.empty() ? "" : ", ") + m;
+  res.set_header("Allow", allow);
+  set_error(res, 405, req.method + " is not allowed on " + req.path + " (use " + allow + ")");
 }
 
 void set_error(httplib::Response& res, int status, const std::string& message,
