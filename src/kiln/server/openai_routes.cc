@@ -116,7 +116,11 @@ void handle_completions(ServerState& state, const httplib::Request& req, httplib
   // with the first generated token's event).
   auto echo_sent = std::make_shared<std::vector<bool>>(job->size(), !echo);
   auto logprobs_sent = std::make_shared<std::vector<size_t>>(job->size(), 0);
-  renderer.on_update = [&state, head, top_n, usage, echoed, echo_sent, logprobs_sent](
+  // Each choice's next text_offset: the pieces' sizes added up, as the non-streamed response
+  // counts them (a piece that is part of a UTF-8 character decodes to U+FFFD, so the pieces
+  // need not add up to the text).
+  auto next_offset = std::make_shared<std::vector<size_t>>(job->size(), 0);
+  renderer.on_update = [&state, head, top_n, usage, echoed, echo_sent, logprobs_sent, next_offset](
                            const GenerationJob& j, const GenerationJob::Update& u) {
     const auto& e = u.event;
     std::vector<json> chunks;
@@ -150,8 +154,10 @@ void handle_completions(ServerState& state, const httplib::Request& req, httplib
     json lp = nullptr;
     if (top_n >= 0) {
       size_t& sent = (*logprobs_sent)[u.index];
-      lp = completion_logprobs(r.logprobs, sent, r.logprobs.size(), top_n,
-                               prefix.size() + r.text.size() - e.text_delta.size(), state.codec);
+      size_t& offset = (*next_offset)[u.index];
+      if (sent == 0) offset = prefix.size();
+      lp = completion_logprobs(r.logprobs, sent, r.logprobs.size(), top_n, offset, state.codec);
+      for (const auto& piece : lp["tokens"]) offset += piece.get_ref<const std::string&>().size();
       sent = r.logprobs.size();
     }
     chunks.push_back(chunk_of(e.text_delta, std::move(lp), r, true));
