@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdio>
 #include <string>
 #include <thread>
 
@@ -133,6 +134,36 @@ TEST_F(HttpConnection, OversizedBodyIs413AndCloses) {
   std::string got = c.read_until_close(3000ms);
   EXPECT_EQ(response_statuses(got), std::vector<int>{413}) << got;
   EXPECT_TRUE(c.closed());
+}
+
+// httplib 0.11 applies its payload limit to Content-Length only and would buffer a chunked
+// body of any size.
+TEST_F(HttpConnection, OversizedChunkedBodyIs413AndCloses) {
+  ServerOptions o;
+  o.max_body_bytes = 1000;
+  start(o);
+  RawConnection c(port_);
+  c.send("POST /generate HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n");
+  for (int i = 0; i < 3; ++i) c.send("258\r\n" + std::string(600, ' ') + "\r\n");
+  c.send("0\r\n\r\n" + kSmuggled);
+  std::string got = c.read_until_close(3000ms);
+  EXPECT_EQ(response_statuses(got), std::vector<int>{413}) << got;
+  EXPECT_TRUE(c.closed());
+}
+
+TEST_F(HttpConnection, ChunkedBodyWithinTheLimitIsRead) {
+  start();
+  RawConnection c(port_);
+  const std::string body = R"({"text": "a", "sampling_params": {"max_new_tokens": 2}})";
+  char size[16];
+  std::snprintf(size, sizeof(size), "%zx", body.size());
+  c.send(
+      "POST /generate HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+      "Connection: close\r\n\r\n" +
+      std::string(size) + "\r\n" + body + "\r\n0\r\n\r\n");
+  std::string got = c.read_until_close(3000ms);
+  EXPECT_EQ(response_statuses(got), std::vector<int>{200}) << got;
+  EXPECT_NE(got.find("\"text\""), std::string::npos) << got;
 }
 
 TEST_F(HttpConnection, SequentialRequestsShareTheConnection) {

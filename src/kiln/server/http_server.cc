@@ -49,7 +49,7 @@ HttpServer::HttpServer(GenerationBackend& backend, const TextCodec& codec, Model
     listen_socket_ = sock;
   });
 
-  auto router = std::make_shared<Router>(*http_);
+  auto router = std::make_shared<Router>(*http_, opt.max_body_bytes);
   add_native_routes(*router, st);
   add_openai_routes(*router, st);
   router->get("/metrics", [&st](const httplib::Request&, httplib::Response& res) {

@@ -19,7 +19,9 @@ using Handler = std::function<void(const httplib::Request&, httplib::Response&)>
 
 class Router {
  public:
-  explicit Router(httplib::Server& server) : server_(server) {}
+  // POST bodies larger than `max_body_bytes` get 413, chunked ones included.
+  Router(httplib::Server& server, size_t max_body_bytes)
+      : server_(server), max_body_bytes_(max_body_bytes) {}
   // `pattern` is matched against the whole path as a regex (as httplib does), so a route with
   // a parameter is e.g. "/v1/models/(.+)"; handlers read the parameter from req.path.
   void get(const std::string& pattern, Handler handler);
@@ -41,6 +43,7 @@ class Router {
   void add(const std::string& method, const std::string& pattern, Handler handler);
 
   httplib::Server& server_;
+  size_t max_body_bytes_;
   std::vector<Route> routes_;
 };
 
