@@ -47,12 +47,16 @@ std::string framing_problem(const httplib::Request& req) {
   return {};
 }
 
-void close_after_response(httplib::Response& res) { res.set_header("Connection", "close"); }
+void close_after_response(httplib::Response& res) {
+  res.headers.erase("Connection");  // one header, however many times a response is marked
+  res.set_header("Connection", "close");
+}
 
 void end_marked_connection(const httplib::Request& req, httplib::Response& res) {
   const bool body_left_unread = declares_body(req) && !httplib_reads_body(req.method);
   if (body_left_unread) close_after_response(res);
   if (res.get_header_value("Connection") != "close") return;
+  close_after_response(res);        // httplib may have added its own copy of the header
   res.headers.erase("Keep-Alive");  // httplib added it before this hook ran
   if (res.content_provider_) return;
   // httplib has already set Content-Length for the body; keep it (and the content type).
