@@ -42,10 +42,10 @@ class FakeCodec final : public TextCodec {
     }
     return s;
   }
-  std::vector<int32_t> encode_chat(const std::vector<ChatTurn>& turns) const override {
+  std::string render_chat(const std::vector<ChatTurn>& turns) const override {
     std::string text;
     for (const auto& t : turns) text += t.role + ": " + t.content + "\n";
-    return encode(text + "assistant:", true);
+    return text + "assistant:";
   }
   int64_t vocab_size() const override { return 300; }
   size_t max_token_bytes() const override { return 1; }

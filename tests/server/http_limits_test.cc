@@ -40,6 +40,17 @@ TEST_F(HttpLimits, PromptTooLongIsRefusedBeforeTokenizing) {
   EXPECT_EQ(ok->status, 200) << ok->body;
 }
 
+TEST_F(HttpLimits, ChatTooLongIsRefusedBeforeTokenizing) {
+  start();
+  size_t before = codec_.encoded_bytes;
+  expect_400(
+      post(
+          "/v1/chat/completions",
+          json({{"messages", {{{"role", "user"}, {"content", std::string(100000, 'x')}}}}}).dump()),
+      "messages", "more than the 63 tokens");
+  EXPECT_EQ(codec_.encoded_bytes, before);
+}
+
 TEST_F(HttpLimits, MaxPromptTokensTightensTheByteBound) {
   ServerOptions o;
   o.max_prompt_tokens = 10;

@@ -40,16 +40,15 @@ class TokenizerCodec final : public server::TextCodec {
   std::string decode(const std::vector<int32_t>& ids, bool skip_special) const override {
     return tokenizer_.decode(ids, skip_special);
   }
-  std::vector<int32_t> encode_chat(const std::vector<server::ChatTurn>& turns) const override {
+  std::string render_chat(const std::vector<server::ChatTurn>& turns) const override {
     // kiln::Error: the routes answer it with 400 invalid_request_error and this message.
     if (!chat_.chat_template)
       fail("chat is unavailable for this model: {}", chat_.unavailable_reason);
     std::vector<model::ChatMessage> messages;
     messages.reserve(turns.size());
     for (const auto& t : turns) messages.push_back({t.role, t.content});
-    return encode(model::apply_chat_template(*chat_.chat_template, messages,
-                                             /*add_generation_prompt=*/true),
-                  /*add_special=*/true);
+    return model::apply_chat_template(*chat_.chat_template, messages,
+                                      /*add_generation_prompt=*/true);
   }
   int64_t vocab_size() const override { return tokenizer_.vocab_size(); }
   size_t max_token_bytes() const override { return max_token_bytes_; }

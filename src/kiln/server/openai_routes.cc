@@ -182,9 +182,11 @@ void handle_chat(ServerState& state, const httplib::Request& req, httplib::Respo
   auto parsed = parse_chat_request(parse_json_body(req), state.parse_limits());
   const int n = parsed.options.n;
   check_sequence_count(n, state.options.max_request_sequences, "n");
-  // No byte bound before tokenizing here, unlike text prompts: a chat template may drop part
-  // of a message (earlier reasoning, surrounding spaces), so the bytes give no token floor.
-  auto ids = state.codec.encode_chat(parsed.messages);
+  // The rendered chat is bounded like a text prompt before it is tokenized (the messages'
+  // own bytes would not do: a template may drop part of a message, e.g. earlier reasoning).
+  PromptInput chat_prompt;
+  chat_prompt.text = state.codec.render_chat(parsed.messages);
+  auto ids = tokenize_prompt(chat_prompt, state.codec, state.prompt_limits(), "messages");
   const int engine_logprobs = parsed.logprobs ? parsed.top_logprobs : -1;
   std::vector<engine::GenerateRequest> requests;
   for (int j = 0; j < n; ++j) {
