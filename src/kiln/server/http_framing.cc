@@ -63,6 +63,7 @@ void end_marked_connection(const httplib::Request& req, httplib::Response& res) 
   auto body = std::make_shared<std::string>(std::move(res.body));
   res.body.clear();
   const std::string type = res.get_header_value("Content-Type");
+  res.headers.erase("Content-Type");  // set_content_provider adds it again
   res.set_content_provider(type, [body](size_t, httplib::DataSink& sink) {
     if (!body->empty()) sink.write(body->data(), body->size());
     return false;  // the "failed" write is what makes httplib 0.11 close the connection

@@ -50,8 +50,12 @@ httplib::Server::HandlerWithContentReader reading_body(Handler handler, size_t m
           return true;
         });
         if (!ok) {
-          if (too_large || res.status == 413) {  // 413: httplib refused the Content-Length
+          // httplib may have set the status itself: 413 for a Content-Length over the limit,
+          // 415 for a Content-Encoding it cannot decode.
+          if (too_large || res.status == 413) {
             set_error(res, 413, "the request body is larger than the server's limit");
+          } else if (res.status == 415) {
+            set_error(res, 415, "the request's Content-Encoding is not supported");
           } else {
             set_error(res, 400, "the request body could not be read");
           }
