@@ -25,6 +25,7 @@ class FakeCodec final : public TextCodec {
  public:
   static constexpr int32_t kBos = 1, kEos = 2, kByte0 = 3;
   std::vector<int32_t> encode(std::string_view text, bool add_special) const override {
+    encoded_bytes += text.size();
     std::vector<int32_t> ids;
     if (add_special) ids.push_back(kBos);
     for (unsigned char c : text) ids.push_back(kByte0 + c);
@@ -41,13 +42,17 @@ class FakeCodec final : public TextCodec {
     }
     return s;
   }
-  std::vector<int32_t> encode_chat(const std::vector<ChatTurn>& turns) const override {
+  std::string render_chat(const std::vector<ChatTurn>& turns) const override {
     std::string text;
     for (const auto& t : turns) text += t.role + ": " + t.content + "\n";
-    return encode(text + "assistant:", true);
+    return text + "assistant:";
   }
   int64_t vocab_size() const override { return 300; }
+  size_t max_token_bytes() const override { return 1; }
   Specials specials() const override { return {"<bos>", "<eos>", "<pad>", ""}; }
+
+  // Bytes of text encode() was given, so tests can tell whether a prompt was tokenized.
+  mutable std::atomic<size_t> encoded_bytes{0};
 };
 
 // Output token k of a request is letter ('a' + (sum(prompt) + 3k + seed) % 26); with

@@ -19,6 +19,7 @@
 #include "kiln/engine/engine.h"
 #include "kiln/engine/runtime.h"
 #include "kiln/engine/tokenizer_text.h"
+#include "kiln/server/api_key.h"
 #include "kiln/server/engine_backend.h"
 #include "kiln/server/http_server.h"
 #include "progress_bar.h"
@@ -34,6 +35,8 @@ struct ServeArgs {
   std::string host = "127.0.0.1";
   int port = 30000;
   std::string api_key;
+  std::string api_key_file;  // the key's first line; keeps it out of `ps` and shell history
+  std::string cors_allow_origin;
   int threads = 0;
   std::string graph_mode = "optimize";
   int max_graph_bs = 32;
@@ -79,7 +82,10 @@ class ShutdownSignal {
   std::promise<int> received_;
 };
 
-nlohmann::json server_args_json(const ServeArgs& a, const engine::ModelInfo& info) {
+// Never the key itself: /get_server_info is readable by every client that has the key, and
+// the startup log goes wherever the operator sends it.
+nlohmann::json server_args_json(const ServeArgs& a, const engine::ModelInfo& info,
+                                bool api_key_set) {
   return {{"model_path", info.path},
           {"served_model_name", a.served_model_name.empty() ? info.name : a.served_model_name},
           {"host", a.host},
@@ -95,13 +101,17 @@ nlohmann::json server_args_json(const ServeArgs& a, const engine::ModelInfo& inf
           {"max_prefill_tokens_while_decoding", a.prefill_tokens_while_decoding},
           {"context_length", info.context_length},
           {"enable_prefix_cache", !a.disable_prefix_cache},
-          {"api_key_set", !a.api_key.empty()},
+          {"api_key_set", api_key_set},
+          {"cors_allow_origin", a.cors_allow_origin},
           {"tp_size", 1},
           {"dp_size", 1}};
 }
 
 int serve(const ServeArgs& a) {
   set_log_level(a.log_level);
+  // Before the model loads, so a wrong path fails at once.
+  const std::string api_key =
+      a.api_key_file.empty() ? a.api_key : server::read_api_key_file(a.api_key_file);
   ShutdownSignal signal;
 
   ProgressBar bar;
@@ -148,10 +158,12 @@ int serve(const ServeArgs& a) {
   server::ServerOptions sopts;
   sopts.host = a.host;
   sopts.port = a.port;
-  sopts.api_key = a.api_key;
+  sopts.api_key = api_key;
+  sopts.cors_allow_origin = a.cors_allow_origin;
+  sopts.max_request_sequences = a.max_queued_requests;
   sopts.max_body_bytes = a.max_body_bytes;
   sopts.max_prompt_tokens = a.max_prompt_tokens;
-  sopts.server_args = server_args_json(a, info);
+  sopts.server_args = server_args_json(a, info, !api_key.empty());
   server::HttpServer http(backend, codec, card, sopts);
   const int port = http.bind();
   std::thread http_thread([&] { http.serve(); });
@@ -165,7 +177,7 @@ int serve(const ServeArgs& a) {
       "  try: curl %s/generate -H 'Content-Type: application/json'%s -d "
       "'{\"text\": \"The capital of France is\", \"sampling_params\": "
       "{\"max_new_tokens\": 16, \"temperature\": 0}}'\n",
-      url.c_str(), a.api_key.empty() ? "" : " -H 'Authorization: Bearer $KILN_API_KEY'");
+      url.c_str(), api_key.empty() ? "" : " -H 'Authorization: Bearer $KILN_API_KEY'");
   std::fflush(stdout);
 
   int sig = signal.wait();
@@ -196,8 +208,15 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--port", a->port, "Port (0: any free port, printed at startup)")
       ->check(CLI::Range(0, 65535))
       ->capture_default_str();
-  cmd->add_option("--api-key", a->api_key,
-                  "Require 'Authorization: Bearer KEY' on every route but /health");
+  auto* key = cmd->add_option("--api-key", a->api_key,
+                              "Require 'Authorization: Bearer KEY' on every route but /health");
+  cmd->add_option("--api-key-file", a->api_key_file,
+                  "Read the API key from the first line of this file (not shown by ps)")
+      ->excludes(key);
+  cmd->add_option("--cors-allow-origin", a->cors_allow_origin,
+                  "Send Access-Control-Allow-Origin with this value ('*' or an origin) so "
+                  "browser pages may read responses (default: off; preflights are always "
+                  "answered)");
   cmd->add_option("-t,--threads", a->threads, "Compute threads (default: all cores)")
       ->check(CLI::Range(0, 1024));
   cmd->add_option("--graph-mode", a->graph_mode, "off | replay | optimize")

@@ -1,5 +1,6 @@
 // The model's tokenizer and chat template as the HTTP server's TextCodec.
 #pragma once
+#include <algorithm>
 #include <optional>
 #include <string>
 
@@ -29,7 +30,7 @@ struct ChatSupport {
 class TokenizerCodec final : public server::TextCodec {
  public:
   TokenizerCodec(const model::Tokenizer& tokenizer, ChatSupport chat)
-      : tokenizer_(tokenizer), chat_(std::move(chat)) {}
+      : tokenizer_(tokenizer), chat_(std::move(chat)), max_token_bytes_(longest_token(tokenizer)) {}
 
   // Control-token text in a prompt ("<start_of_turn>") becomes the token, as Hugging Face
   // tokenizers (and so SGLang) and `kiln run` do.
@@ -39,18 +40,18 @@ class TokenizerCodec final : public server::TextCodec {
   std::string decode(const std::vector<int32_t>& ids, bool skip_special) const override {
     return tokenizer_.decode(ids, skip_special);
   }
-  std::vector<int32_t> encode_chat(const std::vector<server::ChatTurn>& turns) const override {
+  std::string render_chat(const std::vector<server::ChatTurn>& turns) const override {
     // kiln::Error: the routes answer it with 400 invalid_request_error and this message.
     if (!chat_.chat_template)
       fail("chat is unavailable for this model: {}", chat_.unavailable_reason);
     std::vector<model::ChatMessage> messages;
     messages.reserve(turns.size());
     for (const auto& t : turns) messages.push_back({t.role, t.content});
-    return encode(model::apply_chat_template(*chat_.chat_template, messages,
-                                             /*add_generation_prompt=*/true),
-                  /*add_special=*/true);
+    return model::apply_chat_template(*chat_.chat_template, messages,
+                                      /*add_generation_prompt=*/true);
   }
   int64_t vocab_size() const override { return tokenizer_.vocab_size(); }
+  size_t max_token_bytes() const override { return max_token_bytes_; }
   Specials specials() const override {
     auto text = [&](int32_t id) {
       return id >= 0 ? std::string(tokenizer_.piece(id)) : std::string();
@@ -59,8 +60,22 @@ class TokenizerCodec final : public server::TextCodec {
   }
 
  private:
+  // The most prompt bytes one token can cover. The text a token matches is never longer than
+  // its piece (SentencePiece writes a 1-byte space as the 3-byte U+2581, byte-level BPE a byte
+  // as a 1- or 2-byte character; a control token matches exactly its piece) or than its
+  // decoded bytes; text no piece covers becomes one byte-fallback or unknown token per
+  // character (at most 4 bytes). Nothing is dropped before tokenization, so this bounds it.
+  static size_t longest_token(const model::Tokenizer& t) {
+    size_t most = 4;
+    for (int32_t id = 0; id < t.vocab_size(); ++id) {
+      most = std::max({most, t.piece(id).size(), t.token_bytes(id).size()});
+    }
+    return most;
+  }
+
   const model::Tokenizer& tokenizer_;
   ChatSupport chat_;
+  size_t max_token_bytes_;
 };
 
 }  // namespace kiln::cli

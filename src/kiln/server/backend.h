@@ -35,10 +35,20 @@ class TextCodec {
   // add_special: prepend BOS (and whatever else the model adds to a plain prompt).
   virtual std::vector<int32_t> encode(std::string_view text, bool add_special) const = 0;
   virtual std::string decode(const std::vector<int32_t>& ids, bool skip_special) const = 0;
-  // The prompt ids for a chat: the model's chat template applied to the turns, ending with the
+  // The prompt text for a chat: the model's chat template applied to the turns, ending with the
   // opening of the assistant's turn. Throws kiln::Error when the model has no chat template.
-  virtual std::vector<int32_t> encode_chat(const std::vector<ChatTurn>& turns) const = 0;
+  // Rendering and tokenizing are separate so the server can bound the text's length before
+  // paying for its tokenization (request_builder.h).
+  virtual std::string render_chat(const std::vector<ChatTurn>& turns) const = 0;
+  // The prompt ids for a chat: its rendered text with the model's special tokens.
+  std::vector<int32_t> encode_chat(const std::vector<ChatTurn>& turns) const {
+    return encode(render_chat(turns), /*add_special=*/true);
+  }
   virtual int64_t vocab_size() const = 0;
+  // The most bytes of text one token can stand for (0: unknown). encode() of a text of B bytes
+  // gives at least B / max_token_bytes() tokens, which lets the server refuse a prompt that
+  // cannot fit the context without tokenizing it. Must not be an underestimate.
+  virtual size_t max_token_bytes() const { return 0; }
   // The special tokens' text and the chat template's source, for /tokenizer_info (empty:
   // the model has none).
   struct Specials {

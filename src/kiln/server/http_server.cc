@@ -10,20 +10,15 @@
 
 #include "kiln/base/error.h"
 #include "kiln/base/log.h"
+#include "kiln/server/api_key.h"
+#include "kiln/server/cors.h"
 #include "kiln/server/http_error.h"
+#include "kiln/server/http_framing.h"
 #include "kiln/server/native_routes.h"
 #include "kiln/server/openai_routes.h"
 #include "kiln/server/router.h"
 
 namespace kiln::server {
-
-namespace {
-
-bool authorized(const httplib::Request& req, const std::string& api_key) {
-  return req.get_header_value("Authorization") == "Bearer " + api_key;
-}
-
-}  // namespace
 
 HttpServer::HttpServer(GenerationBackend& backend, const TextCodec& codec, ModelCard model,
                        ServerOptions options)
@@ -54,47 +49,73 @@ HttpServer::HttpServer(GenerationBackend& backend, const TextCodec& codec, Model
     listen_socket_ = sock;
   });
 
-  auto router = std::make_shared<Router>(*http_);
+  auto router = std::make_shared<Router>(*http_, opt.max_body_bytes);
   add_native_routes(*router, st);
   add_openai_routes(*router, st);
   router->get("/metrics", [&st](const httplib::Request&, httplib::Response& res) {
     res.set_content(st.metrics->render(st.backend.stats()), "text/plain; version=0.0.4");
   });
 
-  http_->set_pre_routing_handler([&st](const httplib::Request& req, httplib::Response& res) {
-    if (st.options.api_key.empty() || req.path == "/health") {
-      return httplib::Server::HandlerResponse::Unhandled;
-    }
-    if (authorized(req, st.options.api_key)) return httplib::Server::HandlerResponse::Unhandled;
-    res.set_header("WWW-Authenticate", "Bearer");
-    set_error(res, 401, "missing or wrong API key (send Authorization: Bearer <key>)");
-    return httplib::Server::HandlerResponse::Handled;
-  });
-  // Responses httplib produced itself (no route matched, body too large) get a JSON body; a
-  // path that exists under another method is a 405, not a 404.
+  // Before httplib reads a body: framing it cannot be trusted with, CORS preflights (never
+  // authenticated), the API key, and bodiless POSTs that httplib would otherwise wait on.
+  // Whatever is answered here leaves a declared body unread, so it closes the connection.
+  http_->set_pre_routing_handler(
+      [&st, router](const httplib::Request& req, httplib::Response& res) {
+        using R = httplib::Server::HandlerResponse;
+        if (std::string problem = framing_problem(req); !problem.empty()) {
+          set_error(res, 400, problem);
+          close_after_response(res);
+          return R::Handled;
+        }
+        if (req.method == "OPTIONS") {
+          answer_preflight(*router, req, res, st.options.cors_allow_origin);
+          if (declares_body(req)) close_after_response(res);
+          return R::Handled;
+        }
+        if (!st.options.api_key.empty() && req.path != "/health" &&
+            !bearer_matches(req.get_header_value("Authorization"), st.options.api_key)) {
+          res.set_header("WWW-Authenticate", "Bearer");
+          set_error(res, 401, "missing or wrong API key (send Authorization: Bearer <key>)");
+          if (declares_body(req)) close_after_response(res);
+          return R::Handled;
+        }
+        if (has_no_body(req)) {
+          router->dispatch(req, res);
+          return R::Handled;
+        }
+        return R::Unhandled;
+      });
+  // Responses httplib produced itself get a JSON body. No route (404) or a path that exists
+  // under another method (405) come after the body was read; every other error of httplib's
+  // own (a malformed request line or header, 413, 414, an unsupported Content-Encoding, a body
+  // cut short) may leave bytes of the request on the connection, so it is closed.
   httplib::Server::HandlerWithResponse on_error = [router](const httplib::Request& req,
                                                            httplib::Response& res) {
     if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
     if (res.status == 404) {
-      auto methods = router->methods(req.path);
-      if (!methods.empty()) {
-        std::string allow;
-        for (const auto& m : methods) allow += (allow.empty() ? "" : ", ") + m;
-        res.set_header("Allow", allow);
-        set_error(res, 405, req.method + " is not allowed on " + req.path + " (use " + allow + ")");
-        return httplib::Server::HandlerResponse::Handled;
-      }
-      set_error(res, 404, "no route " + req.path);
+      router->set_no_route_error(req, res);
       return httplib::Server::HandlerResponse::Handled;
     }
     if (res.status == 413) {
       set_error(res, 413, "the request body is larger than the server's limit");
-      return httplib::Server::HandlerResponse::Handled;
+    } else if (res.status == 400) {
+      set_error(res, 400, "malformed HTTP request");
+    } else {
+      set_error(res, res.status, "HTTP error " + std::to_string(res.status));
     }
-    set_error(res, res.status, "HTTP error " + std::to_string(res.status));
+    close_after_response(res);
     return httplib::Server::HandlerResponse::Handled;
   };
   http_->set_error_handler(std::move(on_error));
+  // The last hook before the status line goes out: CORS for the chosen origin, and the
+  // connection closes when the request's body may be unread (see http_framing.h).
+  http_->set_post_routing_handler([&st](const httplib::Request& req, httplib::Response& res) {
+    if (!st.options.cors_allow_origin.empty() && req.method != "OPTIONS") {
+      res.set_header("Access-Control-Allow-Origin", st.options.cors_allow_origin);
+      if (st.options.cors_allow_origin != "*") res.set_header("Vary", "Origin");
+    }
+    end_marked_connection(req, res);
+  });
   http_->set_exception_handler(
       [](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
         std::string what = "unknown exception";

@@ -1,7 +1,9 @@
 // kiln's HTTP server: the SGLang-native and OpenAI routes plus /metrics over cpp-httplib, with
 // a worker pool (one thread per connection in flight: a streaming response holds its worker),
-// keep-alive, optional Bearer authentication, a body size limit (413), and JSON errors for
-// unknown routes (404) and wrong methods (405).
+// keep-alive, optional Bearer authentication, a body size limit (413, chunked bodies
+// included), CORS preflights, and JSON errors for unknown routes (404) and wrong methods (405).
+// Requests whose body may be left unread end their connection (http_framing.h,
+// docs/http-server.md).
 #pragma once
 #include <chrono>
 #include <memory>

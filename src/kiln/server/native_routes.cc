@@ -28,10 +28,14 @@ std::vector<engine::GenerateRequest> build_requests(const NativeGenerateRequest&
     bad_field(r.prompts[0].is_text ? "text" : "input_ids", "has {} prompts, more than {}",
               r.prompts.size(), state.options.max_batch_prompts);
   }
+  int64_t sequences = 0;
+  for (const auto& o : r.options) sequences += o.n;
+  check_sequence_count(sequences, state.options.max_request_sequences, "sampling_params.n");
   std::vector<engine::GenerateRequest> out;
   const int logprobs = r.return_logprob ? r.top_logprobs_num : -1;
   for (size_t i = 0; i < r.prompts.size(); ++i) {
-    auto ids = tokenize_prompt(r.prompts[i], state.codec);
+    auto ids =
+        tokenize_prompt(r.prompts[i], state.codec, state.prompt_limits(), prompt_field(r, i));
     for (int j = 0; j < r.options[i].n; ++j) {
       out.push_back(make_engine_request(ids, r.options[i], j, logprobs, state.prompt_limits(),
                                         prompt_field(r, i)));
@@ -242,12 +246,15 @@ void add_native_routes(Router& router, ServerState& state) {
   router.get("/get_load", [&state](const httplib::Request&, httplib::Response& res) {
     set_json(res, worker_load(state));
   });
-  router.post("/flush_cache", [&state](const httplib::Request&, httplib::Response& res) {
+  // SGLang accepts both methods (its docs use `curl -X POST` without a body, scripts use GET).
+  auto flush = [&state](const httplib::Request&, httplib::Response& res) {
     if (!state.backend.flush_cache()) {
       throw HttpError(400, "the cache was not flushed: requests are running or waiting");
     }
     res.set_content("Cache flushed.\n", "text/plain");
-  });
+  };
+  router.get("/flush_cache", flush);
+  router.post("/flush_cache", flush);
   router.post("/tokenize", [&state](const httplib::Request& req, httplib::Response& res) {
     handle_tokenize(state, req, res);
   });

@@ -38,6 +38,12 @@ json matched_stop(const SequenceResult& r) {
   return nullptr;
 }
 
+json model_object(const ServerState& state) {
+  return {{"id", state.model.id},       {"object", "model"},
+          {"created", unix_time_now()}, {"owned_by", "kiln"},
+          {"root", state.model.id},     {"max_model_len", state.model.context_length}};
+}
+
 // ---- /v1/completions ----
 
 void handle_completions(ServerState& state, const httplib::Request& req, httplib::Response& res) {
@@ -47,12 +53,14 @@ void handle_completions(ServerState& state, const httplib::Request& req, httplib
               state.options.max_batch_prompts);
   }
   const int n = parsed.options.n;
+  check_sequence_count(static_cast<int64_t>(parsed.prompts.size()) * n,
+                       state.options.max_request_sequences, "n");
   std::vector<engine::GenerateRequest> requests;
   // echo: each choice's text starts with its prompt (as given, or decoded from token ids).
   auto echoed = std::make_shared<std::vector<std::string>>();
   for (size_t i = 0; i < parsed.prompts.size(); ++i) {
-    auto ids = tokenize_prompt(parsed.prompts[i], state.codec);
     std::string path = parsed.prompts.size() > 1 ? fmt::format("prompt[{}]", i) : "prompt";
+    auto ids = tokenize_prompt(parsed.prompts[i], state.codec, state.prompt_limits(), path);
     for (int j = 0; j < n; ++j) {
       requests.push_back(make_engine_request(ids, parsed.options, j, parsed.logprobs,
                                              state.prompt_limits(), path));
@@ -107,7 +115,12 @@ void handle_completions(ServerState& state, const httplib::Request& req, httplib
   // With echo, each choice's first chunk carries the prompt (and its logprobs, which arrive
   // with the first generated token's event).
   auto echo_sent = std::make_shared<std::vector<bool>>(job->size(), !echo);
-  renderer.on_update = [&state, head, top_n, usage, echoed, echo_sent](
+  auto logprobs_sent = std::make_shared<std::vector<size_t>>(job->size(), 0);
+  // Each choice's next text_offset: the pieces' sizes added up, as the non-streamed response
+  // counts them (a piece that is part of a UTF-8 character decodes to U+FFFD, so the pieces
+  // need not add up to the text).
+  auto next_offset = std::make_shared<std::vector<size_t>>(job->size(), 0);
+  renderer.on_update = [&state, head, top_n, usage, echoed, echo_sent, logprobs_sent, next_offset](
                            const GenerationJob& j, const GenerationJob::Update& u) {
     const auto& e = u.event;
     std::vector<json> chunks;
@@ -134,12 +147,18 @@ void handle_completions(ServerState& state, const httplib::Request& req, httplib
       json lp = top_n >= 0 ? prompt_completion_logprobs(r, top_n, state.codec) : json(nullptr);
       chunks.push_back(chunk_of(prefix, std::move(lp), r, false));
     }
+    // While the engine holds text back (it may start a stop string) the event has no text and
+    // no chunk goes out; its tokens' logprobs wait for the chunk that releases the text (or the
+    // final one), so each token's entry reaches the client exactly once, in order.
     if (e.text_delta.empty() && !e.finished) return chunks;
     json lp = nullptr;
     if (top_n >= 0) {
-      size_t end = r.logprobs.size(), begin = end - e.logprobs.size();
-      lp = completion_logprobs(r.logprobs, begin, end, top_n,
-                               prefix.size() + r.text.size() - e.text_delta.size(), state.codec);
+      size_t& sent = (*logprobs_sent)[u.index];
+      size_t& offset = (*next_offset)[u.index];
+      if (sent == 0) offset = prefix.size();
+      lp = completion_logprobs(r.logprobs, sent, r.logprobs.size(), top_n, offset, state.codec);
+      for (const auto& piece : lp["tokens"]) offset += piece.get_ref<const std::string&>().size();
+      sent = r.logprobs.size();
     }
     chunks.push_back(chunk_of(e.text_delta, std::move(lp), r, true));
     return chunks;
@@ -161,8 +180,13 @@ void handle_completions(ServerState& state, const httplib::Request& req, httplib
 
 void handle_chat(ServerState& state, const httplib::Request& req, httplib::Response& res) {
   auto parsed = parse_chat_request(parse_json_body(req), state.parse_limits());
-  auto ids = state.codec.encode_chat(parsed.messages);
   const int n = parsed.options.n;
+  check_sequence_count(n, state.options.max_request_sequences, "n");
+  // The rendered chat is bounded like a text prompt before it is tokenized (the messages'
+  // own bytes would not do: a template may drop part of a message, e.g. earlier reasoning).
+  PromptInput chat_prompt;
+  chat_prompt.text = state.codec.render_chat(parsed.messages);
+  auto ids = tokenize_prompt(chat_prompt, state.codec, state.prompt_limits(), "messages");
   const int engine_logprobs = parsed.logprobs ? parsed.top_logprobs : -1;
   std::vector<engine::GenerateRequest> requests;
   for (int j = 0; j < n; ++j) {
@@ -201,6 +225,7 @@ void handle_chat(ServerState& state, const httplib::Request& req, httplib::Respo
 
   const bool usage = parsed.include_usage;
   auto role_sent = std::make_shared<std::vector<bool>>(job->size(), false);
+  auto logprobs_sent = std::make_shared<std::vector<size_t>>(job->size(), 0);
   auto chunk_of = [head, usage](json choice) {
     json c = {{"id", head.id},
               {"object", "chat.completion.chunk"},
@@ -211,7 +236,7 @@ void handle_chat(ServerState& state, const httplib::Request& req, httplib::Respo
     return c;
   };
   SseRenderer renderer;
-  renderer.on_update = [&state, role_sent, chunk_of, logprobs, top_n](
+  renderer.on_update = [&state, role_sent, logprobs_sent, chunk_of, logprobs, top_n](
                            const GenerationJob& j, const GenerationJob::Update& u) {
     std::vector<json> out;
     const auto& e = u.event;
@@ -224,13 +249,15 @@ void handle_chat(ServerState& state, const httplib::Request& req, httplib::Respo
                               {"logprobs", nullptr},
                               {"finish_reason", nullptr}}));
     }
+    // Held-back text: the logprobs wait for the chunk that releases it (as in completions).
     if (e.text_delta.empty() && !e.finished) return out;
     json delta = json::object();
     if (!e.text_delta.empty()) delta["content"] = e.text_delta;
     json lp = nullptr;
     if (logprobs) {
-      size_t end = r.logprobs.size(), begin = end - e.logprobs.size();
-      lp = chat_logprobs(r.logprobs, begin, end, top_n, state.codec);
+      size_t& sent = (*logprobs_sent)[u.index];
+      lp = chat_logprobs(r.logprobs, sent, r.logprobs.size(), top_n, state.codec);
+      sent = r.logprobs.size();
     }
     json choice = {{"index", u.index},
                    {"delta", std::move(delta)},
@@ -264,13 +291,16 @@ void add_openai_routes(Router& router, ServerState& state) {
                 handle_chat(state, req, res);
               });
   router.get("/v1/models", [&state](const httplib::Request&, httplib::Response& res) {
-    set_json(res, {{"object", "list"},
-                   {"data", json::array({{{"id", state.model.id},
-                                          {"object", "model"},
-                                          {"created", unix_time_now()},
-                                          {"owned_by", "kiln"},
-                                          {"root", state.model.id},
-                                          {"max_model_len", state.model.context_length}}})}});
+    set_json(res, {{"object", "list"}, {"data", json::array({model_object(state)})}});
+  });
+  // OpenAI's "retrieve model": the object for the served id, 404 in the error shape otherwise.
+  // The id may contain '/' ("org/name"), so it is the whole rest of the path.
+  router.get("/v1/models/(.+)", [&state](const httplib::Request& req, httplib::Response& res) {
+    const std::string id = req.path.substr(std::string("/v1/models/").size());
+    if (id != state.model.id) {
+      throw HttpError(404, fmt::format("The model '{}' does not exist", id), "model");
+    }
+    set_json(res, model_object(state));
   });
 }
 

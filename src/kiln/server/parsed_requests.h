@@ -67,6 +67,8 @@ struct ParseLimits {
   int64_t vocab_size = 0;
   int max_n = 64;
   int max_top_logprobs = 20;
+  size_t max_stop_strings = 64;       // in one `stop`
+  size_t max_stop_bytes = 64u << 10;  // all of one `stop` together
 };
 
 }  // namespace kiln::server

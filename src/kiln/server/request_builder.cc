@@ -6,9 +6,37 @@
 
 namespace kiln::server {
 
-std::vector<int32_t> tokenize_prompt(const PromptInput& prompt, const TextCodec& codec) {
+int64_t max_prompt_token_count(const PromptLimits& limits) {
+  int64_t most = limits.context_length - 1;
+  if (limits.max_prompt_tokens > 0) most = std::min(most, limits.max_prompt_tokens);
+  return most;
+}
+
+std::vector<int32_t> tokenize_prompt(const PromptInput& prompt, const TextCodec& codec,
+                                     const PromptLimits& limits, const std::string& prompt_field) {
   if (!prompt.is_text) return prompt.ids;
+  const size_t per_token = codec.max_token_bytes();
+  if (per_token > 0) {
+    const size_t bytes = prompt.text.size();
+    const auto fewest_tokens = static_cast<int64_t>((bytes + per_token - 1) / per_token);
+    const int64_t most = max_prompt_token_count(limits);
+    if (fewest_tokens > most) {
+      bad_field(prompt_field,
+                "is {} bytes long, so at least {} tokens (a token covers at most {} bytes), "
+                "more than the {} tokens a prompt may have (context length {})",
+                bytes, fewest_tokens, per_token, most, limits.context_length);
+    }
+  }
   return codec.encode(prompt.text, /*add_special=*/true);
+}
+
+void check_sequence_count(int64_t sequences, int64_t max_sequences, const std::string& field) {
+  if (max_sequences > 0 && sequences > max_sequences) {
+    bad_field(field,
+              "asks for {} sequences (n samples of each prompt), more than the server's "
+              "queue of {} requests",
+              sequences, max_sequences);
+  }
 }
 
 engine::GenerateRequest make_engine_request(std::vector<int32_t> prompt_ids,

@@ -1,9 +1,12 @@
 #include "kiln/server/router.h"
 
+#include <algorithm>
+
 #include "kiln/base/error.h"
 #include "kiln/base/log.h"
 #include "kiln/engine/engine.h"
 #include "kiln/server/http_error.h"
+#include "kiln/server/http_framing.h"
 
 namespace kiln::server {
 
@@ -28,21 +31,95 @@ Handler guarded(Handler handler) {
   };
 }
 
-}  // namespace
-
-void Router::get(const std::string& path, Handler handler) {
-  methods_[path].push_back("GET");
-  server_.Get(path, guarded(std::move(handler)));
+// A POST handler that reads the body itself. httplib 0.11 applies its payload limit only to a
+// Content-Length; a chunked body it would buffer whole, however large. Here the limit holds
+// for every chunk, and a body that is too large or cannot be read ends the connection (what
+// is left of it must not be parsed as a request).
+httplib::Server::HandlerWithContentReader reading_body(Handler handler, size_t max_body_bytes) {
+  return
+      [handler = std::move(handler), max_body_bytes](
+          const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& read) {
+        std::string body;
+        bool too_large = false;
+        const bool ok = read([&](const char* data, size_t n) {
+          if (body.size() + n > max_body_bytes) {
+            too_large = true;
+            return false;
+          }
+          body.append(data, n);
+          return true;
+        });
+        if (!ok) {
+          // httplib may have set the status itself: 413 for a Content-Length over the limit,
+          // 415 for a Content-Encoding it cannot decode.
+          if (too_large || res.status == 413) {
+            set_error(res, 413, "the request body is larger than the server's limit");
+          } else if (res.status == 415) {
+            set_error(res, 415, "the request's Content-Encoding is not supported");
+          } else {
+            set_error(res, 400, "the request body could not be read");
+          }
+          close_after_response(res);
+          return;
+        }
+        httplib::Request with_body = req;
+        with_body.body = std::move(body);
+        handler(with_body, res);
+      };
 }
 
-void Router::post(const std::string& path, Handler handler) {
-  methods_[path].push_back("POST");
-  server_.Post(path, guarded(std::move(handler)));
+}  // namespace
+
+void Router::add(const std::string& method, const std::string& pattern, Handler handler) {
+  Handler g = guarded(std::move(handler));
+  if (method == "GET") {
+    server_.Get(pattern, g);
+  } else {
+    server_.Post(pattern, reading_body(g, max_body_bytes_));
+  }
+  routes_.push_back({method, std::regex(pattern), std::move(g)});
+}
+
+void Router::get(const std::string& pattern, Handler handler) {
+  add("GET", pattern, std::move(handler));
+}
+
+void Router::post(const std::string& pattern, Handler handler) {
+  add("POST", pattern, std::move(handler));
 }
 
 std::vector<std::string> Router::methods(const std::string& path) const {
-  auto it = methods_.find(path);
-  return it == methods_.end() ? std::vector<std::string>{} : it->second;
+  std::vector<std::string> out;
+  for (const auto& r : routes_) {
+    if (std::regex_match(path, r.pattern) &&
+        std::find(out.begin(), out.end(), r.method) == out.end()) {
+      out.push_back(r.method);
+    }
+  }
+  return out;
+}
+
+void Router::dispatch(const httplib::Request& req, httplib::Response& res) const {
+  const std::string method = req.method == "HEAD" ? "GET" : req.method;
+  for (const auto& r : routes_) {
+    if (r.method == method && std::regex_match(req.path, r.pattern)) {
+      r.handler(req, res);
+      return;
+    }
+  }
+  set_no_route_error(req, res);
+}
+
+void Router::set_no_route_error(const httplib::Request& req, httplib::Response& res) const {
+  auto allowed = methods(req.path);
+  if (allowed.empty()) {
+    set_error(res, 404, "no route " + req.path);
+    return;
+  }
+  std::string allow;
+  for (const auto& m : allowed) allow += (allow.empty() ? "" : ", ") + m;
+  res.set_header("Allow", allow);
+  set_error(res, 405, req.method + " is not allowed on " + req.path + " (use " + allow + ")");
 }
 
 void set_error(httplib::Response& res, int status, const std::string& message,

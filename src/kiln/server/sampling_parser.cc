@@ -11,6 +11,20 @@ namespace kiln::server {
 
 namespace {
 
+// The engine looks for every stop string in the text after each token of the sequence, so
+// their number and size are capped (ParseLimits) well above any real use.
+void check_stop_strings(const std::vector<std::string>& stops, const ParseLimits& limits,
+                        const std::string& path) {
+  if (stops.size() > limits.max_stop_strings) {
+    bad_field(path, "has {} stop strings, more than {}", stops.size(), limits.max_stop_strings);
+  }
+  size_t bytes = 0;
+  for (const auto& s : stops) bytes += s.size();
+  if (bytes > limits.max_stop_bytes) {
+    bad_field(path, "has {} bytes of stop strings, more than {}", bytes, limits.max_stop_bytes);
+  }
+}
+
 constexpr int64_t kIntMax = std::numeric_limits<int32_t>::max();
 
 // SGLang parameters kiln does not implement, accepted only with a value that changes nothing,
@@ -70,7 +84,9 @@ void read_common_sampling(const json& obj, const std::string& prefix, const Pars
     }
   }
   if (const json* v = field(obj, "stop")) {
-    out.stop.stop_strings = as_string_list(*v, field_path(prefix, "stop"));
+    const std::string path = field_path(prefix, "stop");
+    out.stop.stop_strings = as_string_list(*v, path);
+    check_stop_strings(out.stop.stop_strings, limits, path);
   }
   if (const json* v = field(obj, "stop_token_ids")) {
     out.stop.stop_token_ids =

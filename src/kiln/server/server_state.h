@@ -18,13 +18,18 @@ struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 30000;     // 0: any free port (HttpServer::bind returns it)
   std::string api_key;  // non-empty: every route but /health needs "Authorization: Bearer <key>"
+  // Non-empty: responses carry Access-Control-Allow-Origin with this value ("*" or an origin),
+  // so browser pages from there may read them. Preflights are answered either way (cors.h).
+  std::string cors_allow_origin;
   int http_workers =
       0;  // 0: enough for max_n concurrent streams plus headroom (see http_server.cc)
   size_t max_body_bytes = 16u << 20;  // larger bodies get 413
   int64_t max_prompt_tokens = 0;      // 0: the context length is the only limit
   int max_n = 64;                     // samples per prompt (n)
   int max_batch_prompts = 1024;       // prompts in one batch request
-  nlohmann::json server_args;         // echoed by /get_server_info
+  // n x prompts of one request; `kiln serve` sets the engine's queue size (request_builder.h).
+  int64_t max_request_sequences = 1024;
+  nlohmann::json server_args;  // echoed by /get_server_info
 };
 
 struct ServerState {
