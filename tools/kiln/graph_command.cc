@@ -141,8 +141,7 @@ void add_graph_command(CLI::App& app) {
   auto args = std::make_shared<GraphArgs>();
   CLI::App* cmd = app.add_subcommand(
       "graph", "Show the decode graph: IR per pass, pass stats, memory, schedule, DOT");
-  cmd->add_option("-m,--model", args->model,
-                  "GGUF file or Hugging Face model directory (default: Gemma 3 270M Q4_K_M)");
+  add_model_options(cmd, args->model);
   cmd->add_option("--bs", args->bs, "Decode batch size B")->check(CLI::Range(1, 4096));
   cmd->add_flag("--greedy", args->greedy,
                 "The greedy plan (lm_head + argmax) instead of the logits plan");

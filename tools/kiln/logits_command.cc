@@ -73,10 +73,7 @@ void add_logits_command(CLI::App& app) {
   auto args = std::make_shared<LogitsArgs>();
   CLI::App* cmd = app.add_subcommand(
       "logits", "Write the logits of every position of a token sequence (float32 rows)");
-  cmd->add_option("-m,--model", args->model,
-                  "GGUF file or Hugging Face model directory (default: Gemma 3 270M Q4_K_M)");
-  cmd->add_option("--quantize", args->quantize,
-                  "q8_0 | q4_0: quantize a Hugging Face directory's matrices at load");
+  add_model_options(cmd, args->model, &args->quantize);
   cmd->add_option("--ids", args->ids_file, "File of whitespace-separated token ids")->required();
   cmd->add_option("-o,--out", args->out, "Output file: [positions, vocab] float32")->required();
   cmd->add_option("--graph-mode", args->graph_mode, "off | replay | optimize");

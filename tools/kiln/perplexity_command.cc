@@ -157,10 +157,7 @@ void add_perplexity_command(CLI::App& app) {
   auto args = std::make_shared<PerplexityArgs>();
   CLI::App* cmd = app.add_subcommand(
       "perplexity", "Perplexity of a text file (llama-perplexity's method), and KL divergence");
-  cmd->add_option("-m,--model", args->model,
-                  "GGUF file or Hugging Face model directory (default: Gemma 3 270M Q4_K_M)");
-  cmd->add_option("--quantize", args->quantize,
-                  "q8_0 | q4_0: quantize a Hugging Face directory's matrices at load");
+  add_model_options(cmd, args->model, &args->quantize);
   cmd->add_option("-f,--file", args->file, "Text file to score")->required();
   cmd->add_option("-c,--ctx-size", args->ctx_size, "Tokens per window (default 512)");
   cmd->add_option("--chunks", args->chunks, "Score only the first N windows (default: all)");

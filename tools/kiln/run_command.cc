@@ -132,10 +132,7 @@ int run(const RunArgs& a) {
 void add_run_command(CLI::App& app) {
   auto args = std::make_shared<RunArgs>();
   CLI::App* cmd = app.add_subcommand("run", "Generate text for one prompt");
-  cmd->add_option("-m,--model", args->model,
-                  "GGUF file or Hugging Face model directory (default: Gemma 3 270M Q4_K_M)");
-  cmd->add_option("--quantize", args->quantize,
-                  "q8_0 | q4_0: quantize a Hugging Face directory's matrices at load");
+  add_model_options(cmd, args->model, &args->quantize);
   cmd->add_option("-p,--prompt", args->prompt, "Prompt text")->required();
   cmd->add_option("-n,--n-predict", args->n_predict, "Tokens to generate")
       ->check(CLI::Range(1, 1 << 20));

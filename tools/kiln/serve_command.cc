@@ -198,10 +198,7 @@ void add_serve_command(CLI::App& app) {
   auto a = std::make_shared<ServeArgs>();
   CLI::App* cmd =
       app.add_subcommand("serve", "Serve a model over HTTP (SGLang-native + OpenAI APIs)");
-  cmd->add_option("-m,--model", a->model,
-                  "GGUF file or Hugging Face model directory (default: Gemma 3 270M Q4_K_M)");
-  cmd->add_option("--quantize", a->quantize,
-                  "q8_0 | q4_0: quantize a Hugging Face directory's matrices at load");
+  add_model_options(cmd, a->model, &a->quantize);
   cmd->add_option("--served-model-name", a->served_model_name,
                   "Model name in API responses (default: the GGUF's general.name)");
   cmd->add_option("--host", a->host, "Address to bind")->capture_default_str();

@@ -47,8 +47,7 @@ void add_tokenize_command(CLI::App& app) {
   auto args = std::make_shared<TokenizeArgs>();
   CLI::App* cmd =
       app.add_subcommand("tokenize", "Print the token ids of a text as JSON ({\"ids\": [...]})");
-  cmd->add_option("-m,--model", args->model,
-                  "GGUF file or Hugging Face model directory (default: Gemma 3 270M Q4_K_M)");
+  add_model_options(cmd, args->model);
   auto* text = cmd->add_option("--text", args->text, "Text to tokenize");
   cmd->add_option("--text-file", args->text_file, "File whose bytes are the text")->excludes(text);
   cmd->add_flag("--add-special", args->add_special, "Add BOS/EOS as the tokenizer asks");

@@ -7,7 +7,6 @@
 #include "kiln/base/error.h"
 #include "kiln/graph/passes/cse.h"
 #include "kiln/graph/passes/dce.h"
-#include "kiln/graph/passes/fold_constants.h"
 #include "kiln/graph/passes/fuse_add_rms_norm.h"
 #include "kiln/graph/passes/fuse_gated_activation.h"
 #include "kiln/graph/passes/fuse_lm_head_argmax.h"
@@ -26,9 +25,6 @@ const std::vector<PassEntry>& pipeline_passes() {
       {"noop_elim", run_noop_elim, true},
       // After noop_elim: bypassing no-ops makes more nodes identical.
       {"cse", run_cse, true},
-      // After noop_elim (reshape chains are one reshape, the one level it folds) and before the
-      // fusions (a matmul over a derived weight is still a matmul over a param).
-      {"fold_constants", run_fold_constants, true},
       // Before fuse_add_rms_norm: the final norm must still be a plain rms_norm feeding the LM
       // head, not output 1 of an add_rms_norm.
       {"fuse_lm_head_argmax", run_fuse_lm_head_argmax, true},

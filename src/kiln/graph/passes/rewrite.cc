@@ -36,7 +36,7 @@ const Node* producer_if(const Graph& g, Value v, Op op) {
 
 bool is_plain_param(const Graph& g, Value v) {
   const Node& n = g.node(v.node);
-  return n.op == Op::Param && !n.attrs.has("concat") && !n.attrs.has("derive");
+  return n.op == Op::Param && !n.attrs.has("concat");
 }
 
 int remove_unused(Graph& g, std::vector<int> candidates, bool subsumed) {
