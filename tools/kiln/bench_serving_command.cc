@@ -208,6 +208,11 @@ void compare_rounds(const ServingOptions& o, const Workload& w) {
               "A P99 ITL", "B out tok/s", "B P99 ITL", "B/A");
   for (int r = 1; r <= o.rounds; ++r) {
     const bool b_first = r % 2 == 0;
+    // Every round sends the same prompts: without a flush, later rounds would be served from
+    // the prefix cache and measure something else than the first.
+    for (const std::string* url : {&o.url, &o.compare_url}) {
+      JsonClient(*url, o.api_key).post_expect_ok("/flush_cache");
+    }
     ServingResult a, b;
     if (b_first) b = run_against(o, o.compare_url, w, "B");
     a = run_against(o, o.url, w, "A");

@@ -62,6 +62,13 @@ json JsonClient::post(const std::string& path, const json& body) {
   return json::parse(r->body);
 }
 
+void JsonClient::post_expect_ok(const std::string& path) {
+  auto r = client_->Post((prefix_ + path).c_str(), "", "application/json");
+  KILN_CHECK(r, "POST {}{}: {}", url_, path, httplib::to_string(r.error()));
+  KILN_CHECK(r->status / 100 == 2, "POST {}{}: HTTP {}: {}", url_, path, r->status,
+             error_message(r));
+}
+
 void JsonClient::post_stream(
     const std::string& path, const json& body,
     const std::function<void(const json&, std::chrono::steady_clock::time_point)>& on_event) {

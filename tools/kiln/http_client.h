@@ -20,6 +20,8 @@ class JsonClient {
                       int timeout_s = 600);
   nlohmann::json get(const std::string& path);
   nlohmann::json post(const std::string& path, const nlohmann::json& body);
+  // A POST whose reply is not JSON (SGLang's /flush_cache answers with text): 2xx or throws.
+  void post_expect_ok(const std::string& path);
   // Streams: on_event(payload, arrival time) for each `data:` JSON payload until [DONE].
   void post_stream(const std::string& path, const nlohmann::json& body,
                    const std::function<void(const nlohmann::json&,
