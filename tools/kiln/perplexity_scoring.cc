@@ -48,11 +48,12 @@ std::pair<double, double> mean_and_error(const std::vector<double>& v) {
 }  // namespace
 
 double log_sum_exp(const float* row, int64_t vocab) {
+  KILN_CHECK(vocab > 0, "an empty logits row");
   const double mx = *std::max_element(row, row + vocab);
   KILN_CHECK(std::isfinite(mx), "the model produced a non-finite logit");
   double z = 0;
   for (int64_t i = 0; i < vocab; ++i) z += std::exp(static_cast<double>(row[i]) - mx);
-  return mx + std::log(z);
+  return mx + std::log(std::max(z, 1.0));  // z >= 1: the largest logit contributes exp(0)
 }
 
 void NllAccumulator::add(double logprob) {

@@ -54,7 +54,7 @@ std::vector<float> SequenceStepper::step_all_rows(SteppedSequence& seq,
 }
 
 std::vector<std::vector<float>> SequenceStepper::step(
-    std::vector<SteppedSequence*> seqs, const std::vector<std::vector<int32_t>>& tokens,
+    const std::vector<SteppedSequence*>& seqs, const std::vector<std::vector<int32_t>>& tokens,
     bool greedy, bool* used_graph) {
   StepBatch b = batch_of(seqs, tokens);
   b.greedy_only = greedy;

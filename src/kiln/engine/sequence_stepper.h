@@ -24,7 +24,7 @@ class SequenceStepper {
   // of tokens: chunked prefill and decode mixed). Returns, per sequence, the last row's logits
   // (or, when greedy, a one-element vector with the argmax id as float). Throws kiln::Error
   // when the pool has no pages left.
-  std::vector<std::vector<float>> step(std::vector<SteppedSequence*> seqs,
+  std::vector<std::vector<float>> step(const std::vector<SteppedSequence*>& seqs,
                                        const std::vector<std::vector<int32_t>>& tokens,
                                        bool greedy = false, bool* used_graph = nullptr);
   // Appends `tokens` to one sequence in one step and returns every row's logits, [n, vocab]
