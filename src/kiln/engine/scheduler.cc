@@ -513,14 +513,19 @@ void Scheduler::run_batch(StepBatch& batch, const std::vector<Sequence*>& member
     ++stats_.eager_steps;
   }
 
-  int64_t row = 0;
+  int64_t next_row = 0;
   for (size_t i = 0; i < members.size(); ++i) {
     Sequence& seq = *members[i];
-    const int64_t first_pos = batch.seqs[i].seq_len - rows_of[i];
-    seq.n_kv = batch.seqs[i].seq_len;
-    if (batch.seqs[i].all_logits) {
+    const StepSequence& ss = batch.seqs[i];
+    // This sequence's logits rows: none, its last row, or (scoring) all its rows, the last of
+    // which predicts the token after the prompt.
+    const int64_t n_rows = !ss.want_logits ? 0 : ss.all_logits ? rows_of[i] : 1;
+    const int64_t first_row = next_row;
+    next_row += n_rows;
+    seq.n_kv = ss.seq_len;
+    if (ss.all_logits) {
       try {
-        score_prompt_rows(seq, first_pos, rows_of[i], row);
+        score_prompt_rows(seq, ss.seq_len - rows_of[i], rows_of[i], first_row);
       } catch (const std::exception& e) {
         RequestEvent ev;
         ev.finish_reason = FinishReason::Abort;
@@ -528,18 +533,13 @@ void Scheduler::run_batch(StepBatch& batch, const std::vector<Sequence*>& member
         finish(seq, ev);
         continue;
       }
-      row += rows_of[i] - 1;  // the last row is the one sampled from, if any
-      if (seq.n_kv < static_cast<int64_t>(seq.tokens.size())) {
-        ++row;
-        cache_computed_prefix(seq);
-        continue;
-      }
     }
-    if (!batch.seqs[i].want_logits) {
+    // Only a step that reaches the end of the sequence samples.
+    if (n_rows == 0 || seq.n_kv < static_cast<int64_t>(seq.tokens.size())) {
       cache_computed_prefix(seq);
       continue;
     }
-    const int64_t r = row++;
+    const int64_t r = first_row + n_rows - 1;
     seq.state = Sequence::State::Decoding;
     cache_computed_prefix(seq);
     RequestEvent ev;
