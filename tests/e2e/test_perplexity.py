@@ -110,6 +110,8 @@ def test_perplexity_errors(gemma, tmp_path):
     short.write_text("too short")
     r = kiln("perplexity", "-m", gemma, "-f", short, "-c", 64)
     assert r.returncode != 0 and "needs at least 128" in r.stderr
+    r = kiln("perplexity", "-m", gemma, "-f", short, "--chunks", 0)
+    assert r.returncode != 0 and "--chunks must be at least 1" in r.stderr
     r = kiln("perplexity", "-m", gemma, "-f", tmp_path / "missing.txt")
     assert r.returncode != 0 and "cannot open" in r.stderr
     junk = tmp_path / "junk.kld"

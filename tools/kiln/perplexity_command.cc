@@ -57,6 +57,7 @@ std::string read_text(const std::string& path) {
 int run_perplexity(const PerplexityArgs& a) {
   set_log_level(a.log_level);
   KILN_CHECK(a.ctx_size >= 4, "--ctx-size must be at least 4, got {}", a.ctx_size);
+  KILN_CHECK(a.chunks == -1 || a.chunks >= 1, "--chunks must be at least 1, got {}", a.chunks);
   KILN_CHECK(a.kld_base_out.empty() || a.kld_base_in.empty(),
              "--kl-divergence-base and --kl-divergence are exclusive: make the base file first");
   const std::string text = read_text(a.file);
