@@ -78,6 +78,7 @@ TEST(Engine, ChunkedPrefillGivesTheSameOutputs) {
 TEST(Engine, PrefillStepsAreCappedWhileRequestsDecode) {
   EngineConfig ec;
   ec.max_prefill_tokens_while_decoding = 16;
+  ec.mixed_steps = false;  // alternating steps: every step is pure prefill or pure decode
   Harness h({2, 1, 8, 4, 512}, ec);
   std::atomic<bool> decoding_seen{false};
   std::atomic<int64_t> capped_prefills{0}, violations{0};
@@ -100,6 +101,48 @@ TEST(Engine, PrefillStepsAreCappedWhileRequestsDecode) {
   for (auto id : ids) h.expect_matches_reference(id);
   EXPECT_GT(capped_prefills.load(), 6);  // 300 prompt tokens in steps of at most 16
   EXPECT_EQ(violations.load(), 0);
+  h.expect_no_leak();
+}
+
+// With mixed steps (the default), a decoding request's token rides along with every prefill
+// chunk that runs while it decodes: no step is prefill-only then, and the chunks keep the cap.
+TEST(Engine, MixedStepsCarryDecodeRowsWithCappedPrefillChunks) {
+  EngineConfig ec;
+  ec.max_prefill_tokens_while_decoding = 16;
+  ec.chunked_prefill_size = 16;
+  Harness h({2, 1, 8, 4, 512}, ec);
+  std::atomic<bool> decoding_seen{false};
+  std::atomic<int64_t> mixed{0}, prefill_only{0}, over_cap{0};
+  h.model.before_forward = [&](const StepBatch& b) {
+    std::this_thread::sleep_for(1ms);  // the first request keeps decoding while prompts arrive
+    if (b.is_decode()) {
+      decoding_seen = true;
+      return;
+    }
+    if (!decoding_seen) return;
+    // The long prompts (100 tokens) come in chunks of 16 and a last one of 4, so a sequence
+    // with a single row is the decoding request.
+    std::vector<int64_t> rows(b.seqs.size(), 0);
+    for (int32_t s : b.token_seq) ++rows[static_cast<size_t>(s)];
+    int64_t decode_rows = 0, prompt_rows = 0;
+    for (int64_t r : rows) (r == 1 ? decode_rows : prompt_rows) += r;
+    if (decode_rows > 0) ++mixed;
+    if (decode_rows == 0) ++prefill_only;
+    if (prompt_rows > 16) ++over_cap;
+  };
+  const uint64_t first = h.submit(make_request(8, 1, 120, 0.0));
+  for (int i = 0; i < 5000 && !decoding_seen; ++i) std::this_thread::sleep_for(1ms);
+  ASSERT_TRUE(decoding_seen);
+  std::vector<uint64_t> ids{first};
+  for (int i = 0; i < 3; ++i) ids.push_back(h.submit(make_request(100, 2 + i, 4, 0.0)));
+  ASSERT_TRUE(h.collector.wait(4));
+  for (auto id : ids) h.expect_matches_reference(id);
+  EXPECT_GT(mixed.load(), 6);  // 300 prompt tokens, at most 16 per step, beside the decode row
+  EXPECT_EQ(over_cap.load(), 0);
+  const EngineStats s = h.wait_idle();
+  EXPECT_EQ(s.mixed_steps, mixed.load());
+  // The first request decodes for the whole time (120 tokens), so no step leaves it out.
+  EXPECT_EQ(prefill_only.load(), 0);
   h.expect_no_leak();
 }
 

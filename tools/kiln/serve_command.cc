@@ -46,6 +46,7 @@ struct ServeArgs {
   int page_size = 16;
   int chunked_prefill_size = 512;
   int prefill_tokens_while_decoding = 256;
+  std::string mixed_steps = "on";
   int context_length = 0;
   bool disable_prefix_cache = false;
   int64_t random_seed = -1;
@@ -99,6 +100,7 @@ nlohmann::json server_args_json(const ServeArgs& a, const engine::ModelInfo& inf
           {"page_size", a.page_size},
           {"chunked_prefill_size", a.chunked_prefill_size},
           {"max_prefill_tokens_while_decoding", a.prefill_tokens_while_decoding},
+          {"mixed_steps", a.mixed_steps == "on"},
           {"context_length", info.context_length},
           {"enable_prefix_cache", !a.disable_prefix_cache},
           {"api_key_set", api_key_set},
@@ -135,6 +137,7 @@ int serve(const ServeArgs& a) {
   cfg.max_queued_requests = a.max_queued_requests;
   cfg.chunked_prefill_size = a.chunked_prefill_size;
   cfg.max_prefill_tokens_while_decoding = a.prefill_tokens_while_decoding;
+  cfg.mixed_steps = a.mixed_steps == "on";
   cfg.enable_prefix_cache = !a.disable_prefix_cache;
   if (a.random_seed >= 0) cfg.random_seed = static_cast<uint64_t>(a.random_seed);
   engine::TokenizerText text_view(rt.tokenizer());
@@ -238,6 +241,11 @@ void add_serve_command(CLI::App& app) {
                   "Prompt tokens per prefill step while requests are decoding (0: no cap): "
                   "bounds the inter-token latency that arriving prompts add")
       ->check(CLI::Range(0, 1 << 20));
+  cmd->add_option("--mixed-steps", a->mixed_steps,
+                  "on: decoding requests get their token in the same step as a prefill chunk; "
+                  "off: prefill and decode steps alternate")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
   cmd->add_option("--chunked-prefill-size", a->chunked_prefill_size,
                   "Prompt tokens per prefill chunk")
       ->check(CLI::Range(1, 1 << 20))

@@ -28,6 +28,9 @@ struct EngineConfig {
   // cap beyond max_prefill_tokens): decode rows wait for one prefill step between tokens, so
   // this bounds the inter-token latency that prompts arriving mid-generation add.
   int max_prefill_tokens_while_decoding = 256;
+  // While requests decode and prompts wait, each step carries both: every decoding request's
+  // next token and a prefill chunk (scheduler.h). Off: prefill and decode steps alternate.
+  bool mixed_steps = true;
   bool enable_prefix_cache = true;
   int max_context = 0;  // 0: the model's
   // Seeds the engine RNG that seeds requests without a seed of their own; none: random.
@@ -47,6 +50,7 @@ struct EngineStats {
   int64_t generated_tokens_total = 0;
   int64_t graph_steps = 0;
   int64_t eager_steps = 0;
+  int64_t mixed_steps = 0;  // steps that carried decode rows and prompt rows together
   int64_t preemptions = 0;
 };
 

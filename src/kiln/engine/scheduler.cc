@@ -343,16 +343,19 @@ bool Scheduler::step() {
       if (r->state == Sequence::State::Prefilling) return true;
     return false;
   };
-  auto has_decode_work = [&] {
-    for (const auto& r : running_)
-      if (r->state == Sequence::State::Decoding) return true;
-    return false;
-  };
-  const bool decode_ready = has_decode_work();
-  if (has_prefill_work() && !(last_step_was_prefill_ && decode_ready)) {
-    if (prefill_step(decode_ready)) {
-      last_step_was_prefill_ = true;
-      return true;
+  const bool decode_ready = has_decoding();
+  if (has_prefill_work()) {
+    if (decode_ready && config_.mixed_steps) {
+      // A mixed step: the decode rows ride along with the prefill chunk, so every decoding
+      // request gets its token in this step instead of waiting for the next one. When no
+      // prompt rows fit (no pages to admit anyone), it is a plain decode step below.
+      if (ensure_decode_pages() && prefill_step(/*decoding=*/true, /*with_decode_rows=*/true))
+        return true;
+    } else if (!(last_step_was_prefill_ && decode_ready)) {
+      if (prefill_step(decode_ready, /*with_decode_rows=*/false)) {
+        last_step_was_prefill_ = true;
+        return true;
+      }
     }
   }
   last_step_was_prefill_ = false;
@@ -360,9 +363,45 @@ bool Scheduler::step() {
   return false;
 }
 
-bool Scheduler::prefill_step(bool decoding) {
+bool Scheduler::has_decoding() const {
+  for (const auto& r : running_)
+    if (r->state == Sequence::State::Decoding) return true;
+  return false;
+}
+
+bool Scheduler::ensure_decode_pages() {
+  // Oldest first, so that preemption (which takes the youngest) favors older requests.
+  for (size_t i = 0; i < running_.size(); ++i) {
+    Sequence& seq = *running_[i];
+    if (seq.state != Sequence::State::Decoding) continue;
+    if (!ensure_decode_page(seq)) break;  // seq itself was the youngest and got preempted
+  }
+  return has_decoding();
+}
+
+void Scheduler::add_decode_rows(StepBatch& batch, std::vector<Sequence*>& members) {
+  for (auto& r : running_) {
+    if (r->state != Sequence::State::Decoding) continue;
+    Sequence& seq = *r;
+    const int64_t pos = seq.n_kv;
+    batch.token_ids.push_back(seq.tokens.back());
+    batch.positions.push_back(static_cast<int32_t>(pos));
+    batch.token_seq.push_back(static_cast<int32_t>(batch.seqs.size()));
+    batch.slots.push_back(seq.pages[static_cast<size_t>(pos / page_size_)] * page_size_ +
+                          static_cast<int32_t>(pos % page_size_));
+    StepSequence ss;
+    ss.pages = seq.pages;
+    ss.seq_len = static_cast<int32_t>(pos + 1);
+    batch.seqs.push_back(std::move(ss));
+    members.push_back(&seq);
+  }
+}
+
+bool Scheduler::prefill_step(bool decoding, bool with_decode_rows) {
   StepBatch batch;
   std::vector<Sequence*> members;
+  if (with_decode_rows) add_decode_rows(batch, members);
+  const size_t decode_members = members.size();
   int64_t budget = config_.max_prefill_tokens;
   if (decoding && config_.max_prefill_tokens_while_decoding > 0)
     budget = std::min<int64_t>(budget, config_.max_prefill_tokens_while_decoding);
@@ -415,7 +454,8 @@ bool Scheduler::prefill_step(bool decoding) {
     waiting_.pop_front();
     add_chunk(seq);
   }
-  if (members.empty()) return false;
+  if (members.size() == decode_members) return false;  // no prompt rows: not a prefill step
+  if (decode_members > 0) ++stats_.mixed_steps;
   run_batch(batch, members);
   return true;
 }
@@ -436,29 +476,10 @@ void Scheduler::score_prompt_rows(Sequence& seq, int64_t first_pos, int64_t n_ro
 }
 
 bool Scheduler::decode_step() {
-  // Oldest first, so that preemption (which takes the youngest) favors older requests.
-  for (size_t i = 0; i < running_.size(); ++i) {
-    Sequence& seq = *running_[i];
-    if (seq.state != Sequence::State::Decoding) continue;
-    if (!ensure_decode_page(seq)) break;  // seq itself was the youngest and got preempted
-  }
+  if (!ensure_decode_pages()) return false;
   StepBatch batch;
   std::vector<Sequence*> members;
-  for (auto& r : running_) {
-    if (r->state != Sequence::State::Decoding) continue;
-    Sequence& seq = *r;
-    const int64_t pos = seq.n_kv;
-    batch.token_ids.push_back(seq.tokens.back());
-    batch.positions.push_back(static_cast<int32_t>(pos));
-    batch.token_seq.push_back(static_cast<int32_t>(batch.seqs.size()));
-    batch.slots.push_back(seq.pages[static_cast<size_t>(pos / page_size_)] * page_size_ +
-                          static_cast<int32_t>(pos % page_size_));
-    StepSequence ss;
-    ss.pages = seq.pages;
-    ss.seq_len = static_cast<int32_t>(pos + 1);
-    batch.seqs.push_back(std::move(ss));
-    members.push_back(&seq);
-  }
+  add_decode_rows(batch, members);
   if (members.empty()) return false;
   run_batch(batch, members);
   return true;

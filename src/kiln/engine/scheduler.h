@@ -1,15 +1,17 @@
 // The continuous-batching scheduler, single-threaded: Engine runs it on its own thread and
 // feeds it submissions and cancellations between steps; tests drive it directly.
 //
-// Step policy: a step is either a PREFILL step (chunks of prompts: requests admitted earlier
-// whose prefill is unfinished, then newly admitted ones, up to chunked_prefill_size tokens per
-// request and max_prefill_tokens in all) or a pure DECODE step (one token for every decoding
-// request). Keeping decode steps pure lets the graph runner replay its captured plans for
-// them; mixing prefill rows in would force every such step into eager mode. To keep
-// inter-token latency bounded while long prompts are prefilled, prefill and decode steps
-// alternate whenever both have work: a running request waits at most one prefill step per
-// token, and while any request decodes a prefill step takes at most
-// max_prefill_tokens_while_decoding prompt tokens, which bounds that wait.
+// Step policy: a PREFILL step takes chunks of prompts (requests admitted earlier whose
+// prefill is unfinished, then newly admitted ones, up to chunked_prefill_size tokens per
+// request and max_prefill_tokens in all); a DECODE step takes one token for every decoding
+// request. While requests decode and prompts wait, steps are MIXED (config.mixed_steps, the
+// default): one token of every decoding request rides along with a prefill chunk of at most
+// max_prefill_tokens_while_decoding prompt tokens, so decoding never pauses for a prefill and
+// the weights are read once for both. Pure decode steps (no prompt waiting) are what the graph
+// runner replays its captured plans for; a mixed step runs eagerly, and since every kernel is
+// batch-invariant a decode row's output is the same bits in either. Without mixed steps,
+// prefill and decode steps alternate whenever both have work: a running request waits at most
+// one (capped) prefill step per token.
 //
 // Memory: admission reserves pages for every token the request must (re)compute; decoding
 // grows one page at a time. When no page is free the prefix cache evicts LRU leaves, and
@@ -69,8 +71,16 @@ class Scheduler {
   int64_t context_limit() const { return context_limit_; }
 
  private:
-  bool prefill_step(bool decoding);
+  // `decoding`: requests are decoding (the prefill budget is capped); `with_decode_rows`: their
+  // rows join this step (a mixed step). False when no prompt rows could be added.
+  bool prefill_step(bool decoding, bool with_decode_rows);
   bool decode_step();
+  bool has_decoding() const;
+  // Gives every decoding request a page for its next token, preempting the youngest requests
+  // when the pool runs out; false when no request is left decoding.
+  bool ensure_decode_pages();
+  // One row per decoding request: its last token at position n_kv.
+  void add_decode_rows(StepBatch& batch, std::vector<Sequence*>& members);
   bool admit(Sequence& seq);
   bool ensure_decode_page(Sequence& seq);
   void preempt_youngest();

@@ -139,6 +139,9 @@ std::string Metrics::render(const engine::EngineStats& s) const {
          static_cast<double>(s.graph_steps));
   metric(out, "kiln_eager_steps_total", "counter", "Forward steps run eagerly.",
          static_cast<double>(s.eager_steps));
+  metric(out, "kiln_mixed_steps_total", "counter",
+         "Eager steps that carried decoding requests' tokens together with a prefill chunk.",
+         static_cast<double>(s.mixed_steps));
   metric(out, "kiln_preemptions_total", "counter",
          "Requests preempted (requeued) because the KV pool ran out of pages.",
          static_cast<double>(s.preemptions));

@@ -138,7 +138,8 @@ json engine_state(const ServerState& state) {
   return {{"queued_requests", s.queued},          {"running_requests", s.running},
           {"kv_pages_total", s.kv_pages_total},   {"kv_pages_used", s.kv_pages_used},
           {"kv_pages_cached", s.kv_pages_cached}, {"graph_steps", s.graph_steps},
-          {"eager_steps", s.eager_steps},         {"preemptions", s.preemptions}};
+          {"eager_steps", s.eager_steps},         {"mixed_steps", s.mixed_steps},
+          {"preemptions", s.preemptions}};
 }
 
 // SGLang's /get_load: one entry per data-parallel rank (kiln has one), which sglang-router's
