@@ -29,11 +29,13 @@ TEST(Metrics, RendersEngineGaugesAndHitRate) {
   s.prefix_cache_hit_tokens = 1;
   s.prefix_cache_query_tokens = 4;
   s.graph_steps = 7;
+  s.mixed_steps = 5;
   auto text = m.render(s);
   EXPECT_NE(text.find("kiln_requests_total{finish_reason=\"stop\"} 1\n"), std::string::npos);
   EXPECT_NE(text.find("kiln_kv_pages_free 7\n"), std::string::npos);
   EXPECT_NE(text.find("kiln_prefix_cache_hit_rate 0.25\n"), std::string::npos);
   EXPECT_NE(text.find("kiln_graph_steps_total 7\n"), std::string::npos);
+  EXPECT_NE(text.find("kiln_mixed_steps_total 5\n"), std::string::npos);
   EXPECT_NE(text.find("kiln_request_cached_tokens_total 4\n"), std::string::npos);
 }
 
