@@ -89,3 +89,26 @@ def test_errors_are_openai_shaped(client, model_id, server):
     err = r.json()["error"]
     assert err["param"] == "messages[0].role" and err["type"] == "invalid_request_error"
     assert set(err) == {"message", "type", "param", "code"}
+
+
+def test_logit_bias_steers_both_apis(client, model_id, server):
+    params = {"temperature": 0, "max_new_tokens": 6, "ignore_eos": True}
+    plain = server.generate({"text": "Hello there", "sampling_params": params})["output_ids"]
+    # +100 on a token the model did not pick makes every greedy step pick it.
+    forced = next(t for t in range(100, 200) if t not in plain)
+    native = server.generate({"text": "Hello there", "sampling_params": {
+        **params, "logit_bias": {str(forced): 100}}})
+    assert native["output_ids"] == [forced] * 6
+    # -100 on the model's own first choice moves the first token elsewhere.
+    banned = server.generate({"text": "Hello there", "sampling_params": {
+        **params, "logit_bias": {str(plain[0]): -100}}})["output_ids"]
+    assert banned[0] != plain[0]
+    # The official client sends the same field at the top level.
+    c = client.completions.create(model=model_id, prompt="Hello there", max_tokens=6,
+                                  temperature=0, logit_bias={str(forced): 100},
+                                  extra_body={"ignore_eos": True})
+    assert c.choices[0].text == native["text"]
+    with pytest.raises(openai.BadRequestError) as e:
+        client.completions.create(model=model_id, prompt="x", max_tokens=2,
+                                  logit_bias={"not-a-token": 1})
+    assert "logit_bias" in str(e.value)

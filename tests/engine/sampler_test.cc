@@ -49,6 +49,9 @@ TEST(SamplerValidate, RejectsOutOfRange) {
   bad([](auto& p) { p.repetition_penalty = 0.0; });
   bad([](auto& p) { p.frequency_penalty = 2.5; });
   bad([](auto& p) { p.presence_penalty = -3; });
+  bad([](auto& p) { p.logit_bias = {{-1, 1.0f}}; });
+  bad([](auto& p) { p.logit_bias = {{3, 100.5f}}; });
+  bad([](auto& p) { p.logit_bias = {{3, NAN}}; });
   EXPECT_THROW(Sampler(SamplingParams{}, 1, -2), Error);
 }
 
@@ -175,6 +178,26 @@ TEST(Sampler, BannedTokensAreNeverChosen) {
   std::vector<float> all_banned{1, 2};
   const int32_t both[] = {0, 1};
   EXPECT_THROW(s.sample(all_banned, both), Error);
+}
+
+TEST(Sampler, LogitBiasShiftsTheLogitsBeforeTheDraw) {
+  SamplingParams p = params(0.0);
+  p.logit_bias = {{2, 100.0f}};
+  Sampler g(p, 1, 0);
+  EXPECT_FALSE(g.greedy_fast_path_ok());  // the executor's argmax would not see the bias
+  TokenLogprob lp;
+  std::vector<float> l{0, 9, 1};
+  EXPECT_EQ(g.sample(l, {}, &lp), 2);
+  EXPECT_FLOAT_EQ(l[2], 101.0f);  // the bias is added, so logprobs reflect it
+  EXPECT_NEAR(lp.logprob, 0.0f, 1e-6f);
+  // -100 keeps the top token out of a sampled draw on a wide vocabulary (its logit falls
+  // ~100 below every other).
+  SamplingParams q = params(1.0);
+  q.logit_bias = {{7, -100.0f}};
+  Sampler s(q, 3);
+  auto base = random_logits(1000, 11, 1.0f);
+  base[7] = 5.0f;
+  for (int i = 0; i < 300; ++i) ASSERT_NE(draw(s, base), 7);
 }
 
 TEST(Sampler, RepetitionPenaltyDividesPositiveAndMultipliesNegativeLogits) {

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "kiln/server/http_error.h"
@@ -132,7 +133,7 @@ TEST(NativeParser, RejectsWrongTypesNamingTheField) {
 
 TEST(NativeParser, AcceptsInertDefaultsOfUnsupportedParams) {
   auto r = parse_native_generate(json::parse(R"({"text": "a", "sampling_params":
-      {"regex": null, "json_schema": null, "no_stop_trim": false, "logit_bias": {},
+      {"regex": null, "json_schema": null, "no_stop_trim": false,
        "spaces_between_special_tokens": true, "stream_interval": 1, "max_new_tokens": 16.0}})"),
                                  limits());
   EXPECT_EQ(r.options[0].stop.max_new_tokens, 16);  // 16.0 is an integer
@@ -211,6 +212,33 @@ TEST(OpenAIParser, ChatErrors) {
   EXPECT_EQ(
       openai_error(R"({"messages": [{"role": "user", "content": "x"}], "tools": [{}]})", true),
       "tools");
+}
+
+TEST(SamplingParser, LogitBiasInBothApis) {
+  auto native = parse_native_generate(
+      json::parse(R"({"text": "a", "sampling_params": {"logit_bias": {"5": 2.5, "0": -100}}})"),
+      limits());
+  auto bias = native.options[0].sampling.logit_bias;
+  std::sort(bias.begin(), bias.end());
+  ASSERT_EQ(bias.size(), 2u);
+  EXPECT_EQ(bias[0], (std::pair<int32_t, float>{0, -100.0f}));
+  EXPECT_EQ(bias[1], (std::pair<int32_t, float>{5, 2.5f}));
+  auto chat = parse_chat_request(
+      json::parse(R"({"messages": [{"role": "user", "content": "x"}], "logit_bias": {"7": 1}})"),
+      limits());
+  EXPECT_EQ(chat.options.sampling.logit_bias, (std::vector<std::pair<int32_t, float>>{{7, 1.0f}}));
+  EXPECT_TRUE(
+      parse_completion_request(json::parse(R"({"prompt": "a", "logit_bias": {}})"), limits())
+          .options.sampling.logit_bias.empty());
+  for (const char* bad : {R"({"x": 1})", R"({"-1": 1})", R"({"1e3": 1})", R"({"99999999999": 1})",
+                          R"({"3": 101})", R"({"3": "high"})", R"([1, 2])"}) {
+    SCOPED_TRACE(bad);
+    const std::string body = std::string(R"({"prompt": "a", "logit_bias": )") + bad + "}";
+    EXPECT_EQ(openai_error(body, false).rfind("logit_bias", 0), 0u) << openai_error(body, false);
+  }
+  const std::string oov =
+      R"({"prompt": "a", "logit_bias": {")" + std::to_string(limits().vocab_size) + R"(": 1}})";
+  EXPECT_EQ(openai_error(oov, false).rfind("logit_bias", 0), 0u);
 }
 
 TEST(RequestBuilder, ContextChecks) {

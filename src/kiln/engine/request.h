@@ -18,6 +18,9 @@ struct SamplingParams {
   double frequency_penalty = 0.0;   // subtracts count * penalty
   double presence_penalty = 0.0;    // subtracts penalty once a token appeared in the output
   std::optional<uint64_t> seed;     // per-request RNG seed; none: from the engine's RNG
+  // (token id, bias) pairs added to the logits after the penalties, before banned tokens and
+  // temperature (OpenAI's logit_bias: -100 effectively bans a token, 100 all but forces it).
+  std::vector<std::pair<int32_t, float>> logit_bias;
   bool is_greedy() const { return temperature <= 0.0 || top_k == 1; }
 };
 

@@ -25,6 +25,11 @@ void validate(const SamplingParams& p) {
   KILN_CHECK(
       std::isfinite(p.presence_penalty) && p.presence_penalty >= -2.0 && p.presence_penalty <= 2.0,
       "presence_penalty must be in [-2, 2], got {}", p.presence_penalty);
+  for (const auto& [token, bias] : p.logit_bias) {
+    KILN_CHECK(token >= 0, "logit_bias token id must be >= 0, got {}", token);
+    KILN_CHECK(std::isfinite(bias) && bias >= -100.0f && bias <= 100.0f,
+               "logit_bias for token {} must be in [-100, 100], got {}", token, bias);
+  }
 }
 
 namespace {
@@ -204,7 +209,8 @@ bool Sampler::penalties_active() const {
 }
 
 bool Sampler::greedy_fast_path_ok() const {
-  return params_.is_greedy() && n_logprobs_ < 0 && !penalties_active();
+  return params_.is_greedy() && n_logprobs_ < 0 && !penalties_active() &&
+         params_.logit_bias.empty();
 }
 
 void Sampler::apply_penalties(std::span<float> logits) const {
@@ -224,6 +230,9 @@ void Sampler::apply_penalties(std::span<float> logits) const {
       if (t < 0 || t >= vocab) continue;
       logits[static_cast<size_t>(t)] -= static_cast<float>(count) * freq + pres;
     }
+  }
+  for (const auto& [t, bias] : params_.logit_bias) {
+    if (t >= 0 && t < vocab) logits[static_cast<size_t>(t)] += bias;  // ids checked upstream
   }
 }
 

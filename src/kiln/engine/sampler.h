@@ -3,7 +3,8 @@
 // greedy). Also computes logprobs when asked.
 //
 // Order (as SGLang/vLLM): repetition penalty (prompt + output tokens; logit > 0 ? l / p : l * p),
-// frequency and presence penalties (output tokens), banned tokens (-inf), temperature, then the
+// frequency and presence penalties (output tokens), logit bias, banned tokens (-inf),
+// temperature, then the
 // truncations, which all keep a prefix of the tokens sorted by probability, so the kept set is
 // the shortest of: the top k; the fewest tokens whose probability mass (of the full
 // distribution) reaches top_p; the tokens with p >= min_p * p_max.
@@ -41,7 +42,7 @@ class Sampler {
   void add_output(int32_t token);
 
   // True when the executor's on-device argmax picks the same token sample() would: greedy,
-  // no logprobs, and no penalty that would change the logits.
+  // no logprobs, and no penalty or bias that would change the logits.
   bool greedy_fast_path_ok() const;
 
   // Samples from `logits` (modified in place: penalties and temperature are applied to it).

@@ -98,6 +98,9 @@ void Scheduler::validate(const GenerateRequest& r) const {
     KILN_CHECK(t >= 0 && t < vocab_, "prompt token id {} is outside the vocabulary [0, {})", t,
                vocab_);
   engine::validate(r.sampling);
+  for (const auto& [t, bias] : r.sampling.logit_bias) {
+    KILN_CHECK(t < vocab_, "logit_bias token id {} is outside the vocabulary [0, {})", t, vocab_);
+  }
   engine::validate(r.stop);
   for (int32_t t : r.stop.stop_token_ids)
     KILN_CHECK(t >= 0 && t < vocab_, "stop token id {} is outside the vocabulary [0, {})", t,

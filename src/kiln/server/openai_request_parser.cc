@@ -32,9 +32,6 @@ void read_openai_common(const json& body, const ParseLimits& limits, GenerationO
   if (const json* v = field(body, "best_of")) {
     if (as_int(*v, "best_of") != out.n) bad_field("best_of", "other than n is not supported");
   }
-  if (const json* v = field(body, "logit_bias")) {
-    if (!as_object(*v, "logit_bias").empty()) bad_field("logit_bias", "is not supported");
-  }
   if (const json* v = field(body, "user")) as_string(*v, "user");
 }
 

@@ -69,6 +69,7 @@ struct ParseLimits {
   int max_top_logprobs = 20;
   size_t max_stop_strings = 64;       // in one `stop`
   size_t max_stop_bytes = 64u << 10;  // all of one `stop` together
+  size_t max_logit_bias = 1024;       // entries of one logit_bias
 };
 
 }  // namespace kiln::server

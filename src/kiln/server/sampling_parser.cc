@@ -1,5 +1,7 @@
 #include "kiln/server/sampling_parser.h"
 
+#include <fmt/format.h>
+
 #include <array>
 #include <limits>
 #include <string_view>
@@ -35,9 +37,35 @@ bool is_inert_unsupported(std::string_view key, const json& v) {
   for (auto k : kNullOnly) {
     if (key == k) return v.is_null() || (v.is_array() && v.empty());
   }
-  if (key == "logit_bias") return v.is_null() || (v.is_object() && v.empty());
   if (key == "no_stop_trim") return v.is_null() || v == false;
   return false;
+}
+
+// OpenAI's and SGLang's logit_bias: {"<token id>": bias, ...}, bias in [-100, 100].
+std::vector<std::pair<int32_t, float>> read_logit_bias(const json& v, const std::string& path,
+                                                       const ParseLimits& limits) {
+  std::vector<std::pair<int32_t, float>> out;
+  if (v.is_null()) return out;
+  const json& obj = as_object(v, path);
+  if (obj.size() > limits.max_logit_bias) {
+    bad_field(path, "has {} entries, more than {}", obj.size(), limits.max_logit_bias);
+  }
+  for (auto it = obj.begin(); it != obj.end(); ++it) {
+    const std::string& key = it.key();
+    int64_t id = -1;
+    const bool digits = !key.empty() && key.size() <= 10 &&
+                        key.find_first_not_of("0123456789") == std::string::npos;
+    if (digits) id = std::stoll(key);
+    if (id < 0 || id >= limits.vocab_size) {
+      bad_field(path, "key '{}' is not a token id in [0, {})", key, limits.vocab_size);
+    }
+    const std::string entry = fmt::format("{}[\"{}\"]", path, key);
+    const double bias = as_number(it.value(), entry);
+    if (!(bias >= -100.0 && bias <= 100.0))
+      bad_field(entry, "must be in [-100, 100], got {}", bias);
+    out.emplace_back(static_cast<int32_t>(id), static_cast<float>(bias));
+  }
+  return out;
 }
 
 }  // namespace
@@ -92,6 +120,9 @@ void read_common_sampling(const json& obj, const std::string& prefix, const Pars
     out.stop.stop_token_ids =
         as_token_ids(*v, field_path(prefix, "stop_token_ids"), limits.vocab_size);
   }
+  if (const json* v = field(obj, "logit_bias")) {
+    s.logit_bias = read_logit_bias(*v, field_path(prefix, "logit_bias"), limits);
+  }
   out.stop.ignore_eos = bool_field(obj, "ignore_eos", prefix, out.stop.ignore_eos);
   out.skip_special_tokens = bool_field(obj, "skip_special_tokens", prefix, out.skip_special_tokens);
 }
@@ -101,7 +132,7 @@ GenerationOptions parse_sglang_sampling_params(const json& obj, const ParseLimit
   as_object(obj, prefix);
   GenerationOptions out;
   out.stop.max_new_tokens = 128;  // SGLang's default
-  static constexpr std::array<std::string_view, 17> kKnown = {"max_new_tokens",
+  static constexpr std::array<std::string_view, 18> kKnown = {"max_new_tokens",
                                                               "min_new_tokens",
                                                               "temperature",
                                                               "top_p",
@@ -117,7 +148,8 @@ GenerationOptions parse_sglang_sampling_params(const json& obj, const ParseLimit
                                                               "n",
                                                               "seed",
                                                               "sampling_seed",
-                                                              "spaces_between_special_tokens"};
+                                                              "spaces_between_special_tokens",
+                                                              "logit_bias"};
   for (auto it = obj.begin(); it != obj.end(); ++it) {
     bool known = false;
     for (auto k : kKnown) known = known || it.key() == k;
