@@ -44,5 +44,26 @@ TEST(BufferCache, KeepsAtMostItsLimitAndOutlivesItsOwner) {
   EXPECT_EQ(static_cast<uint8_t*>(survivor.data())[99], 1);
 }
 
+// Every prefill length from 1 to 512 tokens of a 640-wide f32 activation (2.5 KiB .. 1.25 MiB):
+// the buffers the cache ever allocates stay within a few times the largest, because sizes fall
+// into geometric classes (with one class per 4 KiB they summed to ~130 MiB).
+TEST(BufferCache, ManyDistinctSizesShareAFewClasses) {
+  auto cache = std::make_shared<BufferCache>();
+  const size_t largest = 512 * 640 * 4;
+  for (int64_t t = 1; t <= 512; ++t) {
+    Tensor a = BufferCache::allocate(cache, DType::F32, Shape{t, 640});
+    ASSERT_GE(cache->allocated_bytes(), static_cast<size_t>(t) * 640 * 4);
+  }
+  EXPECT_LE(cache->allocated_bytes(), 8 * largest);
+  EXPECT_EQ(cache->cached_bytes(), cache->allocated_bytes());
+  // Every class is at most 25% above what was asked for (above the 4 KiB granules).
+  for (size_t bytes : {size_t{65537}, size_t{100000}, size_t{1} << 20, size_t{3} << 20}) {
+    auto c = std::make_shared<BufferCache>();
+    Tensor a = BufferCache::allocate(c, DType::I8, Shape{static_cast<int64_t>(bytes)});
+    EXPECT_GE(c->allocated_bytes(), bytes);
+    EXPECT_LE(c->allocated_bytes(), bytes + bytes / 4) << bytes;
+  }
+}
+
 }  // namespace
 }  // namespace kiln::graph
