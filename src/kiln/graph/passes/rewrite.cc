@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <queue>
 #include <unordered_map>
@@ -215,9 +216,8 @@ int Rewriter::replace_with_fused(int anchor, Node fused,
   // outputs once the replaced values are read from the fused node instead (the fused node's
   // own inputs count as reads); a dying node frees the values it read.
   std::vector<int> candidates;
-  for (int p : pattern) {
-    if (alive(p)) candidates.push_back(p);
-  }
+  std::copy_if(pattern.begin(), pattern.end(), std::back_inserter(candidates),
+               [&](int p) { return alive(p); });
   std::sort(candidates.begin(), candidates.end(), [&](int a, int b) { return key_[a] > key_[b]; });
   candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
   std::vector<std::pair<Value, int>> live;  // uses left of the candidates' outputs
