@@ -90,6 +90,11 @@ void Attrs::erase(std::string_view key) {
 
 // ---- Graph ----
 
+int64_t& graph_nodes_walked() {
+  thread_local int64_t walked = 0;
+  return walked;
+}
+
 Value Graph::add_node(Node node) {
   const int self = num_nodes();
   for (const Value& in : node.inputs) {
@@ -122,6 +127,7 @@ std::optional<Value> Graph::find_source(Op kind, std::string_view name) const {
 }
 
 void Graph::replace_all_uses(Value from, Value to) {
+  graph_nodes_walked() += num_nodes();
   for (Node& n : nodes_) {
     for (Value& in : n.inputs) {
       if (in == from) in = to;
@@ -133,6 +139,7 @@ void Graph::replace_all_uses(Value from, Value to) {
 }
 
 std::vector<std::vector<int>> Graph::use_counts() const {
+  graph_nodes_walked() += num_nodes();
   std::vector<std::vector<int>> uses(nodes_.size());
   for (size_t i = 0; i < nodes_.size(); ++i) uses[i].assign(nodes_[i].outputs.size(), 0);
   auto count = [&](const Value& v) {
@@ -151,6 +158,7 @@ std::vector<std::vector<int>> Graph::use_counts() const {
 int Graph::remove_nodes(const std::vector<bool>& dead) {
   KILN_CHECK(dead.size() == nodes_.size(), "remove_nodes: {} flags for {} nodes", dead.size(),
              nodes_.size());
+  graph_nodes_walked() += num_nodes();
   std::vector<int32_t> new_index(nodes_.size(), -1);
   int32_t next = 0;
   for (size_t i = 0; i < nodes_.size(); ++i) {
@@ -173,10 +181,35 @@ int Graph::remove_nodes(const std::vector<bool>& dead) {
   return removed;
 }
 
+void Graph::keep_in_order(const std::vector<int>& order) {
+  graph_nodes_walked() += num_nodes();
+  std::vector<int32_t> new_index(nodes_.size(), -1);
+  for (size_t k = 0; k < order.size(); ++k) {
+    const int i = order[k];
+    KILN_CHECK(i >= 0 && i < num_nodes() && new_index[i] < 0,
+               "keep_in_order: node {} is missing or listed twice", i);
+    new_index[i] = static_cast<int32_t>(k);
+  }
+  auto remap = [&](Value& v, int user) {  // user -1: a graph output
+    KILN_CHECK(new_index[v.node] >= 0, "keep_in_order: node {} is dropped but used by {}", v.node,
+               user < 0 ? std::string("a graph output") : fmt::format("node {}", user));
+    v.node = new_index[v.node];
+  };
+  std::vector<Node> kept;
+  kept.reserve(order.size());
+  for (int i : order) {
+    for (Value& in : nodes_[i].inputs) remap(in, i);
+    kept.push_back(std::move(nodes_[i]));
+  }
+  for (Value& out : outputs_) remap(out, -1);
+  nodes_ = std::move(kept);
+}
+
 Value Graph::insert_node(int pos, Node node) {
   KILN_CHECK(pos >= 0 && pos <= num_nodes(), "insert_node: position {} outside [0, {}]", pos,
              num_nodes());
   KILN_CHECK(!node.outputs.empty(), "insert_node: {} needs its output types", op_name(node.op));
+  graph_nodes_walked() += num_nodes();
   auto shift = [&](Value& v) {
     if (v.node >= pos) ++v.node;
   };
@@ -195,6 +228,7 @@ Value Graph::insert_node(int pos, Node node) {
 
 void Graph::sort_topologically() {
   const int n = num_nodes();
+  graph_nodes_walked() += n;
   // Edges: producer -> consumer for data, and reader-of-token -> mutator-consuming-that-token
   // (the mutation overwrites state the reader must see unchanged).
   std::vector<std::vector<int>> succ(n);

@@ -101,6 +101,10 @@ class Graph {
   // Removes the nodes marked in `dead` (nothing may use them) and renumbers the rest,
   // keeping order. Returns the number removed.
   int remove_nodes(const std::vector<bool>& dead);
+  // Keeps only the nodes listed, in that order (each at most once, every used node listed),
+  // and renumbers inputs and graph outputs to match: the one renumbering at the end of a pass
+  // that rewrote nodes under stable ids (passes/rewrite.h).
+  void keep_in_order(const std::vector<int>& order);
   // Inserts `node` before position `pos`, renumbering later nodes; returns its first output.
   // The new node's inputs name nodes in the numbering before the insertion.
   Value insert_node(int pos, Node node);
@@ -119,6 +123,11 @@ class Graph {
   std::vector<Node> nodes_;
   std::vector<Value> outputs_;
 };
+
+// Nodes visited by whole-graph walks (the Graph methods above that touch every node, UseMap
+// construction) and by pass rewrites (passes/rewrite.h), on this thread. Only tests read it:
+// a pass whose count grows faster than the graph does quadratic work.
+int64_t& graph_nodes_walked();
 
 // Output types of `op` with these input types and attributes; throws Error naming the node's
 // problem (arity, dtype, shape mismatch). Shared by Builder, parser and verifier.

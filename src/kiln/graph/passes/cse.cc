@@ -23,19 +23,26 @@ std::string node_key(const Graph& g, const Node& n) {
 PassResult run_cse(Graph& g, const PassOptions&) {
   PassResult result;
   std::unordered_map<std::string, int> first;
+  // merged_into[i]: the earlier node whose values node i's are (-1: none). Uses are redirected
+  // as the sweep reaches them rather than by a walk of the whole graph per duplicate.
+  std::vector<int> merged_into(g.num_nodes(), -1);
+  auto redirect = [&](Value& v) {
+    if (merged_into[v.node] >= 0) v.node = merged_into[v.node];
+  };
   std::vector<bool> dead(g.num_nodes(), false);
+  graph_nodes_walked() += g.num_nodes();
   for (int i = 0; i < g.num_nodes(); ++i) {
-    const Node& n = g.node(i);
+    Node& n = g.node(i);
+    for (Value& in : n.inputs) redirect(in);
     if (has_side_effect(n.op)) continue;
-    // Uses of earlier duplicates were already redirected, so equal keys mean equal values.
+    // Inputs of earlier duplicates were already redirected, so equal keys mean equal values.
     auto [it, inserted] = first.emplace(node_key(g, n), i);
     if (inserted) continue;
-    for (int k = 0; k < static_cast<int>(n.outputs.size()); ++k) {
-      g.replace_all_uses(Value{i, k}, Value{it->second, k});
-    }
+    merged_into[i] = it->second;
     dead[i] = true;
     result.count("nodes_merged");
   }
+  for (Value& out : g.outputs()) redirect(out);
   if (result.changed) g.remove_nodes(dead);
   return result;
 }

@@ -11,35 +11,32 @@ std::optional<Op> fused_op(Op activation) {
   return std::nullopt;
 }
 
-bool fuse_one(Graph& g, PassResult& result) {
-  const UseMap uses(g);
-  for (int i = 0; i < g.num_nodes(); ++i) {
+// Rewrites the match anchored at mul node `i`; returns the fused node's id, or -1.
+int fuse_at(Rewriter& rw, int i) {
+  const Graph& g = rw.graph();
+  if (g.node(i).op != Op::Mul || g.type(g.node(i).inputs[0]) != g.type(g.node(i).inputs[1]))
+    return -1;
+  for (int gate_slot : {0, 1}) {
     const Node& mul = g.node(i);
-    if (mul.op != Op::Mul || g.type(mul.inputs[0]) != g.type(mul.inputs[1])) continue;
-    for (int gate_slot : {0, 1}) {
-      const Value gate = mul.inputs[gate_slot];
-      const Node& act = g.node(gate.node);
-      const auto op = fused_op(act.op);
-      if (!op || !uses.only_user_is(gate, i)) continue;
-      Node fused;
-      fused.op = *op;
-      fused.inputs = {act.inputs[0], mul.inputs[1 - gate_slot]};
-      fused.outputs = mul.outputs;
-      if (replace_with_fused(g, i, std::move(fused), {{Value{i, 0}, 0}}, {i, gate.node})) {
-        result.count("patterns_fused");
-        return true;
-      }
-    }
+    const Value gate = mul.inputs[gate_slot];
+    const Node& act = g.node(gate.node);
+    const auto op = fused_op(act.op);
+    if (!op || !rw.only_user_is(gate, i)) continue;
+    Node fused;
+    fused.op = *op;
+    fused.inputs = {act.inputs[0], mul.inputs[1 - gate_slot]};
+    fused.outputs = mul.outputs;
+    const int id = rw.replace_with_fused(i, std::move(fused), {{Value{i, 0}, 0}}, {i, gate.node});
+    if (id >= 0) return id;
   }
-  return false;
+  return -1;
 }
 
 }  // namespace
 
 PassResult run_fuse_gated_activation(Graph& g, const PassOptions&) {
   PassResult result;
-  while (fuse_one(g, result)) {
-  }
+  result.count("patterns_fused", rewrite_sweep(g, fuse_at));
   return result;
 }
 

@@ -5,35 +5,31 @@
 namespace kiln::graph {
 namespace {
 
-bool fuse_one(Graph& g, PassResult& result) {
-  const UseMap uses(g);
-  for (int i = 0; i < g.num_nodes(); ++i) {
+// Rewrites the match anchored at add node `i`; returns the fused node's id, or -1.
+int fuse_at(Rewriter& rw, int i) {
+  const Graph& g = rw.graph();
+  if (g.node(i).op != Op::Add || g.type(g.node(i).inputs[0]) != g.type(g.node(i).inputs[1]))
+    return -1;  // bias: refuse
+  for (int mm_slot : {0, 1}) {
     const Node& add = g.node(i);
-    if (add.op != Op::Add || g.type(add.inputs[0]) != g.type(add.inputs[1]))
-      continue;  // bias: refuse
-    for (int mm_slot : {0, 1}) {
-      const Value y = add.inputs[mm_slot];
-      const Node* mm = producer_if(g, y, Op::Matmul);
-      if (!mm || !uses.only_user_is(y, i)) continue;
-      Node fused;
-      fused.op = Op::MatmulAdd;
-      fused.inputs = {mm->inputs[0], mm->inputs[1], add.inputs[1 - mm_slot]};
-      fused.outputs = add.outputs;
-      if (replace_with_fused(g, i, std::move(fused), {{Value{i, 0}, 0}}, {i, y.node})) {
-        result.count("patterns_fused");
-        return true;
-      }
-    }
+    const Value y = add.inputs[mm_slot];
+    const Node* mm = producer_if(g, y, Op::Matmul);
+    if (!mm || !rw.only_user_is(y, i)) continue;
+    Node fused;
+    fused.op = Op::MatmulAdd;
+    fused.inputs = {mm->inputs[0], mm->inputs[1], add.inputs[1 - mm_slot]};
+    fused.outputs = add.outputs;
+    const int id = rw.replace_with_fused(i, std::move(fused), {{Value{i, 0}, 0}}, {i, y.node});
+    if (id >= 0) return id;
   }
-  return false;
+  return -1;
 }
 
 }  // namespace
 
 PassResult run_fuse_matmul_add(Graph& g, const PassOptions&) {
   PassResult result;
-  while (fuse_one(g, result)) {
-  }
+  result.count("patterns_fused", rewrite_sweep(g, fuse_at));
   return result;
 }
 

@@ -19,7 +19,8 @@ struct HeadChain {
   std::vector<int> nodes;  // rope, reshape (if any), rms_norm, reshape (if any)
 };
 
-std::optional<HeadChain> match_chain(const Graph& g, const UseMap& uses, Value roped) {
+std::optional<HeadChain> match_chain(const Rewriter& uses, Value roped) {
+  const Graph& g = uses.graph();
   HeadChain c;
   c.rope = producer_if(g, roped, Op::Rope);
   if (!c.rope) return std::nullopt;
@@ -72,66 +73,65 @@ bool same_rope_and_norm(const HeadChain& a, const HeadChain& b) {
          a.positions == b.positions;
 }
 
-bool fuse_one(Graph& g, PassResult& result) {
-  const UseMap uses(g);
-  for (int w = 0; w < g.num_nodes(); ++w) {
+// Rewrites the match anchored at KV write node `w`; returns the fused node's id, or -1.
+int fuse_at(Rewriter& rw, int w) {
+  const Graph& g = rw.graph();
+  if (g.node(w).op != Op::KvWrite) return -1;
+  const Value k_roped = g.node(w).inputs[1];
+  if (!rw.only_user_is(k_roped, w)) return -1;
+  const auto k = match_chain(rw, k_roped);
+  if (!k) return -1;
+  const int64_t layer = g.node(w).attrs.get_int("layer");
+  // The q chain: what an attention of the same layer reading this write's token attends with.
+  // (A copy: a refused rewrite leaves the users as they are, but keep no reference across it.)
+  const std::vector<Use> readers = rw.users(Value{w, 0});
+  for (const Use& reader : readers) {
+    if (reader.node < 0) continue;
+    const Node& att = g.node(reader.node);
+    if (att.op != Op::Attention || att.attrs.get_int("layer") != layer) continue;
+    const Value q_roped = att.inputs[0];
+    const auto q = match_chain(rw, q_roped);
+    if (!q || !same_rope_and_norm(*q, *k)) continue;
     const Node& write = g.node(w);
-    if (write.op != Op::KvWrite) continue;
-    const Value k_roped = write.inputs[1];
-    if (!uses.only_user_is(k_roped, w)) continue;
-    const auto k = match_chain(g, uses, k_roped);
-    if (!k) continue;
-    const int64_t layer = write.attrs.get_int("layer");
-    // The q chain: what an attention of the same layer reading this write's token attends with.
-    for (const Use& reader : uses.users(Value{w, 0})) {
-      if (reader.node < 0) continue;
-      const Node& att = g.node(reader.node);
-      if (att.op != Op::Attention || att.attrs.get_int("layer") != layer) continue;
-      const Value q_roped = att.inputs[0];
-      const auto q = match_chain(g, uses, q_roped);
-      if (!q || !same_rope_and_norm(*q, *k)) continue;
-      const int64_t hd = k->rope->attrs.get_int("head_dim");
-      Node fused;
-      fused.op = Op::QkNormRopeKvWrite;
-      fused.inputs = {q->src,    k->src,       write.inputs[2], q->norm_w,
-                      k->norm_w, k->positions, write.inputs[0], write.inputs[3]};
-      fused.attrs.set("eps", k->norm->attrs.get_float("eps"));
-      fused.attrs.set("head_dim", hd);
-      fused.attrs.set("freq_base", k->rope->attrs.get_float("freq_base"));
-      fused.attrs.set("neox", k->rope->attrs.get_int("neox"));
-      fused.attrs.set("layer", layer);
-      fused.attrs.set("n_heads", g.type(q->src).shape[1] / hd);
-      fused.attrs.set("n_kv_heads", g.type(k->src).shape[1] / hd);
-      // Partial rotary and frequency factors as the rope had them: the attribute and the
-      // optional last input only when present, so the fused node reads like the ropes.
-      if (k->rope->attrs.has("n_rot")) fused.attrs.set("n_rot", rotated_dims(*k->rope));
-      if (k->freq_factors) fused.inputs.push_back(*k->freq_factors);
-      std::vector<ValueType> in_types;
-      for (const Value& v : fused.inputs) in_types.push_back(g.type(v));
-      try {
-        fused.outputs =
-            infer_output_types(fused.op, in_types, fused.attrs);  // e.g. norm weight not [hd]
-      } catch (const Error&) {
-        continue;
-      }
-      std::vector<int> pattern = {w};
-      pattern.insert(pattern.end(), q->nodes.begin(), q->nodes.end());
-      pattern.insert(pattern.end(), k->nodes.begin(), k->nodes.end());
-      if (replace_with_fused(g, w, std::move(fused), {{q_roped, 0}, {Value{w, 0}, 1}}, pattern)) {
-        result.count("patterns_fused");
-        return true;
-      }
+    const int64_t hd = k->rope->attrs.get_int("head_dim");
+    Node fused;
+    fused.op = Op::QkNormRopeKvWrite;
+    fused.inputs = {q->src,    k->src,       write.inputs[2], q->norm_w,
+                    k->norm_w, k->positions, write.inputs[0], write.inputs[3]};
+    fused.attrs.set("eps", k->norm->attrs.get_float("eps"));
+    fused.attrs.set("head_dim", hd);
+    fused.attrs.set("freq_base", k->rope->attrs.get_float("freq_base"));
+    fused.attrs.set("neox", k->rope->attrs.get_int("neox"));
+    fused.attrs.set("layer", layer);
+    fused.attrs.set("n_heads", g.type(q->src).shape[1] / hd);
+    fused.attrs.set("n_kv_heads", g.type(k->src).shape[1] / hd);
+    // Partial rotary and frequency factors as the rope had them: the attribute and the
+    // optional last input only when present, so the fused node reads like the ropes.
+    if (k->rope->attrs.has("n_rot")) fused.attrs.set("n_rot", rotated_dims(*k->rope));
+    if (k->freq_factors) fused.inputs.push_back(*k->freq_factors);
+    std::vector<ValueType> in_types;
+    for (const Value& v : fused.inputs) in_types.push_back(g.type(v));
+    try {
+      fused.outputs =
+          infer_output_types(fused.op, in_types, fused.attrs);  // e.g. norm weight not [hd]
+    } catch (const Error&) {
+      continue;
     }
+    std::vector<int> pattern = {w};
+    pattern.insert(pattern.end(), q->nodes.begin(), q->nodes.end());
+    pattern.insert(pattern.end(), k->nodes.begin(), k->nodes.end());
+    const int id =
+        rw.replace_with_fused(w, std::move(fused), {{q_roped, 0}, {Value{w, 0}, 1}}, pattern);
+    if (id >= 0) return id;
   }
-  return false;
+  return -1;
 }
 
 }  // namespace
 
 PassResult run_fuse_qk_norm_rope_kv_write(Graph& g, const PassOptions&) {
   PassResult result;
-  while (fuse_one(g, result)) {
-  }
+  result.count("patterns_fused", rewrite_sweep(g, fuse_at));
   return result;
 }
 
