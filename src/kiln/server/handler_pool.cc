@@ -22,14 +22,14 @@ bool HandlerPool::submit(std::function<void()> task) {
 }
 
 void HandlerPool::shutdown() {
-  std::vector<std::thread> threads;
+  std::vector<std::thread> joining;
   {
     std::lock_guard lock(mu_);
     stopping_ = true;
-    threads.swap(threads_);
+    joining.swap(threads_);
   }
   cv_.notify_all();
-  for (auto& t : threads) t.join();
+  for (auto& t : joining) t.join();
 }
 
 size_t HandlerPool::threads() const {

@@ -124,8 +124,8 @@ void HttpConnection::on_header(beast::error_code ec) {
   httplib::Response res;
   if (host_.answer_before_body(req_, res)) {
     // Whatever body was announced stays unread: the connection cannot carry another request.
-    const bool close = declares_body(req_) || res.get_header_value("Connection") == "close";
-    respond_now(std::move(res), close);
+    const bool closing = declares_body(req_) || res.get_header_value("Connection") == "close";
+    respond_now(std::move(res), closing);
     return;
   }
   close_after_ = declares_body(req_) && !route_reads_body(req_.method);
@@ -224,7 +224,7 @@ void HttpConnection::dispatch() {
 }
 
 void HttpConnection::run_handler(const httplib::Request& req) {
-  bool close = !keep_alive_ || close_after_;
+  bool closing = !keep_alive_ || close_after_;
   {
     httplib::Response res;
     {
@@ -232,27 +232,27 @@ void HttpConnection::run_handler(const httplib::Request& req) {
       host_.handle(req, res);
     }
     host_.before_write(req, res);
-    close = close || host_.draining() || res.get_header_value("Connection") == "close";
-    if (!write_response(req, res, close)) close = true;
+    closing = closing || host_.draining() || res.get_header_value("Connection") == "close";
+    if (!write_response(req, res, closing)) closing = true;
     // `res` goes here: a stream's releaser runs (and cancels its job if the client left).
   }
   host_.count_in_flight(-1);
   net::post(stream_.get_executor(),
-            [self = shared_from_this(), close] { self->after_response(close); });
+            [self = shared_from_this(), closing] { self->after_response(closing); });
 }
 
 bool HttpConnection::write_response(const httplib::Request& req, httplib::Response& res,
-                                    bool close) {
+                                    bool closing) {
   const bool head_only = req.method == "HEAD";
-  const bool ka_1_0 = http_1_0_ && !close;
+  const bool ka_1_0 = http_1_0_ && !closing;
   if (!res.content_provider_) {
-    std::string bytes = response_head(res, false, close, ka_1_0);
+    std::string bytes = response_head(res, false, closing, ka_1_0);
     if (!head_only) bytes += res.body;
     return write_blocking(std::move(bytes));
   }
   // A streamed body (SSE): every piece the provider writes goes out as its own chunk at once,
   // so each event reaches the client when it is produced.
-  bool ok = write_blocking(response_head(res, true, close, ka_1_0));
+  bool ok = write_blocking(response_head(res, true, closing, ka_1_0));
   bool done = false;
   size_t offset = 0;
   httplib::DataSink sink;
@@ -295,22 +295,22 @@ bool HttpConnection::write_blocking(std::string bytes) {
   }
 }
 
-void HttpConnection::respond_now(httplib::Response res, bool close) {
+void HttpConnection::respond_now(httplib::Response res, bool closing) {
   host_.before_write(req_, res);
   phase_ = Phase::Handling;
-  auto bytes = std::make_shared<std::string>(response_head(res, false, close, false));
+  auto bytes = std::make_shared<std::string>(response_head(res, false, closing, false));
   if (req_.method != "HEAD") *bytes += res.body;
   stream_.expires_after(limits_.write_timeout);
   net::async_write(stream_, net::buffer(*bytes),
-                   [self = shared_from_this(), bytes, close](beast::error_code ec, size_t) {
+                   [self = shared_from_this(), bytes, closing](beast::error_code ec, size_t) {
                      self->stream_.expires_never();
-                     self->after_response(close || ec);
+                     self->after_response(closing || ec);
                    });
 }
 
-void HttpConnection::after_response(bool close) {
+void HttpConnection::after_response(bool closing) {
   if (phase_ == Phase::Closed) return;
-  if (close) {
+  if (closing) {
     lingering_close();
     return;
   }

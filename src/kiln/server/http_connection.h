@@ -79,10 +79,10 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   void on_body(boost::beast::error_code ec);
   void dispatch();
   void run_handler(const httplib::Request& req);  // handler thread
-  bool write_response(const httplib::Request& req, httplib::Response& res, bool close);
-  bool write_blocking(std::string bytes);               // handler thread: through the I/O strand
-  void respond_now(httplib::Response res, bool close);  // I/O thread, no handler
-  void after_response(bool close);
+  bool write_response(const httplib::Request& req, httplib::Response& res, bool closing);
+  bool write_blocking(std::string bytes);                 // handler thread: through the I/O strand
+  void respond_now(httplib::Response res, bool closing);  // I/O thread, no handler
+  void after_response(bool closing);
   void fail_read(boost::beast::error_code ec);
   void lingering_close();
   void discard_until_eof(std::shared_ptr<std::string> sink,
