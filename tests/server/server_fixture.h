@@ -8,6 +8,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -111,7 +112,8 @@ class RawConnection {
         out.append(buf, static_cast<size_t>(n));
         continue;
       }
-      closed_ = n == 0;
+      // An orderly close, or a reset (the server closed while bytes it never read were queued).
+      closed_ = n == 0 || (n < 0 && errno == ECONNRESET);
       return out;
     }
   }

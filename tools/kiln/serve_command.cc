@@ -1,7 +1,9 @@
 // `kiln serve`: load a model, start the engine and serve the SGLang-native and OpenAI HTTP APIs
-// until SIGINT/SIGTERM. Shutdown is graceful: the engine aborts what is in flight (streams get
-// a final event with finish reason "abort"), the server lets those last events out, then exits
-// with status 0.
+// until SIGINT/SIGTERM. Shutdown drains: the listening socket closes, idle and slow connections
+// close, streams end at once with a final "abort" event (their client has every token so far),
+// and non-streaming requests in flight may finish for up to --shutdown-timeout seconds (their
+// client would otherwise get nothing); then the engine aborts what is left, the last events go
+// out, and the process exits with status 0. A second signal exits at once.
 #include <pthread.h>
 #include <signal.h>
 
@@ -52,6 +54,7 @@ struct ServeArgs {
   int64_t random_seed = -1;
   size_t max_body_bytes = 16u << 20;
   int64_t max_prompt_tokens = 0;
+  double shutdown_timeout = 30;
   std::string log_level = "info";
 };
 
@@ -72,6 +75,10 @@ class ShutdownSignal {
         std::_Exit(130);
       }
       received_.set_value(sig);
+      // The operator who signals again does not want to wait for the drain.
+      sigwait(&set_, &sig);
+      std::fprintf(stderr, "\nkiln serve: second signal, exiting without draining\n");
+      std::_Exit(128 + sig);
     }).detach();  // blocked in sigwait for the life of the process when no signal comes
   }
   void set_ready() { ready_ = true; }
@@ -184,8 +191,15 @@ int serve(const ServeArgs& a) {
   std::fflush(stdout);
 
   int sig = signal.wait();
-  KILN_LOG_INFO("received {}, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
-  eng.shutdown();  // every request in flight finishes with "abort"
+  KILN_LOG_INFO("received {}, draining for up to {} s (a second signal exits at once)",
+                sig == SIGINT ? "SIGINT" : "SIGTERM", a.shutdown_timeout);
+  http.stop_accepting();  // and streams end with "abort"
+  const auto grace = std::chrono::milliseconds(static_cast<int64_t>(a.shutdown_timeout * 1000));
+  if (!http.wait_requests_done(grace)) {
+    KILN_LOG_WARN("{} requests still running after {} s; aborting them", http.requests_in_flight(),
+                  a.shutdown_timeout);
+  }
+  eng.shutdown();  // every request still in flight finishes with "abort"
   if (!http.wait_idle(std::chrono::seconds(10))) {
     KILN_LOG_WARN("some responses were still being written after 10 s; closing them");
   }
@@ -262,6 +276,11 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--max-prompt-tokens", a->max_prompt_tokens,
                   "Longer prompts get 400 (0: only the context length limits them)")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--shutdown-timeout", a->shutdown_timeout,
+                  "On SIGTERM/SIGINT, seconds that non-streaming requests in flight may take to "
+                  "finish before they are aborted (streams end at once)")
+      ->check(CLI::Range(0.0, 86400.0))
+      ->capture_default_str();
   cmd->add_option("--log-level", a->log_level, "trace|debug|info|warn|error|off")
       ->capture_default_str();
   cmd->callback([a] { std::exit(serve(*a)); });

@@ -82,8 +82,19 @@ std::optional<GenerationJob::Update> GenerationJob::next(std::chrono::millisecon
   return u;
 }
 
-void GenerationJob::wait_all() {
-  while (!all_finished()) next(std::chrono::milliseconds(1000));
+void GenerationJob::wait_all(const std::function<bool()>& abandoned) {
+  // The poll interval bounds how long a gone client's requests keep running (one check is a
+  // non-blocking peek at the socket).
+  const auto poll = std::chrono::milliseconds(abandoned ? 100 : 1000);
+  bool cancelled = false;
+  while (!all_finished()) {
+    next(poll);
+    if (!cancelled && abandoned && !all_finished() && abandoned()) {
+      KILN_LOG_INFO("{}: the client closed its connection; cancelling its requests", route_);
+      cancel_all();
+      cancelled = true;
+    }
+  }
 }
 
 void GenerationJob::apply(const Update& u) {

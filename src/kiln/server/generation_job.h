@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -70,8 +71,10 @@ class GenerationJob {
   };
   // Waits up to `timeout` for the next event; nullopt when none came.
   std::optional<Update> next(std::chrono::milliseconds timeout);
-  // Blocks until every sequence has finished.
-  void wait_all();
+  // Blocks until every sequence has finished. `abandoned` (when given) is polled while
+  // waiting: once it says the client has gone, every sequence is cancelled, and the wait ends
+  // when the engine has aborted them (their KV pages are then back).
+  void wait_all(const std::function<bool()>& abandoned = {});
 
   bool all_finished() const { return unfinished_ == 0; }
   size_t size() const { return results_.size(); }

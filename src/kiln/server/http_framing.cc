@@ -1,6 +1,7 @@
 #include "kiln/server/http_framing.h"
 
-#include <memory>
+#include <algorithm>
+#include <cctype>
 
 namespace kiln::server {
 
@@ -23,16 +24,16 @@ bool declares_body(const httplib::Request& req) {
   return len.find_first_not_of('0') != std::string::npos;  // "0", "00": no body
 }
 
-bool httplib_reads_body(const std::string& method) {
-  return method == "POST" || method == "PUT" || method == "PATCH" || method == "DELETE";
-}
-
-bool has_no_body(const httplib::Request& req) {
-  return httplib_reads_body(req.method) && !req.has_header("Content-Length") &&
-         !req.has_header("Transfer-Encoding");
-}
-
 std::string framing_problem(const httplib::Request& req) {
+  if (req.has_header("Transfer-Encoding")) {
+    std::string te = req.get_header_value("Transfer-Encoding");
+    std::transform(te.begin(), te.end(), te.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    const size_t last = te.find_last_not_of(" \t");
+    if (last == std::string::npos || last + 1 < 7 || te.compare(last + 1 - 7, 7, "chunked") != 0) {
+      return "the request's Transfer-Encoding does not end with chunked";
+    }
+  }
   const size_t lengths = req.get_header_value_count("Content-Length");
   if (lengths == 0) return {};
   if (req.has_header("Transfer-Encoding")) {
@@ -50,25 +51,6 @@ std::string framing_problem(const httplib::Request& req) {
 void close_after_response(httplib::Response& res) {
   res.headers.erase("Connection");  // one header, however many times a response is marked
   res.set_header("Connection", "close");
-}
-
-void end_marked_connection(const httplib::Request& req, httplib::Response& res) {
-  const bool body_left_unread = declares_body(req) && !httplib_reads_body(req.method);
-  if (body_left_unread) close_after_response(res);
-  if (res.get_header_value("Connection") != "close") return;
-  close_after_response(res);        // httplib may have added its own copy of the header
-  res.headers.erase("Keep-Alive");  // httplib added it before this hook ran
-  if (res.content_provider_) return;
-  // httplib has already set Content-Length for the body; keep it (and the content type).
-  auto body = std::make_shared<std::string>(std::move(res.body));
-  res.body.clear();
-  const std::string type = res.get_header_value("Content-Type");
-  res.headers.erase("Content-Type");  // set_content_provider adds it again
-  res.set_content_provider(type, [body](size_t, httplib::DataSink& sink) {
-    if (!body->empty()) sink.write(body->data(), body->size());
-    return false;  // the "failed" write is what makes httplib 0.11 close the connection
-  });
-  if (type.empty()) res.headers.erase("Content-Type");
 }
 
 }  // namespace kiln::server

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "kiln/server/client_watch.h"
 #include "kiln/server/generation_job.h"
 #include "kiln/server/http_error.h"
 #include "kiln/server/json_fields.h"
@@ -67,7 +68,7 @@ void handle_generate(ServerState& state, const httplib::Request& req, httplib::R
   const bool list = returns_list(parsed);
   if (!parsed.stream) {
     ActiveGeneration active(state);
-    job->wait_all();
+    job->wait_all(ClientWatch::client_gone);
     throw_if_engine_failed(*job);
     json out = json::array();
     for (size_t i = 0; i < job->size(); ++i) {

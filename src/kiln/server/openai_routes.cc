@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "kiln/server/client_watch.h"
 #include "kiln/server/generation_job.h"
 #include "kiln/server/http_error.h"
 #include "kiln/server/openai_request_parser.h"
@@ -79,7 +80,7 @@ void handle_completions(ServerState& state, const httplib::Request& req, httplib
 
   if (!parsed.stream) {
     ActiveGeneration active(state);
-    job->wait_all();
+    job->wait_all(ClientWatch::client_gone);
     throw_if_engine_failed(*job);
     json choices = json::array();
     for (size_t i = 0; i < job->size(); ++i) {
@@ -201,7 +202,7 @@ void handle_chat(ServerState& state, const httplib::Request& req, httplib::Respo
 
   if (!parsed.stream) {
     ActiveGeneration active(state);
-    job->wait_all();
+    job->wait_all(ClientWatch::client_gone);
     throw_if_engine_failed(*job);
     json choices = json::array();
     for (size_t i = 0; i < job->size(); ++i) {

@@ -6,7 +6,6 @@
 #include "kiln/base/log.h"
 #include "kiln/engine/engine.h"
 #include "kiln/server/http_error.h"
-#include "kiln/server/http_framing.h"
 
 namespace kiln::server {
 
@@ -31,53 +30,10 @@ Handler guarded(Handler handler) {
   };
 }
 
-// A POST handler that reads the body itself. httplib 0.11 applies its payload limit only to a
-// Content-Length; a chunked body it would buffer whole, however large. Here the limit holds
-// for every chunk, and a body that is too large or cannot be read ends the connection (what
-// is left of it must not be parsed as a request).
-httplib::Server::HandlerWithContentReader reading_body(Handler handler, size_t max_body_bytes) {
-  return
-      [handler = std::move(handler), max_body_bytes](
-          const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& read) {
-        std::string body;
-        bool too_large = false;
-        const bool ok = read([&](const char* data, size_t n) {
-          if (body.size() + n > max_body_bytes) {
-            too_large = true;
-            return false;
-          }
-          body.append(data, n);
-          return true;
-        });
-        if (!ok) {
-          // httplib may have set the status itself: 413 for a Content-Length over the limit,
-          // 415 for a Content-Encoding it cannot decode.
-          if (too_large || res.status == 413) {
-            set_error(res, 413, "the request body is larger than the server's limit");
-          } else if (res.status == 415) {
-            set_error(res, 415, "the request's Content-Encoding is not supported");
-          } else {
-            set_error(res, 400, "the request body could not be read");
-          }
-          close_after_response(res);
-          return;
-        }
-        httplib::Request with_body = req;
-        with_body.body = std::move(body);
-        handler(with_body, res);
-      };
-}
-
 }  // namespace
 
 void Router::add(const std::string& method, const std::string& pattern, Handler handler) {
-  Handler g = guarded(std::move(handler));
-  if (method == "GET") {
-    server_.Get(pattern, g);
-  } else {
-    server_.Post(pattern, reading_body(g, max_body_bytes_));
-  }
-  routes_.push_back({method, std::regex(pattern), std::move(g)});
+  routes_.push_back({method, std::regex(pattern), guarded(std::move(handler))});
 }
 
 void Router::get(const std::string& pattern, Handler handler) {

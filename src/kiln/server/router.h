@@ -1,9 +1,8 @@
-// Route registration on the httplib server with kiln's conventions: every handler's exceptions
-// become JSON errors with the right status (HttpError: its own; engine::QueueFull: 503;
-// kiln::Error and JSON errors: 400; anything else: 500), and the router remembers which
-// methods each path has so a wrong method gets 405 instead of 404. It can also run a route
-// itself, for the requests the server must answer before httplib reads a body (see
-// http_framing.h).
+// Routes with kiln's conventions: every handler's exceptions become JSON errors with the right
+// status (HttpError: its own; engine::QueueFull: 503; kiln::Error and JSON errors: 400;
+// anything else: 500), and the router remembers which methods each path has so a wrong method
+// gets 405 instead of 404. httplib::Request and httplib::Response are used as plain data: the
+// transport (http_connection.h) fills the request and writes the response.
 #pragma once
 #include <httplib.h>
 
@@ -19,17 +18,14 @@ using Handler = std::function<void(const httplib::Request&, httplib::Response&)>
 
 class Router {
  public:
-  // POST bodies larger than `max_body_bytes` get 413, chunked ones included.
-  Router(httplib::Server& server, size_t max_body_bytes)
-      : server_(server), max_body_bytes_(max_body_bytes) {}
-  // `pattern` is matched against the whole path as a regex (as httplib does), so a route with
+  // `pattern` is matched against the whole path as a regex, so a route with
   // a parameter is e.g. "/v1/models/(.+)"; handlers read the parameter from req.path.
   void get(const std::string& pattern, Handler handler);
   void post(const std::string& pattern, Handler handler);
   // Methods registered for `path` (empty when the path is unknown).
   std::vector<std::string> methods(const std::string& path) const;
-  // Runs the route for req.method (HEAD as GET) and req.path, as httplib would; when there is
-  // none, writes the 404 or 405 error (with Allow) that httplib's own dispatch would get.
+  // Runs the route for req.method (HEAD as GET) and req.path; when there is none, writes the
+  // 404 or 405 error (with Allow).
   void dispatch(const httplib::Request& req, httplib::Response& res) const;
   // The 404 (unknown path) or 405 (known path, other method; with Allow) error for `req`.
   void set_no_route_error(const httplib::Request& req, httplib::Response& res) const;
@@ -42,8 +38,6 @@ class Router {
   };
   void add(const std::string& method, const std::string& pattern, Handler handler);
 
-  httplib::Server& server_;
-  size_t max_body_bytes_;
   std::vector<Route> routes_;
 };
 

@@ -2,6 +2,7 @@
 // and the metrics. Owned by HttpServer; handlers get a reference.
 #pragma once
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -21,12 +22,21 @@ struct ServerOptions {
   // Non-empty: responses carry Access-Control-Allow-Origin with this value ("*" or an origin),
   // so browser pages from there may read them. Preflights are answered either way (cors.h).
   std::string cors_allow_origin;
-  int http_workers =
-      0;  // 0: enough for max_n concurrent streams plus headroom (see http_server.cc)
-  size_t max_body_bytes = 16u << 20;  // larger bodies get 413
-  int64_t max_prompt_tokens = 0;      // 0: the context length is the only limit
-  int max_n = 64;                     // samples per prompt (n)
-  int max_batch_prompts = 1024;       // prompts in one batch request
+  // Handler threads, started on demand up to this many (0: enough for max_n concurrent streams
+  // plus headroom, see http_server.cc). Idle and slow connections hold none.
+  int http_workers = 0;
+  int http_io_threads = 1;              // threads carrying every connection's I/O
+  size_t max_body_bytes = 16u << 20;    // larger bodies get 413
+  size_t max_header_bytes = 64u << 10;  // larger request heads get 431
+  // A request's header must be in this long after the server starts waiting for it (which also
+  // closes idle keep-alive connections); then its body within body_timeout; each response
+  // write within write_timeout.
+  std::chrono::milliseconds header_timeout{10000};
+  std::chrono::milliseconds body_timeout{60000};
+  std::chrono::milliseconds write_timeout{60000};
+  int64_t max_prompt_tokens = 0;  // 0: the context length is the only limit
+  int max_n = 64;                 // samples per prompt (n)
+  int max_batch_prompts = 1024;   // prompts in one batch request
   // n x prompts of one request; `kiln serve` sets the engine's queue size (request_builder.h).
   int64_t max_request_sequences = 1024;
   nlohmann::json server_args;  // echoed by /get_server_info
@@ -43,6 +53,9 @@ struct ServerState {
   std::shared_ptr<Metrics> metrics = std::make_shared<Metrics>();
   std::atomic<int> active_generations{0};  // HTTP requests with a job in flight
   std::atomic<bool> stopping{false};
+  // Set by HttpServer::stop_accepting (a draining shutdown): streams end with "abort", and
+  // responses close their connection.
+  std::atomic<bool> draining{false};
 
   ParseLimits parse_limits() const {
     ParseLimits l;

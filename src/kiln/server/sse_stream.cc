@@ -14,13 +14,21 @@ namespace {
 struct StreamState {
   std::shared_ptr<GenerationJob> job;
   SseRenderer renderer;
+  ServerState* server = nullptr;
   std::unique_ptr<ActiveGeneration> active;
   bool done = false;
+  bool cancelled_for_drain = false;
 };
 
 bool write_next(StreamState& st, httplib::DataSink& sink) {
   if (st.done) return false;
   GenerationJob& job = *st.job;
+  // A draining server ends streams at once: their client has every token so far and gets a
+  // final "abort" event; only non-streaming requests are worth waiting for.
+  if (st.server->draining.load() && !st.cancelled_for_drain) {
+    st.cancelled_for_drain = true;
+    job.cancel_all();
+  }
   // Blocks this worker briefly; returning true with nothing written makes httplib call again,
   // so the wait is a loop with a bounded sleep, not a busy spin.
   auto update = job.next(std::chrono::milliseconds(200));
@@ -49,6 +57,7 @@ void stream_job(httplib::Response& res, std::shared_ptr<GenerationJob> job, Serv
   auto st = std::make_shared<StreamState>();
   st->job = std::move(job);
   st->renderer = std::move(renderer);
+  st->server = &state;
   st->active = std::make_unique<ActiveGeneration>(state);
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
