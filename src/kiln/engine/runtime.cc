@@ -151,8 +151,8 @@ Runtime::Runtime(const RuntimeOptions& options) : impl_(std::make_unique<Impl>()
   KILN_LOG_INFO(
       "memory after load: resident {:.1f} MiB (file {:.1f}, anonymous {:.1f}), peak {:.1f} MiB; "
       "packed weights {:.1f} MiB; file pages released after repacking {:.1f} MiB",
-      mem.resident / 1048576.0, mem.file / 1048576.0, mem.anon / 1048576.0,
-      mem.peak / 1048576.0, packs.bytes / 1048576.0, packs.released_bytes / 1048576.0);
+      mem.resident / 1048576.0, mem.file / 1048576.0, mem.anon / 1048576.0, mem.peak / 1048576.0,
+      packs.bytes / 1048576.0, packs.released_bytes / 1048576.0);
 }
 
 Runtime::~Runtime() = default;
