@@ -50,31 +50,31 @@ fi
 echo "model: $model" | tee "$OUT/model"
 
 log() { echo "$* $(date +%T) load $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$OUT/log"; }
-timed() {  # $1 output file (its .time gets "peak_kib wall_s"), then the command
+timed() {  # $1 file for "peak_kib wall_s", then the command
   local out=$1
   shift
-  /usr/bin/time -f "%M %e" -o "$out.time" "$@"
+  /usr/bin/time -f "%M %e" -o "$out" "$@"
 }
 llama_decode() {  # $1 batch size, $2 prompt tokens, $3 output file
-  timed "$3" "$bin/llama-batched-bench" -m "$model" -c $(($1 * ($2 + 64))) -b 2048 -ub 512 \
+  timed "$3.time" "$bin/llama-batched-bench" -m "$model" -c $(($1 * ($2 + 64))) -b 2048 -ub 512 \
     -npp "$2" -ntg 64 -npl "$1" -t $THREADS -tb $THREADS --output-format jsonl >"$3" 2>"$3.log"
 }
 kiln_decode() {
-  timed "$3" $K bench -m "$model" --threads $THREADS --batch-sizes "$1" --input-len "$2" \
+  timed "$3.time" $K bench -m "$model" --threads $THREADS --batch-sizes "$1" --input-len "$2" \
     --output-len 64 --modes graph --json "$3" >"$3.log" 2>&1
 }
 llama_prefill() {  # $1 prompt tokens, $2 output file
-  timed "$2" "$bin/llama-bench" -m "$model" -p "$1" -n 0 -t $THREADS -o json >"$2" 2>"$2.log"
+  timed "$2.time" "$bin/llama-bench" -m "$model" -p "$1" -n 0 -t $THREADS -o json >"$2" 2>"$2.log"
 }
 kiln_prefill() {
-  timed "$2" $K bench -m "$model" --threads $THREADS --batch-sizes 1 --input-len "$1" \
+  timed "$2.time" $K bench -m "$model" --threads $THREADS --batch-sizes 1 --input-len "$1" \
     --output-len 4 --modes graph --json "$2" >"$2.log" 2>&1
 }
 llama_load() {  # $1 output file
-  timed "$1" "$bin/llama-simple" -m "$model" -n 1 "Hello" >"$1" 2>"$1.log"
+  timed "$1.time" "$bin/llama-simple" -m "$model" -n 1 "Hello" >"$1" 2>"$1.log"
 }
 kiln_load() {
-  timed "$1" $K run -m "$model" -t $THREADS -p "Hello" -n 1 >"$1" 2>"$1.log"
+  timed "$1.time" $K run -m "$model" -t $THREADS -p "Hello" -n 1 >"$1" 2>"$1.log"
 }
 
 log "start"
