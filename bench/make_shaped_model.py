@@ -2,7 +2,8 @@
 so kiln and llama.cpp can be compared at real sizes without downloading weights.
 
 Usage: make_shaped_model.py --shape NAME --out DIR [--quant Q4_K_M,Q8_0] [--keep-f16]
-                            [--tokenizer-from GGUF] [--llama-quantize PATH] [--seed N]
+                            [--reuse-f16] [--tokenizer-from GGUF] [--llama-quantize PATH]
+                            [--seed N]
 
 Writes DIR/NAME-f16.gguf, then, for each --quant type, DIR/NAME-<type>.gguf made from it by
 llama.cpp's llama-quantize (built by bench/llama_cpp_build.sh); the F16 file is deleted
@@ -267,6 +268,8 @@ def main() -> None:
     ap.add_argument("--llama-quantize", default=default_llama_quantize(),
                     help="llama-quantize binary (default: bench/llama_cpp_build.sh's)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--reuse-f16", action="store_true", help="quantize an existing F16 file of this "
+                    "shape in --out instead of writing it again")
     a = ap.parse_args()
     s = SHAPES[a.shape]
     quants = [q for q in a.quant.split(",") if q]
@@ -276,8 +279,9 @@ def main() -> None:
     a.out.mkdir(parents=True, exist_ok=True)
     f16 = a.out / f"{a.shape}-f16.gguf"
     t0 = time.monotonic()
-    write_f16(a.shape, s, f16, a.tokenizer_from or default_tokenizer_gguf(), a.seed)
-    print(f"{f16}: {f16.stat().st_size / 2**20:.1f} MiB in {time.monotonic() - t0:.1f} s", flush=True)
+    if not (a.reuse_f16 and f16.is_file()):
+        write_f16(a.shape, s, f16, a.tokenizer_from or default_tokenizer_gguf(), a.seed)
+        print(f"{f16}: {f16.stat().st_size / 2**20:.1f} MiB in {time.monotonic() - t0:.1f} s", flush=True)
     for q in quants:
         out = a.out / f"{a.shape}-{q.lower()}.gguf"
         t0 = time.monotonic()
