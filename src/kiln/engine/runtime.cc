@@ -8,6 +8,7 @@
 
 #include "kiln/base/error.h"
 #include "kiln/base/log.h"
+#include "kiln/base/resident_memory.h"
 #include "kiln/engine/graph_checker.h"
 #include "kiln/engine/graph_runner.h"
 #include "kiln/engine/model_runner.h"
@@ -143,6 +144,15 @@ Runtime::Runtime(const RuntimeOptions& options) : impl_(std::make_unique<Impl>()
       "threads",
       info.name, info.architecture, info.n_layers, info.vocab_size, context, kv.n_pages,
       kv.page_size, m.pool->bytes() / 1048576.0, m.threads->size());
+  // The memory bound tests/e2e/test_shaped_models.py checks: resident close to the packed
+  // weights (the file pages they were packed from are released) plus what the KV pool wrote.
+  const ResidentMemory mem = read_resident_memory();
+  const model::PackStats& packs = m.weights->pack_stats();
+  KILN_LOG_INFO(
+      "memory after load: resident {:.1f} MiB (file {:.1f}, anonymous {:.1f}), peak {:.1f} MiB; "
+      "packed weights {:.1f} MiB; file pages released after repacking {:.1f} MiB",
+      mem.resident / 1048576.0, mem.file / 1048576.0, mem.anon / 1048576.0, mem.peak / 1048576.0,
+      packs.bytes / 1048576.0, packs.released_bytes / 1048576.0);
 }
 
 Runtime::~Runtime() = default;

@@ -8,6 +8,7 @@
 #include "kiln/base/cpu_features.h"
 #include "kiln/base/error.h"
 #include "kiln/base/log.h"
+#include "kiln/base/mmap_file.h"
 #include "kiln/base/thread_pool.h"
 #include "kiln/kernels/dequant.h"
 #include "kiln/model/gguf.h"
@@ -23,6 +24,15 @@ std::string param_key(const graph::Node& param) {
     return key;
   }
   return param.attrs.get_str("name");
+}
+
+// A repacked weight's stored bytes are not read again (the kernels read the packed copy), so
+// their mapped file pages leave the resident set: without this a loaded model holds both. A
+// tensor also read in place (a tied embedding) faults back in just the rows it touches.
+size_t release_source_pages(const std::vector<Tensor>& sources) {
+  size_t bytes = 0;
+  for (const Tensor& t : sources) bytes += MmapFile::release_pages(t.data(), t.nbytes());
+  return bytes;
 }
 
 }  // namespace
@@ -108,18 +118,21 @@ const kernels::PackedWeight& WeightStore::packed_by_key(const graph::Node& param
   std::unique_ptr<kernels::PackedWeight> packed;
   // Weights are packed in the order the graph reads them: the arena lays them out as one stream.
   auto alloc = [this](size_t bytes) { return arena_.allocate(bytes); };
+  std::vector<Tensor> sources;
   if (param.attrs.has("concat")) {
-    std::vector<Tensor> parts;
-    for (const auto& name : param.attrs.get_strs("concat")) parts.push_back(tensor(name));
-    packed = pack_concat_cached(key, parts);
+    for (const auto& name : param.attrs.get_strs("concat")) sources.push_back(tensor(name));
+    packed = pack_concat_cached(key, sources);
   } else {
+    sources.push_back(tensor(key));
     packed = std::make_unique<kernels::PackedWeight>(
-        kernels::PackedWeight::pack(tensor(key), alloc, parallel_));
+        kernels::PackedWeight::pack(sources[0], alloc, parallel_));
   }
+  const size_t released = release_source_pages(sources);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::lock_guard<std::mutex> lock(mutex_);
   pack_stats_.tensors += 1;
   pack_stats_.bytes += packed->bytes();
+  pack_stats_.released_bytes += released;
   pack_stats_.seconds += seconds;
   return *packed_.emplace(key, std::move(packed)).first->second;
 }
@@ -186,10 +199,12 @@ const kernels::PackedExperts& WeightStore::packed_experts(
   auto alloc = [this](size_t bytes) { return arena_.allocate(bytes); };
   auto packed =
       std::make_unique<kernels::PackedExperts>(kernels::pack_experts(tensors, alloc, parallel_));
+  const size_t released = release_source_pages(tensors);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::lock_guard<std::mutex> lock(mutex_);
   pack_stats_.tensors += static_cast<int64_t>(parts.size());
   pack_stats_.bytes += packed->bytes();
+  pack_stats_.released_bytes += released;
   pack_stats_.seconds += seconds;
   return *experts_.emplace(key, std::move(packed)).first->second;
 }

@@ -28,7 +28,8 @@ class GgufFile;
 
 struct PackStats {
   int64_t tensors = 0;
-  size_t bytes = 0;  // repacked bytes held in memory
+  size_t bytes = 0;           // repacked bytes held in memory
+  size_t released_bytes = 0;  // mapped file pages of repacked weights dropped from memory
   double seconds = 0;
   int64_t cache_hits = 0;    // merged weights read from the pack cache
   int64_t cache_stores = 0;  // merged weights packed and written to it

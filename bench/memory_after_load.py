@@ -1,0 +1,77 @@
+"""Resident memory of a `kiln serve` process once it is ready, and how long it took to get there.
+
+Usage: memory_after_load.py MODEL [--kiln BIN] [--kv-tokens N] [-- extra serve options]
+
+Starts the server on a free port, waits for /health, reads /proc/PID/status (VmRSS, RssFile,
+RssAnon, VmHWM) and stops it. Works with any kiln binary (so an older build gives the figure
+from before a change). Memory figures do not depend on how busy the machine is; the load time
+does.
+"""
+import argparse
+import pathlib
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+import requests
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+
+
+def status_mib(pid: int) -> dict:
+    out = {}
+    for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "RssFile", "RssAnon", "VmHWM"):
+            out[key] = int(value.split()[0]) / 1024
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("model")
+    ap.add_argument("--kiln", default=str(REPO / "build" / "release" / "kiln"))
+    ap.add_argument("--kv-tokens", default="32768")
+    ap.add_argument("--threads", default="2")
+    ap.add_argument("extra", nargs="*")
+    a = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        log_path = pathlib.Path(tmp) / "serve.log"
+        args = [a.kiln, "serve", "-m", a.model, "--host", "127.0.0.1", "--port", "0", "--threads", a.threads,
+                "--kv-tokens", a.kv_tokens, "--log-level", "info", *a.extra]
+        t0 = time.monotonic()
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            url = None
+            while True:
+                if proc.poll() is not None:
+                    sys.exit(f"kiln serve exited with {proc.returncode}:\n{log_path.read_text()}")
+                text = log_path.read_text(errors="replace")
+                m = re.search(r"at (http://127\.0\.0\.1:\d+)", text)
+                if m:
+                    url = m.group(1)
+                    try:
+                        if requests.get(url + "/health", timeout=2).status_code == 200:
+                            break
+                    except requests.ConnectionError:
+                        pass
+                time.sleep(0.05)
+            ready = time.monotonic() - t0
+            mem = status_mib(proc.pid)
+        finally:
+            proc.terminate()
+            proc.wait(timeout=60)
+        line = re.search(r"memory after load: .*", log_path.read_text(errors="replace"))
+    size = pathlib.Path(a.model).stat().st_size / 2**20
+    print(f"{a.model} ({size:.0f} MiB file) with {a.kiln}:")
+    print(f"  ready after {ready:.1f} s; resident {mem['VmRSS']:.0f} MiB (file {mem['RssFile']:.0f}, "
+          f"anonymous {mem['RssAnon']:.0f}), peak {mem['VmHWM']:.0f} MiB")
+    if line:
+        print(f"  kiln's own line: {line.group(0)}")
+
+
+if __name__ == "__main__":
+    main()
