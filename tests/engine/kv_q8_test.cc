@@ -1,0 +1,151 @@
+// The q8 KV cache end to end on the tiny random-weight models: graph mode equals eager mode
+// token for token and logit for logit, a sequence's logits do not depend on the batch it
+// shares, and q8 logits stay close to the f16 cache's.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cmath>
+#include <filesystem>
+#include <random>
+
+#include "kiln/engine/runtime.h"
+#include "model_harness.h"
+#include "tiny_runtime.h"
+
+namespace kiln::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+engine::RuntimeOptions q8_options(const fs::path& model, engine::GraphMode mode, int max_bs) {
+  engine::RuntimeOptions o = tiny_runtime_options(model, mode, max_bs);
+  o.kv_dtype = kernels::KvDtype::Q8;
+  return o;
+}
+
+std::vector<std::vector<int32_t>> prompts(int n, int64_t vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<std::vector<int32_t>> out(n);
+  for (int i = 0; i < n; ++i) {
+    int len = 1 + static_cast<int>(rng() % 90);
+    for (int t = 0; t < len; ++t) out[i].push_back(static_cast<int32_t>(3 + rng() % (vocab - 3)));
+  }
+  return out;
+}
+
+// Prefills every prompt alone, then decodes `steps` tokens for all of them as one batch,
+// feeding back each sequence's argmax. Returns every decode step's logits per sequence.
+std::vector<std::vector<std::vector<float>>> decode(engine::Runtime& rt,
+                                                    const std::vector<std::vector<int32_t>>& ps,
+                                                    int steps, int* graph_steps = nullptr) {
+  ModelHarness h(rt.executor(), rt.kv_pool());
+  std::vector<Sequence> seqs(ps.size());
+  std::vector<Sequence*> all;
+  std::vector<int32_t> next(ps.size());
+  for (size_t i = 0; i < ps.size(); ++i) {
+    all.push_back(&seqs[i]);
+    next[i] = argmax(h.step({&seqs[i]}, {ps[i]})[0]);
+  }
+  std::vector<std::vector<std::vector<float>>> out(ps.size());
+  for (int s = 0; s < steps; ++s) {
+    std::vector<std::vector<int32_t>> toks;
+    for (int32_t t : next) toks.push_back({t});
+    bool used = false;
+    auto rows = h.step(all, toks, false, &used);
+    if (used && graph_steps != nullptr) ++*graph_steps;
+    for (size_t i = 0; i < ps.size(); ++i) {
+      next[i] = argmax(rows[i]);
+      out[i].push_back(std::move(rows[i]));
+    }
+  }
+  for (auto& s : seqs) h.release(s);
+  return out;
+}
+
+std::vector<std::vector<int32_t>> tokens_of(const std::vector<std::vector<std::vector<float>>>& l) {
+  std::vector<std::vector<int32_t>> out(l.size());
+  for (size_t i = 0; i < l.size(); ++i)
+    for (const auto& row : l[i]) out[i].push_back(argmax(row));
+  return out;
+}
+
+class KvQ8 : public ::testing::TestWithParam<std::string> {
+ protected:
+  fs::path model() const {
+    fs::path m = tiny_model(GetParam());
+    EXPECT_TRUE(fs::exists(m)) << "fixture missing (run tests/fixtures/generate_all.py): " << m;
+    return m;
+  }
+};
+
+// Graph mode (optimized plans, fused QK-norm/RoPE/KV write) equals eager mode with a q8
+// cache: the same logits bit for bit, so the same tokens, at several batch sizes (5 pads to a
+// captured 8 with inert rows).
+TEST_P(KvQ8, GraphEqualsEager) {
+  const fs::path m = model();
+  engine::Runtime eager(q8_options(m, engine::GraphMode::Off, 1));
+  engine::Runtime graph(q8_options(m, engine::GraphMode::Optimize, 8));
+  ASSERT_EQ(eager.kv_pool().dtype(), kernels::KvDtype::Q8);
+  ASSERT_EQ(graph.kv_pool().dtype(), kernels::KvDtype::Q8);
+  for (int bs : {1, 5, 8}) {
+    SCOPED_TRACE("batch " + std::to_string(bs));
+    auto ps = prompts(bs, eager.info().vocab_size, 4321 + bs);
+    int graph_steps = 0;
+    auto want = decode(eager, ps, 24);
+    auto got = decode(graph, ps, 24, &graph_steps);
+    EXPECT_EQ(graph_steps, 24) << "every decode step should replay a plan";
+    EXPECT_EQ(tokens_of(got), tokens_of(want));
+    for (size_t i = 0; i < ps.size(); ++i)
+      for (size_t s = 0; s < want[i].size(); ++s)
+        ASSERT_EQ(got[i][s], want[i][s]) << "sequence " << i << " step " << s;
+  }
+}
+
+// A sequence's logits are the same bits alone and in a batch of unrelated sequences, in both
+// modes.
+TEST_P(KvQ8, BatchInvariant) {
+  const fs::path m = model();
+  for (auto mode : {engine::GraphMode::Off, engine::GraphMode::Optimize}) {
+    SCOPED_TRACE(engine::graph_mode_name(mode));
+    engine::Runtime rt(q8_options(m, mode, 8));
+    auto ps = prompts(7, rt.info().vocab_size, 77);
+    auto batch = decode(rt, ps, 16);
+    for (size_t i : {size_t{0}, size_t{3}, size_t{6}}) {
+      auto alone = decode(rt, {ps[i]}, 16);
+      for (size_t s = 0; s < alone[0].size(); ++s)
+        ASSERT_EQ(alone[0][s], batch[i][s]) << "sequence " << i << " step " << s;
+    }
+  }
+}
+
+// q8 changes the logits (the quantized cache is really read) but only a little: every row's
+// logits of the same 80 tokens from an f16 and a q8 cache.
+TEST_P(KvQ8, CloseToF16) {
+  const fs::path m = model();
+  engine::Runtime f16(tiny_runtime_options(m, engine::GraphMode::Off, 1));
+  engine::Runtime q8(q8_options(m, engine::GraphMode::Off, 1));
+  EXPECT_LT(q8.kv_pool().bytes() * 10, f16.kv_pool().bytes() * 6);
+  const auto tokens = prompts(1, f16.info().vocab_size, 5)[0];
+  std::vector<int32_t> text;
+  while (text.size() < 80) text.insert(text.end(), tokens.begin(), tokens.end());
+  text.resize(80);
+  ModelHarness hf(f16.executor(), f16.kv_pool()), hq(q8.executor(), q8.kv_pool());
+  Sequence sf, sq;
+  const auto a = hf.step_all_rows(sf, text), b = hq.step_all_rows(sq, text);
+  ASSERT_EQ(a.size(), b.size());
+  double max_diff = 0, max_logit = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    max_diff = std::max(max_diff, double(std::fabs(a[i] - b[i])));
+    max_logit = std::max(max_logit, double(std::fabs(a[i])));
+  }
+  EXPECT_GT(max_diff, 0.0) << "q8 gave the f16 cache's logits exactly: is it used?";
+  EXPECT_LT(max_diff, 0.05 * max_logit) << "max |logit| " << max_logit;
+  std::printf("%s: max |logit diff| f16 vs q8 %.3g, max |logit| %.3g\n", GetParam().c_str(),
+              max_diff, max_logit);
+}
+
+INSTANTIATE_TEST_SUITE_P(TinyModels, KvQ8, ::testing::ValuesIn(kTinyModels), model_param_name);
+
+}  // namespace
+}  // namespace kiln::testing
