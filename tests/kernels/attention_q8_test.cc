@@ -21,9 +21,11 @@ using testing::bits_equal;
 using testing::random_floats;
 using testing::run_group;
 
-// As attention_test.cc: float arithmetic against float64 over the same (dequantized) values.
-constexpr double kRel = 1e-5;
-constexpr double kAbs = 2e-6;
+// Float arithmetic against float64 over the same (dequantized) values, as attention_test.cc,
+// scaled for keys and values up to 4x larger here (blocks of different magnitudes): far below
+// the q8 quantization error itself (~1e-2), so a wrongly scaled block still fails.
+constexpr double kRel = 4e-5;
+constexpr double kAbs = 1e-5;
 
 struct SeqSpec {
   int before;  // keys already cached
@@ -211,7 +213,8 @@ class AttentionQ8Test : public testing::IsaTest {
     ASSERT_TRUE(bits_equal(run(b, 3, 0), out1)) << "without split";
     for (int64_t t : alone_rows)
       ASSERT_TRUE(bits_equal(run_row_alone(b, t), row_of(out1, b, t))) << "row " << t;
-    // f16 attention over the dequantized values (rounded to f16) agrees to f16 precision.
+    // f16 attention over the dequantized values (rounded to f16) agrees to f16 precision:
+    // values up to 4 round by up to 2e-3, and scores up to ~10 by up to ~5e-3 before the exp.
     std::vector<uint16_t> k16(b.deq_k.size()), v16(b.deq_v.size());
     for (size_t i = 0; i < k16.size(); ++i) {
       k16[i] = f32_to_f16(b.deq_k[i]);
@@ -219,7 +222,7 @@ class AttentionQ8Test : public testing::IsaTest {
     }
     const KvLayerView& q8 = b.pool->view;
     KvLayerView f16{k16.data(), v16.data(), q8.n_pages, q8.page_size, q8.n_kv_heads, q8.head_dim};
-    ASSERT_TRUE(all_close(run_view(b, f16, 2), out1, 2e-3, 2e-3)) << "vs f16 attention";
+    ASSERT_TRUE(all_close(run_view(b, f16, 2), out1, 1e-2, 1e-2)) << "vs f16 attention";
   }
 };
 
