@@ -42,7 +42,7 @@ using clock = std::chrono::steady_clock;
 
 struct BenchArgs {
   std::string model;
-  std::string quantize;  // --quantize
+  std::string quantize;          // --quantize
   std::string kv_dtype = "f16";  // --kv-dtype
   std::vector<int> batch_sizes{1, 8, 32};
   int input_len = 128;

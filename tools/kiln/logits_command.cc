@@ -9,15 +9,15 @@
 #include "kiln/base/error.h"
 #include "kiln/base/log.h"
 #include "kiln/engine/runtime.h"
-#include "kiln/kernels/kv_cache.h"
 #include "kiln/engine/sequence_stepper.h"
+#include "kiln/kernels/kv_cache.h"
 
 namespace kiln::cli {
 namespace {
 
 struct LogitsArgs {
   std::string model;
-  std::string quantize;  // --quantize
+  std::string quantize;          // --quantize
   std::string kv_dtype = "f16";  // --kv-dtype
   std::string ids_file;
   std::string out;

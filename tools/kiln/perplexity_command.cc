@@ -20,8 +20,8 @@
 #include "kiln/base/error.h"
 #include "kiln/base/log.h"
 #include "kiln/engine/runtime.h"
-#include "kiln/kernels/kv_cache.h"
 #include "kiln/engine/sequence_stepper.h"
+#include "kiln/kernels/kv_cache.h"
 #include "kiln/model/tokenizer.h"
 #include "perplexity_scoring.h"
 #include "progress_bar.h"
@@ -31,7 +31,7 @@ namespace {
 
 struct PerplexityArgs {
   std::string model;
-  std::string quantize;  // --quantize
+  std::string quantize;          // --quantize
   std::string kv_dtype = "f16";  // --kv-dtype
   std::string file;
   int ctx_size = 512;

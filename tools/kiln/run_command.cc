@@ -23,7 +23,7 @@ namespace {
 
 struct RunArgs {
   std::string model;
-  std::string quantize;  // --quantize
+  std::string quantize;          // --quantize
   std::string kv_dtype = "f16";  // --kv-dtype
   std::string prompt;
   int n_predict = 128;

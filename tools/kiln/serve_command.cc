@@ -18,8 +18,8 @@
 #include "kiln/base/log.h"
 #include "kiln/engine/engine.h"
 #include "kiln/engine/runtime.h"
-#include "kiln/kernels/kv_cache.h"
 #include "kiln/engine/tokenizer_text.h"
+#include "kiln/kernels/kv_cache.h"
 #include "kiln/server/api_key.h"
 #include "kiln/server/engine_backend.h"
 #include "kiln/server/http_server.h"
@@ -31,7 +31,7 @@ namespace {
 
 struct ServeArgs {
   std::string model;
-  std::string quantize;  // --quantize
+  std::string quantize;          // --quantize
   std::string kv_dtype = "f16";  // --kv-dtype
   std::string served_model_name;
   std::string host = "127.0.0.1";

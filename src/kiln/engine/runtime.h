@@ -35,12 +35,13 @@ struct RuntimeOptions {
   // KV pool capacity in tokens; 0: the bytes of 65536 f16 tokens, so a q8 cache holds about
   // twice as many tokens in the same memory.
   int64_t kv_tokens = 0;
-  kernels::KvDtype kv_dtype = kernels::KvDtype::F16;  // element type of the KV cache
   int context_length = 0;     // 0: the model's, capped by kv_tokens
   std::string cache_dir;      // compile cache; empty: $KILN_CACHE_DIR or XDG cache dir
   bool compile_cache = true;  // false: always capture cold, never read or write the cache
   bool check_graph = false;   // run decode steps through a GraphChecker (graph_checker.h)
   graph::PlanOptions plan;    // barriers per level, worker groups
+  // Element type of the KV cache: f16, or q8 (int8 blocks with scales; kernels/kv_cache.h).
+  kernels::KvDtype kv_dtype = kernels::KvDtype::F16;
   // Called with (stage, done, total) while loading and capturing (progress bars).
   std::function<void(const char* stage, int64_t done, int64_t total)> progress;
 };

@@ -146,13 +146,13 @@ class ForwardBuilder {
 
 graph::ValueType kv_state_type(const ModelConfig& config, const ForwardShape& shape) {
   if (shape.kv_dtype == kernels::KvDtype::Q8) {
-    const kernels::KvGeometry g{config.n_layers,  shape.kv_pages,   shape.page_size,
+    const kernels::KvGeometry g{config.n_layers,   shape.kv_pages,  shape.page_size,
                                 config.n_kv_heads, config.head_dim, shape.kv_dtype};
     return {DType::I8, Shape{static_cast<int64_t>(kernels::kv_pool_bytes(g))}};
   }
   const int64_t kv_dim = static_cast<int64_t>(config.n_kv_heads) * config.head_dim;
-  return {DType::F16,
-          Shape{2 * static_cast<int64_t>(config.n_layers), shape.kv_pages, shape.page_size, kv_dim}};
+  return {DType::F16, Shape{2 * static_cast<int64_t>(config.n_layers), shape.kv_pages,
+                            shape.page_size, kv_dim}};
 }
 
 graph::Graph build_forward(const ModelConfig& config, const WeightLookup& weights,

@@ -23,7 +23,7 @@ inline constexpr const char* kSlots = "out_cache_slots";   // i32[T]
 inline constexpr const char* kBlockTable = "block_table";  // i32[S, max_pages_per_seq]
 inline constexpr const char* kSeqLens = "seq_lens";        // i32[S]
 inline constexpr const char* kLogitRows = "logit_rows";    // i32[R]: rows whose logits are wanted
-inline constexpr const char* kKvPool = "kv_pool";  // state: see kv_state_type
+inline constexpr const char* kKvPool = "kv_pool";          // state: see kv_state_type
 }  // namespace input_names
 
 struct ForwardShape {
