@@ -23,10 +23,10 @@ def kiln(*args, timeout=300) -> subprocess.CompletedProcess:
 
 def test_run_q8_with_graph_check(tiny_gemma):
     r = kiln("run", "-m", tiny_gemma, "-p", "hello there", "-n", 16, "--ignore-eos", "--threads", 2,
-             "--max-graph-bs", 2, "--kv-dtype", "q8", "--check-graph", "--log-level", "info")
+             "--max-graph-bs", 2, "--kv-dtype", "q8", "--check-graph")
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip()
-    assert "q8" in r.stderr  # the load line names the KV pool's element type
+    assert "0 diverged" in r.stderr
 
 
 def test_logits_q8_close_to_f16(tiny_gemma, tmp_path):

@@ -122,7 +122,8 @@ KvLayerView kv_layer_view(const KvGeometry& g, void* pool, int layer) {
   v.k8 = base + k_plane * elems;
   v.v8 = base + v_plane * elems;
   // The scale planes, in the same order, after every int8 plane.
-  auto* scales = reinterpret_cast<float*>(static_cast<char*>(pool) + q8_scales_offset(g));
+  void* scale_planes = static_cast<char*>(pool) + q8_scales_offset(g);
+  auto* scales = static_cast<float*>(scale_planes);
   const size_t scale_elems = elems / static_cast<size_t>(g.head_dim);
   v.k_scale = scales + k_plane * scale_elems;
   v.v_scale = scales + v_plane * scale_elems;
