@@ -1,7 +1,8 @@
 // The q8 KV cache end to end on the tiny random-weight models: graph mode equals eager mode
 // token for token and logit for logit, a sequence's logits do not depend on the batch it
-// shares, and q8 logits stay close to the f16 cache's.
+// shares, q8 logits stay close to the f16 cache's, and the compile cache keeps them apart.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -9,6 +10,7 @@
 #include <filesystem>
 #include <random>
 
+#include "kiln/engine/graph_runner.h"
 #include "kiln/engine/runtime.h"
 #include "model_harness.h"
 #include "tiny_runtime.h"
@@ -164,6 +166,43 @@ TEST_P(KvQ8, CloseToF16) {
 }
 
 INSTANTIATE_TEST_SUITE_P(TinyModels, KvQ8, ::testing::ValuesIn(kTinyModels), model_param_name);
+
+// The compile cache key names the KV dtype: plans captured for an f16 pool are never loaded for
+// a q8 one (their state input differs), and a q8 capture is reused by the next q8 start.
+TEST(KvQ8CompileCache, DtypeIsPartOfTheKey) {
+  const fs::path model = tiny_model("tiny-llama");
+  ASSERT_TRUE(fs::exists(model)) << "fixture missing: " << model;
+  const fs::path dir =
+      fs::temp_directory_path() / ("kiln-kv-q8-cache-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  auto opts = [&](kernels::KvDtype dtype) {
+    engine::RuntimeOptions o = tiny_runtime_options(model, engine::GraphMode::Optimize, 2);
+    o.compile_cache = true;
+    o.cache_dir = dir.string();
+    o.kv_dtype = dtype;
+    return o;
+  };
+  {
+    engine::Runtime f16(opts(kernels::KvDtype::F16));
+    EXPECT_FALSE(f16.graph_runner()->capture_stats().cache_hit);
+  }
+  std::vector<int32_t> cold;
+  {
+    engine::Runtime q8(opts(kernels::KvDtype::Q8));
+    EXPECT_FALSE(q8.graph_runner()->capture_stats().cache_hit) << "an f16 entry was reused";
+    ModelHarness h(q8.executor(), q8.kv_pool());
+    Sequence s;
+    cold = h.greedy(s, 5, 12);
+  }
+  {
+    engine::Runtime q8(opts(kernels::KvDtype::Q8));
+    EXPECT_TRUE(q8.graph_runner()->capture_stats().cache_hit);
+    ModelHarness h(q8.executor(), q8.kv_pool());
+    Sequence s;
+    EXPECT_EQ(h.greedy(s, 5, 12), cold);
+  }
+  fs::remove_all(dir);
+}
 
 }  // namespace
 }  // namespace kiln::testing
