@@ -35,6 +35,35 @@ TEST(KvPool, LayoutIsOneAlignedBlockKThenV) {
   EXPECT_THROW(pool.layer(-1), Error);
 }
 
+// q8: int8 K/V planes then the f32 scale planes, about half the bytes of f16 for the same
+// pages (head_dim 8 here, so the scales weigh more than in a real model).
+TEST(KvPool, Q8PoolHoldsInt8PlanesAndScales) {
+  KvPoolConfig c = small();
+  c.dtype = kernels::KvDtype::Q8;
+  KvPool pool(c);
+  const size_t plane = 10 * 4 * 2 * 8, scales = 10 * 4 * 2;
+  EXPECT_EQ(pool.dtype(), kernels::KvDtype::Q8);
+  EXPECT_EQ(pool.bytes(), plane * 2 * 3 + scales * 2 * 3 * sizeof(float));
+  auto* base = static_cast<int8_t*>(pool.data());
+  auto* scale_base = reinterpret_cast<float*>(base + plane * 2 * 3);
+  for (int l = 0; l < 3; ++l) {
+    auto v = pool.layer(l);
+    EXPECT_EQ(v.dtype, kernels::KvDtype::Q8);
+    EXPECT_EQ(v.k, nullptr);
+    EXPECT_EQ(v.k8, base + l * plane);
+    EXPECT_EQ(v.v8, base + (3 + l) * plane);
+    EXPECT_EQ(v.k_scale, scale_base + l * scales);
+    EXPECT_EQ(v.v_scale, scale_base + (3 + l) * scales);
+  }
+  EXPECT_EQ(pool.layer(2).v_scale[scales - 1], 0.0f);  // zeroed, in bounds
+  KvPoolConfig f16 = small();
+  KvPoolConfig big16{18, 1, 256, 16, 100}, big8 = big16;
+  big8.dtype = kernels::KvDtype::Q8;
+  // Gemma 3 270M's shape: q8 takes (256 + 4) / 512 of the f16 bytes.
+  EXPECT_EQ(KvPool(big8).bytes() * 512, KvPool(big16).bytes() * 260);
+  EXPECT_GT(KvPool(f16).bytes(), pool.bytes());
+}
+
 TEST(KvPool, RejectsBadConfig) {
   EXPECT_THROW(KvPool(KvPoolConfig{0, 1, 8, 4, 10}), Error);
   EXPECT_THROW(KvPool(KvPoolConfig{1, 1, 8, 0, 10}), Error);

@@ -28,6 +28,7 @@
 #include "kiln/engine/graph_runner.h"
 #include "kiln/engine/model_runner.h"
 #include "kiln/engine/runtime.h"
+#include "kiln/kernels/kv_cache.h"
 #include "kiln/model/transformer.h"
 #include "kiln/model/weight_store.h"
 #include "memory_bandwidth.h"
@@ -41,7 +42,8 @@ using clock = std::chrono::steady_clock;
 
 struct BenchArgs {
   std::string model;
-  std::string quantize;  // --quantize
+  std::string quantize;          // --quantize
+  std::string kv_dtype = "f16";  // --kv-dtype
   std::vector<int> batch_sizes{1, 8, 32};
   int input_len = 128;
   int output_len = 64;
@@ -334,6 +336,7 @@ int run(const BenchArgs& a) {
   engine::RuntimeOptions opts;
   opts.model_path = model_or_default(a.model);
   opts.quantize = a.quantize;
+  opts.kv_dtype = kernels::parse_kv_dtype(a.kv_dtype);
   opts.threads = a.threads;
   // Graph mode is set up below, with the plans this run needs, into a fresh compile cache so
   // that both a cold and a warm capture are measured.
@@ -478,6 +481,7 @@ CLI::App* add_bench_command(CLI::App& app) {
       "bench", "Offline benchmark: prefill and decode per batch size, eager vs graph");
   cmd->require_subcommand(0, 1);  // `kiln bench serving ...` (registered by main.cc)
   add_model_options(cmd, args->model, &args->quantize);
+  add_kv_dtype_option(cmd, args->kv_dtype);
   cmd->add_option("--batch-sizes", args->batch_sizes, "Batch sizes, comma separated")
       ->delimiter(',')
       ->check(CLI::Range(1, 4096));

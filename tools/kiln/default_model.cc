@@ -53,4 +53,10 @@ void add_model_options(CLI::App* cmd, std::string& model, std::string* quantize)
   }
 }
 
+void add_kv_dtype_option(CLI::App* cmd, std::string& kv_dtype) {
+  cmd->add_option("--kv-dtype", kv_dtype,
+                  "KV cache element type: f16 (default) | q8 (int8 with one scale per token and "
+                  "KV head: half the bytes)");
+}
+
 }  // namespace kiln::cli

@@ -18,4 +18,8 @@ std::string model_or_default(const std::string& model);
 // names it.
 void add_model_options(CLI::App* cmd, std::string& model, std::string* quantize = nullptr);
 
+// --kv-dtype f16|q8: the KV cache's element type, for every command that builds a KV pool.
+// The value is checked where it is parsed (kernels::parse_kv_dtype), with a clear error.
+void add_kv_dtype_option(CLI::App* cmd, std::string& kv_dtype);
+
 }  // namespace kiln::cli

@@ -10,13 +10,15 @@
 #include "kiln/base/log.h"
 #include "kiln/engine/runtime.h"
 #include "kiln/engine/sequence_stepper.h"
+#include "kiln/kernels/kv_cache.h"
 
 namespace kiln::cli {
 namespace {
 
 struct LogitsArgs {
   std::string model;
-  std::string quantize;  // --quantize
+  std::string quantize;          // --quantize
+  std::string kv_dtype = "f16";  // --kv-dtype
   std::string ids_file;
   std::string out;
   std::string graph_mode = "optimize";
@@ -44,6 +46,7 @@ int run_logits(const LogitsArgs& a) {
   engine::RuntimeOptions opts;
   opts.model_path = model_or_default(a.model);
   opts.quantize = a.quantize;
+  opts.kv_dtype = kernels::parse_kv_dtype(a.kv_dtype);
   opts.threads = a.threads;
   opts.graph_mode = engine::parse_graph_mode(a.graph_mode);
   opts.max_graph_bs = 1;
@@ -74,6 +77,7 @@ void add_logits_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "logits", "Write the logits of every position of a token sequence (float32 rows)");
   add_model_options(cmd, args->model, &args->quantize);
+  add_kv_dtype_option(cmd, args->kv_dtype);
   cmd->add_option("--ids", args->ids_file, "File of whitespace-separated token ids")->required();
   cmd->add_option("-o,--out", args->out, "Output file: [positions, vocab] float32")->required();
   cmd->add_option("--graph-mode", args->graph_mode, "off | replay | optimize");

@@ -21,6 +21,7 @@
 #include "kiln/base/log.h"
 #include "kiln/engine/runtime.h"
 #include "kiln/engine/sequence_stepper.h"
+#include "kiln/kernels/kv_cache.h"
 #include "kiln/model/tokenizer.h"
 #include "perplexity_scoring.h"
 #include "progress_bar.h"
@@ -30,7 +31,8 @@ namespace {
 
 struct PerplexityArgs {
   std::string model;
-  std::string quantize;  // --quantize
+  std::string quantize;          // --quantize
+  std::string kv_dtype = "f16";  // --kv-dtype
   std::string file;
   int ctx_size = 512;
   int chunks = -1;
@@ -65,6 +67,7 @@ int run_perplexity(const PerplexityArgs& a) {
   engine::RuntimeOptions opts;
   opts.model_path = model_or_default(a.model);
   opts.quantize = a.quantize;
+  opts.kv_dtype = kernels::parse_kv_dtype(a.kv_dtype);
   opts.threads = a.threads;
   opts.graph_mode = engine::parse_graph_mode(a.graph_mode);
   opts.max_graph_bs = 1;
@@ -159,6 +162,7 @@ void add_perplexity_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "perplexity", "Perplexity of a text file (llama-perplexity's method), and KL divergence");
   add_model_options(cmd, args->model, &args->quantize);
+  add_kv_dtype_option(cmd, args->kv_dtype);
   cmd->add_option("-f,--file", args->file, "Text file to score")->required();
   cmd->add_option("-c,--ctx-size", args->ctx_size, "Tokens per window (default 512)");
   cmd->add_option("--chunks", args->chunks, "Score only the first N windows (default: all)");

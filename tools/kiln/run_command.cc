@@ -12,6 +12,7 @@
 #include "kiln/engine/engine.h"
 #include "kiln/engine/graph_checker.h"
 #include "kiln/engine/runtime.h"
+#include "kiln/kernels/kv_cache.h"
 #include "kiln/model/chat_template.h"
 #include "kiln/model/model_files.h"
 #include "kiln/model/tokenizer.h"
@@ -22,7 +23,8 @@ namespace {
 
 struct RunArgs {
   std::string model;
-  std::string quantize;  // --quantize
+  std::string quantize;          // --quantize
+  std::string kv_dtype = "f16";  // --kv-dtype
   std::string prompt;
   int n_predict = 128;
   double temperature = 0.0;
@@ -53,6 +55,7 @@ int run(const RunArgs& a) {
   engine::RuntimeOptions opts;
   opts.model_path = model_or_default(a.model);
   opts.quantize = a.quantize;
+  opts.kv_dtype = kernels::parse_kv_dtype(a.kv_dtype);
   opts.threads = a.threads;
   opts.graph_mode = engine::parse_graph_mode(a.graph_mode);
   opts.max_graph_bs = a.max_graph_bs;
@@ -133,6 +136,7 @@ void add_run_command(CLI::App& app) {
   auto args = std::make_shared<RunArgs>();
   CLI::App* cmd = app.add_subcommand("run", "Generate text for one prompt");
   add_model_options(cmd, args->model, &args->quantize);
+  add_kv_dtype_option(cmd, args->kv_dtype);
   cmd->add_option("-p,--prompt", args->prompt, "Prompt text")->required();
   cmd->add_option("-n,--n-predict", args->n_predict, "Tokens to generate")
       ->check(CLI::Range(1, 1 << 20));

@@ -21,6 +21,7 @@
 #include "kiln/engine/engine.h"
 #include "kiln/engine/runtime.h"
 #include "kiln/engine/tokenizer_text.h"
+#include "kiln/kernels/kv_cache.h"
 #include "kiln/server/api_key.h"
 #include "kiln/server/engine_backend.h"
 #include "kiln/server/http_server.h"
@@ -32,7 +33,8 @@ namespace {
 
 struct ServeArgs {
   std::string model;
-  std::string quantize;  // --quantize
+  std::string quantize;          // --quantize
+  std::string kv_dtype = "f16";  // --kv-dtype
   std::string served_model_name;
   std::string host = "127.0.0.1";
   int port = 30000;
@@ -104,6 +106,7 @@ nlohmann::json server_args_json(const ServeArgs& a, const engine::ModelInfo& inf
           {"max_running_requests", a.max_running_requests},
           {"max_queued_requests", a.max_queued_requests},
           {"kv_tokens", a.kv_tokens},
+          {"kv_dtype", a.kv_dtype},
           {"page_size", a.page_size},
           {"chunked_prefill_size", a.chunked_prefill_size},
           {"max_prefill_tokens_while_decoding", a.prefill_tokens_while_decoding},
@@ -127,6 +130,7 @@ int serve(const ServeArgs& a) {
   engine::RuntimeOptions opts;
   opts.model_path = model_or_default(a.model);
   opts.quantize = a.quantize;
+  opts.kv_dtype = kernels::parse_kv_dtype(a.kv_dtype);
   opts.threads = a.threads;
   opts.graph_mode = engine::parse_graph_mode(a.graph_mode);
   opts.max_graph_bs = a.max_graph_bs;
@@ -216,6 +220,7 @@ void add_serve_command(CLI::App& app) {
   CLI::App* cmd =
       app.add_subcommand("serve", "Serve a model over HTTP (SGLang-native + OpenAI APIs)");
   add_model_options(cmd, a->model, &a->quantize);
+  add_kv_dtype_option(cmd, a->kv_dtype);
   cmd->add_option("--served-model-name", a->served_model_name,
                   "Model name in API responses (default: the GGUF's general.name)");
   cmd->add_option("--host", a->host, "Address to bind")->capture_default_str();

@@ -124,8 +124,9 @@ std::string GraphRunner::cache_description() const {
       KILN_VERSION, build, pipeline_description(), options_.optimize, options_.plan.level_barriers,
       isa_name(active_isa()), cpu_feature_string(), threads_.size());
   graph::KvGeometry kv = runner_.kv_geometry();
-  d += fmt::format("kv {}x{}x{}x{}x{} ctxpages {} | bs", kv.n_layers, kv.n_pages, kv.page_size,
-                   kv.n_kv_heads, kv.head_dim, runner_.max_pages_per_seq());
+  d += fmt::format("kv {}x{}x{}x{}x{} {} ctxpages {} | bs", kv.n_layers, kv.n_pages, kv.page_size,
+                   kv.n_kv_heads, kv.head_dim, kernels::kv_dtype_name(kv.dtype),
+                   runner_.max_pages_per_seq());
   for (int bs : options_.batch_sizes) d += " " + std::to_string(bs);
   d += fmt::format(" | logits {} | model ", options_.logits_plans);
   // The traced graph of the smallest batch names every weight with its dtype and shape and
@@ -134,6 +135,7 @@ std::string GraphRunner::cache_description() const {
   one.max_pages_per_seq = runner_.max_pages_per_seq();
   one.kv_pages = kv.n_pages;
   one.page_size = kv.page_size;
+  one.kv_dtype = kv.dtype;
   d += graph::print(runner_.trace(one));
   return d;
 }
@@ -146,6 +148,7 @@ model::ForwardShape GraphRunner::decode_shape(int64_t bs, bool greedy) const {
   shape.logit_rows = -1;
   shape.greedy = greedy;
   shape.kv_pages = pool_.n_pages();
+  shape.kv_dtype = pool_.dtype();
   shape.page_size = pool_.page_size();
   return shape;
 }

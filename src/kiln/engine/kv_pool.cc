@@ -10,23 +10,7 @@
 namespace kiln::engine {
 
 KvPool::KvPool(const KvPoolConfig& config) : config_(config) {
-  KILN_CHECK(config.n_layers > 0 && config.n_kv_heads > 0 && config.head_dim > 0,
-             "KV pool: layers ({}), KV heads ({}) and head_dim ({}) must be positive",
-             config.n_layers, config.n_kv_heads, config.head_dim);
-  KILN_CHECK(config.page_size > 0, "KV pool: page_size must be positive, got {}", config.page_size);
-  KILN_CHECK(config.n_pages > 0 && config.n_pages <= std::numeric_limits<int32_t>::max(),
-             "KV pool: n_pages must be in [1, 2^31), got {}", config.n_pages);
-  // Elements of K (or V) for one layer; checked against overflow before multiplying out.
-  const auto max_elems =
-      std::numeric_limits<size_t>::max() / 2 / 2 / static_cast<size_t>(config.n_layers);
-  size_t elems = static_cast<size_t>(config.n_pages);
-  for (size_t f : {static_cast<size_t>(config.page_size), static_cast<size_t>(config.n_kv_heads),
-                   static_cast<size_t>(config.head_dim)}) {
-    KILN_CHECK(elems <= max_elems / f, "KV pool: size overflows");
-    elems *= f;
-  }
-  layer_bytes_ = elems * sizeof(uint16_t);
-  bytes_ = layer_bytes_ * 2 * static_cast<size_t>(config.n_layers);
+  bytes_ = kernels::kv_pool_bytes(config.geometry());  // checks the sizes
   // The mapping below only reserves address space, so a pool larger than the machine would
   // start fine and be killed once requests fill it: refuse it here, with the sizes.
   const long phys_pages = sysconf(_SC_PHYS_PAGES), page_bytes = sysconf(_SC_PAGESIZE);
@@ -45,7 +29,7 @@ KvPool::KvPool(const KvPoolConfig& config) : config_(config) {
   } catch (const std::bad_alloc&) {
     fail("KV pool: cannot allocate {} bytes", bytes_);
   }
-  data_ = static_cast<uint16_t*>(memory_.data());
+  data_ = memory_.data();
 
   // Pages are handed out lowest id first (the free list is a stack), which keeps tests and
   // memory access patterns predictable.
@@ -57,14 +41,7 @@ KvPool::KvPool(const KvPoolConfig& config) : config_(config) {
 KvPool::~KvPool() = default;
 
 kernels::KvLayerView KvPool::layer(int layer) const {
-  KILN_CHECK(layer >= 0 && layer < config_.n_layers, "KV pool: layer {} out of range [0, {})",
-             layer, config_.n_layers);
-  const size_t layer_elems = layer_bytes_ / sizeof(uint16_t);
-  // All K planes first, then all V planes: [K layer 0..L-1][V layer 0..L-1].
-  uint16_t* k = data_ + static_cast<size_t>(layer) * layer_elems;
-  uint16_t* v = data_ + (static_cast<size_t>(config_.n_layers) + layer) * layer_elems;
-  return kernels::KvLayerView{
-      k, v, config_.n_pages, config_.page_size, config_.n_kv_heads, config_.head_dim};
+  return kernels::kv_layer_view(config_.geometry(), data_, layer);
 }
 
 bool KvPool::alloc(int64_t n, std::vector<int32_t>& out) {

@@ -1,6 +1,7 @@
-// The paged KV pool: K and V of every layer, f16, laid out
-// [layers][pages][page_size][kv_heads][head_dim] (docs/architecture.md, Terms: "Paged KV pool"),
-// plus the free-page allocator. One contiguous allocation whose address never changes: the graph
+// The paged KV pool: K and V of every layer, f16 or q8, laid out
+// [layers][pages][page_size][kv_heads][head_dim] (docs/architecture.md, Terms: "Paged KV pool";
+// kernels/kv_cache.h owns the exact layout, q8's scale planes included), plus the free-page
+// allocator. One contiguous allocation whose address never changes: the graph
 // takes the whole pool as a single *state* input and mutates it in place.
 #pragma once
 #include <cstddef>
@@ -8,7 +9,7 @@
 #include <vector>
 
 #include "kiln/base/zeroed_pages.h"
-#include "kiln/engine/kv_layer_view.h"
+#include "kiln/kernels/kv_cache.h"
 
 namespace kiln::engine {
 
@@ -18,6 +19,11 @@ struct KvPoolConfig {
   int head_dim = 0;
   int page_size = 16;
   int64_t n_pages = 0;
+  kernels::KvDtype dtype = kernels::KvDtype::F16;
+
+  kernels::KvGeometry geometry() const {
+    return {n_layers, n_pages, page_size, n_kv_heads, head_dim, dtype};
+  }
 };
 
 class KvPool {
@@ -33,6 +39,7 @@ class KvPool {
   size_t bytes() const { return bytes_; }
   // Base address of the whole pool (the graph's state input).
   void* data() const { return data_; }
+  kernels::KvDtype dtype() const { return config_.dtype; }
   kernels::KvLayerView layer(int layer) const;
 
   // Page allocator. alloc returns false (and takes nothing) when fewer than n pages are free.
@@ -44,10 +51,9 @@ class KvPool {
 
  private:
   KvPoolConfig config_;
-  size_t layer_bytes_ = 0;  // K (or V) of one layer
   size_t bytes_ = 0;
   ZeroedPages memory_;  // resident only where a page has been written
-  uint16_t* data_ = nullptr;
+  void* data_ = nullptr;
   std::vector<int32_t> free_list_;
   std::vector<uint8_t> is_free_;  // catches double frees
 };

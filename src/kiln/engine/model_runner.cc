@@ -37,6 +37,7 @@ graph::KvGeometry ModelRunner::kv_geometry() const {
   g.page_size = pool_.page_size();
   g.n_kv_heads = config_.n_kv_heads;
   g.head_dim = config_.head_dim;
+  g.dtype = pool_.dtype();
   return g;
 }
 
@@ -47,6 +48,7 @@ model::ForwardShape ModelRunner::shape_of(const StepBatch& batch) const {
   s.max_pages_per_seq = max_pages_per_seq_;
   s.kv_pages = pool_.n_pages();
   s.page_size = pool_.page_size();
+  s.kv_dtype = pool_.dtype();
   s.greedy = batch.greedy_only;
   bool all = true;
   for (const auto& seq : batch.seqs) all = all && seq.want_logits;
@@ -107,12 +109,8 @@ void ModelRunner::bind(const StepBatch& b, const model::ForwardShape& shape,
   if (shape.logit_rows >= 0) {
     bound.bindings.push_back({in::kLogitRows, borrow_i32(bound.logit_rows, {shape.logit_rows})});
   }
-  const auto& kv = pool_.config();
-  bound.bindings.push_back(
-      {in::kKvPool, Tensor::borrow(DType::F16,
-                                   {2 * static_cast<int64_t>(kv.n_layers), kv.n_pages, kv.page_size,
-                                    static_cast<int64_t>(kv.n_kv_heads) * kv.head_dim},
-                                   pool_.data())});
+  const graph::ValueType kv = model::kv_state_type(config_, shape);
+  bound.bindings.push_back({in::kKvPool, Tensor::borrow(kv.dtype, kv.shape, pool_.data())});
 }
 
 void ModelRunner::forward(const StepBatch& batch, StepOutput& out) {

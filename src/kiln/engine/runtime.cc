@@ -21,9 +21,17 @@
 namespace kiln::engine {
 namespace {
 
-// What the KV pool holds when the user does not say: plenty for the default batch sizes on
-// small models, and bounded for large ones (see RuntimeOptions::kv_tokens).
+// What the KV pool holds when the user does not say: the memory of this many f16 tokens,
+// plenty for the default batch sizes on small models, and bounded for large ones (see
+// RuntimeOptions::kv_tokens). A q8 cache fits about twice as many tokens in it.
 constexpr int64_t kDefaultKvTokens = 65536;
+
+int64_t default_kv_tokens(const model::ModelConfig& c, kernels::KvDtype dtype) {
+  kernels::KvGeometry g{c.n_layers, 1, 1, c.n_kv_heads, c.head_dim, kernels::KvDtype::F16};
+  const size_t budget = kernels::kv_bytes_per_token(g) * kDefaultKvTokens;
+  g.dtype = dtype;
+  return static_cast<int64_t>(budget / kernels::kv_bytes_per_token(g));
+}
 
 }  // namespace
 
@@ -75,7 +83,8 @@ Runtime::Runtime(const RuntimeOptions& options) : impl_(std::make_unique<Impl>()
       std::make_unique<model::WeightStore>(files.tensors, model::fused_tensor_slices(m.config));
   progress("open", 1, 1);
 
-  int64_t kv_tokens = options.kv_tokens > 0 ? options.kv_tokens : kDefaultKvTokens;
+  int64_t kv_tokens =
+      options.kv_tokens > 0 ? options.kv_tokens : default_kv_tokens(m.config, options.kv_dtype);
   int64_t context = options.context_length > 0 ? options.context_length : m.config.context_length;
   context = std::min<int64_t>(context, kv_tokens);
   KILN_CHECK(options.page_size > 0 && options.page_size <= 1024, "page size {} out of range",
@@ -86,6 +95,7 @@ Runtime::Runtime(const RuntimeOptions& options) : impl_(std::make_unique<Impl>()
   kv.head_dim = m.config.head_dim;
   kv.page_size = options.page_size;
   kv.n_pages = (kv_tokens + options.page_size - 1) / options.page_size;
+  kv.dtype = options.kv_dtype;
   m.pool = std::make_unique<KvPool>(kv);
 
   int n_threads =
@@ -100,6 +110,7 @@ Runtime::Runtime(const RuntimeOptions& options) : impl_(std::make_unique<Impl>()
   one.max_pages_per_seq = m.runner->max_pages_per_seq();
   one.kv_pages = kv.n_pages;
   one.page_size = kv.page_size;
+  one.kv_dtype = kv.dtype;
   m.weights->prepack(m.runner->trace(one),
                      [&](int64_t done, int64_t total) { progress("repack", done, total); });
   // Bytes one decode step reads, before capture adds merged (QKV, gate/up) copies that replace
@@ -140,10 +151,11 @@ Runtime::Runtime(const RuntimeOptions& options) : impl_(std::make_unique<Impl>()
   info.chat_template = files.chat_template;
   info.n_params = files.tensors->parameter_count();
   KILN_LOG_INFO(
-      "loaded {} ({}, {} layers, vocab {}), context {}, KV pool {} pages x {} ({:.0f} MiB), {} "
-      "threads",
+      "loaded {} ({}, {} layers, vocab {}), context {}, KV pool {} pages x {} {} ({:.0f} MiB), "
+      "{} threads",
       info.name, info.architecture, info.n_layers, info.vocab_size, context, kv.n_pages,
-      kv.page_size, m.pool->bytes() / 1048576.0, m.threads->size());
+      kv.page_size, kernels::kv_dtype_name(kv.dtype), m.pool->bytes() / 1048576.0,
+      m.threads->size());
   // The memory bound tests/e2e/test_shaped_models.py checks: resident close to the packed
   // weights (the file pages they were packed from are released) plus what the KV pool wrote.
   const ResidentMemory mem = read_resident_memory();

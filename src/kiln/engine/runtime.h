@@ -32,12 +32,16 @@ struct RuntimeOptions {
   GraphMode graph_mode = GraphMode::Optimize;
   int max_graph_bs = 32;
   int page_size = 16;
-  int64_t kv_tokens = 0;      // KV pool capacity in tokens; 0: enough for max_graph_bs x 4096
+  // KV pool capacity in tokens; 0: the bytes of 65536 f16 tokens, so a q8 cache holds about
+  // twice as many tokens in the same memory.
+  int64_t kv_tokens = 0;
   int context_length = 0;     // 0: the model's, capped by kv_tokens
   std::string cache_dir;      // compile cache; empty: $KILN_CACHE_DIR or XDG cache dir
   bool compile_cache = true;  // false: always capture cold, never read or write the cache
   bool check_graph = false;   // run decode steps through a GraphChecker (graph_checker.h)
   graph::PlanOptions plan;    // barriers per level, worker groups
+  // Element type of the KV cache: f16, or q8 (int8 blocks with scales; kernels/kv_cache.h).
+  kernels::KvDtype kv_dtype = kernels::KvDtype::F16;
   // Called with (stage, done, total) while loading and capturing (progress bars).
   std::function<void(const char* stage, int64_t done, int64_t total)> progress;
 };

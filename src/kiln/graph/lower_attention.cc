@@ -17,19 +17,9 @@
 namespace kiln::graph::lowering {
 namespace {
 
-// The state input is f16[2*layers, pages, page_size, kv_dim]: K of every layer, then V.
+// The state input is the whole pool; kernels::kv_layer_view knows where each layer lives.
 kernels::KvLayerView layer_view(const KvGeometry& kv, void* pool, int layer) {
-  const int64_t layer_elems =
-      kv.n_pages * kv.page_size * static_cast<int64_t>(kv.n_kv_heads) * kv.head_dim;
-  auto* base = static_cast<uint16_t*>(pool);
-  kernels::KvLayerView v;
-  v.k = base + layer * layer_elems;
-  v.v = base + (kv.n_layers + layer) * layer_elems;
-  v.n_pages = kv.n_pages;
-  v.page_size = kv.page_size;
-  v.n_kv_heads = kv.n_kv_heads;
-  v.head_dim = kv.head_dim;
-  return v;
+  return kernels::kv_layer_view(kv, pool, layer);
 }
 
 struct KvWriteState {

@@ -12,17 +12,13 @@
 #include "kiln/graph/ir.h"
 #include "kiln/graph/step.h"
 #include "kiln/graph/weight_provider.h"
+#include "kiln/kernels/kv_cache.h"
 
 namespace kiln::graph {
 
-// Geometry of the paged KV pool (the graph's single state input).
-struct KvGeometry {
-  int n_layers = 0;
-  int64_t n_pages = 0;
-  int page_size = 16;
-  int n_kv_heads = 0;
-  int head_dim = 0;
-};
+// Geometry of the paged KV pool (the graph's single state input); kernels/kv_cache.h owns it
+// and the layout it implies.
+using KvGeometry = kernels::KvGeometry;
 
 // Kernel objects that the plans of one runner share because only one plan runs at a time and
 // every replay refreshes them before use (attention's work lists, refilled by its update hook).

@@ -27,6 +27,7 @@ struct Scalar1 {
     if (n > 0) *p = v;
   }
   static F load_f16(const uint16_t* p) { return f16_to_f32(*p); }
+  static F load_i8(const int8_t* p) { return static_cast<float>(*p); }
   static F add(F a, F b) { return a + b; }
   static F sub(F a, F b) { return a - b; }
   static F mul(F a, F b) { return a * b; }

@@ -1,5 +1,6 @@
-// Paged attention over the f16 KV cache: one kernel family for prefill, chunked prefill and
-// decode, with GQA, sliding windows and inert (padded) rows.
+// Paged attention over the KV cache (f16, or q8 read and dequantized block by block: no f16
+// copy of the cache): one kernel family for prefill, chunked prefill and decode, with GQA,
+// sliding windows and inert (padded) rows.
 //
 // Query row t (of sequence s = token_seq[t], at position p = positions[t]) attends to the keys
 // of s at positions in [lo, p], lo = 0 (full causal) or max(0, p - window + 1) (sliding

@@ -10,7 +10,8 @@
 // range with lanes counted from its start; acc += p_j * v_j runs over j ascending, lane =
 // dimension; partials fold in chunk order through one function. Tiling, register blocking, whether
 // K/V are read from the f16 pool or from a converted f32 copy (the same values), and the thread
-// split only change which queries ride along, never those operations.
+// split only change which queries ride along, never those operations. A q8 cache is always read
+// through dequant_rows (f32 copies of one 16-key block), so the same holds for it.
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -59,8 +60,9 @@ struct AttentionSimd {
     return g;
   }
 
-  // Address of key `pos` of KV head kvh in the f16 pool.
-  static const uint16_t* key_at(const uint16_t* pool, const Geometry& g, int kvh, int pos) {
+  // Address of key `pos` of KV head kvh in the pool (f16 or q8 plane).
+  template <class T>
+  static const T* key_at(const T* pool, const Geometry& g, int kvh, int pos) {
     int64_t slot = static_cast<int64_t>(g.bt[pos / g.ps]) * g.ps + pos % g.ps;
     return pool + slot * g.kv_stride + static_cast<int64_t>(kvh) * g.hd;
   }
@@ -82,11 +84,32 @@ struct AttentionSimd {
 
   // Prefetches keys [pos0, pos1): pages are scattered, so the hardware cannot guess the next
   // block, and the FMA loops would otherwise wait on every line from memory.
-  static void prefetch_keys(const uint16_t* pool, const Geometry& g, int kvh, int pos0, int pos1) {
-    const int line_elems = 64 / static_cast<int>(sizeof(uint16_t));
+  template <class T>
+  static void prefetch_keys(const T* pool, const Geometry& g, int kvh, int pos0, int pos1) {
+    const int line_elems = 64 / static_cast<int>(sizeof(T));
     for (int pos = pos0; pos < pos1; ++pos) {
       const auto* src = reinterpret_cast<const char*>(key_at(pool, g, kvh, pos));
-      for (int x = 0; x < g.hd; x += line_elems) detail::prefetch_t0(src + 2 * x);
+      for (int x = 0; x < g.hd; x += line_elems) detail::prefetch_t0(src + sizeof(T) * x);
+    }
+  }
+
+  // Keys [pos0, pos0 + n) of KV head kvh dequantized from a q8 plane (value * its block's
+  // scale, one rounding) into f32 rows dst[n][hd]. Every q8 block goes through here, whatever
+  // the number of queries, so a key's f32 value never depends on the batch.
+  static void dequant_rows(const int8_t* plane, const float* scales, const Geometry& g, int kvh,
+                           int pos0, int n, float* dst, const float** rows) {
+    int page = pos0 / g.ps, off = pos0 % g.ps;
+    for (int j = 0; j < n; ++j) {
+      const int64_t slot = static_cast<int64_t>(g.bt[page]) * g.ps + off;
+      const int8_t* src = plane + slot * g.kv_stride + static_cast<int64_t>(kvh) * g.hd;
+      const F sc = S::set1(scales[slot * g.KH + kvh]);
+      float* d = dst + static_cast<int64_t>(j) * g.hd;
+      for (int x = 0; x < g.hd; x += W) S::store(d + x, S::mul(S::load_i8(src + x), sc));
+      rows[j] = d;
+      if (++off == g.ps) {
+        off = 0;
+        ++page;
+      }
     }
   }
 
@@ -315,7 +338,10 @@ struct AttentionSimd {
     float* Mp[kAttnTileRows * 64];
     const uint16_t* kp16[KB];  // the current K or V block's rows in the pool
     const float* kp32[KB];     // ... or converted into `block`
-    const bool fused = q1 - q0 <= kMaxQ;
+    const KvLayerView& kv = a.in->kv;
+    const bool q8 = kv.dtype == KvDtype::Q8;
+    // q8 blocks are always dequantized to f32 once (dequant_rows); f16 ones may be read as is.
+    const bool fused = !q8 && q1 - q0 <= kMaxQ;
     for (int qi = q0; qi < q1; ++qi) {
       int row = tile.row0 + qi / g.G;
       int head = kvh * g.G + qi % g.G;
@@ -346,11 +372,20 @@ struct AttentionSimd {
       // Few queries: FMA straight from the f16 pool; many: convert each block once.
       for (int jb = ua; jb < ub; jb += KB) {
         const int nk = imin(KB, ub - jb);
-        key_ptrs(a.in->kv.k, g, kvh, c0 + jb, nk, kp16);
+        if (q8) {
+          if (jb + KB < ub)
+            prefetch_keys(kv.k8, g, kvh, c0 + jb + KB, c0 + imin(jb + 2 * KB, ub));
+          else  // the first V block comes next
+            prefetch_keys(kv.v8, g, kvh, c0 + ua, c0 + imin(ua + KB, ub));
+          dequant_rows(kv.k8, kv.k_scale, g, kvh, c0 + jb, nk, block, kp32);
+          qk_queries(qv, kp32, nk, hd, a.p->scale, srow, jb, q0, q1);
+          continue;
+        }
+        key_ptrs(kv.k, g, kvh, c0 + jb, nk, kp16);
         if (jb + KB < ub)
-          prefetch_keys(a.in->kv.k, g, kvh, c0 + jb + KB, c0 + imin(jb + 2 * KB, ub));
+          prefetch_keys(kv.k, g, kvh, c0 + jb + KB, c0 + imin(jb + 2 * KB, ub));
         else  // the first V block comes next
-          prefetch_keys(a.in->kv.v, g, kvh, c0 + ua, c0 + imin(ua + KB, ub));
+          prefetch_keys(kv.v, g, kvh, c0 + ua, c0 + imin(ua + KB, ub));
         if (fused) {
           qk_queries(qv, kp16, nk, hd, a.p->scale, srow, jb, q0, q1);
         } else {
@@ -379,8 +414,14 @@ struct AttentionSimd {
       // acc += p V, block by block.
       for (int jb = ua; jb < ub; jb += KB) {
         const int je = imin(jb + KB, ub);
-        key_ptrs(a.in->kv.v, g, kvh, c0 + jb, je - jb, kp16);
-        prefetch_keys(a.in->kv.v, g, kvh, c0 + je, c0 + imin(je + KB, ub));
+        if (q8) {
+          prefetch_keys(kv.v8, g, kvh, c0 + je, c0 + imin(je + KB, ub));
+          dequant_rows(kv.v8, kv.v_scale, g, kvh, c0 + jb, je - jb, block, kp32);
+          pv_queries(acc, srow, kp32, ra, rb, g.G, jb, je, hd, q0, q1);
+          continue;
+        }
+        key_ptrs(kv.v, g, kvh, c0 + jb, je - jb, kp16);
+        prefetch_keys(kv.v, g, kvh, c0 + je, c0 + imin(je + KB, ub));
         if (fused) {
           pv_queries(acc, srow, kp16, ra, rb, g.G, jb, je, hd, q0, q1);
         } else {

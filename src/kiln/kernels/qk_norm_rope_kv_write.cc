@@ -39,6 +39,7 @@ void qk_norm_rope_kv_write(const float* q, const float* k, const float* v, const
   const auto& norm = detail::norm_fns();
   const auto& rope = detail::rope_fns();
   const auto& kv = detail::kv_fns();
+  const bool q8 = view.dtype == KvDtype::Q8;
   const int64_t q_cols = static_cast<int64_t>(n_heads) * hd;
   const int64_t kv_cols = static_cast<int64_t>(kh) * hd;
   Range r = detail::share(T, ctx, 1, (2048 + q_cols - 1) / q_cols);
@@ -64,9 +65,15 @@ void qk_norm_rope_kv_write(const float* q, const float* k, const float* v, const
         kt = k_row;
       }
       rope.rotate_heads(kt, k_row, 1, hd, n_rot, neox, cos_t, sin_t);
-      kv.to_f16_row(k_row, view.k + base + h * hd, hd);
+      if (q8) {
+        view.k_scale[slots[t] * kh + h] = kv.to_q8_block(k_row, view.k8 + base + h * hd, hd);
+        view.v_scale[slots[t] * kh + h] =
+            kv.to_q8_block(v + t * kv_cols + h * hd, view.v8 + base + h * hd, hd);
+      } else {
+        kv.to_f16_row(k_row, view.k + base + h * hd, hd);
+      }
     }
-    kv.to_f16_row(v + t * kv_cols, view.v + base, kv_cols);
+    if (!q8) kv.to_f16_row(v + t * kv_cols, view.v + base, kv_cols);
   }
 }
 

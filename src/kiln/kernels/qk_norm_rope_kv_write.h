@@ -1,7 +1,7 @@
 // The fused "qk-norm + rope + kv write" kernel of the graph pass of that name: per token row,
-// per-head RMS norm of Q and K, RoPE on both, then K (normed, roped) and V (raw) converted to
-// f16 into the paged cache. One pass per row while it sits in L1, instead of three kernels
-// and two intermediate tensors.
+// per-head RMS norm of Q and K, RoPE on both, then K (normed, roped) and V (raw) stored into
+// the paged cache (converted to f16, or quantized to q8 blocks, as kv_write does). One pass
+// per row while it sits in L1, instead of three kernels and two intermediate tensors.
 //
 // Bit-identical to the unfused composition on the same ISA: rms_norm on [T*H, hd] and
 // [T*KH, hd] rows, rope, then kv_write. It calls the very same per-row routines (through the

@@ -46,6 +46,26 @@ struct Avx2 {
     std::memcpy(p, tmp, static_cast<size_t>(n) * 2);
   }
 
+  // Rounds the first n lanes to integers (nearest even: the MXCSR default), saturates them to
+  // int8 and stores them; the q8 KV cache's conversion.
+  static void store_i8_n(int8_t* p, F v, int n) {
+    const __m256i i = _mm256_cvtps_epi32(v);
+    const __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(i), _mm256_extracti128_si256(i, 1));
+    const __m128i b = _mm_packs_epi16(w, w);
+    if (n == W) {
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(p), b);
+      return;
+    }
+    alignas(16) int8_t tmp[16];
+    _mm_store_si128(reinterpret_cast<__m128i*>(tmp), b);
+    std::memcpy(p, tmp, static_cast<size_t>(n));
+  }
+  // W int8 values widened to floats (exact).
+  static F load_i8(const int8_t* p) {
+    return _mm256_cvtepi32_ps(
+        _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+  }
+
   static F add(F a, F b) { return _mm256_add_ps(a, b); }
   static F sub(F a, F b) { return _mm256_sub_ps(a, b); }
   static F mul(F a, F b) { return _mm256_mul_ps(a, b); }

@@ -43,6 +43,17 @@ struct Avx512 {
                              _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
   }
 
+  // Rounds the first n lanes to integers (nearest even: the MXCSR default), saturates them to
+  // int8 and stores them; the q8 KV cache's conversion.
+  static void store_i8_n(int8_t* p, F v, int n) {
+    _mm512_mask_cvtsepi32_storeu_epi8(p, tail_mask(n), _mm512_cvtps_epi32(v));
+  }
+  // W int8 values widened to floats (exact).
+  static F load_i8(const int8_t* p) {
+    return _mm512_cvtepi32_ps(
+        _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+  }
+
   static F add(F a, F b) { return _mm512_add_ps(a, b); }
   static F sub(F a, F b) { return _mm512_sub_ps(a, b); }
   static F mul(F a, F b) { return _mm512_mul_ps(a, b); }

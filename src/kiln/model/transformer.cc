@@ -29,9 +29,8 @@ class ForwardBuilder {
     slots_ = b_.input(input_names::kSlots, DType::I32, {T});
     block_table_ = b_.input(input_names::kBlockTable, DType::I32, {S, s_.max_pages_per_seq});
     seq_lens_ = b_.input(input_names::kSeqLens, DType::I32, {S});
-    const int64_t kv_dim = static_cast<int64_t>(c_.n_kv_heads) * c_.head_dim;
-    Value kv = b_.state(input_names::kKvPool, DType::F16,
-                        {2 * static_cast<int64_t>(c_.n_layers), s_.kv_pages, s_.page_size, kv_dim});
+    const graph::ValueType kv_type = kv_state_type(c_, s_);
+    Value kv = b_.state(input_names::kKvPool, kv_type.dtype, kv_type.shape);
 
     // One param shared by every layer's q and k ropes (the QK-norm/RoPE fusion pairs q and k
     // only when their factors are the same value).
@@ -144,6 +143,17 @@ class ForwardBuilder {
 };
 
 }  // namespace
+
+graph::ValueType kv_state_type(const ModelConfig& config, const ForwardShape& shape) {
+  if (shape.kv_dtype == kernels::KvDtype::Q8) {
+    const kernels::KvGeometry g{config.n_layers,   shape.kv_pages,  shape.page_size,
+                                config.n_kv_heads, config.head_dim, shape.kv_dtype};
+    return {DType::I8, Shape{static_cast<int64_t>(kernels::kv_pool_bytes(g))}};
+  }
+  const int64_t kv_dim = static_cast<int64_t>(config.n_kv_heads) * config.head_dim;
+  return {DType::F16, Shape{2 * static_cast<int64_t>(config.n_layers), shape.kv_pages,
+                            shape.page_size, kv_dim}};
+}
 
 graph::Graph build_forward(const ModelConfig& config, const WeightLookup& weights,
                            const ForwardShape& shape, const std::string& name) {

@@ -9,6 +9,7 @@
 #include "kiln/base/dtype.h"
 #include "kiln/base/shape.h"
 #include "kiln/graph/ir.h"
+#include "kiln/kernels/kv_cache.h"
 #include "kiln/model/model_config.h"
 
 namespace kiln::model {
@@ -22,7 +23,7 @@ inline constexpr const char* kSlots = "out_cache_slots";   // i32[T]
 inline constexpr const char* kBlockTable = "block_table";  // i32[S, max_pages_per_seq]
 inline constexpr const char* kSeqLens = "seq_lens";        // i32[S]
 inline constexpr const char* kLogitRows = "logit_rows";    // i32[R]: rows whose logits are wanted
-inline constexpr const char* kKvPool = "kv_pool";  // state: f16[2*layers, pages, page_size, kv_dim]
+inline constexpr const char* kKvPool = "kv_pool";          // state: see kv_state_type
 }  // namespace input_names
 
 struct ForwardShape {
@@ -33,7 +34,13 @@ struct ForwardShape {
   bool greedy = false;      // output argmax ids i32[R] instead of logits f32[R, V]
   int64_t kv_pages = 0;     // pages in the pool (the state input's shape)
   int page_size = 16;
+  kernels::KvDtype kv_dtype = kernels::KvDtype::F16;
 };
+
+// The type of the KV pool state input: f16[2*layers, pages, page_size, kv_dim] for an f16
+// pool; for q8 the pool's bytes, i8[kernels::kv_pool_bytes] (int8 planes, then the scale
+// planes; kernels/kv_cache.h). The graph and whoever binds the pool both use this.
+graph::ValueType kv_state_type(const ModelConfig& config, const ForwardShape& shape);
 
 // Looks up a weight's dtype and shape by GGUF tensor name (nullopt: absent).
 struct WeightMeta {
