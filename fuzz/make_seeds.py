@@ -33,9 +33,9 @@ def byte_chars():
     return [chr(c) for _, c in sorted(zip(bs, cs))]
 
 
-def gguf_model(path, tokenizer):
+def gguf_model(path, tokenizer, block_count=1):
     w = GGUFWriter(str(path), "llama")
-    w.add_block_count(1)
+    w.add_block_count(block_count)
     w.add_context_length(64)
     w.add_embedding_length(8)
     w.add_feed_forward_length(16)
@@ -110,6 +110,17 @@ def main():
         path = CORPUS / "gguf" / f"tiny_{kind}.gguf"
         path.parent.mkdir(parents=True, exist_ok=True)
         gguf_model(path, kind)
+    # Inputs of fixed findings (docs/fuzzing.md), replayed by every run.
+    gguf_model(CORPUS / "gguf" / "regress_block_count_2e9.gguf", "llama", block_count=2000000000)
+    llama_config = json.loads((CORPUS / "hf_config" / "llama.json").read_text())
+    write("hf_config", "regress_layers_2e9.json", json.dumps({**llama_config, "num_hidden_layers": 2000000000}))
+    write("hf_config", "regress_partial_rotary_1e300.json", json.dumps({**llama_config, "partial_rotary_factor": 1e300}))
+    tok = byte_level_tokenizer()
+    tok["pre_tokenizer"]["add_prefix_space"] = "no"
+    write("hf_tokenizer", "regress_wrong_type.json", json.dumps(tok, ensure_ascii=False))
+    tok = byte_level_tokenizer()
+    tok["added_tokens"][0]["id"] = -1
+    write("hf_tokenizer", "regress_added_id_minus_1.json", json.dumps(tok, ensure_ascii=False))
     write("safetensors", "three_dtypes.safetensors",
           safetensors([("model.embed_tokens.weight", "F32", [4, 3]), ("model.norm.weight", "F16", [3]),
                        ("lm_head.weight", "BF16", [2, 2])], {"format": "pt"}))

@@ -39,7 +39,7 @@ for t in "${targets[@]}"; do
   mkdir -p "$work" "$artifacts" "$(dirname "$log")"
   dict=fuzz/dict/$(dict_for "$t").dict
   args=(-max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=2048
-    -print_final_stats=1 -artifact_prefix="$artifacts/")
+    -print_final_stats=1 -print_funcs=0 -artifact_prefix="$artifacts/")
   [ -f "$dict" ] && args+=(-dict="$dict")
   status=ok
   "$bin" "${args[@]}" "$work" "fuzz/corpus/$t" >"$log" 2>&1 || status=FAILED
