@@ -44,6 +44,11 @@ json object_or_empty(const json& obj, const char* key) {
   return it != obj.end() && it->is_object() ? *it : json::object();
 }
 
+// Parsed JSON stores a non-negative integer as unsigned, one built in code as signed.
+bool is_non_negative_integer(const json& j) {
+  return j.is_number_unsigned() || (j.is_number_integer() && j.get<int64_t>() >= 0);
+}
+
 // Token ids beyond this are refused (the size check below, done per id so that no id + 1 wraps).
 constexpr size_t kMaxTokens = size_t{1} << 24;
 
@@ -217,7 +222,7 @@ TokenizerVocab vocab_from_hf_tokenizer(const json& tok, const json& config, cons
   }
   for (const json& a : added) {
     // A negative or fractional id would convert to some other size_t and index out of range.
-    KILN_CHECK(a.is_object() && a.contains("id") && a["id"].is_number_unsigned() &&
+    KILN_CHECK(a.is_object() && a.contains("id") && is_non_negative_integer(a["id"]) &&
                    a.contains("content") && a["content"].is_string(),
                "tokenizer.json: an added token needs an id (a non-negative integer) and content");
     KILN_CHECK(a["id"].get<size_t>() < kMaxTokens, "tokenizer.json: token id {} is too large",
