@@ -127,6 +127,36 @@ TEST(HfConfig, TransformersFourKeys) {
   EXPECT_FLOAT_EQ(h.rope_freq_factors[7], 8.0f);  // the slowest is divided by `factor`
 }
 
+// Found by fuzz/hf_config_fuzzer: values that do not fit the int they are stored in were
+// truncated (a huge partial_rotary_factor was undefined behaviour converting to int), and a layer
+// count of two billion sized the per-layer table (an out-of-memory abort instead of an error).
+TEST(HfConfig, RefusesOutOfRangeValues) {
+  json c = llama();
+  c["num_hidden_layers"] = 2000000000;
+  EXPECT_NE(error_of(c).find("num_hidden_layers 2000000000 is more than kiln supports"),
+            std::string::npos)
+      << error_of(c);
+  c = llama();
+  c["hidden_size"] = int64_t{1} << 40;
+  EXPECT_NE(error_of(c).find("'hidden_size' = 1099511627776 is out of range"), std::string::npos)
+      << error_of(c);
+  c = llama();
+  c["num_attention_heads"] = int64_t{1} << 32;  // would truncate to 0
+  EXPECT_NE(error_of(c).find("'num_attention_heads' = 4294967296 is out of range"),
+            std::string::npos)
+      << error_of(c);
+  c = llama();
+  c["partial_rotary_factor"] = 1e300;
+  EXPECT_NE(error_of(c).find("partial_rotary_factor 1e+300 must be in (0, 1]"), std::string::npos)
+      << error_of(c);
+  c = llama();
+  c["model_type"] = "gemma3_text";
+  c["architectures"] = {"Gemma3ForCausalLM"};
+  c["query_pre_attn_scalar"] = -1;
+  EXPECT_NE(error_of(c).find("'query_pre_attn_scalar' must be positive"), std::string::npos)
+      << error_of(c);
+}
+
 TEST(HfConfig, RefusesUnknownArchitectures) {
   json c = llama();
   c["architectures"] = {"GPTNeoXForCausalLM"};

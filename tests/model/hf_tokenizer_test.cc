@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "kiln/base/error.h"
 #include "kiln/model/tokenizer.h"
 
@@ -113,6 +115,62 @@ TEST(HfTokenizer, RefusesWhatItCannotRun) {
   t["added_tokens"][0]["id"] = 9;  // ids 4..8 then have no token
   EXPECT_NE(error_of(t).find("no token has id"), std::string::npos);
   EXPECT_NE(error_of(json::object()).find("no model"), std::string::npos);
+}
+
+// Found by fuzz/hf_tokenizer_fuzzer: a field of the wrong type escaped as nlohmann's type_error
+// (which names neither file nor key), and an added token's id of -1 (or a vocab id of 2^64-1)
+// wrapped the vocabulary size and indexed out of bounds.
+TEST(HfTokenizer, RefusesFieldsOfTheWrongTypeNamingThem) {
+  json t = byte_level();
+  t["pre_tokenizer"]["pretokenizers"][1]["add_prefix_space"] = "no";
+  EXPECT_NE(error_of(t).find("'add_prefix_space' must be true or false"), std::string::npos)
+      << error_of(t);
+  t = byte_level();
+  t["pre_tokenizer"]["pretokenizers"][0]["pattern"] = 7;  // no Regex: unsupported
+  EXPECT_NE(error_of(t).find("regex is not supported"), std::string::npos) << error_of(t);
+  t = byte_level();
+  t["model"]["ignore_merges"] = "yes";
+  EXPECT_NE(error_of(t).find("'ignore_merges' must be true or false"), std::string::npos);
+  t = byte_level();
+  t["added_tokens"][0]["special"] = 1;
+  EXPECT_NE(error_of(t).find("'special' must be true or false"), std::string::npos);
+  t = byte_level();
+  t["post_processor"]["single"][0]["SpecialToken"]["id"] = 4;
+  EXPECT_NE(error_of(t).find("'id' must be a string"), std::string::npos) << error_of(t);
+  t = metaspace();
+  t["pre_tokenizer"]["prepend_scheme"] = false;
+  EXPECT_NE(error_of(t).find("'prepend_scheme' must be a string"), std::string::npos);
+  t = metaspace();
+  t["model"]["byte_fallback"] = "true";
+  EXPECT_NE(error_of(t).find("'byte_fallback' must be true or false"), std::string::npos);
+  t = metaspace();
+  t["model"]["merges"] = "\u2581 h";
+  EXPECT_NE(error_of(t).find("'merges' must be a list"), std::string::npos);
+}
+
+TEST(HfTokenizer, RefusesTokenIdsOutOfRange) {
+  json t = metaspace();
+  t["added_tokens"][1]["id"] = -1;
+  EXPECT_NE(error_of(t).find("an added token needs an id"), std::string::npos) << error_of(t);
+  t = metaspace();
+  t["added_tokens"][1]["id"] = 1.5;
+  EXPECT_NE(error_of(t).find("an added token needs an id"), std::string::npos);
+  t = metaspace();
+  t["added_tokens"][1] = "<s>";
+  EXPECT_NE(error_of(t).find("an added token needs an id"), std::string::npos);
+  t = metaspace();
+  t["model"]["vocab"]["h"] = std::numeric_limits<uint64_t>::max();
+  EXPECT_NE(error_of(t).find("token id 18446744073709551615 is too large"), std::string::npos)
+      << error_of(t);
+  t = metaspace();
+  t["added_tokens"] = {{"id", 0}};
+  EXPECT_NE(error_of(t).find("'added_tokens' must be a list"), std::string::npos);
+}
+
+TEST(HfTokenizer, ChatTemplateListWithOddEntries) {
+  EXPECT_EQ(chat_template_from_hf(json::parse(R"({"chat_template": [5, "x",
+              {"name": 3}, {"name": "default", "template": 7}]})")),
+            "");
 }
 
 }  // namespace

@@ -66,6 +66,15 @@ TEST(ModelConfig, RefusesRopeScalingsKilnDoesNotImplement) {
   EXPECT_NO_THROW(none.read());
 }
 
+// Found by fuzz/gguf_fuzzer: a block_count of two billion sized the per-layer table before any
+// tensor was looked at (an out-of-memory abort instead of an error).
+TEST(ModelConfig, RefusesAnAbsurdLayerCount) {
+  ConfigFile f("llama", 2000000000u);
+  expect_error_mentioning(f, "block_count 2000000000 is more than kiln supports");
+  ConfigFile g("gemma3", 2000000000u);
+  expect_error_mentioning(g, "block_count 2000000000 is more than kiln supports");
+}
+
 TEST(ModelConfig, RefusesLongRope) {
   ConfigFile f("phi3");
   f.b.add_tensor("rope_factors_long.weight", kF32, {8}, 32);

@@ -1,10 +1,12 @@
 #include "kiln/model/hf_config.h"
 
 #include <cmath>
+#include <limits>
 #include <numbers>
 #include <optional>
 
 #include "kiln/base/error.h"
+#include "kiln/model/model_limits.h"
 
 namespace kiln::model {
 namespace {
@@ -44,6 +46,19 @@ std::optional<int64_t> try_int(const json& c, const char* key) {
   if (v == nullptr) return std::nullopt;
   KILN_CHECK(v->is_number_integer(), "config.json: '{}' must be an integer", key);
   return v->get<int64_t>();
+}
+
+// An integer key that kiln stores as int: a value outside int's range is refused, not truncated.
+int get_int32(const json& c, const char* key) {
+  const int64_t v = get_int(c, key);
+  KILN_CHECK(v >= std::numeric_limits<int>::min() && v <= std::numeric_limits<int>::max(),
+             "config.json: '{}' = {} is out of range", key, v);
+  return static_cast<int>(v);
+}
+
+std::optional<int> try_int32(const json& c, const char* key) {
+  if (find(c, key) == nullptr) return std::nullopt;
+  return get_int32(c, key);
 }
 
 std::optional<double> try_number(const json& c, const char* key) {
@@ -151,10 +166,12 @@ void read_gemma(const json& c, HfModelConfig& h) {
                               .value_or(try_string(c, "hidden_act").value_or("gelu_pytorch_tanh"));
   KILN_CHECK(act == "gelu_pytorch_tanh", "activation '{}' is not supported for {}", act, m.arch);
   m.activation = Activation::GeluTanh;
-  m.attention_scale = 1.0 / std::sqrt(try_number(c, "query_pre_attn_scalar").value_or(m.head_dim));
+  const double query_scalar = try_number(c, "query_pre_attn_scalar").value_or(m.head_dim);
+  KILN_CHECK(query_scalar > 0, "config.json: 'query_pre_attn_scalar' must be positive");
+  m.attention_scale = 1.0 / std::sqrt(query_scalar);
   m.attn_logit_softcap = try_number(c, "attn_logit_softcapping").value_or(0.0);
   m.final_logit_softcap = try_number(c, "final_logit_softcapping").value_or(0.0);
-  const int window = static_cast<int>(try_int(c, "sliding_window").value_or(gemma2 ? 4096 : 0));
+  const int window = try_int32(c, "sliding_window").value_or(gemma2 ? 4096 : 0);
   const Rope full = read_rope(c, "full_attention", 10000.0);
   const Rope local =
       read_rope(c, "sliding_attention",
@@ -170,10 +187,9 @@ void read_gemma(const json& c, HfModelConfig& h) {
 }
 
 void read_moe(const json& c, ModelConfig& m) {
-  m.n_experts = static_cast<int>(
-      try_int(c, "num_experts").value_or(try_int(c, "num_local_experts").value_or(0)));
-  m.n_experts_used = static_cast<int>(get_int(c, "num_experts_per_tok"));
-  m.n_ff_expert = static_cast<int>(get_int(c, "moe_intermediate_size"));
+  m.n_experts = try_int32(c, "num_experts").value_or(try_int32(c, "num_local_experts").value_or(0));
+  m.n_experts_used = get_int32(c, "num_experts_per_tok");
+  m.n_ff_expert = get_int32(c, "moe_intermediate_size");
   m.expert_weights_norm = try_bool(c, "norm_topk_prob").value_or(false);
   KILN_CHECK(m.n_experts > 0 && m.n_experts_used > 0 && m.n_experts_used <= m.n_experts &&
                  m.n_ff_expert > 0,
@@ -221,22 +237,24 @@ HfModelConfig model_config_from_hf(const json& c) {
   ModelConfig& m = h.config;
   m.arch = name.arch;
   const bool moe = m.arch == "qwen3moe";
-  m.n_layers = static_cast<int>(get_int(c, "num_hidden_layers"));
-  m.n_embd = static_cast<int>(get_int(c, "hidden_size"));
-  m.n_ff = static_cast<int>(moe ? try_int(c, "intermediate_size").value_or(1)
-                                : get_int(c, "intermediate_size"));
-  m.n_heads = static_cast<int>(get_int(c, "num_attention_heads"));
-  m.n_kv_heads = static_cast<int>(try_int(c, "num_key_value_heads").value_or(m.n_heads));
+  m.n_layers = get_int32(c, "num_hidden_layers");
+  m.n_embd = get_int32(c, "hidden_size");
+  m.n_ff = moe ? try_int32(c, "intermediate_size").value_or(1) : get_int32(c, "intermediate_size");
+  m.n_heads = get_int32(c, "num_attention_heads");
+  m.n_kv_heads = try_int32(c, "num_key_value_heads").value_or(m.n_heads);
   m.context_length = get_int(c, "max_position_embeddings");
   m.rms_eps = try_number(c, "rms_norm_eps").value_or(1e-6);
   m.vocab = get_int(c, "vocab_size");
   KILN_CHECK(m.n_layers > 0 && m.n_embd > 0 && m.n_ff > 0 && m.n_heads > 0 && m.n_kv_heads > 0 &&
                  m.vocab > 0 && m.context_length > 0,
              "config.json: model dimensions must be positive");
+  KILN_CHECK(m.n_layers <= kMaxLayers,
+             "config.json: num_hidden_layers {} is more than kiln supports ({})", m.n_layers,
+             kMaxLayers);
   KILN_CHECK(m.n_heads % m.n_kv_heads == 0,
              "num_attention_heads {} is not a multiple of num_key_value_heads {}", m.n_heads,
              m.n_kv_heads);
-  m.head_dim = static_cast<int>(try_int(c, "head_dim").value_or(m.n_embd / m.n_heads));
+  m.head_dim = try_int32(c, "head_dim").value_or(m.n_embd / m.n_heads);
   KILN_CHECK(m.head_dim > 0 && m.head_dim % 2 == 0, "head_dim {} must be even", m.head_dim);
   m.layers.resize(m.n_layers);
   m.attention_scale = 1.0 / std::sqrt(static_cast<double>(m.head_dim));
@@ -265,6 +283,9 @@ HfModelConfig model_config_from_hf(const json& c) {
   const Rope rope = read_rope(c, "full_attention", try_number(c, "rope_theta").value_or(10000.0));
   double partial = try_number(c, "partial_rotary_factor").value_or(1.0);
   if (auto p = try_number(rope.scaling, "partial_rotary_factor")) partial = *p;
+  // Checked before the product is converted to int (a huge factor would not fit).
+  KILN_CHECK(partial > 0 && partial <= 1, "config.json: partial_rotary_factor {} must be in (0, 1]",
+             partial);
   m.n_rot = static_cast<int>(m.head_dim * partial);
   KILN_CHECK(m.n_rot > 0 && m.n_rot % 2 == 0 && m.n_rot <= m.head_dim,
              "rotary dimensions {} must be even and at most head_dim {}", m.n_rot, m.head_dim);

@@ -1,6 +1,7 @@
 #include "kiln/model/hf_tokenizer.h"
 
 #include <optional>
+#include <type_traits>
 
 #include "kiln/base/error.h"
 #include "kiln/model/tokenizer_pretokenizer.h"
@@ -15,6 +16,41 @@ std::string type_of(const json& j) {
   return j.is_object() && j.contains("type") && j["type"].is_string() ? j["type"].get<std::string>()
                                                                       : "";
 }
+
+// `obj[key]` as a bool or a string: absent, null (or `obj` not an object) give `fallback`; a value
+// of another type is refused naming the key. (nlohmann's value() throws a type_error instead,
+// which names neither the file nor the key.)
+template <typename T>
+T field_or(const json& obj, const char* key, T fallback) {
+  static_assert(std::is_same_v<T, bool> || std::is_same_v<T, std::string>);
+  if (!obj.is_object()) return fallback;
+  const auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return fallback;
+  constexpr bool kBool = std::is_same_v<T, bool>;
+  KILN_CHECK(kBool ? it->is_boolean() : it->is_string(), "tokenizer.json: '{}' must be {}", key,
+             kBool ? "true or false" : "a string");
+  return it->get<T>();
+}
+bool bool_or(const json& obj, const char* key, bool fallback) {
+  return field_or<bool>(obj, key, fallback);
+}
+std::string string_or(const json& obj, const char* key, std::string fallback = "") {
+  return field_or<std::string>(obj, key, std::move(fallback));
+}
+// `obj[key]` when it is an object, else an empty object.
+json object_or_empty(const json& obj, const char* key) {
+  if (!obj.is_object()) return json::object();
+  const auto it = obj.find(key);
+  return it != obj.end() && it->is_object() ? *it : json::object();
+}
+
+// Parsed JSON stores a non-negative integer as unsigned, one built in code as signed.
+bool is_non_negative_integer(const json& j) {
+  return j.is_number_unsigned() || (j.is_number_integer() && j.get<int64_t>() >= 0);
+}
+
+// Token ids beyond this are refused (the size check below, done per id so that no id + 1 wraps).
+constexpr size_t kMaxTokens = size_t{1} << 24;
 
 // A Sequence's parts, or the one item.
 std::vector<json> flatten(const json& j) {
@@ -49,15 +85,14 @@ std::optional<bool> config_bool(const json& config, const char* key) {
 std::string byte_level_pre(const json& pre_tokenizer) {
   const std::vector<json> parts = flatten(pre_tokenizer);
   auto is_byte_level = [](const json& p, bool regex) {
-    return type_of(p) == "ByteLevel" && !p.value("add_prefix_space", false) &&
-           p.value("use_regex", true) == regex;
+    return type_of(p) == "ByteLevel" && !bool_or(p, "add_prefix_space", false) &&
+           bool_or(p, "use_regex", true) == regex;
   };
   if (parts.size() == 1 && is_byte_level(parts[0], true)) return "gpt2";
   if (parts.size() == 2 && type_of(parts[0]) == "Split" && is_byte_level(parts[1], false)) {
-    const json& pattern = parts[0].value("pattern", json::object());
-    const std::string regex = pattern.value("Regex", "");
+    const std::string regex = string_or(object_or_empty(parts[0], "pattern"), "Regex");
     const bool isolated =
-        parts[0].value("behavior", "") == "Isolated" && !parts[0].value("invert", false);
+        string_or(parts[0], "behavior") == "Isolated" && !bool_or(parts[0], "invert", false);
     if (isolated && regex == pretokenizer_regex(PreTokenizerKind::kLlama3)) return "llama3";
     if (isolated && regex == pretokenizer_regex(PreTokenizerKind::kQwen2)) return "qwen2";
     fail(
@@ -77,10 +112,10 @@ void read_metaspace(const json& normalizer, const json& pre_tokenizer, Tokenizer
   bool replaces_spaces = false;
   for (const json& n : flatten(normalizer)) {
     const std::string t = type_of(n);
-    if (t == "Replace" && n.value("pattern", json::object()).value("String", "") == " " &&
-        n.value("content", "") == kSpaceSymbol) {
+    if (t == "Replace" && string_or(object_or_empty(n, "pattern"), "String") == " " &&
+        string_or(n, "content") == kSpaceSymbol) {
       replaces_spaces = true;
-    } else if (t == "Prepend" && n.value("prepend", "") == kSpaceSymbol) {
+    } else if (t == "Prepend" && string_or(n, "prepend") == kSpaceSymbol) {
       v.add_space_prefix = true;
       v.space_prefix_scope = Scope::kEveryFragment;
     } else {
@@ -98,12 +133,12 @@ void read_metaspace(const json& normalizer, const json& pre_tokenizer, Tokenizer
              "tokenizer.json: pre-tokenizer {} is not supported for SentencePiece-style BPE",
              pre_tokenizer.dump().substr(0, 200));
   const json& m = pre[0];
-  KILN_CHECK(m.value("replacement", std::string(kSpaceSymbol)) == kSpaceSymbol,
+  KILN_CHECK(string_or(m, "replacement", std::string(kSpaceSymbol)) == kSpaceSymbol,
              "tokenizer.json: Metaspace replacement other than U+2581 is not supported");
-  KILN_CHECK(!m.value("split", false),
+  KILN_CHECK(!bool_or(m, "split", false),
              "tokenizer.json: Metaspace with split = true is not supported");
-  std::string scheme = m.value("prepend_scheme", "");
-  if (scheme.empty()) scheme = m.value("add_prefix_space", true) ? "always" : "never";
+  std::string scheme = string_or(m, "prepend_scheme");
+  if (scheme.empty()) scheme = bool_or(m, "add_prefix_space", true) ? "always" : "never";
   KILN_CHECK(scheme == "first" || scheme == "always" || scheme == "never",
              "tokenizer.json: Metaspace prepend_scheme '{}' is not supported", scheme);
   v.add_space_prefix = scheme != "never";
@@ -127,7 +162,9 @@ Template read_template(const json& post) {
     const json& single = p["single"];
     if (!single.is_array() || single.empty()) continue;
     auto special = [](const json& item) -> std::optional<std::string> {
-      if (item.contains("SpecialToken")) return item["SpecialToken"].value("id", "");
+      if (item.is_object() && item.contains("SpecialToken")) {
+        return string_or(object_or_empty(item, "SpecialToken"), "id");
+      }
       return std::nullopt;
     };
     t.first = special(single.front());
@@ -153,7 +190,7 @@ TokenizerVocab vocab_from_hf_tokenizer(const json& tok, const json& config, cons
              "tokenizer.json: subword prefixes/suffixes are not supported");
 
   TokenizerVocab v;
-  const bool byte_fallback = model.value("byte_fallback", false);
+  const bool byte_fallback = bool_or(model, "byte_fallback", false);
   const json& pre = tok.value("pre_tokenizer", json());
   const bool byte_level = !flatten(pre).empty() && type_of(flatten(pre).back()) == "ByteLevel";
   if (byte_level) {
@@ -164,7 +201,9 @@ TokenizerVocab vocab_from_hf_tokenizer(const json& tok, const json& config, cons
       KILN_CHECK(type_of(n) == "NFC", "tokenizer.json: normalizer '{}' is not supported",
                  type_of(n));
     }
-    if (model.contains("ignore_merges")) v.ignore_merges = model["ignore_merges"].get<bool>();
+    if (model.contains("ignore_merges") && !model["ignore_merges"].is_null()) {
+      v.ignore_merges = bool_or(model, "ignore_merges", false);
+    }
   } else {
     v.model = "llama";
     v.pre = "default";
@@ -173,13 +212,23 @@ TokenizerVocab vocab_from_hf_tokenizer(const json& tok, const json& config, cons
 
   // Tokens by id: the BPE vocab, then added tokens (which may reuse or extend its ids).
   const json& added = tok.value("added_tokens", json::array());
+  KILN_CHECK(added.is_array() || added.is_null(), "tokenizer.json: 'added_tokens' must be a list");
   size_t n = 0;
   for (const auto& [text, id] : model["vocab"].items()) {
     KILN_CHECK(id.is_number_unsigned(), "tokenizer.json: token '{}' has no valid id", text);
+    KILN_CHECK(id.get<size_t>() < kMaxTokens, "tokenizer.json: token id {} is too large",
+               id.get<size_t>());
     n = std::max<size_t>(n, id.get<size_t>() + 1);
   }
-  for (const json& a : added) n = std::max<size_t>(n, a.value("id", size_t{0}) + 1);
-  KILN_CHECK(n < (size_t{1} << 24), "tokenizer.json: token id {} is too large", n - 1);
+  for (const json& a : added) {
+    // A negative or fractional id would convert to some other size_t and index out of range.
+    KILN_CHECK(a.is_object() && a.contains("id") && is_non_negative_integer(a["id"]) &&
+                   a.contains("content") && a["content"].is_string(),
+               "tokenizer.json: an added token needs an id (a non-negative integer) and content");
+    KILN_CHECK(a["id"].get<size_t>() < kMaxTokens, "tokenizer.json: token id {} is too large",
+               a["id"].get<size_t>());
+    n = std::max<size_t>(n, a["id"].get<size_t>() + 1);
+  }
   std::vector<bool> seen(n, false);
   v.tokens.resize(n);
   v.token_types.assign(n, static_cast<int32_t>(TokenType::kNormal));
@@ -191,13 +240,11 @@ TokenizerVocab vocab_from_hf_tokenizer(const json& tok, const json& config, cons
       v.token_types[i] = static_cast<int32_t>(TokenType::kByte);
   }
   for (const json& a : added) {
-    KILN_CHECK(a.contains("id") && a.contains("content") && a["content"].is_string(),
-               "tokenizer.json: an added token needs id and content");
     const auto i = a["id"].get<size_t>();
     v.tokens[i] = a["content"].get<std::string>();
     seen[i] = true;
-    v.token_types[i] = static_cast<int32_t>(a.value("special", false) ? TokenType::kControl
-                                                                      : TokenType::kUserDefined);
+    v.token_types[i] = static_cast<int32_t>(bool_or(a, "special", false) ? TokenType::kControl
+                                                                         : TokenType::kUserDefined);
   }
   for (size_t i = 0; i < n; ++i) {
     KILN_CHECK(seen[i], "tokenizer.json: no token has id {} (ids must be 0..{})", i, n - 1);
@@ -215,6 +262,7 @@ TokenizerVocab vocab_from_hf_tokenizer(const json& tok, const json& config, cons
   }
 
   if (model.contains("merges")) {
+    KILN_CHECK(model["merges"].is_array(), "tokenizer.json: 'merges' must be a list");
     for (const json& m : model["merges"]) {
       if (m.is_string()) {
         v.merges.push_back(m.get<std::string>());
@@ -264,7 +312,10 @@ std::string chat_template_from_hf(const json& config) {
   if (t.is_string()) return t.get<std::string>();
   if (t.is_array()) {
     for (const json& named : t) {
-      if (named.value("name", "") == "default") return named.value("template", "");
+      // {"name": ..., "template": ...} entries; anything else names no template.
+      if (!named.is_object() || named.value("name", json()) != "default") continue;
+      const json text = named.value("template", json());
+      return text.is_string() ? text.get<std::string>() : "";
     }
   }
   return "";

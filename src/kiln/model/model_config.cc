@@ -4,6 +4,7 @@
 
 #include "kiln/base/error.h"
 #include "kiln/model/gguf.h"
+#include "kiln/model/model_limits.h"
 
 namespace kiln::model {
 namespace {
@@ -115,6 +116,8 @@ ModelConfig read_model_config(const GgufFile& file) {
   c.rms_eps = file.get_f32(p + "attention.layer_norm_rms_epsilon");
   KILN_CHECK(c.n_layers > 0 && c.n_embd > 0 && c.n_ff > 0 && c.n_heads > 0 && c.n_kv_heads > 0,
              "model dimensions must be positive");
+  KILN_CHECK(c.n_layers <= kMaxLayers, "block_count {} is more than kiln supports ({})", c.n_layers,
+             kMaxLayers);
   KILN_CHECK(c.n_heads % c.n_kv_heads == 0, "head_count {} is not a multiple of head_count_kv {}",
              c.n_heads, c.n_kv_heads);
   c.head_dim =
