@@ -37,6 +37,14 @@ TEST(ChatTemplate, Llama3) {
             "<|start_header_id|>assistant<|end_header_id|>\n\n");
 }
 
+// A message ending in the first two bytes of a three-byte space (E2 80) is trimmed without
+// reading past its end (it threw std::out_of_range; found by the chat_template fuzzer).
+TEST(ChatTemplate, TrimsTextEndingInATruncatedMultiByteSpace) {
+  const std::string out =
+      apply_chat_template(ChatTemplateKind::kLlama3, {{"user", " \xE2\x80"}}, true);
+  EXPECT_NE(out.find("\n\n\xE2\x80<|eot_id|>"), std::string::npos) << out;
+}
+
 TEST(ChatTemplate, ChatML) {
   EXPECT_EQ(apply_chat_template(ChatTemplateKind::kChatML, kConversation, true),
             "<|im_start|>system\nBe brief.<|im_end|>\n"

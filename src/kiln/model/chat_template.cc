@@ -22,7 +22,9 @@ size_t space_at(std::string_view s, size_t i) {
   if (c == ' ' || (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x1F)) return 1;
   if (c == 0xC2 && (b(1) == 0x85 || b(1) == 0xA0)) return 2;
   if (c == 0xE1 && b(1) == 0x9A && b(2) == 0x80) return 3;  // U+1680
-  if (c == 0xE2 && b(1) == 0x80) {
+  // (A cut-off E2 80 at the end reads its missing third byte as 0, which is <= 0x8A: the
+  // length check keeps that from counting as a 3-byte space past the end; found by fuzzing.)
+  if (c == 0xE2 && b(1) == 0x80 && i + 2 < s.size()) {
     const unsigned char d = b(2);
     if (d <= 0x8A || d == 0xA8 || d == 0xA9 || d == 0xAF) return 3;  // U+2000-200A, 2028/9, 202F
   }
