@@ -48,7 +48,8 @@ from gguf import GGMLQuantizationType as Q  # noqa: E402
 REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "fixtures"))
 from gguf_file import GgufFile  # noqa: E402
-from make_models import llama3_rope_freqs  # noqa: E402
+from make_models import (llama3_rope_freqs, write_base_hparams, write_expert_hparams,  # noqa: E402
+                         write_file_type)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -148,14 +149,8 @@ def write_tokenizer(w: gguf.GGUFWriter, source: GgufFile, n_vocab: int) -> None:
 
 def write_metadata(w: gguf.GGUFWriter, shape_name: str, s: Shape) -> None:
     """The keys llama.cpp's converter writes for these architectures."""
-    w.add_type("model")
-    w.add_name(f"{s.name} (random weights, {shape_name})")
-    w.add_context_length(s.context_length)
-    w.add_embedding_length(s.n_embd)
-    w.add_block_count(s.n_layer)
-    w.add_feed_forward_length(s.n_ff)
-    w.add_head_count(s.n_head)
-    w.add_head_count_kv(s.n_head_kv)
+    write_base_hparams(w, f"{s.name} (random weights, {shape_name})", s.context_length, s.n_embd, s.n_layer,
+                       s.n_ff, s.n_head, s.n_head_kv)
     w.add_rope_freq_base(s.rope_base)
     w.add_layer_norm_rms_eps(s.eps)
     if s.head_dim != s.n_embd // s.n_head or s.arch != "llama":
@@ -164,12 +159,8 @@ def write_metadata(w: gguf.GGUFWriter, shape_name: str, s: Shape) -> None:
     if s.arch == "llama":
         w.add_vocab_size(s.n_vocab)
         w.add_rope_dimension_count(s.head_dim)
-    if s.n_expert:
-        w.add_expert_count(s.n_expert)
-        w.add_expert_used_count(s.n_expert_used)
-        w.add_expert_feed_forward_length(s.n_ff_exp)
-    w.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
-    w.add_quantization_version(gguf.GGML_QUANT_VERSION)
+    write_expert_hparams(w, s.n_expert, s.n_expert_used, s.n_ff_exp)
+    write_file_type(w, gguf.LlamaFileType.MOSTLY_F16)
 
 
 def tensor_specs(s: Shape):

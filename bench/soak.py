@@ -223,6 +223,14 @@ def main():
             print("  failure:", f)
         if any(bad for _, bad in tally.counts.values()):
             failures.append("some requests did not get the expected answer")
+        # Every client that went away mid-request (dropped streams, reset non-streaming
+        # requests: 400 tokens each, far longer than the hold) must have been cancelled, not run
+        # to the end. Some may finish as errors (also counted as aborts) but none as length/stop.
+        disconnects = sum(tally.counts.get(k, (0, 0))[0] for k in ("dropped_stream", "reset_nonstream"))
+        aborts = m.get('kiln_requests_total{finish_reason="abort"}', 0)
+        print(f"disconnected clients {disconnects}, aborted requests {aborts:.0f}")
+        if aborts < 0.9 * disconnects:
+            failures.append(f"only {aborts:.0f} aborts for {disconnects} disconnected clients")
         if m.get("kiln_kv_pages_used", -1) != 0:
             failures.append(f"KV pages still in use after the drain: {m.get('kiln_kv_pages_used')}")
         warm = [s for s in samples if s[0] >= samples[-1][0] * 0.25]

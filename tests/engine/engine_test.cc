@@ -75,6 +75,18 @@ TEST(Engine, ChunkedPrefillGivesTheSameOutputs) {
   h.expect_no_leak();
 }
 
+// One request decodes 120 tokens; once the test's before_forward hook has seen a decode step
+// (decoding_seen), three 100-token prompts arrive. Every output must match the reference.
+void prompts_arrive_while_one_decodes(Harness& h, const std::atomic<bool>& decoding_seen) {
+  const uint64_t first = h.submit(make_request(8, 1, 120, 0.0));
+  for (int i = 0; i < 5000 && !decoding_seen; ++i) std::this_thread::sleep_for(1ms);
+  ASSERT_TRUE(decoding_seen);
+  std::vector<uint64_t> ids{first};
+  for (int i = 0; i < 3; ++i) ids.push_back(h.submit(make_request(100, 2 + i, 4, 0.0)));
+  ASSERT_TRUE(h.collector.wait(4));
+  for (auto id : ids) h.expect_matches_reference(id);
+}
+
 TEST(Engine, PrefillStepsAreCappedWhileRequestsDecode) {
   EngineConfig ec;
   ec.max_prefill_tokens_while_decoding = 16;
@@ -91,14 +103,7 @@ TEST(Engine, PrefillStepsAreCappedWhileRequestsDecode) {
       if (b.num_tokens() > 16) ++violations;
     }
   };
-  const uint64_t first = h.submit(make_request(8, 1, 120, 0.0));
-  // Wait until the first request decodes, then send long prompts.
-  for (int i = 0; i < 5000 && !decoding_seen; ++i) std::this_thread::sleep_for(1ms);
-  ASSERT_TRUE(decoding_seen);
-  std::vector<uint64_t> ids{first};
-  for (int i = 0; i < 3; ++i) ids.push_back(h.submit(make_request(100, 2 + i, 4, 0.0)));
-  ASSERT_TRUE(h.collector.wait(4));
-  for (auto id : ids) h.expect_matches_reference(id);
+  ASSERT_NO_FATAL_FAILURE(prompts_arrive_while_one_decodes(h, decoding_seen));
   EXPECT_GT(capped_prefills.load(), 6);  // 300 prompt tokens in steps of at most 16
   EXPECT_EQ(violations.load(), 0);
   h.expect_no_leak();
@@ -130,13 +135,7 @@ TEST(Engine, MixedStepsCarryDecodeRowsWithCappedPrefillChunks) {
     if (decode_rows == 0) ++prefill_only;
     if (prompt_rows > 16) ++over_cap;
   };
-  const uint64_t first = h.submit(make_request(8, 1, 120, 0.0));
-  for (int i = 0; i < 5000 && !decoding_seen; ++i) std::this_thread::sleep_for(1ms);
-  ASSERT_TRUE(decoding_seen);
-  std::vector<uint64_t> ids{first};
-  for (int i = 0; i < 3; ++i) ids.push_back(h.submit(make_request(100, 2 + i, 4, 0.0)));
-  ASSERT_TRUE(h.collector.wait(4));
-  for (auto id : ids) h.expect_matches_reference(id);
+  ASSERT_NO_FATAL_FAILURE(prompts_arrive_while_one_decodes(h, decoding_seen));
   EXPECT_GT(mixed.load(), 6);  // 300 prompt tokens, at most 16 per step, beside the decode row
   EXPECT_EQ(over_cap.load(), 0);
   const EngineStats s = h.wait_idle();

@@ -2,11 +2,9 @@
 // the scalar instance, against f16 attention on the same (dequantized) values, and batch and
 // thread-count invariance (bit for bit), for prefill, decode with split-K, GQA, windows and the
 // softcap.
-#include <algorithm>
-#include <cmath>
-#include <numeric>
-#include <random>
+#include <memory>
 
+#include "attention_cases.h"
 #include "kernel_test_util.h"
 #include "kiln/base/error.h"
 #include "kiln/base/half.h"
@@ -27,61 +25,25 @@ using testing::run_group;
 constexpr double kRel = 4e-5;
 constexpr double kAbs = 1e-5;
 
-struct SeqSpec {
-  int before;  // keys already cached
-  int fresh;   // query rows this step
-};
+using SeqSpec = testing::SeqSpec;
+using Case = testing::AttentionCase;
 
-struct Case {
-  int H = 4, KH = 1, hd = 256, page_size = 16, window = 0;
-  float softcap = 0.0f;
-  std::vector<SeqSpec> seqs;
-};
-
-struct Batch {
-  AttentionParams p;
+// A batch over a q8 pool whose blocks have different magnitudes, so the per-block scales
+// really differ.
+struct Batch : testing::AttentionBatch {
   std::unique_ptr<testing::Q8Pool> pool;
   std::vector<float> deq_k, deq_v;  // the pool's values, dequantized: [slot][kv_head][hd]
-  std::vector<int32_t> block_table, seq_lens, positions, token_seq;
-  std::vector<float> q;
-  int64_t T = 0, S = 0;
 
   AttentionInputs inputs(float* out, const KvLayerView& view) const {
-    AttentionInputs in;
-    in.q = q.data();
-    in.T = T;
-    in.positions = positions.data();
-    in.token_seq = token_seq.data();
-    in.block_table = block_table.data();
-    in.seq_lens = seq_lens.data();
-    in.S = S;
-    in.kv = view;
-    in.out = out;
-    return in;
+    return AttentionBatch::inputs(out, view);
   }
 };
 
 Batch build(const Case& c, uint32_t seed) {
   Batch b;
-  b.S = static_cast<int64_t>(c.seqs.size());
-  int max_pages = 1;
-  int64_t total_pages = 0;
-  for (auto s : c.seqs) {
-    int pages = (s.before + s.fresh + c.page_size - 1) / c.page_size;
-    max_pages = std::max(max_pages, pages + 1);
-    total_pages += pages;
-  }
-  const int64_t n_pages = total_pages + 3;
-  b.p.n_heads = c.H;
-  b.p.n_kv_heads = c.KH;
-  b.p.head_dim = c.hd;
-  b.p.max_pages_per_seq = max_pages;
-  b.p.window = c.window;
-  b.p.scale = 1.0f / std::sqrt(static_cast<float>(c.hd));
-  b.p.softcap = c.softcap;
-  b.pool = std::make_unique<testing::Q8Pool>(n_pages, c.page_size, c.KH, c.hd);
+  static_cast<testing::AttentionBatch&>(b) = testing::layout_attention_batch(c, seed);
+  b.pool = std::make_unique<testing::Q8Pool>(b.n_pages, c.page_size, c.KH, c.hd);
   testing::Q8Pool& pool = *b.pool;
-  // Blocks of different magnitudes, so the per-block scales really differ.
   auto kf = random_floats(pool.k8.size(), seed, -1.0f, 1.0f);
   auto vf = random_floats(kf.size(), seed + 1, -1.0f, 1.0f);
   const auto mag = random_floats(pool.ks.size() * 2, seed + 3, 0.1f, 4.0f);
@@ -100,41 +62,12 @@ Batch build(const Case& c, uint32_t seed) {
       b.deq_v[o + x] = float(pool.v8[o + x]) * pool.vs[blk];
     }
   }
-  std::vector<int32_t> perm(n_pages);
-  std::iota(perm.begin(), perm.end(), 0);
-  std::shuffle(perm.begin(), perm.end(), std::mt19937(seed));
-  b.block_table.assign(b.S * max_pages, -1);
-  int64_t next = 0;
-  for (int64_t s = 0; s < b.S; ++s) {
-    int len = c.seqs[s].before + c.seqs[s].fresh;
-    b.seq_lens.push_back(len);
-    for (int pg = 0; pg < (len + c.page_size - 1) / c.page_size; ++pg)
-      b.block_table[s * max_pages + pg] = perm[next++];
-  }
-  for (int64_t s = 0; s < b.S; ++s)
-    for (int i = 0; i < c.seqs[s].fresh; ++i) {
-      b.positions.push_back(c.seqs[s].before + i);
-      b.token_seq.push_back(static_cast<int32_t>(s));
-    }
-  b.T = static_cast<int64_t>(b.positions.size());
-  b.q = random_floats(b.T * c.H * c.hd, seed + 2, -4.0f, 4.0f);
   return b;
 }
 
 std::vector<float> run_view(const Batch& b, const KvLayerView& view, int nth,
                             int64_t max_split = 8192) {
-  AttentionLimits lim;
-  lim.max_tokens = std::max<int64_t>(b.T, 1);
-  lim.max_threads = nth;
-  lim.max_split_partials = max_split;
-  AttentionWork work(b.p, lim);
-  std::vector<float> scratch(attention_scratch_bytes(b.p, lim) / sizeof(float) + 16);
-  std::vector<float> out(b.T * b.p.n_heads * b.p.head_dim, 12345.0f);
-  AttentionInputs in = b.inputs(out.data(), view);
-  attention_plan(b.p, in, nth, &work);
-  run_group(nth,
-            [&](const ExecContext& ctx) { attention_run(b.p, in, work, scratch.data(), ctx); });
-  return out;
+  return testing::run_attention(b, view, nth, max_split);
 }
 
 std::vector<float> run(const Batch& b, int nth, int64_t max_split = 8192) {
@@ -143,58 +76,18 @@ std::vector<float> run(const Batch& b, int nth, int64_t max_split = 8192) {
 
 // Dense float64 attention over the dequantized keys and values each row may see.
 std::vector<float> reference(const Batch& b) {
-  const int H = b.p.n_heads, hd = b.p.head_dim, G = H / b.p.n_kv_heads;
-  const int ps = b.pool->view.page_size;
-  std::vector<float> out(b.T * H * hd, 0.0f);
-  for (int64_t t = 0; t < b.T; ++t) {
-    const int s = b.token_seq[t], pos = b.positions[t];
-    const int lo = b.p.window > 0 ? std::max(0, pos - b.p.window + 1) : 0;
-    for (int h = 0; h < H; ++h) {
-      const float* q = b.q.data() + (t * H + h) * hd;
-      std::vector<double> sc;
-      std::vector<int64_t> base;
-      for (int j = lo; j <= pos; ++j) {
-        int64_t slot = int64_t(b.block_table[s * b.p.max_pages_per_seq + j / ps]) * ps + j % ps;
-        int64_t off = (slot * b.p.n_kv_heads + h / G) * hd;
-        double d = 0;
-        for (int x = 0; x < hd; ++x) d += double(q[x]) * b.deq_k[off + x];
-        d *= b.p.scale;
-        if (b.p.softcap > 0) d = b.p.softcap * std::tanh(d / b.p.softcap);
-        sc.push_back(d);
-        base.push_back(off);
-      }
-      double m = *std::max_element(sc.begin(), sc.end()), sum = 0;
-      for (auto& v : sc) sum += v = std::exp(v - m);
-      for (int x = 0; x < hd; ++x) {
-        double acc = 0;
-        for (size_t j = 0; j < sc.size(); ++j) acc += sc[j] * b.deq_v[base[j] + x];
-        out[(t * H + h) * hd + x] = float(acc / sum);
-      }
-    }
-  }
-  return out;
+  return testing::reference_attention(
+      b, b.pool->view.page_size, [&](int64_t i) { return b.deq_k[i]; },
+      [&](int64_t i) { return b.deq_v[i]; });
 }
 
 // Row t computed alone: one row of one sequence, over the same pool.
 std::vector<float> run_row_alone(const Batch& b, int64_t t) {
-  Batch one;
-  one.p = b.p;
-  const int s = b.token_seq[t];
-  const int64_t row = int64_t(b.p.n_heads) * b.p.head_dim;
-  one.q.assign(b.q.begin() + t * row, b.q.begin() + (t + 1) * row);
-  one.positions = {b.positions[t]};
-  one.token_seq = {0};
-  one.block_table.assign(b.block_table.begin() + s * b.p.max_pages_per_seq,
-                         b.block_table.begin() + (s + 1) * b.p.max_pages_per_seq);
-  one.seq_lens = {b.seq_lens[s]};
-  one.T = 1;
-  one.S = 1;
-  return run_view(one, b.pool->view, 1);
+  return testing::run_attention(b.row_alone(t), b.pool->view, 1);
 }
 
 std::vector<float> row_of(const std::vector<float>& out, const Batch& b, int64_t t) {
-  const int64_t row = int64_t(b.p.n_heads) * b.p.head_dim;
-  return std::vector<float>(out.begin() + t * row, out.begin() + (t + 1) * row);
+  return b.row_of(out, t);
 }
 
 class AttentionQ8Test : public testing::IsaTest {

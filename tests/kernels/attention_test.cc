@@ -1,10 +1,6 @@
 #include "kiln/kernels/attention.h"
 
-#include <algorithm>
-#include <cmath>
-#include <numeric>
-#include <random>
-
+#include "attention_cases.h"
 #include "kernel_test_util.h"
 #include "kiln/base/error.h"
 #include "kiln/base/half.h"
@@ -23,62 +19,22 @@ using testing::run_group;
 constexpr double kRel = 1e-5;
 constexpr double kAbs = 2e-6;
 
-struct SeqSpec {
-  int before;  // keys already cached
-  int fresh;   // query rows this step (their keys are in the cache too, as after kv_write)
-};
+using SeqSpec = testing::SeqSpec;
+using Case = testing::AttentionCase;
 
-struct Case {
-  int H = 4, KH = 1, hd = 256, page_size = 16, window = 0;
-  float softcap = 0.0f;
-  float q_range = 4.0f;  // q drawn from [-q_range, q_range]
-  std::vector<SeqSpec> seqs;
-  std::vector<int> inert_at;  // batch positions of inert (padding) rows
-};
-
-struct Batch {
-  AttentionParams p;
+// A batch over an f16 pool of random keys and values.
+struct Batch : testing::AttentionBatch {
   std::vector<uint16_t> kpool, vpool;
   KvLayerView view;
-  std::vector<int32_t> block_table, seq_lens, positions, token_seq;
-  std::vector<float> q;
-  int64_t T = 0, S = 0;
 
-  AttentionInputs inputs(float* out) const {
-    AttentionInputs in;
-    in.q = q.data();
-    in.T = T;
-    in.positions = positions.data();
-    in.token_seq = token_seq.data();
-    in.block_table = block_table.data();
-    in.seq_lens = seq_lens.data();
-    in.S = S;
-    in.kv = view;
-    in.out = out;
-    return in;
-  }
+  AttentionInputs inputs(float* out) const { return AttentionBatch::inputs(out, view); }
 };
 
 Batch build(const Case& c, uint32_t seed) {
   Batch b;
-  b.S = static_cast<int64_t>(c.seqs.size());
-  int max_pages = 1;
-  int64_t total_pages = 0;
-  for (auto s : c.seqs) {
-    int pages = (s.before + s.fresh + c.page_size - 1) / c.page_size;
-    max_pages = std::max(max_pages, pages + 1);
-    total_pages += pages;
-  }
-  const int64_t n_pages = total_pages + 3;
-  b.p.n_heads = c.H;
-  b.p.n_kv_heads = c.KH;
-  b.p.head_dim = c.hd;
-  b.p.max_pages_per_seq = max_pages;
-  b.p.window = c.window;
-  b.p.scale = 1.0f / std::sqrt(static_cast<float>(c.hd));
-  b.p.softcap = c.softcap;
+  static_cast<testing::AttentionBatch&>(b) = testing::layout_attention_batch(c, seed);
   const int64_t slot_elems = static_cast<int64_t>(c.KH) * c.hd;
-  auto kf = random_floats(n_pages * c.page_size * slot_elems, seed, -1.0f, 1.0f);
+  auto kf = random_floats(b.n_pages * c.page_size * slot_elems, seed, -1.0f, 1.0f);
   auto vf = random_floats(kf.size(), seed + 1, -1.0f, 1.0f);
   b.kpool.resize(kf.size());
   b.vpool.resize(kf.size());
@@ -86,106 +42,27 @@ Batch build(const Case& c, uint32_t seed) {
     b.kpool[i] = f32_to_f16(kf[i]);
     b.vpool[i] = f32_to_f16(vf[i]);
   }
-  b.view = {b.kpool.data(), b.vpool.data(), n_pages, c.page_size, c.KH, c.hd};
-  // Pages handed out in a scrambled order, so the block table really is followed.
-  std::vector<int32_t> perm(n_pages);
-  std::iota(perm.begin(), perm.end(), 0);
-  std::shuffle(perm.begin(), perm.end(), std::mt19937(seed));
-  b.block_table.assign(b.S * max_pages, -1);
-  int64_t next = 0;
-  for (int64_t s = 0; s < b.S; ++s) {
-    int len = c.seqs[s].before + c.seqs[s].fresh;
-    b.seq_lens.push_back(len);
-    for (int pg = 0; pg < (len + c.page_size - 1) / c.page_size; ++pg)
-      b.block_table[s * max_pages + pg] = perm[next++];
-  }
-  for (int64_t s = 0; s < b.S; ++s)
-    for (int i = 0; i < c.seqs[s].fresh; ++i) {
-      b.positions.push_back(c.seqs[s].before + i);
-      b.token_seq.push_back(static_cast<int32_t>(s));
-    }
-  for (int at : c.inert_at) {
-    b.positions.insert(b.positions.begin() + at, 0);
-    b.token_seq.insert(b.token_seq.begin() + at, -1);
-  }
-  b.T = static_cast<int64_t>(b.positions.size());
-  // Larger q spreads the softmax (scores up to ~8 with the default range).
-  b.q = random_floats(b.T * c.H * c.hd, seed + 2, -c.q_range, c.q_range);
+  b.view = {b.kpool.data(), b.vpool.data(), b.n_pages, c.page_size, c.KH, c.hd};
   return b;
 }
 
 std::vector<float> run(const Batch& b, int nth, int64_t max_split = 8192) {
-  AttentionLimits lim;
-  lim.max_tokens = std::max<int64_t>(b.T, 1);
-  lim.max_threads = nth;
-  lim.max_split_partials = max_split;
-  AttentionWork work(b.p, lim);
-  std::vector<float> scratch(attention_scratch_bytes(b.p, lim) / sizeof(float) + 16);
-  std::vector<float> out(b.T * b.p.n_heads * b.p.head_dim, 12345.0f);
-  AttentionInputs in = b.inputs(out.data());
-  attention_plan(b.p, in, nth, &work);
-  run_group(nth,
-            [&](const ExecContext& ctx) { attention_run(b.p, in, work, scratch.data(), ctx); });
-  return out;
+  return testing::run_attention(b, b.view, nth, max_split);
 }
 
-// Dense float64 attention over the keys each row may see.
 std::vector<float> reference(const Batch& b) {
-  const int H = b.p.n_heads, hd = b.p.head_dim, G = H / b.p.n_kv_heads, ps = b.view.page_size;
-  std::vector<float> out(b.T * H * hd, 0.0f);
-  for (int64_t t = 0; t < b.T; ++t) {
-    int s = b.token_seq[t];
-    if (s < 0) continue;
-    int pos = b.positions[t];
-    int lo = b.p.window > 0 ? std::max(0, pos - b.p.window + 1) : 0;
-    for (int h = 0; h < H; ++h) {
-      int kvh = h / G;
-      const float* q = b.q.data() + (t * H + h) * hd;
-      std::vector<double> sc;
-      std::vector<int64_t> base;
-      for (int j = lo; j <= pos; ++j) {
-        int64_t slot = int64_t(b.block_table[s * b.p.max_pages_per_seq + j / ps]) * ps + j % ps;
-        int64_t off = (slot * b.p.n_kv_heads + kvh) * hd;
-        double d = 0;
-        for (int x = 0; x < hd; ++x) d += double(q[x]) * f16_to_f32(b.kpool[off + x]);
-        d *= b.p.scale;
-        if (b.p.softcap > 0) d = b.p.softcap * std::tanh(d / b.p.softcap);
-        sc.push_back(d);
-        base.push_back(off);
-      }
-      double m = *std::max_element(sc.begin(), sc.end()), sum = 0;
-      for (auto& v : sc) sum += v = std::exp(v - m);
-      for (int x = 0; x < hd; ++x) {
-        double acc = 0;
-        for (size_t j = 0; j < sc.size(); ++j) acc += sc[j] * f16_to_f32(b.vpool[base[j] + x]);
-        out[(t * H + h) * hd + x] = float(acc / sum);
-      }
-    }
-  }
-  return out;
+  return testing::reference_attention(
+      b, b.view.page_size, [&](int64_t i) { return f16_to_f32(b.kpool[i]); },
+      [&](int64_t i) { return f16_to_f32(b.vpool[i]); });
 }
 
-// The same row computed alone: a batch of one row of one sequence.
+// The same row computed alone: a batch of one row of one sequence, over the same pool.
 std::vector<float> run_row_alone(const Batch& b, int64_t t) {
-  Batch one = b;
-  int s = b.token_seq[t];
-  const int64_t row = int64_t(b.p.n_heads) * b.p.head_dim;
-  one.q.assign(b.q.begin() + t * row, b.q.begin() + (t + 1) * row);
-  one.positions = {b.positions[t]};
-  one.token_seq = {0};
-  one.block_table.assign(b.block_table.begin() + s * b.p.max_pages_per_seq,
-                         b.block_table.begin() + (s + 1) * b.p.max_pages_per_seq);
-  one.seq_lens = {b.seq_lens[s]};
-  one.T = 1;
-  one.S = 1;
-  one.view = {one.kpool.data(), one.vpool.data(),  b.view.n_pages,
-              b.view.page_size, b.view.n_kv_heads, b.view.head_dim};
-  return run(one, 1);
+  return testing::run_attention(b.row_alone(t), b.view, 1);
 }
 
 std::vector<float> row_of(const std::vector<float>& out, const Batch& b, int64_t t) {
-  const int64_t row = int64_t(b.p.n_heads) * b.p.head_dim;
-  return std::vector<float>(out.begin() + t * row, out.begin() + (t + 1) * row);
+  return b.row_of(out, t);
 }
 
 class AttentionTest : public testing::IsaTest {

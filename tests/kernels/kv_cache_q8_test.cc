@@ -6,10 +6,8 @@
 #include "kernel_test_util.h"
 #include "kiln/base/error.h"
 #include "kiln/kernels/kv_cache.h"
-#include "kiln/kernels/norm.h"
-#include "kiln/kernels/qk_norm_rope_kv_write.h"
-#include "kiln/kernels/rope.h"
 #include "kv_q8_pool.h"
+#include "qk_rope_cases.h"
 
 namespace kiln::kernels {
 namespace {
@@ -160,49 +158,22 @@ TEST_P(KvCacheQ8Test, SlotOutsidePoolOrMissingScalesThrow) {
   EXPECT_THROW(kv_write(k.data(), k.data(), slots.data(), 1, bad, ExecContext{}), Error);
 }
 
-struct FusedCase {
-  int T, H, KH, hd;
-  bool neox;
-  bool norm;
-};
-
 TEST_P(KvCacheQ8Test, FusedQkNormRopeKvWriteEqualsUnfusedAndReference) {
-  for (FusedCase c : {FusedCase{1, 4, 1, 256, true, true}, FusedCase{7, 4, 1, 256, true, true},
-                      FusedCase{5, 8, 2, 64, false, true}, FusedCase{3, 2, 2, 14, true, true},
-                      FusedCase{33, 4, 2, 128, true, false}}) {
-    const int page_size = 4;
-    const int64_t pages = 16;
-    auto q = random_floats(c.T * c.H * c.hd, c.T + c.hd);
-    auto k = random_floats(c.T * c.KH * c.hd, c.T + c.hd + 1);
-    auto v = random_floats(c.T * c.KH * c.hd, c.T + c.hd + 2);
-    auto qw = random_floats(c.hd, 3, 0.5f, 1.5f), kw = random_floats(c.hd, 4, 0.5f, 1.5f);
-    auto inv = rope_inv_freq(c.hd, 10000.0);
-    std::vector<int32_t> pos(c.T), slots(c.T);
-    for (int t = 0; t < c.T; ++t) {
-      pos[t] = 100 + 37 * t;
-      slots[t] = (t % 3 == 2) ? -1 : (t * 5) % (pages * page_size);  // some inert rows
-    }
+  using testing::QkRopeCase;
+  for (QkRopeCase c : {QkRopeCase{1, 4, 1, 256, true, true}, QkRopeCase{7, 4, 1, 256, true, true},
+                       QkRopeCase{5, 8, 2, 64, false, true}, QkRopeCase{3, 2, 2, 14, true, true},
+                       QkRopeCase{33, 4, 2, 128, true, false}}) {
+    const testing::QkRopeInputs in = testing::make_qk_rope_inputs(c);
     // Unfused: rms_norm per head, rope, kv_write (q8).
-    Q8Pool unfused(pages, page_size, c.KH, c.hd);
-    std::vector<float> qn = q, kn = k;
-    ExecContext ctx;
-    if (c.norm) {
-      rms_norm(q.data(), qw.data(), qn.data(), int64_t(c.T) * c.H, c.hd, 1e-6f, ctx);
-      rms_norm(k.data(), kw.data(), kn.data(), int64_t(c.T) * c.KH, c.hd, 1e-6f, ctx);
-    }
-    rope(qn.data(), pos.data(), inv.data(), qn.data(), c.T, c.H, c.hd, c.neox, ctx);
-    rope(kn.data(), pos.data(), inv.data(), kn.data(), c.T, c.KH, c.hd, c.neox, ctx);
-    kv_write(kn.data(), v.data(), slots.data(), c.T, unfused.view, ctx);
-    expect_matches_reference(unfused, kn, v, slots, c.KH, c.hd);
+    Q8Pool unfused(testing::kQkRopePages, testing::kQkRopePageSize, c.KH, c.hd);
+    std::vector<float> qn, kn;
+    testing::unfused_norm_rope(c, in, qn, kn);
+    kv_write(kn.data(), in.v.data(), in.slots.data(), c.T, unfused.view, ExecContext{});
+    expect_matches_reference(unfused, kn, in.v, in.slots, c.KH, c.hd);
 
     for (int nth : {1, 2, 3}) {
-      Q8Pool fused(pages, page_size, c.KH, c.hd);
-      std::vector<float> qo = q;  // in place
-      run_group(nth, [&](const ExecContext& g) {
-        qk_norm_rope_kv_write(qo.data(), k.data(), v.data(), c.norm ? qw.data() : nullptr,
-                              c.norm ? kw.data() : nullptr, 1e-6f, pos.data(), inv.data(), c.neox,
-                              slots.data(), c.T, c.H, qo.data(), fused.view, g);
-      });
+      Q8Pool fused(testing::kQkRopePages, testing::kQkRopePageSize, c.KH, c.hd);
+      const auto qo = testing::run_fused_qk_norm_rope_kv_write(c, in, fused.view, nth);
       ASSERT_TRUE(testing::bits_equal(qo, qn)) << "q, " << nth << " threads";
       ASSERT_EQ(fused.k8, unfused.k8) << nth << " threads";
       ASSERT_EQ(fused.v8, unfused.v8) << nth << " threads";

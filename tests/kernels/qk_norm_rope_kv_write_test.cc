@@ -4,6 +4,7 @@
 #include "kiln/base/error.h"
 #include "kiln/kernels/norm.h"
 #include "kiln/kernels/rope.h"
+#include "qk_rope_cases.h"
 
 namespace kiln::kernels {
 namespace {
@@ -14,52 +15,29 @@ using testing::run_group;
 
 class QkNormRopeKvWriteTest : public testing::IsaTest {};
 
-struct Case {
-  int T, H, KH, hd;
-  bool neox;
-  bool norm;
-};
+using testing::QkRopeCase;
 
 TEST_P(QkNormRopeKvWriteTest, BitIdenticalToNormRopeKvWrite) {
-  for (Case c : {Case{1, 4, 1, 256, true, true}, Case{7, 4, 1, 256, true, true},
-                 Case{5, 8, 2, 64, false, true}, Case{3, 2, 2, 14, true, true},
-                 Case{33, 4, 2, 128, true, false}, Case{4, 6, 3, 30, false, false}}) {
-    const int page_size = 4;
-    const int64_t pages = 16;
-    auto q = random_floats(c.T * c.H * c.hd, c.T + c.hd);
-    auto k = random_floats(c.T * c.KH * c.hd, c.T + c.hd + 1);
-    auto v = random_floats(c.T * c.KH * c.hd, c.T + c.hd + 2);
-    auto qw = random_floats(c.hd, 3, 0.5f, 1.5f), kw = random_floats(c.hd, 4, 0.5f, 1.5f);
-    auto inv = rope_inv_freq(c.hd, 10000.0);
-    std::vector<int32_t> pos(c.T), slots(c.T);
-    for (int t = 0; t < c.T; ++t) {
-      pos[t] = 100 + 37 * t;
-      slots[t] = (t % 3 == 2) ? -1 : (t * 5) % (pages * page_size);  // some inert rows
-    }
+  for (QkRopeCase c :
+       {QkRopeCase{1, 4, 1, 256, true, true}, QkRopeCase{7, 4, 1, 256, true, true},
+        QkRopeCase{5, 8, 2, 64, false, true}, QkRopeCase{3, 2, 2, 14, true, true},
+        QkRopeCase{33, 4, 2, 128, true, false}, QkRopeCase{4, 6, 3, 30, false, false}}) {
+    const int page_size = testing::kQkRopePageSize;
+    const int64_t pages = testing::kQkRopePages;
+    const testing::QkRopeInputs in = testing::make_qk_rope_inputs(c);
     const size_t pool_elems = pages * page_size * c.KH * c.hd;
 
     // Unfused: rms_norm per head, rope, kv_write.
     std::vector<uint16_t> k1(pool_elems, 0), v1(pool_elems, 0);
     KvLayerView view1{k1.data(), v1.data(), pages, page_size, c.KH, c.hd};
-    std::vector<float> qn = q, kn = k;
-    ExecContext ctx;
-    if (c.norm) {
-      rms_norm(q.data(), qw.data(), qn.data(), int64_t(c.T) * c.H, c.hd, 1e-6f, ctx);
-      rms_norm(k.data(), kw.data(), kn.data(), int64_t(c.T) * c.KH, c.hd, 1e-6f, ctx);
-    }
-    rope(qn.data(), pos.data(), inv.data(), qn.data(), c.T, c.H, c.hd, c.neox, ctx);
-    rope(kn.data(), pos.data(), inv.data(), kn.data(), c.T, c.KH, c.hd, c.neox, ctx);
-    kv_write(kn.data(), v.data(), slots.data(), c.T, view1, ctx);
+    std::vector<float> qn, kn;
+    testing::unfused_norm_rope(c, in, qn, kn);
+    kv_write(kn.data(), in.v.data(), in.slots.data(), c.T, view1, ExecContext{});
 
     for (int nth : {1, 2, 3}) {
       std::vector<uint16_t> k2(pool_elems, 0), v2(pool_elems, 0);
       KvLayerView view2{k2.data(), v2.data(), pages, page_size, c.KH, c.hd};
-      std::vector<float> qo = q;  // in place
-      run_group(nth, [&](const ExecContext& g) {
-        qk_norm_rope_kv_write(qo.data(), k.data(), v.data(), c.norm ? qw.data() : nullptr,
-                              c.norm ? kw.data() : nullptr, 1e-6f, pos.data(), inv.data(), c.neox,
-                              slots.data(), c.T, c.H, qo.data(), view2, g);
-      });
+      const auto qo = testing::run_fused_qk_norm_rope_kv_write(c, in, view2, nth);
       ASSERT_TRUE(bits_equal(qo, qn)) << "q, hd " << c.hd << " nth " << nth;
       ASSERT_EQ(k2, k1) << "k cache, hd " << c.hd;
       ASSERT_EQ(v2, v1) << "v cache, hd " << c.hd;
