@@ -38,8 +38,10 @@ TEST(PackedWeight, DequantizesToTheSourceExactly) {
   }
 }
 
-// The packed size is the GGUF size (f16-scale types) or states its overhead (K-quants keep f32
-// products d*sc); N is padded to whole 16-row groups.
+// The packed size is the GGUF size (f16-scale types), or for K-quants, which keep each scale's
+// two factors as the file does, the file's bits plus one f16 d (and dmin) per 16 x 256 weights
+// instead of per 256 (Q4_K: 4.625 bits per weight against the file's 4.5; a group is padded to 64
+// bytes); N is padded to whole 16-row groups.
 TEST(PackedWeight, BytesAndFormat) {
   std::mt19937 rng(2);
   const int64_t n = 32;
@@ -52,9 +54,11 @@ TEST(PackedWeight, BytesAndFormat) {
       {DType::Q8_0, 640, 32 * 640 / 32 * 34, "q8_0x16/vnni"},
       {DType::Q5_0, 640, 32 * 640 / 32 * 22, "q5_0x16/vnni"},
       {DType::Q4_0, 64, 32 * 64 / 32 * 18, "q4_0x16/vnni"},
-      {DType::Q4_K, 256, 32 * 8 * 24, "q4_kx16/vnni"},
-      {DType::Q5_K, 256, 32 * 8 * 28, "q5_kx16/vnni"},
-      {DType::Q6_K, 256, 32 * 16 * 16, "q6_kx16/vnni"},
+      {DType::Q4_K, 256, 32 * 256 * 37 / 64, "q4_kx16/vnni"},  // 4.625 bits
+      {DType::Q4_K, 2048, 32 * 2048 * 37 / 64, "q4_kx16/vnni"},
+      {DType::Q5_K, 256, 32 * 256 * 45 / 64, "q5_kx16/vnni"},      // 5.625 bits
+      {DType::Q6_K, 2048, 32 * 2048 * 105 / 128, "q6_kx16/vnni"},  // 6.5625 bits, as the file
+      {DType::Q6_K, 256, 2 * 3392, "q6_kx16/vnni"},  // 3360 bytes a group, padded to 64
       {DType::BF16, 10, 32 * 10 * 2, "bf16x16/fma"},
   };
   for (const Case& c : cases) {

@@ -129,6 +129,29 @@ const QuantScheme& quant_scheme(DType t) {
   }
 }
 
+KQuantFactors decode_kquant_factors(DType t, const void* block) {
+  KQuantFactors f;
+  if (t == DType::Q6_K) {
+    auto b = load_block<BlockQ6_K>(block);
+    f.d = b.d;
+    std::memcpy(f.sc, b.scales, 16);
+    return f;
+  }
+  KILN_CHECK(t == DType::Q4_K || t == DType::Q5_K, "decode_kquant_factors: {} is not a K-quant",
+             dtype_name(t));
+  // Q4_K and Q5_K share the header: d, dmin, then the 12 bytes of 6-bit scales and minimums.
+  auto b = load_block<BlockQ4_K>(block);
+  f.d = b.d;
+  f.dmin = b.dmin;
+  for (int j = 0; j < 8; ++j) {
+    int sc, m;
+    k_scale_min(b.scales, j, &sc, &m);
+    f.sc[j] = static_cast<int8_t>(sc);
+    f.m[j] = static_cast<int8_t>(m);
+  }
+  return f;
+}
+
 void decode_block(DType t, const void* block, uint8_t* codes, float* scale, float* min) {
   switch (t) {
     case DType::Q4_0:

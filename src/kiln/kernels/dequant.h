@@ -66,6 +66,17 @@ const QuantScheme& quant_scheme(DType t);
 // are bit-exact to ggml's dequantization: scale and min are computed as ggml computes d * sc.
 void decode_block(DType t, const void* block, uint8_t* codes, float* scale, float* min);
 
+// The two factors of each scale of a K-quant block (Q4_K, Q5_K, Q6_K) as the file stores them:
+// sub-block j's scale is f16(d) * sc[j] and its minimum f16(dmin) * m[j] (Q4_K/Q5_K: 8 sub-blocks,
+// 6-bit sc and m; Q6_K: 16 sub-blocks, signed 8-bit sc, no minimum). Both products are exact in
+// f32 (an 11-bit mantissa times at most 8 bits), so they equal decode_block's scale and min.
+struct KQuantFactors {
+  uint16_t d = 0, dmin = 0;  // f16 bits
+  int8_t sc[16] = {};
+  int8_t m[16] = {};
+};
+KQuantFactors decode_kquant_factors(DType t, const void* block);
+
 // dst[0..n) = the n values of a row of type t (n a multiple of the block size). Scalar
 // reference for F32, F16, BF16 and every quantized type; throws for types without storage.
 void dequantize_row(DType t, const void* src, float* dst, int64_t n);

@@ -71,28 +71,42 @@ inline __m256i dot4(__m256i acc, __m256i w, __m256i a) {
   return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
 }
 
-template <int Bits, int S, int ZP, bool Min, bool F16Scale, int MT>
+// 8 f32 lanes of f16(d) * int8 factor: rows 8h .. 8h+7 of a split-scale factor pair.
+inline __m256 split_factor8(const uint8_t* d_f16, const uint8_t* factor_i8, int h) {
+  const __m256 d =
+      _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(d_f16 + 16 * h)));
+  const __m128i f = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(factor_i8 + 8 * h));
+  return _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(f)));
+}
+
+// Split: K-quant scales as factors after the records (packed_weight.h); otherwise an f16 scale
+// per row in each record.
+template <int Bits, int S, int ZP, bool Min, bool Split, int MT>
 void tile_quant_rows(const uint8_t* group, const ActView& a, int64_t row0, float* tile) {
   constexpr int code_bytes = Bits == 8 ? 16 * S : 8 * S + (Bits > 4 ? 64 : 0);
-  constexpr int record_bytes = code_bytes + (F16Scale ? 32 : 64) + (Min ? 64 : 0);
+  constexpr int record_bytes = code_bytes + (Split ? 0 : 32);
   constexpr bool kSigned8 = Bits == 8;  // Q8_0: dot of signed values, no zero-point term
   const int64_t nsub = a.k / S;
+  const SplitScaleAreas areas = split_scale_areas(code_bytes, S, Min, a.k);
   __m256 acc[MT][2];
   for (int i = 0; i < MT; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
   for (int64_t s = 0; s < nsub; ++s) {
     const uint8_t* rec = group + s * record_bytes;
-    const uint8_t* sp = rec + code_bytes;
     const int64_t blk = s * S / 32;
+    const int64_t super = s * S / 256;
     for (int h = 0; h < 2; ++h) {
       __m256i w[S / 4];
       load_codes<Bits, S>(rec, h, w);
       if constexpr (kSigned8)
         for (int j = 0; j < S / 4; ++j) w[j] = _mm256_xor_si256(w[j], _mm256_set1_epi8(-128));
-      __m256 scale;
-      if constexpr (F16Scale) {
-        scale = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sp + 16 * h)));
+      __m256 scale, mn;
+      if constexpr (Split) {
+        scale = split_factor8(group + areas.d + 32 * super, group + areas.sc + 16 * s, h);
+        if constexpr (Min)
+          mn = split_factor8(group + areas.dmin + 32 * super, group + areas.m + 16 * s, h);
       } else {
-        scale = _mm256_loadu_ps(reinterpret_cast<const float*>(sp) + 8 * h);
+        scale = _mm256_cvtph_ps(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + code_bytes + 16 * h)));
       }
       for (int i = 0; i < MT; ++i) {
         const int64_t row = row0 + i;
@@ -108,10 +122,8 @@ void tile_quant_rows(const uint8_t* group, const ActView& a, int64_t row0, float
           dot = dot4<kSigned8>(dot, w[j], _mm256_set1_epi32(load_i32(qa + 4 * j)));
         __m256 t = _mm256_mul_ps(scale, _mm256_set1_ps(a.d_at(row, blk)));
         acc[i][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), t, acc[i][h]);
-        if constexpr (Min) {
-          __m256 mn = _mm256_loadu_ps(reinterpret_cast<const float*>(sp + 64) + 8 * h);
+        if constexpr (Min)
           acc[i][h] = _mm256_fnmadd_ps(mn, _mm256_set1_ps(a.ds_at(row, blk)), acc[i][h]);
-        }
       }
     }
   }
@@ -122,12 +134,12 @@ void tile_quant_rows(const uint8_t* group, const ActView& a, int64_t row0, float
 }
 
 // 16 ymm registers: rows go through in pairs (each pair re-reads the group from L1).
-template <int Bits, int S, int ZP, bool Min, bool F16Scale>
+template <int Bits, int S, int ZP, bool Min, bool Split>
 void tile_quant(const uint8_t* group, const ActView& a, int64_t row0, int mt, float* tile) {
   int i = 0;
   for (; i + 2 <= mt; i += 2)
-    tile_quant_rows<Bits, S, ZP, Min, F16Scale, 2>(group, a, row0 + i, tile + 16 * i);
-  if (i < mt) tile_quant_rows<Bits, S, ZP, Min, F16Scale, 1>(group, a, row0 + i, tile + 16 * i);
+    tile_quant_rows<Bits, S, ZP, Min, Split, 2>(group, a, row0 + i, tile + 16 * i);
+  if (i < mt) tile_quant_rows<Bits, S, ZP, Min, Split, 1>(group, a, row0 + i, tile + 16 * i);
 }
 
 template <DType T>
@@ -187,17 +199,17 @@ TileFn tile_fn_avx2(DType t) {
     case DType::BF16:
       return tile_float<DType::BF16>;
     case DType::Q4_0:
-      return tile_quant<4, 32, 8, false, true>;
+      return tile_quant<4, 32, 8, false, false>;
     case DType::Q5_0:
-      return tile_quant<5, 32, 16, false, true>;
+      return tile_quant<5, 32, 16, false, false>;
     case DType::Q8_0:
-      return tile_quant<8, 32, 128, false, true>;
+      return tile_quant<8, 32, 128, false, false>;
     case DType::Q4_K:
-      return tile_quant<4, 32, 0, true, false>;
+      return tile_quant<4, 32, 0, true, true>;
     case DType::Q5_K:
-      return tile_quant<5, 32, 0, true, false>;
+      return tile_quant<5, 32, 0, true, true>;
     case DType::Q6_K:
-      return tile_quant<6, 16, 32, false, false>;
+      return tile_quant<6, 16, 32, false, true>;
     default:
       fail("matmul: no kernel for {} weights", dtype_name(t));
   }

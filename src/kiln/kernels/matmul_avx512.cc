@@ -68,6 +68,23 @@ inline void load_codes(const uint8_t* rec, __m512i* w) {
   }
 }
 
+// Where a record's scales (and minimums) are: an f16 scale per row in the record (Q4_0, Q5_0,
+// Q8_0), f32 scale and minimum per row in the record (K-quant groups expand_group rewrote), or
+// as factors after the group's records (K-quants as packed; packed_weight.h).
+enum class ScaleAt { F16InRecord, F32InRecord, Split };
+
+template <ScaleAt At, bool Min>
+constexpr int record_tail_bytes() {
+  return At == ScaleAt::F16InRecord ? 32 : At == ScaleAt::F32InRecord ? 64 + (Min ? 64 : 0) : 0;
+}
+
+// 16 f32 lanes of f16(d) * int8 factor, one per row of the group: d * sc or dmin * m, exact.
+inline __m512 split_factor16(const uint8_t* d_f16, const uint8_t* factor_i8) {
+  const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(d_f16)));
+  const __m128i f = _mm_loadu_si128(reinterpret_cast<const __m128i*>(factor_i8));
+  return _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(f)));
+}
+
 // The loops below are written for the register allocator: every per-row array (int32 dots,
 // f32 accumulators) is indexed only by fully unrolled compile-time loops, so it lives in
 // registers (8 dots + 8 accumulators + 8 code vectors fit the 32 zmm registers), and the
@@ -76,10 +93,11 @@ inline void load_codes(const uint8_t* rec, __m512i* w) {
 // split each dot over two chains (integer sums: exact, so the result is the same bits). Tiles
 // of 4 or more rows keep one chain per row: splitting those too measured slower (the kernel is
 // bound by issue ports, not by vpdpbusd latency).
-template <DType T, int Bits, int S, int ZP, bool Min, bool F16Scale, int MT>
+template <DType T, int Bits, int S, int ZP, bool Min, ScaleAt At, int MT>
 void tile_quant(const uint8_t* group, const ActView& a, int64_t row0, float* tile) {
   constexpr int code_bytes = Bits == 8 ? 16 * S : 8 * S + (Bits > 4 ? 64 : 0);
-  constexpr int record_bytes = code_bytes + (F16Scale ? 32 : 64) + (Min ? 64 : 0);
+  constexpr int record_bytes = code_bytes + record_tail_bytes<At, Min>();
+  const SplitScaleAreas areas = split_scale_areas(code_bytes, S, Min, a.k);
   constexpr int NC = MT < 4 ? 2 : 1;  // dot chains per row
   static_assert(Min || zp_slot(ZP) >= 0, "a zero point without a correction slot");
   const int64_t nsub = a.k / S, m = a.m;
@@ -107,11 +125,17 @@ void tile_quant(const uint8_t* group, const ActView& a, int64_t row0, float* til
     __m512i w[S / 4];
     load_codes<Bits, S>(rec, w);
     const uint8_t* sp = rec + code_bytes;
-    __m512 scale;
-    if constexpr (F16Scale) {
+    __m512 scale, mn;
+    if constexpr (At == ScaleAt::F16InRecord) {
       scale = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sp)));
-    } else {
+    } else if constexpr (At == ScaleAt::F32InRecord) {
       scale = _mm512_loadu_ps(sp);
+      if constexpr (Min) mn = _mm512_loadu_ps(sp + 64);
+    } else {
+      const int64_t super = s * S / 256;
+      scale = split_factor16(group + areas.d + 32 * super, group + areas.sc + 16 * s);
+      if constexpr (Min)
+        mn = split_factor16(group + areas.dmin + 32 * super, group + areas.m + 16 * s);
     }
     const int64_t blk = s * S / 32;
     const int8_t* qs = q + blk * m * 32 + (s * S) % 32;
@@ -140,10 +164,7 @@ void tile_quant(const uint8_t* group, const ActView& a, int64_t row0, float* til
       if constexpr (NC == 2) di = _mm512_add_epi32(di, dot[1][i]);
       __m512 t = _mm512_mul_ps(scale, _mm512_set1_ps(db[i]));
       acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(di), t, acc[i]);
-      if constexpr (Min) {
-        __m512 mn = _mm512_loadu_ps(sp + 64);
-        acc[i] = _mm512_fnmadd_ps(mn, _mm512_set1_ps(dsb[i]), acc[i]);
-      }
+      if constexpr (Min) acc[i] = _mm512_fnmadd_ps(mn, _mm512_set1_ps(dsb[i]), acc[i]);
     }
   }
 #pragma GCC unroll 8
@@ -299,12 +320,12 @@ void by_rows(const uint8_t* group, const ActView& a, int64_t row0, int mt, float
   }
 }
 
-template <DType T, int Bits, int S, int ZP, bool Min, bool F16Scale>
+template <DType T, int Bits, int S, int ZP, bool Min, ScaleAt At>
 struct Quant {
   template <int MT>
   struct K {
     static void run(const uint8_t* g, const ActView& a, int64_t r, float* t) {
-      tile_quant<T, Bits, S, ZP, Min, F16Scale, MT>(g, a, r, t);
+      tile_quant<T, Bits, S, ZP, Min, At, MT>(g, a, r, t);
     }
   };
   static void fn(const uint8_t* g, const ActView& a, int64_t r, int mt, float* t) {
@@ -325,12 +346,17 @@ struct Float {
   }
 };
 
-// Rewrites every record of a group with 8-bit codes (see ExpandedTiles).
-template <int Bits, int S, bool Min, bool F16Scale>
+// Rewrites every record of a group with 8-bit codes (see ExpandedTiles), each followed by its
+// scales as the expanded tiles read them: the f16 scales copied (Q4_0, Q5_0), or for K-quants
+// (Split) the f32 products d * sc and dmin * m, formed as the direct kernel forms them.
+template <int Bits, int S, bool Min, bool Split>
 void expand_group(const uint8_t* group, int64_t k, uint8_t* out) {
   constexpr int code_bytes = 8 * S + (Bits > 4 ? 64 : 0);
-  constexpr int tail = (F16Scale ? 32 : 64) + (Min ? 64 : 0);
-  constexpr int src_record = code_bytes + tail, dst_record = 16 * S + tail;
+  constexpr ScaleAt src_at = Split ? ScaleAt::Split : ScaleAt::F16InRecord;
+  constexpr ScaleAt dst_at = Split ? ScaleAt::F32InRecord : ScaleAt::F16InRecord;
+  constexpr int src_record = code_bytes + record_tail_bytes<src_at, Min>();
+  constexpr int dst_record = 16 * S + record_tail_bytes<dst_at, Min>();
+  const SplitScaleAreas areas = split_scale_areas(code_bytes, S, Min, k);
   for (int64_t s = 0; s < k / S; ++s) {
     const uint8_t* rec = group + s * src_record;
 #pragma GCC unroll 16
@@ -341,17 +367,27 @@ void expand_group(const uint8_t* group, int64_t k, uint8_t* out) {
     uint8_t* o = out + s * dst_record;
 #pragma GCC unroll 8
     for (int j = 0; j < S / 4; ++j) _mm512_storeu_si512(o + 64 * j, w[j]);
-    std::memcpy(o + 16 * S, rec + code_bytes, tail);
+    if constexpr (Split) {
+      const int64_t super = s * S / 256;
+      _mm512_storeu_ps(o + 16 * S,
+                       split_factor16(group + areas.d + 32 * super, group + areas.sc + 16 * s));
+      if constexpr (Min)
+        _mm512_storeu_ps(o + 16 * S + 64,
+                         split_factor16(group + areas.dmin + 32 * super, group + areas.m + 16 * s));
+    } else {
+      std::memcpy(o + 16 * S, rec + code_bytes, record_tail_bytes<src_at, Min>());
+    }
   }
 }
 
-template <DType T, int Bits, int S, int ZP, bool Min, bool F16Scale>
+template <DType T, int Bits, int S, int ZP, bool Min, bool Split>
 ExpandedTiles expanded() {
+  constexpr ScaleAt at = Split ? ScaleAt::F32InRecord : ScaleAt::F16InRecord;
   ExpandedTiles e;
-  e.expand = expand_group<Bits, S, Min, F16Scale>;
-  e.tile = Quant<T, 8, S, ZP, Min, F16Scale>::fn;
-  e.pair = pair_tile<S, ZP, Min, F16Scale>;
-  e.record_bytes = 16 * S + (F16Scale ? 32 : 64) + (Min ? 64 : 0);
+  e.expand = expand_group<Bits, S, Min, Split>;
+  e.tile = Quant<T, 8, S, ZP, Min, at>::fn;
+  e.pair = pair_tile<S, ZP, Min, !Split>;
+  e.record_bytes = 16 * S + record_tail_bytes<at, Min>();
   e.sub_block = S;
   return e;
 }
@@ -361,15 +397,15 @@ ExpandedTiles expanded() {
 ExpandedTiles expanded_tiles_avx512(DType t) {
   switch (t) {
     case DType::Q4_0:
-      return expanded<DType::Q4_0, 4, 32, 8, false, true>();
+      return expanded<DType::Q4_0, 4, 32, 8, false, false>();
     case DType::Q5_0:
-      return expanded<DType::Q5_0, 5, 32, 16, false, true>();
+      return expanded<DType::Q5_0, 5, 32, 16, false, false>();
     case DType::Q4_K:
-      return expanded<DType::Q4_K, 4, 32, 0, true, false>();
+      return expanded<DType::Q4_K, 4, 32, 0, true, true>();
     case DType::Q5_K:
-      return expanded<DType::Q5_K, 5, 32, 0, true, false>();
+      return expanded<DType::Q5_K, 5, 32, 0, true, true>();
     case DType::Q6_K:
-      return expanded<DType::Q6_K, 6, 16, 32, false, false>();
+      return expanded<DType::Q6_K, 6, 16, 32, false, true>();
     default:
       return {};  // 8-bit and float types are read as stored
   }
@@ -388,17 +424,17 @@ TileFn tile_fn_avx512(DType t) {
     case DType::BF16:
       return Float<DType::BF16>::fn;
     case DType::Q4_0:
-      return Quant<DType::Q4_0, 4, 32, 8, false, true>::fn;
+      return Quant<DType::Q4_0, 4, 32, 8, false, ScaleAt::F16InRecord>::fn;
     case DType::Q5_0:
-      return Quant<DType::Q5_0, 5, 32, 16, false, true>::fn;
+      return Quant<DType::Q5_0, 5, 32, 16, false, ScaleAt::F16InRecord>::fn;
     case DType::Q8_0:
-      return Quant<DType::Q8_0, 8, 32, 128, false, true>::fn;
+      return Quant<DType::Q8_0, 8, 32, 128, false, ScaleAt::F16InRecord>::fn;
     case DType::Q4_K:
-      return Quant<DType::Q4_K, 4, 32, 0, true, false>::fn;
+      return Quant<DType::Q4_K, 4, 32, 0, true, ScaleAt::Split>::fn;
     case DType::Q5_K:
-      return Quant<DType::Q5_K, 5, 32, 0, true, false>::fn;
+      return Quant<DType::Q5_K, 5, 32, 0, true, ScaleAt::Split>::fn;
     case DType::Q6_K:
-      return Quant<DType::Q6_K, 6, 16, 32, false, false>::fn;
+      return Quant<DType::Q6_K, 6, 16, 32, false, ScaleAt::Split>::fn;
     default:
       fail("matmul: no kernel for {} weights", dtype_name(t));
   }

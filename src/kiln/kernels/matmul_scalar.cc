@@ -26,11 +26,18 @@ inline int record_code(int bits, int S, const uint8_t* rec, int r, int k) {
   return c;
 }
 
+inline float f16_at(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return f16_to_f32(h);
+}
+
 template <DType T>
 void tile_quant(const uint8_t* group, const ActView& a, int64_t row0, int mt, float* tile) {
   static const PackedLayout L = packed_layout(T);
   const int S = L.sub_block;
   const int64_t nsub = a.k / S;
+  const SplitScaleAreas areas = split_scale_areas(L.code_bytes, S, L.has_min, a.k);
   float acc[kMaxTileRows][R] = {};
   int codes[R][32];
   for (int64_t s = 0; s < nsub; ++s) {
@@ -38,16 +45,17 @@ void tile_quant(const uint8_t* group, const ActView& a, int64_t row0, int mt, fl
     for (int r = 0; r < R; ++r)
       for (int k = 0; k < S; ++k) codes[r][k] = record_code(L.bits, S, rec, r, k);
     float scale[R], min[R] = {};
-    const uint8_t* sp = rec + L.code_bytes;
+    const int64_t super = s * S / 256;
     for (int r = 0; r < R; ++r) {
-      if (L.f16_scale) {
-        uint16_t h;
-        std::memcpy(&h, sp + 2 * r, 2);
-        scale[r] = f16_to_f32(h);
+      if (L.split_scales) {  // d * sc and dmin * m: exact products (see packed_weight.h)
+        scale[r] = f16_at(group + areas.d + 32 * super + 2 * r) *
+                   static_cast<float>(static_cast<int8_t>(group[areas.sc + 16 * s + r]));
+        if (L.has_min)
+          min[r] = f16_at(group + areas.dmin + 32 * super + 2 * r) *
+                   static_cast<float>(static_cast<int8_t>(group[areas.m + 16 * s + r]));
       } else {
-        std::memcpy(&scale[r], sp + 4 * r, 4);
+        scale[r] = f16_at(rec + L.code_bytes + 2 * r);
       }
-      if (L.has_min) std::memcpy(&min[r], sp + 64 + 4 * r, 4);
     }
     const int64_t blk = s * S / 32;
     for (int i = 0; i < mt; ++i) {

@@ -45,7 +45,8 @@ uint8_t get_code(const PackedLayout& L, const uint8_t* rec, int r, int k) {
   return static_cast<uint8_t>(c);
 }
 
-// Packs one 16-row group of a quantized type. rows[r] is null for padding rows.
+// Packs one 16-row group of a quantized type. rows[r] is null for padding rows, whose codes are
+// the zero point (or 0) and whose scales and minimums are 0, so they read as 0.
 void pack_quant_group(DType t, const PackedLayout& L, const uint8_t* const* rows, int64_t K,
                       uint8_t* out) {
   const DTypeInfo& info = dtype_info(t);
@@ -54,14 +55,17 @@ void pack_quant_group(DType t, const PackedLayout& L, const uint8_t* const* rows
   const int bs = info.block_size, sub_per_block = bs / S;
   std::vector<uint8_t> codes(static_cast<size_t>(R) * K);
   std::vector<float> scale(static_cast<size_t>(R) * nsub), min(static_cast<size_t>(R) * nsub);
+  std::vector<KQuantFactors> factors(L.split_scales ? static_cast<size_t>(R) * (K / bs) : 0);
   for (int r = 0; r < R; ++r) {
-    if (rows[r] == nullptr) {  // padding: code = zero point (or 0), scale 0, min 0 -> value 0
+    if (rows[r] == nullptr) {
       std::memset(&codes[static_cast<size_t>(r) * K], L.has_min ? 0 : L.zero_point, K);
       continue;
     }
     for (int64_t b = 0; b < K / bs; ++b) {
-      decode_block(t, rows[r] + b * info.block_bytes, &codes[r * K + b * bs],
-                   &scale[r * nsub + b * sub_per_block], &min[r * nsub + b * sub_per_block]);
+      const uint8_t* block = rows[r] + b * info.block_bytes;
+      decode_block(t, block, &codes[r * K + b * bs], &scale[r * nsub + b * sub_per_block],
+                   &min[r * nsub + b * sub_per_block]);
+      if (L.split_scales) factors[r * (K / bs) + b] = decode_kquant_factors(t, block);
     }
   }
   std::vector<uint8_t> sub_codes(static_cast<size_t>(R) * S);
@@ -69,19 +73,27 @@ void pack_quant_group(DType t, const PackedLayout& L, const uint8_t* const* rows
     uint8_t* rec = out + s * L.record_bytes;
     for (int r = 0; r < R; ++r) std::memcpy(&sub_codes[r * S], &codes[r * K + s * S], S);
     put_codes(L, sub_codes.data(), rec);
+    if (L.split_scales) continue;
     uint8_t* sc = rec + L.code_bytes;
     for (int r = 0; r < R; ++r) {
-      float v = scale[r * nsub + s];
-      if (L.f16_scale) {
-        uint16_t h = f32_to_f16(v);  // exact: v was read from an f16
-        std::memcpy(sc + 2 * r, &h, 2);
-      } else {
-        std::memcpy(sc + 4 * r, &v, 4);
-      }
+      uint16_t h = f32_to_f16(scale[r * nsub + s]);  // exact: the value was read from an f16
+      std::memcpy(sc + 2 * r, &h, 2);
     }
-    if (L.has_min) {
-      uint8_t* mn = sc + 64;
-      for (int r = 0; r < R; ++r) std::memcpy(mn + 4 * r, &min[r * nsub + s], 4);
+  }
+  if (!L.split_scales) return;
+  const SplitScaleAreas a = split_scale_areas(L.code_bytes, S, L.has_min, K);
+  std::memset(out + a.sc, 0, a.end - a.sc);  // padding rows and the tail read as 0
+  for (int r = 0; r < R; ++r) {
+    if (rows[r] == nullptr) continue;
+    for (int64_t b = 0; b < K / bs; ++b) {
+      const KQuantFactors& f = factors[r * (K / bs) + b];
+      std::memcpy(out + a.d + 32 * b + 2 * r, &f.d, 2);
+      if (L.has_min) std::memcpy(out + a.dmin + 32 * b + 2 * r, &f.dmin, 2);
+      for (int j = 0; j < sub_per_block; ++j) {
+        const int64_t s = b * sub_per_block + j;
+        out[a.sc + 16 * s + r] = static_cast<uint8_t>(f.sc[j]);
+        if (L.has_min) out[a.m + 16 * s + r] = static_cast<uint8_t>(f.m[j]);
+      }
     }
   }
 }
@@ -102,6 +114,7 @@ void pack_float_group(const PackedLayout& L, const uint8_t* const* rows, int64_t
 
 size_t group_bytes(const PackedLayout& L, int64_t K) {
   if (L.is_float) return static_cast<size_t>(K) * R * L.elem_bytes;
+  if (L.split_scales) return split_scale_areas(L.code_bytes, L.sub_block, L.has_min, K).end;
   return static_cast<size_t>(K / L.sub_block) * L.record_bytes;
 }
 
@@ -134,8 +147,9 @@ PackedLayout packed_layout(DType t) {
   L.zero_point = q.zero_point;
   L.has_min = q.has_min;
   L.f16_scale = q.f16_scale;
+  L.split_scales = !q.f16_scale;  // the K-quants: scale = d * sc
   L.code_bytes = q.bits == 8 ? 16 * q.sub_block : 8 * q.sub_block + (q.bits > 4 ? 64 : 0);
-  L.record_bytes = L.code_bytes + (q.f16_scale ? 32 : 64) + (q.has_min ? 64 : 0);
+  L.record_bytes = L.code_bytes + (L.split_scales ? 0 : 32);
   return L;
 }
 
@@ -246,18 +260,25 @@ void PackedWeight::dequantize_row(int64_t row, float* dst) const {
     return;
   }
   const int S = L.sub_block;
+  const SplitScaleAreas a = split_scale_areas(L.code_bytes, S, L.has_min, k_);
+  auto f16_at = [](const uint8_t* p) {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    return f16_to_f32(h);
+  };
   for (int64_t s = 0; s < k_ / S; ++s) {
     const uint8_t* rec = group + s * L.record_bytes;
-    const uint8_t* sc = rec + L.code_bytes;
     float scale, min = 0;
-    if (L.f16_scale) {
-      uint16_t h;
-      std::memcpy(&h, sc + 2 * r, 2);
-      scale = f16_to_f32(h);
+    if (L.split_scales) {
+      const int64_t super = s * S / 256;
+      scale = f16_at(group + a.d + 32 * super + 2 * r) *
+              static_cast<float>(static_cast<int8_t>(group[a.sc + 16 * s + r]));
+      if (L.has_min)
+        min = f16_at(group + a.dmin + 32 * super + 2 * r) *
+              static_cast<float>(static_cast<int8_t>(group[a.m + 16 * s + r]));
     } else {
-      std::memcpy(&scale, sc + 4 * r, 4);
+      scale = f16_at(rec + L.code_bytes + 2 * r);
     }
-    if (L.has_min) std::memcpy(&min, sc + 64 + 4 * r, 4);
     for (int k = 0; k < S; ++k) {
       int c = get_code(L, rec, r, k);
       dst[s * S + k] = L.has_min ? scale * static_cast<float>(c) - min

@@ -12,8 +12,12 @@
 //                        nibbles and group v+S/8 in its high nibbles; 5- and 6-bit types add
 //                        one 64-byte plane with the code bits above 4 (bit j, resp. bits
 //                        2j..2j+1, of byte 4r+t belong to input group j)
-//   scale   16 x f16 (Q4_0/Q5_0/Q8_0, whose scale is an f16) or 16 x f32 (K-quants: d * sc)
-//   min     16 x f32 (Q4_K/Q5_K only: dmin * m)
+//   scale   16 x f16 (Q4_0/Q5_0/Q8_0, whose scale is an f16); K-quants have none in the record
+// K-quants (Q4_K, Q5_K, Q6_K) keep their scales as the file does, as two factors, in areas after
+// the group's records (split_scale_areas): per record 16 x int8 sc and (Q4_K/Q5_K) 16 x int8 m,
+// per 256 inputs 16 x f16 d and (Q4_K/Q5_K) 16 x f16 dmin. The kernels form scale = d * sc and
+// min = dmin * m in f32, where both products are exact, so the arithmetic is that of storing the
+// products; storing the factors reads 4.625 bits per Q4_K weight instead of 6 (the file's 4.5).
 // Codes are unsigned (Q8_0 is stored as q + 128); the zero point is subtracted in integers.
 // F32/F16/BF16 weights keep their element type, laid out [K][16] per group.
 // Padding rows (N not a multiple of 16) have zero scales and minimums, so they read as 0.
@@ -109,10 +113,30 @@ struct PackedLayout {
   int zero_point;  // quantized without min
   bool has_min;
   bool f16_scale;
-  int code_bytes;    // quantized: bytes of codes per record (incl. the high-bit plane)
-  int record_bytes;  // quantized: codes + scales (+ mins)
+  bool split_scales;  // K-quants: scale factors in areas after the records (split_scale_areas)
+  int code_bytes;     // quantized: bytes of codes per record (incl. the high-bit plane)
+  int record_bytes;   // quantized: codes + in-record scales; codes only with split_scales
 };
 PackedLayout packed_layout(DType t);  // throws for types without a packed form
+
+// Byte offsets from the start of a group of a split-scale type (k inputs, records of
+// code_bytes each, sub_block inputs per record): the int8 sc of record s at sc + 16 s, its int8 m
+// at m + 16 s (has_min), the f16 d of the 256 inputs holding record s at d + 32 (s * sub_block /
+// 256), dmin likewise (has_min); `end` is the group's size, a multiple of 64.
+struct SplitScaleAreas {
+  size_t sc, m, d, dmin, end;
+};
+constexpr SplitScaleAreas split_scale_areas(int code_bytes, int sub_block, bool has_min,
+                                            int64_t k) {
+  const auto nsub = static_cast<size_t>(k / sub_block), nsuper = static_cast<size_t>(k / 256);
+  SplitScaleAreas a{};
+  a.sc = nsub * static_cast<size_t>(code_bytes);
+  a.m = a.sc + nsub * 16;
+  a.d = a.m + (has_min ? nsub * 16 : 0);
+  a.dmin = a.d + nsuper * 32;
+  a.end = (a.dmin + (has_min ? nsuper * 32 : 0) + 63) / 64 * 64;
+  return a;
+}
 // Bytes of one 16-row group of a [*, k] weight of type t (throws like packed_layout).
 size_t packed_group_bytes(DType t, int64_t k);
 
