@@ -5,6 +5,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -183,7 +184,8 @@ std::optional<std::vector<std::pair<std::string, kernels::PackedWeight>>> load_p
       return reject("inconsistent (table of contents)");
     // The weight shares ownership of the mapping and points into it.
     std::shared_ptr<uint8_t> data(file, const_cast<uint8_t*>(base + h.data_offset + offset));
-    auto w = kernels::PackedWeight::view_from_header(header, std::move(data), h.data_bytes - offset);
+    auto w =
+        kernels::PackedWeight::view_from_header(header, std::move(data), h.data_bytes - offset);
     if (!w) return reject("inconsistent (a weight's header)");
     out.emplace_back(std::string(name), std::move(*w));
   }

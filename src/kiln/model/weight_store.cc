@@ -313,9 +313,9 @@ std::string WeightStore::weights_file_path(const std::vector<PackJob>& jobs, uin
   // Everything the packed bytes depend on: the code (executable), the CPU, the model file
   // (its identity stands for its bytes, which are never read to make the key) and which
   // weights are packed how (names, merges, types and shapes).
-  std::string description = "kiln packed weights file v1 | exe " +
-                            graph::executable_identity() + " | isa " + isa_name(active_isa()) +
-                            " | cpu " + cpu_feature_string() + " | " + identity;
+  std::string description = "kiln packed weights file v1 | exe " + graph::executable_identity() +
+                            " | isa " + isa_name(active_isa()) + " | cpu " + cpu_feature_string() +
+                            " | " + identity;
   for (const PackJob& job : jobs) {
     description += " | " + job.key;
     for (const graph::Node* p : job.params) {
@@ -339,6 +339,7 @@ bool WeightStore::load_weights_file(const std::string& path, uint64_t key,
   std::unordered_map<std::string, std::unique_ptr<kernels::PackedExperts>> experts;
   std::unordered_map<std::string, bool> views;
   size_t bytes = 0;
+  int64_t tensors = 0;  // counted as packing counts them
   auto missing = [&](const std::string& what) {
     KILN_LOG_WARN("packed weights cache {} does not match the model ({}); repacking", path, what);
     return false;
@@ -353,6 +354,7 @@ bool WeightStore::load_weights_file(const std::string& path, uint64_t key,
       }
       if (e->experts.empty()) return missing(job.key);
       bytes += e->bytes();
+      tensors += static_cast<int64_t>(job.params.size());
       experts.emplace(job.key, std::move(e));
       continue;
     }
@@ -364,6 +366,7 @@ bool WeightStore::load_weights_file(const std::string& path, uint64_t key,
       return missing(job.key);
     auto w = std::make_unique<kernels::PackedWeight>(std::move(*it->second));
     bytes += w->bytes();
+    tensors += 1;
     if (job.params[0]->attrs.has("concat")) {
       const auto names = job.params[0]->attrs.get_strs("concat");
       if (w->segments().size() != names.size()) return missing(job.key);
@@ -379,7 +382,7 @@ bool WeightStore::load_weights_file(const std::string& path, uint64_t key,
   for (auto& [k, w] : weights) packed_.try_emplace(k, std::move(w));
   for (auto& [k, e] : experts) experts_.try_emplace(k, std::move(e));
   for (auto& [k, v] : views) part_views_[k] = v;
-  pack_stats_.tensors += static_cast<int64_t>(loaded->size());
+  pack_stats_.tensors += tensors;
   pack_stats_.bytes += bytes;
   pack_stats_.file_hit = true;
   pack_stats_.file_seconds = seconds_since(start);

@@ -93,7 +93,7 @@ class WeightStore : public graph::WeightProvider {
                                                             const std::vector<Tensor>& parts);
   // One weight prepack packs: a matmul weight (plain or merged) or a layer's experts.
   struct PackJob {
-    std::string key;                        // in packed_ or experts_
+    std::string key;                         // in packed_ or experts_
     std::vector<const graph::Node*> params;  // the param, or the experts' parts
     bool experts = false;
   };
@@ -115,9 +115,9 @@ class WeightStore : public graph::WeightProvider {
   // Keys of packed_ that are views of a merged weight's segments (not stored on their own).
   std::unordered_map<std::string, bool> part_views_;
   bool prepacking_to_file_ = false;  // merged weights go to the packed-weights file instead
-  BumpArena arena_;                // the packed weights' bytes, in packing order
-  kernels::ParallelFor parallel_;  // spreads a weight's groups over the pack threads
-  std::mutex pack_threads_mutex_;  // one packing at a time on those threads
+  BumpArena arena_;                  // the packed weights' bytes, in packing order
+  kernels::ParallelFor parallel_;    // spreads a weight's groups over the pack threads
+  std::mutex pack_threads_mutex_;    // one packing at a time on those threads
   PackStats pack_stats_;
 };
 
