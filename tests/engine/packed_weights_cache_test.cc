@@ -144,6 +144,32 @@ TEST_P(PackedWeightsFile, ChangedModelFileIsAMiss) {
   EXPECT_EQ(files().size(), 2u);
 }
 
+// A writer killed mid-write leaves `<entry>.tmp.<pid>` (as large as the weights): the next
+// write removes it when that process is gone.
+TEST_P(PackedWeightsFile, OrphanedTemporaryFileIsRemoved) {
+  run(options(model_));
+  ASSERT_EQ(files().size(), 1u);
+  const fs::path entry = files()[0];
+  const fs::path orphan = entry.string() + ".tmp.999999999";  // above any pid_max: not running
+  fs::rename(entry, orphan);
+  EXPECT_TRUE(run(options(model_)).stats.file_stored);
+  EXPECT_FALSE(fs::exists(orphan));
+  EXPECT_TRUE(fs::exists(entry));
+}
+
+// A folder that cannot be written (here: below a regular file; a full disk fails the same
+// write calls) costs a warning; the model runs on its packed copy.
+TEST_P(PackedWeightsFile, UnwritableFolderRunsWithoutTheCache) {
+  fs::create_directories(dir_);
+  std::ofstream(dir_ / "not-a-folder") << "x";
+  engine::RuntimeOptions o = options(model_);
+  o.cache_dir = (dir_ / "not-a-folder" / "cache").string();
+  const Run r = run(o);
+  EXPECT_FALSE(r.stats.file_hit);
+  EXPECT_FALSE(r.stats.file_stored);
+  EXPECT_EQ(r.logits, run(options(model_)).logits);
+}
+
 TEST_P(PackedWeightsFile, DisabledWithTheCompileCache) {
   engine::RuntimeOptions o = options(model_);
   o.compile_cache = false;

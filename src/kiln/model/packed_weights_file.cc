@@ -1,6 +1,7 @@
 #include "kiln/model/packed_weights_file.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -62,6 +63,25 @@ class TocReader {
   size_t pos_ = 0;
 };
 
+// Removes `<name>.tmp.<pid>` files of processes that no longer run (killed mid-write): each is
+// as large as the packed weights.
+void remove_orphaned_temporaries(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path entry(path);
+  const std::string prefix = entry.filename().string() + ".tmp.";
+  for (const auto& e : fs::directory_iterator(entry.parent_path(), ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string pid = name.substr(prefix.size());
+    if (pid.empty() || pid.size() > 9 || pid.find_first_not_of("0123456789") != std::string::npos)
+      continue;
+    if (::kill(static_cast<pid_t>(std::stol(pid)), 0) != 0 && errno == ESRCH) {
+      fs::remove(e.path(), ec);
+    }
+  }
+}
+
 }  // namespace
 
 bool write_packed_weights_file(const std::string& path, uint64_t key,
@@ -100,6 +120,7 @@ bool write_packed_weights_file(const std::string& path, uint64_t key,
 
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  remove_orphaned_temporaries(path);
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) {
@@ -126,8 +147,9 @@ bool write_packed_weights_file(const std::string& path, uint64_t key,
          write_all(weights[i].second->data(), weights[i].second->bytes());
     at = offsets[i] + weights[i].second->bytes();
   }
-  // fsync before rename: after a crash the name holds the complete file or nothing.
-  ok = ok && ::fsync(fd) == 0;
+  // No fsync (it cost seconds per GB on the cold start): a process that dies mid-write leaves
+  // only its temporary file, and a file torn by a power loss after the rename fails the size
+  // or checksum check on load and is rebuilt, never trusted.
   const int err = errno;
   ::close(fd);
   if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {

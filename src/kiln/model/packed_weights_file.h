@@ -11,9 +11,10 @@
 //
 // Writes go to a temporary file in the same folder and are renamed into place, so a crash or a
 // concurrent start never leaves a half-written file under the entry's name (two processes
-// writing the same entry each rename a complete file; the last one stays). A file is never
-// changed in place once renamed: a rejected one is removed, and a process that mapped it keeps
-// its own (unlinked) copy.
+// writing the same entry each rename a complete file; the last one stays; a killed writer's
+// temporary file is removed by the next write). A file is never changed in place once
+// renamed: a rejected one is removed, and a process that mapped it keeps its own (unlinked)
+// copy.
 #pragma once
 #include <cstdint>
 #include <optional>
