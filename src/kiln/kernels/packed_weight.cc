@@ -219,14 +219,14 @@ PackedWeight PackedWeight::pack_concat(const std::vector<Tensor>& ws, const Pack
 }
 
 PackedWeight PackedWeight::segment_view(size_t first, size_t count) const {
-  KILN_CHECK(count > 0 && first < segs_.size() && count <= segs_.size() - first,
-             "segment_view: segments [{}, {}) of a weight with {}", first, first + count,
-             segs_.size());
+  const size_t end = first + count;
+  KILN_CHECK(count > 0 && end > first && end <= segs_.size(),
+             "segment_view: segments [{}, {}) of a weight with {}", first, end, segs_.size());
   PackedWeight v;
   v.k_ = k_;
-  const PackedSegment& head = segs_[first];
-  for (size_t i = first; i < first + count; ++i) {
-    PackedSegment s = segs_[i];
+  const PackedSegment head = segs_.at(first);
+  for (size_t i = first; i < end; ++i) {
+    PackedSegment s = segs_.at(i);
     s.col0 -= head.col0;
     s.group0 -= head.group0;
     s.offset -= head.offset;
