@@ -80,8 +80,11 @@ def main() -> None:
     ap.add_argument("--threads", default="2")
     ap.add_argument("--cache", choices=["cold", "warm"], default="cold",
                     help="cold: an empty cache folder; warm: one filled by an unmeasured start first")
-    ap.add_argument("extra", nargs="*")
-    a = ap.parse_args()
+    # Serve options after "--" are passed through as they are (argparse would read them as its own).
+    argv = sys.argv[1:]
+    extra = argv[argv.index("--") + 1:] if "--" in argv else []
+    a = ap.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
+    a.extra = extra
     with tempfile.TemporaryDirectory() as tmp:
         cache = pathlib.Path(tmp) / "cache"
         if a.cache == "warm":
