@@ -2,6 +2,7 @@
 
 Run with: KILN_BIN=build/release/kiln .venv/bin/python3 -m pytest tests/e2e
 """
+import os
 import pathlib
 import sys
 
@@ -22,6 +23,15 @@ def server_args(*args: str) -> list:
     assert len(args) % 2 == 0, args
     options.update(zip(args[::2], args[1::2]))
     return [x for kv in options.items() for x in kv]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def private_cache_dir(tmp_path_factory):
+    """Every kiln the tests start caches plans and packed weights (one file as large as the
+    model's packed weights) in a session folder, never in the user's ~/.cache/kiln."""
+    if "KILN_CACHE_DIR" not in os.environ:
+        os.environ["KILN_CACHE_DIR"] = str(tmp_path_factory.mktemp("kiln-cache"))
+    yield
 
 
 @pytest.fixture(scope="session")

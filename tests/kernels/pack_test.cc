@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <optional>
+
 #include "kiln/base/bump_arena.h"
 #include "kiln/base/error.h"
 #include "kiln/base/thread_pool.h"
@@ -91,6 +93,39 @@ TEST(PackedWeight, ConcatKeepsEveryRow) {
     }
   }
   EXPECT_THROW(p.dequantize_row(41, row.data()), Error);
+}
+
+// The weight store serves separate weights as views of a merged weight's segments: each view
+// must hold exactly the bytes (and layout) packing that weight alone gives, on a 64-byte-
+// aligned address, and keep the merged buffer alive.
+TEST(PackedWeight, SegmentViewsEqualTheSeparateWeights) {
+  std::mt19937 rng(4);
+  const int64_t k = 96;  // Q4_0 groups of 3 records: 864 bytes, not a multiple of 64
+  DType types[] = {DType::Q4_0, DType::Q8_0, DType::F16, DType::Q4_0};
+  int64_t ns[] = {12, 5, 16, 33};
+  std::vector<std::vector<uint8_t>> bytes;
+  std::vector<Tensor> ws;
+  for (int i = 0; i < 4; ++i) bytes.push_back(random_rows(types[i], ns[i], k, rng));
+  for (int i = 0; i < 4; ++i) ws.push_back(testing::borrow_rows(types[i], ns[i], k, bytes[i]));
+  std::optional<PackedWeight> merged = PackedWeight::pack_concat(ws);
+  std::vector<PackedWeight> views;
+  for (size_t i = 0; i < 4; ++i) views.push_back(merged->segment_view(i, 1));
+  PackedWeight tail = merged->segment_view(2, 2);
+  merged.reset();  // the views keep the bytes alive
+  for (int i = 0; i < 4; ++i) {
+    PackedWeight alone = PackedWeight::pack(ws[i]);
+    ASSERT_EQ(views[i].bytes(), alone.bytes()) << i;
+    EXPECT_EQ(views[i].n(), alone.n());
+    EXPECT_EQ(views[i].segments()[0].offset, 0u);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(views[i].data()) % 64, 0u) << i;
+    EXPECT_EQ(std::memcmp(views[i].data(), alone.data(), alone.bytes()), 0) << i;
+  }
+  PackedWeight pair = PackedWeight::pack_concat({ws[2], ws[3]});
+  ASSERT_EQ(tail.bytes(), pair.bytes());
+  EXPECT_EQ(tail.format(), pair.format());
+  EXPECT_EQ(std::memcmp(tail.data(), pair.data(), pair.bytes()), 0);
+  EXPECT_EQ(pair.serialize(), tail.serialize());  // same header: same segments, offsets, sizes
+  EXPECT_THROW(tail.segment_view(1, 2), Error);
 }
 
 TEST(PackedWeight, AllocatorPlacesTheBytesAndIsHeldAlive) {

@@ -40,6 +40,7 @@ struct RunArgs {
   int ctx_size = 0;
   std::string log_level = "warn";
   bool check_graph = false;
+  bool no_compile_cache = false;
 };
 
 int run(const RunArgs& a) {
@@ -61,6 +62,7 @@ int run(const RunArgs& a) {
   opts.max_graph_bs = a.max_graph_bs;
   opts.context_length = a.ctx_size;
   opts.check_graph = a.check_graph;
+  opts.compile_cache = !a.no_compile_cache;
   opts.progress = [&](const char* stage, int64_t done, int64_t total) {
     bar.update(stage, done, total);
   };
@@ -156,6 +158,8 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("-c,--ctx-size", args->ctx_size,
                   "Context length (default: the model's, capped by the KV pool)")
       ->check(CLI::Range(0, 1 << 24));
+  cmd->add_flag("--no-compile-cache", args->no_compile_cache,
+                "Neither read nor write the compile cache and the packed-weight cache");
   cmd->add_flag("--check-graph", args->check_graph,
                 "Check every graph-mode decode step against eager mode, node by node (slow)");
   cmd->add_option("--log-level", args->log_level, "trace|debug|info|warn|error|off");

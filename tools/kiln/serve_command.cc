@@ -53,6 +53,7 @@ struct ServeArgs {
   std::string mixed_steps = "on";
   int context_length = 0;
   bool disable_prefix_cache = false;
+  bool no_compile_cache = false;
   int64_t random_seed = -1;
   size_t max_body_bytes = 16u << 20;
   int64_t max_prompt_tokens = 0;
@@ -137,6 +138,7 @@ int serve(const ServeArgs& a) {
   opts.page_size = a.page_size;
   opts.kv_tokens = a.kv_tokens;
   opts.context_length = a.context_length;
+  opts.compile_cache = !a.no_compile_cache;
   opts.progress = [&](const char* stage, int64_t done, int64_t total) {
     bar.update(stage, done, total);
   };
@@ -272,6 +274,8 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--context-length", a->context_length,
                   "Context length (0: the model's, capped by --kv-tokens)")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--no-compile-cache", a->no_compile_cache,
+                "Neither read nor write the compile cache and the packed-weight cache");
   cmd->add_flag("--disable-prefix-cache", a->disable_prefix_cache,
                 "Turn off the radix prefix cache");
   cmd->add_option("--random-seed", a->random_seed,

@@ -106,6 +106,11 @@ Runtime::Runtime(const RuntimeOptions& options) : impl_(std::make_unique<Impl>()
   // Repack every matmul weight now, so neither capture nor the first request pays for it;
   // this and capture's merged weights are packed on the (still idle) thread pool.
   m.weights->set_pack_threads(m.threads.get());
+  // Packed weights are cached beside the compiled plans (whatever the graph mode: the packed
+  // layout does not depend on it), and the option that disables that cache disables both.
+  const std::string cache_dir =
+      options.compile_cache ? graph::CompileCache::resolve_dir(options.cache_dir) : "";
+  m.weights->set_pack_cache_dir(cache_dir);
   model::ForwardShape one;
   one.max_pages_per_seq = m.runner->max_pages_per_seq();
   one.kv_pages = kv.n_pages;
@@ -113,8 +118,7 @@ Runtime::Runtime(const RuntimeOptions& options) : impl_(std::make_unique<Impl>()
   one.kv_dtype = kv.dtype;
   m.weights->prepack(m.runner->trace(one),
                      [&](int64_t done, int64_t total) { progress("repack", done, total); });
-  // Bytes one decode step reads, before capture adds merged (QKV, gate/up) copies that replace
-  // the separate weights in the plans rather than add to them.
+  // Bytes one decode step reads (merged QKV and gate/up are packed once, their parts views).
   const size_t step_weight_bytes = m.weights->matmul_weight_bytes();
 
   if (options.graph_mode != GraphMode::Off) {
@@ -122,9 +126,7 @@ Runtime::Runtime(const RuntimeOptions& options) : impl_(std::make_unique<Impl>()
     for (int bs = 1; bs <= options.max_graph_bs; ++bs) g.batch_sizes.push_back(bs);
     g.optimize = options.graph_mode == GraphMode::Optimize;
     g.plan = options.plan;
-    g.cache_dir = options.compile_cache ? graph::CompileCache::resolve_dir(options.cache_dir) : "";
-    // The merged weights capture packs live in the same folder as the plans.
-    m.weights->set_pack_cache_dir(g.cache_dir);
+    g.cache_dir = cache_dir;
     m.graph = std::make_unique<GraphRunner>(*m.runner, *m.weights, *m.pool, *m.threads, g);
     m.graph->capture([&](int64_t done, int64_t total) { progress("capture", done, total); });
     m.runner->set_graph_runner(m.graph.get());

@@ -36,8 +36,8 @@ struct RuntimeOptions {
   // twice as many tokens in the same memory.
   int64_t kv_tokens = 0;
   int context_length = 0;     // 0: the model's, capped by kv_tokens
-  std::string cache_dir;      // compile cache; empty: $KILN_CACHE_DIR or XDG cache dir
-  bool compile_cache = true;  // false: always capture cold, never read or write the cache
+  std::string cache_dir;      // compile + packed-weight cache; empty: $KILN_CACHE_DIR or XDG
+  bool compile_cache = true;  // false: capture and pack cold, never read or write the caches
   bool check_graph = false;   // run decode steps through a GraphChecker (graph_checker.h)
   graph::PlanOptions plan;    // barriers per level, worker groups
   // Element type of the KV cache: f16, or q8 (int8 blocks with scales; kernels/kv_cache.h).

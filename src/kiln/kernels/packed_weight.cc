@@ -122,6 +122,8 @@ size_t group_bytes(const PackedLayout& L, int64_t K) {
 
 size_t packed_group_bytes(DType t, int64_t k) { return group_bytes(packed_layout(t), k); }
 
+size_t packed_segment_offset(size_t bytes) { return (bytes + 63) / 64 * 64; }
+
 PackedLayout packed_layout(DType t) {
   PackedLayout L{};
   switch (t) {
@@ -181,10 +183,10 @@ PackedWeight PackedWeight::pack_concat(const std::vector<Tensor>& ws, const Pack
     s.groups = (s.n + R - 1) / R;
     s.group0 = p.groups_;
     s.group_bytes = group_bytes(L, p.k_);
-    s.offset = p.bytes_;
+    s.offset = packed_segment_offset(p.bytes_);
     p.n_ += s.n;
     p.groups_ += s.groups;
-    p.bytes_ += s.group_bytes * static_cast<size_t>(s.groups);
+    p.bytes_ = s.offset + s.group_bytes * static_cast<size_t>(s.groups);
     p.quantized_ = p.quantized_ || !L.is_float;
     p.segs_.push_back(s);
   }
@@ -197,6 +199,10 @@ PackedWeight PackedWeight::pack_concat(const std::vector<Tensor>& ws, const Pack
                                        [](uint8_t* q) { aligned_free(q); });
   }
   uint8_t* buf = p.data_.get();
+  for (size_t i = 0; i + 1 < ws.size(); ++i) {  // the padding before each next segment
+    const size_t end = p.segs_[i].offset + p.segs_[i].group_bytes * p.segs_[i].groups;
+    std::memset(buf + end, 0, p.segs_[i + 1].offset - end);
+  }
   for (size_t i = 0; i < ws.size(); ++i) {
     const PackedSegment& s = p.segs_[i];
     PackedLayout L = packed_layout(s.dtype);
@@ -224,6 +230,29 @@ PackedWeight PackedWeight::pack_concat(const std::vector<Tensor>& ws, const Pack
     }
   }
   return p;
+}
+
+PackedWeight PackedWeight::segment_view(size_t first, size_t count) const {
+  const size_t end = first + count;
+  KILN_CHECK(count > 0 && end > first && end <= segs_.size(),
+             "segment_view: segments [{}, {}) of a weight with {}", first, end, segs_.size());
+  PackedWeight v;
+  v.k_ = k_;
+  const PackedSegment head = segs_.at(first);
+  for (size_t i = first; i < end; ++i) {
+    PackedSegment s = segs_.at(i);
+    s.col0 -= head.col0;
+    s.group0 -= head.group0;
+    s.offset -= head.offset;
+    v.n_ += s.n;
+    v.groups_ += s.groups;
+    v.bytes_ = s.offset + s.group_bytes * static_cast<size_t>(s.groups);
+    v.quantized_ = v.quantized_ || !packed_layout(s.dtype).is_float;
+    v.segs_.push_back(s);
+  }
+  // Shares ownership of the whole buffer, points at the first segment's bytes.
+  v.data_ = std::shared_ptr<uint8_t>(data_, data_.get() + head.offset);
+  return v;
 }
 
 std::string PackedWeight::format() const {

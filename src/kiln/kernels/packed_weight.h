@@ -23,8 +23,11 @@
 // Padding rows (N not a multiple of 16) have zero scales and minimums, so they read as 0.
 //
 // pack_concat stacks several weights' rows (same K; dtypes may differ): each source becomes a
-// segment with its own format, and every output column depends only on its own row, so a
-// concatenated weight gives bit-identical columns to the separate ones.
+// segment with its own format, starting on its own group at a 64-byte-aligned offset (zero
+// padding between segments), and every output column depends only on its own row, so a
+// concatenated weight gives bit-identical columns to the separate ones. That also makes each
+// segment a complete packed weight of its own: segment_view() serves the separate weights
+// from the merged buffer (the weight store packs merged QKV and gate/up once, for both).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -73,6 +76,10 @@ class PackedWeight {
                                   const PackedAllocator& alloc = nullptr,
                                   const ParallelFor& parallel = nullptr);
 
+  // Segments [first, first + count) as a weight of their own, sharing this one's bytes (the
+  // buffer stays alive while either does): the same bytes the separate weights would pack to.
+  PackedWeight segment_view(size_t first, size_t count) const;
+
   int64_t n() const { return n_; }
   int64_t k() const { return k_; }
   size_t bytes() const { return bytes_; }
@@ -93,8 +100,19 @@ class PackedWeight {
   std::string serialize() const;
   static std::optional<PackedWeight> deserialize(std::string_view bytes,
                                                  const PackedAllocator& alloc = nullptr);
+  // The same without the data: the header alone, and a weight made from a header whose bytes
+  // already lie in memory (`data`, `available` bytes from there; e.g. a mapped cache file) and
+  // stay there, owned by `data`. nullopt when the header is not self-consistent or the data
+  // would run past `available`.
+  std::string serialize_header() const;
+  static std::optional<PackedWeight> view_from_header(std::string_view header,
+                                                      std::shared_ptr<uint8_t> data,
+                                                      size_t available);
 
  private:
+  // The weight a header describes, without its data; `pos` is left just past the header.
+  static std::optional<PackedWeight> parse_header(std::string_view in, size_t& pos);
+
   int64_t n_ = 0;
   int64_t k_ = 0;
   int64_t groups_ = 0;
@@ -139,5 +157,7 @@ constexpr SplitScaleAreas split_scale_areas(int code_bytes, int sub_block, bool 
 }
 // Bytes of one 16-row group of a [*, k] weight of type t (throws like packed_layout).
 size_t packed_group_bytes(DType t, int64_t k);
+// Where a segment starts after `bytes` of earlier segments (64-byte aligned, see pack_concat).
+size_t packed_segment_offset(size_t bytes);
 
 }  // namespace kiln::kernels

@@ -1,5 +1,8 @@
 #include "kiln/model/tensor_source.h"
 
+#include <fmt/format.h>
+#include <sys/stat.h>
+
 #include "kiln/model/gguf.h"
 
 namespace kiln::model {
@@ -19,6 +22,12 @@ class GgufTensorSource final : public TensorSource {
     int64_t n = 0;
     for (const auto& t : file_->tensor_infos()) n += t.shape.numel();
     return n;
+  }
+  std::string identity() const override {
+    struct stat st {};
+    if (::stat(file_->path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return {};
+    return fmt::format("gguf {} size {} mtime {}.{:09d} inode {}:{}", file_->path(), st.st_size,
+                       st.st_mtim.tv_sec, st.st_mtim.tv_nsec, st.st_dev, st.st_ino);
   }
 
  private:

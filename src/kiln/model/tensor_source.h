@@ -32,6 +32,11 @@ class TensorSource {
   virtual Tensor tensor(const std::string& name) const = 0;
   // Total elements of every weight (the model's parameter count).
   virtual int64_t parameter_count() const = 0;
+  // What stands for these exact weights in a cache key without reading them: for a file, its
+  // path, size, modification time and inode, so a changed or replaced file never matches an
+  // entry made from the old one. Empty: no cheap identity (the packed-weights file is then
+  // not used).
+  virtual std::string identity() const { return {}; }
 };
 
 std::shared_ptr<const TensorSource> gguf_tensor_source(std::shared_ptr<const GgufFile> file);

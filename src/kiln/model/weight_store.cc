@@ -4,14 +4,17 @@
 
 #include <chrono>
 #include <functional>
+#include <unordered_set>
 
 #include "kiln/base/cpu_features.h"
 #include "kiln/base/error.h"
 #include "kiln/base/log.h"
 #include "kiln/base/mmap_file.h"
 #include "kiln/base/thread_pool.h"
+#include "kiln/graph/passes/pipeline.h"
 #include "kiln/kernels/dequant.h"
 #include "kiln/model/gguf.h"
+#include "kiln/model/packed_weights_file.h"
 
 namespace kiln::model {
 namespace {
@@ -33,6 +36,10 @@ size_t release_source_pages(const std::vector<Tensor>& sources) {
   size_t bytes = 0;
   for (const Tensor& t : sources) bytes += MmapFile::release_pages(t.data(), t.nbytes());
   return bytes;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 }  // namespace
@@ -134,7 +141,22 @@ const kernels::PackedWeight& WeightStore::packed_by_key(const graph::Node& param
   pack_stats_.bytes += packed->bytes();
   pack_stats_.released_bytes += released;
   pack_stats_.seconds += seconds;
+  if (param.attrs.has("concat")) add_part_views(param, *packed);
   return *packed_.emplace(key, std::move(packed)).first->second;
+}
+
+void WeightStore::add_part_views(const graph::Node& param, const kernels::PackedWeight& merged) {
+  const auto names = param.attrs.get_strs("concat");
+  for (size_t i = 0; i < names.size(); ++i) {
+    // A part packed on its own before (a merge prepack did not foresee) keeps that copy: its
+    // users may hold references to it.
+    if (packed_.count(names[i]) > 0) {
+      KILN_LOG_DEBUG("{} is packed twice: on its own and inside {}", names[i], param_key(param));
+      continue;
+    }
+    packed_.emplace(names[i], std::make_unique<kernels::PackedWeight>(merged.segment_view(i, 1)));
+    part_views_[names[i]] = true;
+  }
 }
 
 void WeightStore::set_pack_cache_dir(std::string dir) { pack_cache_dir_ = std::move(dir); }
@@ -142,14 +164,14 @@ void WeightStore::set_pack_cache_dir(std::string dir) { pack_cache_dir_ = std::m
 std::unique_ptr<kernels::PackedWeight> WeightStore::pack_concat_cached(
     const std::string& key, const std::vector<Tensor>& parts) {
   auto alloc = [this](size_t bytes) { return arena_.allocate(bytes); };
-  const graph::CompileCache cache(pack_cache_dir_);
+  const graph::CompileCache cache(prepacking_to_file_ ? "" : pack_cache_dir_);
   if (!cache.enabled()) {
     return std::make_unique<kernels::PackedWeight>(
         kernels::PackedWeight::pack_concat(parts, alloc, parallel_));
   }
   // Hashing the parts' bytes (tens of MB at several GB/s) is what makes a stale entry
   // impossible: any change to the weights is a different key.
-  std::string description = "kiln packed weight v1 | exe " + graph::executable_identity() +
+  std::string description = "kiln packed weight v2 | exe " + graph::executable_identity() +
                             " | isa " + isa_name(active_isa()) + " | cpu " + cpu_feature_string() +
                             " | " + key;
   for (const Tensor& t : parts) {
@@ -209,37 +231,185 @@ const kernels::PackedExperts& WeightStore::packed_experts(
   return *experts_.emplace(key, std::move(packed)).first->second;
 }
 
-void WeightStore::prepack(const graph::Graph& graph,
-                          const std::function<void(int64_t, int64_t)>& progress) {
-  // Every weight in the order the graph reads it (the arena lays them out as one stream).
-  std::vector<std::function<void()>> packs;
-  for (const auto& node : graph.nodes()) {
-    auto param = [&](int i) { return &graph.node(node.inputs[i].node); };
+namespace {
+
+// Appends, in graph order, every weight `g` reads as a matmul weight that is not in `seen`.
+template <typename Job>
+void collect_pack_jobs(const graph::Graph& g, std::vector<Job>& jobs,
+                       std::unordered_set<std::string>& seen) {
+  auto add = [&](std::vector<const graph::Node*> params, bool experts) {
+    std::string key = experts ? "experts:" : "";
+    for (const graph::Node* p : params) key += param_key(*p) + (experts ? "+" : "");
+    if (seen.insert(key).second) jobs.push_back(Job{key, std::move(params), experts});
+  };
+  for (const auto& node : g.nodes()) {
+    auto param = [&](int i) { return &g.node(node.inputs[i].node); };
     switch (node.op) {
       case graph::Op::Matmul:
       case graph::Op::MatmulAdd:
       case graph::Op::MatmulSplit:
-        packs.push_back([this, p = param(1)] { packed(*p); });
+        add({param(1)}, false);
         break;
       case graph::Op::NormMatmulArgmax:
-        packs.push_back([this, p = param(2)] { packed(*p); });
+        add({param(2)}, false);
         break;
       case graph::Op::MoeFfn:
-        packs.push_back([this, p = param(1)] { packed(*p); });
-        packs.push_back([this, g = param(2), u = param(3)] { packed_experts({g, u}); });
-        packs.push_back([this, d = param(4)] { packed_experts({d}); });
+        add({param(1)}, false);
+        add({param(2), param(3)}, true);
+        add({param(4)}, true);
         break;
       default:
         break;
     }
   }
-  int64_t done = 0;
-  for (const auto& pack : packs) {
-    pack();
-    if (progress) progress(++done, static_cast<int64_t>(packs.size()));
+}
+
+}  // namespace
+
+void WeightStore::prepack(const graph::Graph& graph,
+                          const std::function<void(int64_t, int64_t)>& progress) {
+  // The graph as capture will optimize it: its merged weights (QKV, gate/up) are packed once,
+  // merged, and their parts become views, so no byte is packed twice. Then whatever only the
+  // traced graph reads (normally nothing new: the parts are views by then). Every weight in
+  // the order the graph reads it: the arena lays them out as one stream.
+  graph::Graph optimized = graph;
+  graph::PipelineOptions pipeline;
+  pipeline.analyses = false;
+  graph::run_pipeline(optimized, pipeline);
+  std::vector<PackJob> jobs;
+  std::unordered_set<std::string> seen;
+  collect_pack_jobs(optimized, jobs, seen);
+  collect_pack_jobs(graph, jobs, seen);
+
+  uint64_t file_key = 0;
+  const std::string file = weights_file_path(jobs, file_key);
+  if (!file.empty() && load_weights_file(file, file_key, jobs)) {
+    if (progress) progress(static_cast<int64_t>(jobs.size()), static_cast<int64_t>(jobs.size()));
+    KILN_LOG_INFO("mapped {} packed weights ({:.1f} MiB) from {} in {:.2f} s (checksum verified)",
+                  pack_stats_.tensors, pack_stats_.bytes / 1048576.0, file,
+                  pack_stats_.file_seconds);
+    return;
   }
+  prepacking_to_file_ = !file.empty();
+  int64_t done = 0;
+  for (const PackJob& job : jobs) {
+    if (job.experts) {
+      packed_experts(job.params);
+    } else {
+      packed(*job.params[0]);
+    }
+    if (progress) progress(++done, static_cast<int64_t>(jobs.size()));
+  }
+  prepacking_to_file_ = false;
   KILN_LOG_INFO("repacked {} weights: {:.1f} MiB in {:.2f} s", pack_stats_.tensors,
                 pack_stats_.bytes / 1048576.0, pack_stats_.seconds);
+  if (!file.empty()) store_weights_file(file, file_key, jobs);
+}
+
+std::string WeightStore::weights_file_path(const std::vector<PackJob>& jobs, uint64_t& key) const {
+  if (pack_cache_dir_.empty()) return {};
+  const std::string identity = file_->identity();
+  if (identity.empty()) return {};
+  // Everything the packed bytes depend on: the code (executable), the CPU, the model file
+  // (its identity stands for its bytes, which are never read to make the key) and which
+  // weights are packed how (names, merges, types and shapes).
+  std::string description = "kiln packed weights file v1 | exe " + graph::executable_identity() +
+                            " | isa " + isa_name(active_isa()) + " | cpu " + cpu_feature_string() +
+                            " | " + identity;
+  for (const PackJob& job : jobs) {
+    description += " | " + job.key;
+    for (const graph::Node* p : job.params) {
+      const graph::ValueType& t = p->outputs[0];
+      description += fmt::format(" {} {}", dtype_name(t.dtype), t.shape.str());
+    }
+  }
+  key = graph::cache_key(description);
+  return fmt::format("{}/{:016x}.kpw", pack_cache_dir_, key);
+}
+
+bool WeightStore::load_weights_file(const std::string& path, uint64_t key,
+                                    const std::vector<PackJob>& jobs) {
+  const auto start = std::chrono::steady_clock::now();
+  auto loaded = load_packed_weights_file(path, key);
+  if (!loaded) return false;
+  std::unordered_map<std::string, kernels::PackedWeight*> by_name;
+  for (auto& [name, w] : *loaded) by_name[name] = &w;
+  // Installed into these first, then all at once: a file that lacks a weight changes nothing.
+  std::unordered_map<std::string, std::unique_ptr<kernels::PackedWeight>> weights;
+  std::unordered_map<std::string, std::unique_ptr<kernels::PackedExperts>> experts;
+  std::unordered_map<std::string, bool> views;
+  size_t bytes = 0;
+  int64_t tensors = 0;  // counted as packing counts them
+  auto missing = [&](const std::string& what) {
+    KILN_LOG_WARN("packed weights cache {} does not match the model ({}); repacking", path, what);
+    return false;
+  };
+  for (const PackJob& job : jobs) {
+    if (job.experts) {
+      auto e = std::make_unique<kernels::PackedExperts>();
+      for (size_t i = 0;; ++i) {
+        auto it = by_name.find(fmt::format("{}#{}", job.key, i));
+        if (it == by_name.end()) break;
+        e->experts.push_back(std::move(*it->second));
+      }
+      if (e->experts.empty()) return missing(job.key);
+      bytes += e->bytes();
+      tensors += static_cast<int64_t>(job.params.size());
+      experts.emplace(job.key, std::move(e));
+      continue;
+    }
+    if (weights.count(job.key) > 0) continue;  // a part served as a view of a merged weight
+    auto it = by_name.find(job.key);
+    const Shape& shape = job.params[0]->outputs[0].shape;
+    if (it == by_name.end() || shape.rank() != 2 || it->second->n() != shape[0] ||
+        it->second->k() != shape[1])
+      return missing(job.key);
+    auto w = std::make_unique<kernels::PackedWeight>(std::move(*it->second));
+    bytes += w->bytes();
+    tensors += 1;
+    if (job.params[0]->attrs.has("concat")) {
+      const auto names = job.params[0]->attrs.get_strs("concat");
+      if (w->segments().size() != names.size()) return missing(job.key);
+      for (size_t i = 0; i < names.size(); ++i) {
+        if (weights.count(names[i]) > 0) continue;
+        weights.emplace(names[i], std::make_unique<kernels::PackedWeight>(w->segment_view(i, 1)));
+        views[names[i]] = true;
+      }
+    }
+    weights.emplace(job.key, std::move(w));
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& [k, w] : weights) packed_.try_emplace(k, std::move(w));
+  for (auto& [k, e] : experts) experts_.try_emplace(k, std::move(e));
+  for (auto& [k, v] : views) part_views_[k] = v;
+  pack_stats_.tensors += tensors;
+  pack_stats_.bytes += bytes;
+  pack_stats_.file_hit = true;
+  pack_stats_.file_seconds = seconds_since(start);
+  return true;
+}
+
+void WeightStore::store_weights_file(const std::string& path, uint64_t key,
+                                     const std::vector<PackJob>& jobs) {
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<NamedPackedWeight> entries;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const PackJob& job : jobs) {
+      if (job.experts) {
+        const auto& e = experts_.at(job.key)->experts;
+        for (size_t i = 0; i < e.size(); ++i)
+          entries.emplace_back(fmt::format("{}#{}", job.key, i), &e[i]);
+      } else if (part_views_.count(job.key) == 0) {
+        entries.emplace_back(job.key, packed_.at(job.key).get());
+      }
+    }
+  }
+  if (!write_packed_weights_file(path, key, entries)) return;
+  pack_stats_.file_stored = true;
+  pack_stats_.file_seconds = seconds_since(start);
+  KILN_LOG_INFO("wrote {} packed weights to {} in {:.2f} s", entries.size(), path,
+                pack_stats_.file_seconds);
 }
 
 size_t WeightStore::matmul_weight_bytes() const { return pack_stats_.bytes; }
