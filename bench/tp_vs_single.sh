@@ -54,11 +54,11 @@ start_server() {
   [[ -n "$URL" ]] || { echo "server not ready:"; cat "$log"; exit 1; }
 }
 
-# Peak resident memory (VmHWM) of every kiln process of the server: "pid:MiB ...".
+# Peak resident memory (VmHWM) of every kiln process of the server: "pid:MiB ..." (rank 0 first).
 peak_rss() {
   local pids
-  pids=$(pgrep -f "$KILN serve" | while read -r p; do
-    [[ $(ps -o sid= -p "$p" | xargs) == "$SERVER_PID" ]] && echo "$p"; done)
+  # The server's session (setsid): the kiln ranks, not mpirun itself.
+  pids=$(pgrep -s "$SERVER_PID" -x kiln || true)
   for p in $pids; do
     echo -n "$p:$(awk '/VmHWM/ {printf "%.1f", $2/1024}' "/proc/$p/status")MiB "
   done
