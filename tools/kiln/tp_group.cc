@@ -60,7 +60,6 @@ void report_rank_error(Communicator& group, const std::exception& e) {
   std::fprintf(stderr, "kiln: error: rank %d of %d: %s\n", group.rank(), group.size(), e.what());
   std::fflush(stderr);
   group.abort(1);  // ends this rank and, with MPI, the others
-  std::_Exit(1);   // not reached (a virtual call does not tell the compiler so)
 }
 
 }  // namespace kiln::cli

@@ -22,7 +22,8 @@ void add_tp_options(CLI::App* cmd, TpArgs& args);
 // which must have exactly N ranks. Throws kiln::Error when kiln was built without MPI.
 std::unique_ptr<Communicator> open_tp_group(const TpArgs& args);
 
-[[noreturn]] void report_rank_error(Communicator& group, const std::exception& e);
+// Prints the error with the rank, then ends every rank of the group (Communicator::abort).
+void report_rank_error(Communicator& group, const std::exception& e);
 
 // Runs `body`; under --tp an error on one rank ends every rank (the others would otherwise
 // wait in their next collective until the timeout) after printing it with the rank.
@@ -33,6 +34,7 @@ int run_tp_guarded(Communicator* group, F&& body) {
     return body();
   } catch (const std::exception& e) {
     report_rank_error(*group, e);
+    return 1;  // not reached: abort ends the process
   }
 }
 

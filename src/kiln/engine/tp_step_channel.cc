@@ -132,17 +132,24 @@ std::string TpStepStats::describe() const {
 
 namespace {
 
+struct CollectiveTotals {
+  double seconds;
+  int64_t calls;
+};
+CollectiveTotals totals_of(const Communicator& comm) {
+  return {comm.collective_seconds(), comm.collective_calls()};
+}
+
 // Runs one step and adds it to `stats`, with the collectives it ran.
-void timed_forward(ModelExecutor& local, Communicator& comm, const StepBatch& batch,
+void timed_forward(ModelExecutor& local, const Communicator& comm, const StepBatch& batch,
                    StepOutput& out, TpStepStats& stats) {
-  const double comm_before = comm.collective_seconds();
-  const int64_t calls_before = comm.collective_calls();
+  const CollectiveTotals before = totals_of(comm);
   const auto start = std::chrono::steady_clock::now();
   local.forward(batch, out);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  stats.add(seconds, comm.collective_seconds() - comm_before,
-            comm.collective_calls() - calls_before);
+  const CollectiveTotals after = totals_of(comm);
+  stats.add(seconds, after.seconds - before.seconds, after.calls - before.calls);
 }
 
 }  // namespace

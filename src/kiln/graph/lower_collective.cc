@@ -85,14 +85,19 @@ void run_all_argmax(const Step& s, const kernels::ExecContext& c) {
   }
 }
 
+// The group the weights' shard belongs to: a collective without one cannot run.
+Communicator& group_of(const LowerContext& ctx, const Node& node) {
+  Communicator* comm = ctx.weights->communicator();
+  if (comm != nullptr) return *comm;
+  fail("graph has a {} node but its weights belong to no tensor-parallel group (--tp)",
+       op_name(node.op));
+}
+
 }  // namespace
 
 bool lower_collective(const LowerContext& ctx, const Node& node, Lowered& l) {
   if (!is_collective(node.op)) return false;
-  Communicator* comm = ctx.weights->communicator();
-  KILN_CHECK(comm != nullptr,
-             "graph has a {} node but its weights belong to no tensor-parallel group (--tp)",
-             op_name(node.op));
+  Communicator* comm = &group_of(ctx, node);
   Step& s = l.step;
   s.state = comm;
   const ValueType& in0 = ctx.graph->type(node.inputs[0]);
