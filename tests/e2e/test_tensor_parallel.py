@@ -114,6 +114,13 @@ def test_tp_needs_mpirun_and_mpirun_needs_tp(models, env):
     assert "without --tp 2" in no_tp.stderr, no_tp.stderr
 
 
+def test_bench_refuses_tp_with_a_pointer(models, env):
+    p = subprocess.run([kiln_bin(), "bench", "-m", str(models / "tiny-llama.gguf"), "--tp", "2"],
+                       capture_output=True, text=True, timeout=60, env=env)
+    assert p.returncode != 0
+    assert "kiln bench does not run tensor parallel" in p.stderr, p.stderr
+
+
 def test_moe_is_refused_clearly(models, env):
     p = kiln_run(models / "tiny-qwen3moe.gguf", env=env, tp=2)
     assert p.returncode != 0
