@@ -10,6 +10,7 @@ DEB_PACKAGES=(
   libfmt-dev libspdlog-dev nlohmann-json3-dev libcli11-dev libcpp-httplib-dev libboost-dev libssl-dev
   libxxhash-dev libpcre2-dev libgtest-dev libgmock-dev libbenchmark-dev
   clang-format graphviz python3-venv
+  libopenmpi-dev openmpi-bin  # tensor parallelism across processes (--tp, docs/tensor-parallel.md)
   clang libclang-rt-14-dev  # the fuzz targets: clang's libFuzzer and ASan/UBSan runtimes
 )
 missing=()

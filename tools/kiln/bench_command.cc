@@ -48,6 +48,7 @@ struct BenchArgs {
   int input_len = 128;
   int output_len = 64;
   int threads = 0;
+  int tp = 1;            // --tp: refused above 1 (see run())
   int max_graph_bs = 0;  // 0: capture only the benchmarked sizes; N: every size 1..N (serving)
   std::vector<std::string> modes{"eager", "graph"};
   std::string json_path;
@@ -319,6 +320,12 @@ class Bench {
 
 int run(const BenchArgs& a) {
   set_log_level(a.log_level);
+  // The probes drive the model runner and their own plans directly, outside the step broadcast
+  // that keeps tensor-parallel ranks in step (docs/tensor-parallel.md).
+  KILN_CHECK(a.tp == 1,
+             "kiln bench does not run tensor parallel; measure `mpirun -np {} kiln serve --tp {}` "
+             "with `kiln bench serving` (bench/tp_vs_single.sh)",
+             a.tp, a.tp);
   KILN_CHECK(!a.batch_sizes.empty(), "no batch sizes");
   bool eager = false, graph = false;
   for (const auto& m : a.modes) {
@@ -529,6 +536,8 @@ CLI::App* add_bench_command(CLI::App& app) {
       ->check(CLI::Range(0.0, 1e6));
   cmd->add_option("--seed", args->seed, "Seed of the random prompts");
   cmd->add_option("--log-level", args->log_level, "trace|debug|info|warn|error|off");
+  cmd->add_option("--tp", args->tp, "Tensor parallelism: not supported by kiln bench (see docs)")
+      ->check(CLI::Range(1, 64));
   cmd->callback([args, cmd] {
     if (!cmd->get_subcommands().empty()) return;  // `kiln bench serving` ran instead
     std::exit(run(*args));

@@ -17,6 +17,7 @@
 #include "kiln/model/model_files.h"
 #include "kiln/model/tokenizer.h"
 #include "progress_bar.h"
+#include "tp_group.h"
 
 namespace kiln::cli {
 namespace {
@@ -41,10 +42,10 @@ struct RunArgs {
   std::string log_level = "warn";
   bool check_graph = false;
   bool no_compile_cache = false;
+  TpArgs tp;
 };
 
-int run(const RunArgs& a) {
-  set_log_level(a.log_level);
+int run_on_rank(const RunArgs& a, Communicator* group) {
   // Decided before the weights load: a model whose chat template kiln cannot render fails at
   // once, with the reason, instead of after minutes of loading.
   std::optional<model::ChatTemplate> chat_template;
@@ -63,10 +64,19 @@ int run(const RunArgs& a) {
   opts.context_length = a.ctx_size;
   opts.check_graph = a.check_graph;
   opts.compile_cache = !a.no_compile_cache;
-  opts.progress = [&](const char* stage, int64_t done, int64_t total) {
-    bar.update(stage, done, total);
-  };
+  opts.tp = group;
+  const bool leader = group == nullptr || group->rank() == 0;
+  if (leader) {
+    opts.progress = [&](const char* stage, int64_t done, int64_t total) {
+      bar.update(stage, done, total);
+    };
+  }
   engine::Runtime rt(opts);
+  // Ranks other than 0 run the steps rank 0 broadcasts; rank 0 does everything else.
+  if (!leader) {
+    rt.run_tp_follower();
+    return 0;
+  }
   const model::Tokenizer& tok = rt.tokenizer();
 
   std::string text = a.prompt;
@@ -122,6 +132,10 @@ int run(const RunArgs& a) {
                last.prompt_tokens, last.prompt_tokens / std::max(prefill_s, 1e-9),
                last.completion_tokens, decoded / std::max(decode_s, 1e-9), prefill_s,
                engine::finish_reason_name(last.finish_reason));
+  if (group != nullptr) {
+    std::fprintf(stderr, "tensor parallel: %d ranks; rank 0: %s\n", group->size(),
+                 rt.tp_summary().c_str());
+  }
   if (const engine::GraphChecker* checker = rt.graph_checker()) {
     std::fprintf(stderr,
                  "check-graph: %lld graph steps checked against eager mode, %lld diverged\n",
@@ -130,6 +144,12 @@ int run(const RunArgs& a) {
     if (checker->steps_failed() > 0) return 3;
   }
   return 0;
+}
+
+int run(const RunArgs& a) {
+  set_log_level(a.log_level);
+  std::unique_ptr<Communicator> group = open_tp_group(a.tp);
+  return run_tp_guarded(group.get(), [&] { return run_on_rank(a, group.get()); });
 }
 
 }  // namespace
@@ -163,6 +183,7 @@ void add_run_command(CLI::App& app) {
   cmd->add_flag("--check-graph", args->check_graph,
                 "Check every graph-mode decode step against eager mode, node by node (slow)");
   cmd->add_option("--log-level", args->log_level, "trace|debug|info|warn|error|off");
+  add_tp_options(cmd, args->tp);
   cmd->callback([args] { std::exit(run(*args)); });
 }
 

@@ -27,6 +27,7 @@
 #include "kiln/server/http_server.h"
 #include "progress_bar.h"
 #include "server_tokenizer_codec.h"
+#include "tp_group.h"
 
 namespace kiln::cli {
 namespace {
@@ -59,6 +60,7 @@ struct ServeArgs {
   int64_t max_prompt_tokens = 0;
   double shutdown_timeout = 30;
   std::string log_level = "info";
+  TpArgs tp;
 };
 
 // SIGINT/SIGTERM are blocked in every thread (set before any thread starts, so all inherit it)
@@ -116,19 +118,18 @@ nlohmann::json server_args_json(const ServeArgs& a, const engine::ModelInfo& inf
           {"enable_prefix_cache", !a.disable_prefix_cache},
           {"api_key_set", api_key_set},
           {"cors_allow_origin", a.cors_allow_origin},
-          {"tp_size", 1},
+          {"tp_size", a.tp.tp},
           {"dp_size", 1}};
 }
 
-int serve(const ServeArgs& a) {
-  set_log_level(a.log_level);
+int serve_on_rank(const ServeArgs& a, ShutdownSignal& signal, Communicator* group) {
   // Before the model loads, so a wrong path fails at once.
   const std::string api_key =
       a.api_key_file.empty() ? a.api_key : server::read_api_key_file(a.api_key_file);
-  ShutdownSignal signal;
 
   ProgressBar bar;
   engine::RuntimeOptions opts;
+  opts.tp = group;
   opts.model_path = model_or_default(a.model);
   opts.quantize = a.quantize;
   opts.kv_dtype = kernels::parse_kv_dtype(a.kv_dtype);
@@ -144,6 +145,14 @@ int serve(const ServeArgs& a) {
   };
   engine::Runtime rt(opts);
   const engine::ModelInfo& info = rt.info();
+  if (rt.tp_rank() > 0) {
+    // A follower serves nothing itself: it runs rank 0's steps until rank 0 shuts down (a
+    // signal mpirun forwards here is left to rank 0, which drains and then says stop).
+    signal.set_ready();
+    const int64_t steps = rt.run_tp_follower();
+    KILN_LOG_INFO("tensor parallel rank {}: stopped after {} steps", rt.tp_rank(), steps);
+    return 0;
+  }
 
   engine::EngineConfig cfg;
   cfg.max_running_requests = a.max_running_requests;
@@ -211,8 +220,16 @@ int serve(const ServeArgs& a) {
   }
   http.stop();
   http_thread.join();
+  rt.tp_shutdown();  // the follower ranks leave their loop
   KILN_LOG_INFO("stopped");
   return 0;
+}
+
+int serve(const ServeArgs& a) {
+  set_log_level(a.log_level);
+  ShutdownSignal signal;  // first: every thread started later (MPI's too) inherits the mask
+  std::unique_ptr<Communicator> group = open_tp_group(a.tp);
+  return run_tp_guarded(group.get(), [&] { return serve_on_rank(a, signal, group.get()); });
 }
 
 }  // namespace
@@ -292,6 +309,7 @@ void add_serve_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--log-level", a->log_level, "trace|debug|info|warn|error|off")
       ->capture_default_str();
+  add_tp_options(cmd, a->tp);
   cmd->callback([a] { std::exit(serve(*a)); });
 }
 

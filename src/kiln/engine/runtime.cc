@@ -12,9 +12,11 @@
 #include "kiln/engine/graph_checker.h"
 #include "kiln/engine/graph_runner.h"
 #include "kiln/engine/model_runner.h"
+#include "kiln/engine/tp_step_channel.h"
 #include "kiln/model/fused_tensors.h"
 #include "kiln/model/model_config.h"
 #include "kiln/model/model_files.h"
+#include "kiln/model/tensor_parallel.h"
 #include "kiln/model/tokenizer.h"
 #include "kiln/model/weight_store.h"
 
@@ -65,7 +67,36 @@ struct Runtime::Impl {
   std::unique_ptr<ModelRunner> runner;
   std::unique_ptr<GraphRunner> graph;
   std::unique_ptr<GraphChecker> checker;
+  std::unique_ptr<TpLeaderExecutor> tp_leader;  // rank 0 of a tensor-parallel group
 };
+
+namespace {
+
+// Every rank must load the same model: compares the shard metadata checksum of every rank
+// with rank 0's before any weight is read.
+void check_same_model(Communicator& comm, const model::ModelConfig& full,
+                      const std::shared_ptr<const model::TensorSource>& source,
+                      const model::FusedTensorMap& fused) {
+  const model::WeightStore whole(source, fused);
+  model::ForwardShape one;  // any shape: only the names of the weights are wanted
+  one.kv_pages = 1;
+  const graph::Graph g = model::build_forward(full, whole.lookup(), one, "check");
+  std::vector<std::string> names;
+  for (const graph::Node& n : g.nodes()) {
+    if (n.op == graph::Op::Param) names.push_back(n.attrs.get_str("name"));
+  }
+  const uint64_t mine = model::shard_metadata_checksum(full, *source, names, comm.size());
+  std::vector<uint64_t> all(comm.size());
+  comm.allgather(&mine, sizeof(mine), all.data());
+  for (int r = 1; r < comm.size(); ++r) {
+    KILN_CHECK(all[r] == all[0],
+               "--tp: rank {} loaded a different model than rank 0 (shard metadata checksum "
+               "{:016x} vs {:016x}); every rank must be given the same model file",
+               r, all[r], all[0]);
+  }
+}
+
+}  // namespace
 
 Runtime::Runtime(const RuntimeOptions& options) : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
@@ -79,8 +110,23 @@ Runtime::Runtime(const RuntimeOptions& options) : impl_(std::make_unique<Impl>()
   model::ModelFiles files = model::open_model_files(path, options.quantize);
   m.config = files.config;
   m.tokenizer = model::Tokenizer::create(std::move(files.vocab));
-  m.weights =
-      std::make_unique<model::WeightStore>(files.tensors, model::fused_tensor_slices(m.config));
+  model::FusedTensorMap slices = model::fused_tensor_slices(m.config);
+  Communicator* tp = options.tp != nullptr && options.tp->size() > 1 ? options.tp : nullptr;
+  if (tp != nullptr) {
+    // Agreed first: ranks with different files would otherwise fail (or not) differently.
+    check_same_model(*tp, files.config, files.tensors, slices);
+    // This rank's shard: a smaller config and its weights as slices of the stored tensors.
+    model::TpShard shard =
+        model::shard_model(files.config, slices, *files.tensors, tp->rank(), tp->size());
+    for (auto& [name, slice] : shard.slices) slices[name] = slice;
+    m.config = shard.config;
+    KILN_LOG_INFO(
+        "tensor parallel: rank {} of {}: {} heads, {} KV heads, FFN {} of {}, vocab [{}, {})",
+        tp->rank(), tp->size(), m.config.n_heads, m.config.n_kv_heads, m.config.n_ff,
+        files.config.n_ff, shard.vocab_begin, shard.vocab_end);
+  }
+  m.weights = std::make_unique<model::WeightStore>(files.tensors, std::move(slices));
+  m.weights->set_communicator(tp);
   progress("open", 1, 1);
 
   int64_t kv_tokens =
@@ -108,8 +154,12 @@ Runtime::Runtime(const RuntimeOptions& options) : impl_(std::make_unique<Impl>()
   m.weights->set_pack_threads(m.threads.get());
   // Packed weights are cached beside the compiled plans (whatever the graph mode: the packed
   // layout does not depend on it), and the option that disables that cache disables both.
-  const std::string cache_dir =
+  std::string cache_dir =
       options.compile_cache ? graph::CompileCache::resolve_dir(options.cache_dir) : "";
+  // Each rank keeps its own plans and packed weights (its shard's bytes: the same names and
+  // shapes as another rank's, other rows, so they must never share an entry).
+  if (tp != nullptr && !cache_dir.empty())
+    cache_dir += "/tp" + std::to_string(tp->size()) + "-rank" + std::to_string(tp->rank());
   m.weights->set_pack_cache_dir(cache_dir);
   model::ForwardShape one;
   one.max_pages_per_seq = m.runner->max_pages_per_seq();
@@ -141,11 +191,14 @@ Runtime::Runtime(const RuntimeOptions& options) : impl_(std::make_unique<Impl>()
                "replay or optimize");
   }
 
+  if (tp != nullptr && tp->rank() == 0)
+    m.tp_leader = std::make_unique<TpLeaderExecutor>(*m.runner, *tp);
+
   ModelInfo& info = m.info;
   info.path = path;
   info.architecture = m.config.arch;
   info.name = files.name;
-  info.vocab_size = m.config.vocab;
+  info.vocab_size = m.config.vocab;  // the whole vocabulary, also under --tp
   info.context_length = context;
   info.n_layers = m.config.n_layers;
   info.n_embd = m.config.n_embd;
@@ -172,7 +225,32 @@ Runtime::Runtime(const RuntimeOptions& options) : impl_(std::make_unique<Impl>()
 Runtime::~Runtime() = default;
 
 const model::Tokenizer& Runtime::tokenizer() const { return *impl_->tokenizer; }
-ModelExecutor& Runtime::executor() { return *impl_->runner; }
+ModelExecutor& Runtime::executor() {
+  if (impl_->tp_leader) return *impl_->tp_leader;
+  return *impl_->runner;
+}
+
+int Runtime::tp_rank() const {
+  const Communicator* tp = impl_->options.tp;
+  return tp != nullptr ? tp->rank() : 0;
+}
+int Runtime::tp_size() const {
+  const Communicator* tp = impl_->options.tp;
+  return tp != nullptr ? tp->size() : 1;
+}
+
+int64_t Runtime::run_tp_follower() {
+  KILN_CHECK(tp_rank() > 0, "run_tp_follower on rank {}", tp_rank());
+  return engine::run_tp_follower(*impl_->runner, *impl_->options.tp).steps;
+}
+
+std::string Runtime::tp_summary() const {
+  return impl_->tp_leader ? impl_->tp_leader->stats().describe() : std::string();
+}
+
+void Runtime::tp_shutdown() {
+  if (impl_->tp_leader) impl_->tp_leader->shutdown();
+}
 KvPool& Runtime::kv_pool() { return *impl_->pool; }
 const ModelInfo& Runtime::info() const { return impl_->info; }
 const RuntimeOptions& Runtime::options() const { return impl_->options; }

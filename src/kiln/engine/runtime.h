@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "kiln/base/communicator.h"
 #include "kiln/base/thread_pool.h"
 #include "kiln/engine/kv_pool.h"
 #include "kiln/engine/step_batch.h"
@@ -42,6 +43,11 @@ struct RuntimeOptions {
   graph::PlanOptions plan;    // barriers per level, worker groups
   // Element type of the KV cache: f16, or q8 (int8 blocks with scales; kernels/kv_cache.h).
   kernels::KvDtype kv_dtype = kernels::KvDtype::F16;
+  // Tensor parallelism (docs/tensor-parallel.md): the group this process is one rank of
+  // (not owned). Null or a group of one: the whole model in this process. Otherwise this
+  // rank loads only its shard, rank 0's executor() broadcasts every step and the other ranks
+  // call run_tp_follower() instead of running an engine.
+  Communicator* tp = nullptr;
   // Called with (stage, done, total) while loading and capturing (progress bars).
   std::function<void(const char* stage, int64_t done, int64_t total)> progress;
 };
@@ -80,6 +86,16 @@ class Runtime {
   ThreadPool* thread_pool();
   model::WeightStore& weights();  // for tools that build extra plans (kiln bench)
   GraphChecker* graph_checker();  // null unless options.check_graph
+
+  // Tensor parallelism: this rank's index and the group size (0 and 1 without --tp).
+  int tp_rank() const;
+  int tp_size() const;
+  // A follower rank (tp_rank() > 0) runs the steps rank 0 broadcasts until it says stop.
+  int64_t run_tp_follower();  // returns the steps it ran
+  // Rank 0: tells the followers to stop (also done when the Runtime is destroyed).
+  void tp_shutdown();
+  // Rank 0 under --tp: its steps and the collectives inside them ("" otherwise).
+  std::string tp_summary() const;
 
  private:
   struct Impl;

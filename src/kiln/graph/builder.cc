@@ -137,6 +137,17 @@ Value Builder::attention(Value q, Value kv_token, Value block_table, Value seq_l
 }
 
 Value Builder::argmax(Value x) { return emit(Op::Argmax, {x}); }
+Value Builder::all_reduce(Value x) { return emit(Op::AllReduce, {x}); }
+Value Builder::all_gather_vocab(Value logits_slice, int64_t vocab) {
+  Attrs a;
+  a.set("vocab", vocab);
+  return emit(Op::AllGatherVocab, {logits_slice}, std::move(a));
+}
+Value Builder::all_argmax(Value logits_slice, int64_t vocab) {
+  Attrs a;
+  a.set("vocab", vocab);
+  return emit(Op::AllArgmax, {logits_slice}, std::move(a));
+}
 
 Value Builder::named(Value v, std::string name) {
   KILN_CHECK(v.valid() && v.node < graph_.num_nodes(), "named: not a value of this graph");

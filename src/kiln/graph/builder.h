@@ -60,6 +60,10 @@ class Builder {
   Value attention(Value q, Value kv_token, Value block_table, Value seq_lens, Value positions,
                   Value token_seq, const AttentionSpec& spec);
   Value argmax(Value x);
+  // Tensor parallelism (ops all_reduce, all_gather_vocab, all_argmax; op_table.h).
+  Value all_reduce(Value x);
+  Value all_gather_vocab(Value logits_slice, int64_t vocab);
+  Value all_argmax(Value logits_slice, int64_t vocab);
 
   // Gives `v` a name for the text form (%name); sources are named after their tensor name.
   Value named(Value v, std::string name);

@@ -50,7 +50,7 @@ Lowered lower_node(const LowerContext& ctx, int node_index) {
       s.out[i] = ctx.buffer(Value{node_index, static_cast<int32_t>(i)});
   }
   if (lowering::lower_elementwise(ctx, node, l) || lowering::lower_gemm(ctx, node, l) ||
-      lowering::lower_attention(ctx, node, l)) {
+      lowering::lower_attention(ctx, node, l) || lowering::lower_collective(ctx, node, l)) {
     return l;
   }
   fail("no kernel for op '{}' (node {})", op_name(node.op), node_index);

@@ -8,5 +8,6 @@ namespace kiln::graph::lowering {
 bool lower_elementwise(const LowerContext& ctx, const Node& node, Lowered& l);
 bool lower_gemm(const LowerContext& ctx, const Node& node, Lowered& l);
 bool lower_attention(const LowerContext& ctx, const Node& node, Lowered& l);
+bool lower_collective(const LowerContext& ctx, const Node& node, Lowered& l);
 
 }  // namespace kiln::graph::lowering

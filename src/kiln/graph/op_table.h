@@ -21,6 +21,7 @@ enum class OpGroup {
   Mutation,
   Reduction,
   Shape,
+  Collective,
   Fused
 };
 
@@ -72,6 +73,17 @@ enum class OpGroup {
   X(Attention,        "attention",        6, 1, Attention,   false)                     \
   /* x[T,V] -> i32[T] */                                                                \
   X(Argmax,           "argmax",           1, 1, Reduction,   false)                     \
+  /* ---- collectives of tensor parallelism (docs/tensor-parallel.md): every rank runs   \
+      them in node order, one at a time (schedule.h chains them); passes never merge,   \
+      move or fuse across them ---- */                                                  \
+  /* x f32[...] -> the sum over ranks of x, added in rank order (same bits everywhere) */ \
+  X(AllReduce,        "all_reduce",       1, 1, Collective,  false)                     \
+  /* rank's logits slice f32[R, Vr] {vocab} -> f32[R, vocab]: the slices of all ranks,  \
+      rank r holding ids split_range(vocab, r, ranks) */                                \
+  X(AllGatherVocab,   "all_gather_vocab", 1, 1, Collective,  false)                     \
+  /* rank's logits slice f32[R, Vr] {vocab} -> i32[R]: argmax over the whole vocabulary \
+      (ties: lowest id; NaN never wins), as argmax of the gathered logits */           \
+  X(AllArgmax,        "all_argmax",       1, 1, Collective,  false)                     \
   /* ---- fused ops (produced by passes/fuse_*, never by model code) ---- */             \
   /* (a, b, w) {eps} -> (a+b, rms_norm(a+b, w)) */                                      \
   X(AddRmsNorm,       "add_rms_norm",     3, 2, Fused,       false)                     \
@@ -112,6 +124,8 @@ std::optional<Op> op_from_name(std::string_view name);
 inline bool has_side_effect(Op op) {
   return op_info(op).group == OpGroup::Mutation || op == Op::QkNormRopeKvWrite;
 }
+// Collectives run on every rank in the same order and are never merged or fused.
+inline bool is_collective(Op op) { return op_info(op).group == OpGroup::Collective; }
 // How many optional inputs may follow the op's `arity` required ones: 1 for rope and
 // qk_norm_rope_kv_write (freq_factors), else 0.
 int optional_inputs(Op op);

@@ -16,10 +16,13 @@ std::vector<int> node_levels(const Graph& g) {
   // the write must come after every read of the state it replaces.
   std::vector<std::vector<int>> reader_level(n);
   for (int i = 0; i < n; ++i) reader_level[i].assign(g.node(i).outputs.size(), -1);
+  // Collectives form a chain in node order: each in a later level than the one before, so
+  // two are never in flight at once and every rank meets them in the same order.
+  int last_collective = -1;
   for (int i = 0; i < n; ++i) {
     const Node& node = g.node(i);
     if (node.is_source()) continue;
-    int lv = 0;
+    int lv = is_collective(node.op) ? last_collective + 1 : 0;
     for (const Value& in : node.inputs) {
       KILN_CHECK(in.node < i, "schedule: node {} reads node {}, which comes later", i, in.node);
       lv = std::max(lv, level[in.node] + 1);
@@ -35,6 +38,7 @@ std::vector<int> node_levels(const Graph& g) {
       }
     }
     level[i] = lv;
+    if (is_collective(node.op)) last_collective = lv;
   }
   return level;
 }

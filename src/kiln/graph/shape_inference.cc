@@ -361,6 +361,21 @@ std::vector<ValueType> infer(const Checker& c, Op op, const std::vector<ValueTyp
       activation(c, 0, "x");
       c.rank(0, "x", 2);
       return {i32({in[0].shape[0]})};
+    case Op::AllReduce:
+      activation(c, 0, "x");
+      return {in[0]};
+    case Op::AllGatherVocab:
+    case Op::AllArgmax: {
+      activation(c, 0, "logits");
+      c.rank(0, "logits", 2);
+      const int64_t vocab = c.positive_int("vocab");
+      // The slice's width depends on the rank, which the graph does not know; it is at most
+      // the whole vocabulary.
+      if (in[0].shape[1] > vocab)
+        c.error("logits slice {} is wider than the vocabulary {}", type_text(in[0]), vocab);
+      if (op == Op::AllArgmax) return {i32({in[0].shape[0]})};
+      return {f32({in[0].shape[0], vocab})};
+    }
 
     case Op::AddRmsNorm:
       activation(c, 0, "a");

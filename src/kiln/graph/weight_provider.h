@@ -3,6 +3,7 @@
 #pragma once
 #include <vector>
 
+#include "kiln/base/communicator.h"
 #include "kiln/base/tensor.h"
 #include "kiln/graph/ir.h"
 #include "kiln/kernels/packed_experts.h"
@@ -20,6 +21,9 @@ class WeightProvider {
   // The experts of 3-D mixture-of-experts weights [E, N, K]: per expert, its slices of every
   // param in `parts`, rows stacked ({gate_exps, up_exps}: [2F, D]; {down_exps}: [D, F]).
   virtual const kernels::PackedExperts& packed_experts(const std::vector<const Node*>& parts) = 0;
+  // Under tensor parallelism these weights are one rank's shard, and this is the group that
+  // holds the others (what the graph's collectives run on); null for a whole model.
+  virtual Communicator* communicator() { return nullptr; }
 };
 
 }  // namespace kiln::graph

@@ -22,6 +22,9 @@ struct LayerConfig {
 
 // The tensor that carries Llama 3.1/3.2's per-dimension RoPE frequency factors.
 inline constexpr const char* kRopeFreqsTensor = "rope_freqs.weight";
+// Under tensor parallelism the LM head is this name: a rank's vocabulary rows of output.weight
+// or, with tied embeddings, of token_embd.weight (whose full table the embedding still reads).
+inline constexpr const char* kTpLmHeadTensor = "tp.lm_head";
 
 struct ModelConfig {
   std::string arch;
@@ -54,6 +57,9 @@ struct ModelConfig {
   int n_experts_used = 0;
   int n_ff_expert = 0;
   bool expert_weights_norm = true;  // renormalize the chosen experts' weights to sum to 1
+  // Tensor parallelism (tensor_parallel.h): > 1 when this config is one rank's part of the
+  // model (n_heads, n_kv_heads and n_ff are then the rank's; vocab stays the whole one).
+  int tp_size = 1;
   std::vector<LayerConfig> layers;
 };
 

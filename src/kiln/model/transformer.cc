@@ -45,6 +45,15 @@ class ForwardBuilder {
       x = b_.take_rows(x, rows);
     }
     x = b_.rms_norm(x, weight("output_norm.weight"), c_.rms_eps);
+    if (c_.tp_size > 1) {
+      // This rank's vocabulary rows: greedy ids come from a distributed argmax, logits are
+      // gathered from every rank's slice.
+      Value logits = b_.matmul(x, weight(kTpLmHeadTensor));
+      if (c_.final_logit_softcap > 0) logits = b_.softcap(logits, c_.final_logit_softcap);
+      b_.output(s_.greedy ? b_.all_argmax(logits, c_.vocab)
+                          : b_.all_gather_vocab(logits, c_.vocab));
+      return b_.finish();
+    }
     Value head = weight(c_.tied_output ? "token_embd.weight" : "output.weight");
     Value logits = b_.matmul(x, head);
     if (c_.final_logit_softcap > 0) logits = b_.softcap(logits, c_.final_logit_softcap);
@@ -125,11 +134,14 @@ class ForwardBuilder {
     spec.softcap = static_cast<float>(c_.attn_logit_softcap);
     Value attn = b_.attention(q, kv, block_table_, seq_lens_, positions_, token_seq_, spec);
     Value o = b_.matmul(attn, weight(blk + ".attn_output.weight"));
+    // Under tensor parallelism o is this rank's heads' share: the sum over ranks is the output.
+    if (c_.tp_size > 1) o = b_.all_reduce(o);
     if (c_.post_norms) o = b_.rms_norm(o, weight(blk + ".post_attention_norm.weight"), c_.rms_eps);
     x = b_.add(x, o);
 
     h = b_.rms_norm(x, weight(blk + ".ffn_norm.weight"), c_.rms_eps);
     Value d = c_.n_experts > 0 ? moe_ffn(h, blk) : dense_ffn(h, blk);
+    if (c_.tp_size > 1) d = b_.all_reduce(d);  // this rank's FFN columns' share, summed
     if (c_.post_norms) d = b_.rms_norm(d, weight(blk + ".post_ffw_norm.weight"), c_.rms_eps);
     return b_.add(x, d);
   }

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cstring>
 #include <functional>
 #include <unordered_set>
 
@@ -58,19 +59,49 @@ std::optional<WeightMeta> WeightStore::meta(const std::string& name) const {
   KILN_CHECK(info.dtype.has_value(), "tensor '{}' has type {}, which kiln does not support", stored,
              info.type_name);
   if (slice == fused_.end()) return WeightMeta{*info.dtype, info.shape};
-  const TensorRows& rows = slice->second;
-  KILN_CHECK(info.shape.rank() == 2 && rows.end <= info.shape[0],
-             "fused tensor '{}' has shape {}, too small for rows [{}, {}) of '{}'", stored,
-             info.shape.str(), rows.begin, rows.end, name);
+  const TensorSlice& part = slice->second;
+  KILN_CHECK(info.shape.rank() >= 1 && part.end <= info.shape[0],
+             "stored tensor '{}' has shape {}, too small for rows [{}, {}) of '{}'", stored,
+             info.shape.str(), part.begin, part.end, name);
   Shape shape = info.shape;
-  shape[0] = rows.end - rows.begin;
+  shape[0] = part.end - part.begin;
+  if (part.cuts_columns()) {
+    KILN_CHECK(info.shape.rank() == 2 && part.col_end <= info.shape[1],
+               "stored tensor '{}' has shape {}, too small for columns [{}, {}) of '{}'", stored,
+               info.shape.str(), part.col_begin, part.col_end, name);
+    shape[1] = part.col_end - part.col_begin;
+  }
   return WeightMeta{*info.dtype, shape};
+}
+
+Tensor WeightStore::stored_source(const std::string& name) const {
+  auto slice = fused_.find(name);
+  return file_->tensor(slice == fused_.end() ? name : slice->second.source);
 }
 
 Tensor WeightStore::tensor(const std::string& name) const {
   auto slice = fused_.find(name);
   if (slice == fused_.end()) return file_->tensor(name);
-  return file_->tensor(slice->second.source).slice_rows(slice->second.begin, slice->second.end);
+  const TensorSlice& part = slice->second;
+  Tensor rows = file_->tensor(part.source).slice_rows(part.begin, part.end);
+  if (!part.cuts_columns()) return rows;
+  // A column range of each row: copied, since the rows' pieces are not contiguous. Quantized
+  // rows are whole blocks, so the cut must fall on block boundaries.
+  const int block = dtype_info(rows.dtype()).block_size;
+  KILN_CHECK(part.col_begin % block == 0 && part.col_end % block == 0,
+             "'{}' needs columns [{}, {}) of {} tensor '{}', which do not fall on its {}-value "
+             "blocks; this model cannot be split this many ways (--tp)",
+             name, part.col_begin, part.col_end, dtype_name(rows.dtype()), part.source, block);
+  const int64_t n_rows = rows.shape()[0];
+  const size_t row_bytes = dtype_bytes(rows.dtype(), rows.shape()[1]);
+  const size_t skip = dtype_bytes(rows.dtype(), part.col_begin);
+  const size_t take = dtype_bytes(rows.dtype(), part.col_end - part.col_begin);
+  Tensor out = Tensor::empty(rows.dtype(), Shape{n_rows, part.col_end - part.col_begin});
+  const auto* src = static_cast<const char*>(rows.data());
+  auto* dst = static_cast<char*>(out.data());
+  for (int64_t r = 0; r < n_rows; ++r)
+    std::memcpy(dst + r * take, src + r * row_bytes + skip, take);
+  return out;
 }
 
 WeightLookup WeightStore::lookup() const {
@@ -133,6 +164,9 @@ const kernels::PackedWeight& WeightStore::packed_by_key(const graph::Node& param
     sources.push_back(tensor(key));
     packed = std::make_unique<kernels::PackedWeight>(
         kernels::PackedWeight::pack(sources[0], alloc, parallel_));
+    // A column cut was copied: what to release is the stored tensor it was read from.
+    if (auto it = fused_.find(key); it != fused_.end() && it->second.cuts_columns())
+      sources[0] = stored_source(key);
   }
   const size_t released = release_source_pages(sources);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -48,6 +48,11 @@ class WeightStore : public graph::WeightProvider {
   explicit WeightStore(std::shared_ptr<const TensorSource> source, FusedTensorMap fused = {});
   explicit WeightStore(std::shared_ptr<const GgufFile> file, FusedTensorMap fused = {});
 
+  // Tensor parallelism: these weights are one rank's shard (the map names the slices) and
+  // `comm` the group holding the others, which the graph's collectives run on.
+  void set_communicator(Communicator* comm) { comm_ = comm; }
+  Communicator* communicator() override { return comm_; }
+
   std::optional<WeightMeta> meta(const std::string& name) const;
   WeightLookup lookup() const;
 
@@ -86,6 +91,8 @@ class WeightStore : public graph::WeightProvider {
   const Tensor& raw_by_name(const std::string& name);
   // The stored bytes of a weight the forward pass names (a row range for fused tensors).
   Tensor tensor(const std::string& name) const;
+  // The whole stored tensor `name` is served from.
+  Tensor stored_source(const std::string& name) const;
   const kernels::PackedWeight& packed_by_key(const graph::Node& param);
 
   // The packed merged weight from the pack cache, or packed now (and stored there).
@@ -108,6 +115,7 @@ class WeightStore : public graph::WeightProvider {
   std::shared_ptr<const TensorSource> file_;
   std::string pack_cache_dir_;
   FusedTensorMap fused_;
+  Communicator* comm_ = nullptr;
   std::mutex mutex_;
   std::unordered_map<std::string, Tensor> raw_;
   std::unordered_map<std::string, std::unique_ptr<kernels::PackedWeight>> packed_;

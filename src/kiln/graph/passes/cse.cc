@@ -34,7 +34,8 @@ PassResult run_cse(Graph& g, const PassOptions&) {
   for (int i = 0; i < g.num_nodes(); ++i) {
     Node& n = g.node(i);
     for (Value& in : n.inputs) redirect(in);
-    if (has_side_effect(n.op)) continue;
+    // A collective is a meeting of all ranks: two equal ones are still two meetings.
+    if (has_side_effect(n.op) || is_collective(n.op)) continue;
     // Inputs of earlier duplicates were already redirected, so equal keys mean equal values.
     auto [it, inserted] = first.emplace(node_key(g, n), i);
     if (inserted) continue;
