@@ -1,0 +1,36 @@
+#include "kiln/engine/json_token_mask.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace kiln::engine {
+
+int64_t json_allowed_tokens(const TokenTrie& trie, const JsonMatcher& matcher,
+                            std::span<const int32_t> end_ids, std::span<uint8_t> allowed) {
+  std::fill(allowed.begin(), allowed.end(), uint8_t{0});
+  const auto vocab = static_cast<int64_t>(allowed.size());
+  int64_t count = 0;
+  auto allow = [&](int32_t id) {
+    if (id >= 0 && id < vocab && !allowed[static_cast<size_t>(id)]) {
+      allowed[static_cast<size_t>(id)] = 1;
+      ++count;
+    }
+  };
+  const JsonSchema& schema = matcher.schema();
+  thread_local std::vector<JsonMatchState> scratch;  // one state per trie depth, reused
+  trie.walk(
+      matcher.state(),
+      [&](JsonMatchState& s, uint8_t b) { return json_feed(schema, s, b); },
+      [&](size_t node) {
+        for (const int32_t* id = trie.tokens_begin(node); id != trie.tokens_end(node); ++id) {
+          allow(*id);
+        }
+      },
+      scratch);
+  if (matcher.complete()) {
+    for (int32_t id : end_ids) allow(id);
+  }
+  return count;
+}
+
+}  // namespace kiln::engine
