@@ -169,6 +169,38 @@ TEST(JsonMatcher, RandomMutationsAgreeWithNlohmann) {
   EXPECT_GT(agree_invalid, 2000);
 }
 
+bool same_state(const JsonMatchState& a, const JsonMatchState& b) {
+  if (a.ws_run != b.ws_run || a.stack.size() != b.stack.size()) return false;
+  for (size_t i = 0; i < a.stack.size(); ++i) {
+    const JsonFrame &x = a.stack[i], &y = b.stack[i];
+    if (x.kind != y.kind || x.phase != y.phase || x.aux != y.aux || x.flags != y.flags ||
+        x.node != y.node || x.pos != y.pos || x.used != y.used)
+      return false;
+  }
+  return true;
+}
+
+// The vocabulary walk's shortcut: a byte said to keep the state must be accepted and change
+// nothing. Checked for every byte at every prefix of random documents.
+TEST(JsonMatcher, BytesThatKeepTheStateReallyDo) {
+  const auto any = JsonSchema::any();
+  int kept = 0;
+  for (const auto& t : random_documents(200)) {
+    JsonMatchState s = json_start(*any);
+    for (size_t i = 0; i <= t.size(); ++i) {
+      for (int b = 0; b < 256; ++b) {
+        if (!json_byte_keeps_state(s, static_cast<uint8_t>(b))) continue;
+        ++kept;
+        JsonMatchState copy = s;
+        ASSERT_TRUE(json_feed(*any, copy, static_cast<uint8_t>(b))) << t.substr(0, i) << " + " << b;
+        ASSERT_TRUE(same_state(copy, s)) << t.substr(0, i) << " + " << b;
+      }
+      if (i < t.size()) ASSERT_TRUE(json_feed(*any, s, static_cast<uint8_t>(t[i])));
+    }
+  }
+  EXPECT_GT(kept, 1000);
+}
+
 TEST(JsonMatcher, WhitespaceRunsAreBounded) {
   const auto any = JsonSchema::any();
   const std::string ok = "[" + std::string(kMaxWhitespaceRun, ' ') + "1]";
@@ -177,6 +209,13 @@ TEST(JsonMatcher, WhitespaceRunsAreBounded) {
   EXPECT_FALSE(matches(any, too_long));
   // Spaces inside strings are content, not counted.
   EXPECT_TRUE(matches(any, "\"" + std::string(100, ' ') + "\""));
+}
+
+TEST(JsonMatcher, NestingIsBounded) {
+  const auto any = JsonSchema::any();
+  const auto nested = [](size_t n) { return std::string(n, '[') + std::string(n, ']'); };
+  EXPECT_TRUE(matches(any, nested(kMaxJsonDepth)));
+  EXPECT_FALSE(matches(any, nested(kMaxJsonDepth + 1)));
 }
 
 TEST(JsonMatcher, CompleteOnlyAtTheEndOfTheValue) {

@@ -128,6 +128,7 @@ class Feeder {
       f.node = static_cast<uint32_t>(n->literals);
       return kRefeed;
     }
+    if ((b == '{' || b == '[') && st_.stack.size() > kMaxJsonDepth) return kReject;
     f.node = node;
     f.phase = 0;
     f.pos = 0;
@@ -412,6 +413,19 @@ JsonMatchState json_start(const JsonSchema& schema) {
   f.node = schema.root();
   s.stack.push_back(f);
   return s;
+}
+
+bool json_byte_keeps_state(const JsonMatchState& state, uint8_t b) {
+  if (state.stack.empty()) return false;
+  const JsonFrame& f = state.stack.back();
+  if (f.kind == kString && f.phase == kStrNormal) {
+    // ws_run is 0 inside a string (the opening quote reset it), so a plain byte changes nothing.
+    return b >= 0x20 && b < 0x80 && b != '"' && b != '\\' && state.ws_run == 0;
+  }
+  if (f.kind == kNumber && (f.phase == kNumInt || f.phase == kNumFrac || f.phase == kNumExp)) {
+    return is_digit(b) && state.ws_run == 0;
+  }
+  return false;
 }
 
 bool json_feed(const JsonSchema& schema, JsonMatchState& state, uint8_t byte) {

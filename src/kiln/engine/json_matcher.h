@@ -7,6 +7,7 @@
 // dead end. Hence checks happen at the earliest byte (a lone low surrogate is refused at its
 // second hex digit, a used object key at the first byte that tells it apart).
 //
+// Nesting: at most kMaxJsonDepth levels.
 // Whitespace: allowed between structural tokens, at most kMaxWhitespaceRun bytes in a row
 // (a model stuck emitting newlines would otherwise never finish); none before the top-level
 // value or after it, so once the value is complete the only continuation is end of sequence
@@ -40,6 +41,9 @@ struct JsonMatchState {
 };
 
 constexpr uint32_t kMaxWhitespaceRun = 32;
+// Objects and arrays nest at most this deep (frames, a key or string counting as one): the
+// walk copies the stack, so an unbounded one would let a model make every step slower.
+constexpr size_t kMaxJsonDepth = 64;
 
 // Feeds one byte. False: the byte cannot continue any allowed value; `state` is then
 // unspecified (callers try bytes on a copy).
@@ -47,6 +51,10 @@ bool json_feed(const JsonSchema& schema, JsonMatchState& state, uint8_t byte);
 // The bytes fed so far form a complete allowed value.
 bool json_complete(const JsonSchema& schema, const JsonMatchState& state);
 JsonMatchState json_start(const JsonSchema& schema);
+// True when feeding `byte` is accepted and leaves `state` exactly as it is (a plain character
+// inside a string, a digit inside a number's digits): lets the vocabulary walk skip the copy.
+// False says nothing (json_feed decides).
+bool json_byte_keeps_state(const JsonMatchState& state, uint8_t byte);
 
 // The per-request object: a schema and where generation stands in it.
 class JsonMatcher {

@@ -123,6 +123,7 @@ class JsonSchemaCompiler {
   }
 
   uint32_t compile(const json& s, const std::string& path) {
+    if (path.size() > 2048) throw JsonSchemaError(path.substr(0, 64) + "...", "nests too deeply");
     if (s.is_object()) {
       if (const auto it = s.find("$ref"); it != s.end()) return resolve_ref(s, *it, path);
     }

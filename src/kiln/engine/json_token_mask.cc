@@ -17,16 +17,22 @@ int64_t json_allowed_tokens(const TokenTrie& trie, const JsonMatcher& matcher,
     }
   };
   const JsonSchema& schema = matcher.schema();
-  thread_local std::vector<JsonMatchState> scratch;  // one state per trie depth, reused
+  // One state per trie depth, reused across steps (no allocation once warm).
+  thread_local std::vector<JsonMatchState> rooms;
+  thread_local std::vector<const JsonMatchState*> at;
   trie.walk(
       matcher.state(),
-      [&](JsonMatchState& s, uint8_t b) { return json_feed(schema, s, b); },
+      [&](const JsonMatchState& parent, JsonMatchState& room, uint8_t b) -> const JsonMatchState* {
+        if (json_byte_keeps_state(parent, b)) return &parent;
+        room = parent;
+        return json_feed(schema, room, b) ? &room : nullptr;
+      },
       [&](size_t node) {
         for (const int32_t* id = trie.tokens_begin(node); id != trie.tokens_end(node); ++id) {
           allow(*id);
         }
       },
-      scratch);
+      rooms, at);
   if (matcher.complete()) {
     for (int32_t id : end_ids) allow(id);
   }

@@ -29,19 +29,24 @@ class TokenTrie {
   uint32_t max_depth() const { return max_depth_; }
   size_t token_count() const { return ids_.size(); }
 
-  // Calls visit(node) for every node whose path `step` accepts, in preorder. `State` is
-  // copied from parent to child; step(state, byte) advances it and returns false to prune.
+  // Calls visit(node) for every node whose path `step` accepts, in preorder.
+  // step(parent, room, byte) returns the state after `byte`: &parent when the byte leaves it
+  // unchanged (no copy: the common case inside a string), &room after writing a new state
+  // there, or nullptr to prune the subtree.
   template <typename State, typename Step, typename Visit>
-  void walk(const State& start, Step step, Visit visit, std::vector<State>& scratch) const {
-    scratch.resize(max_depth_ + 1);
-    scratch[0] = start;
+  void walk(const State& start, Step step, Visit visit, std::vector<State>& rooms,
+            std::vector<const State*>& at) const {
+    rooms.resize(max_depth_ + 1);
+    at.assign(max_depth_ + 1, nullptr);
+    at[0] = &start;
     for (size_t i = 1; i < byte_.size();) {
       const uint32_t d = depth_[i];
-      scratch[d] = scratch[d - 1];
-      if (!step(scratch[d], byte_[i])) {
+      const State* s = step(*at[d - 1], rooms[d], byte_[i]);
+      if (s == nullptr) {
         i = end_[i];
         continue;
       }
+      at[d] = s;
       visit(i);
       ++i;
     }
