@@ -64,11 +64,12 @@ TEST(JsonConstrainedEngine, TruncatedByMaxNewTokensFinishesWithLength) {
 }
 
 TEST(JsonConstrainedEngine, PreemptedRequestsKeepTheirPlaceInTheValue) {
-  // A pool so small that concurrent requests preempt each other mid-value.
+  // 24 pages of 4 tokens: four 22-token prompts fill them, and the values' third token needs
+  // a page no request has, so requests are preempted mid-value and re-prefilled later.
   Harness h({2, 1, 8, 4, 24});
   std::vector<uint64_t> ids;
   for (int i = 0; i < 8; ++i) {
-    GenerateRequest r = make_request(19, 900 + i, 20, 1.0, /*ignore_eos=*/false);
+    GenerateRequest r = make_request(22, 900 + i, 8, 1.0, /*ignore_eos=*/false);
     r.sampling.json_schema = boolean_or_null();
     ids.push_back(h.submit(r));
   }

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -34,10 +35,19 @@ size_t accepted_prefix(const std::shared_ptr<const JsonSchema>& schema, const st
 
 bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
-// The oracle: nlohmann accepts it, without whitespace around the top-level value.
-bool oracle(const std::string& text) {
+// The oracle: nlohmann parses it, without whitespace around the top-level value. nullopt
+// when nlohmann cannot tell: a number too large for a double (1e999) makes it stop with
+// out_of_range (error 406) before it has read the rest of the text.
+std::optional<bool> oracle(const std::string& text) {
   if (text.empty() || is_ws(text.front()) || is_ws(text.back())) return false;
-  return json::accept(text);
+  try {
+    (void)json::parse(text);
+    return true;
+  } catch (const json::out_of_range&) {
+    return std::nullopt;
+  } catch (const json::parse_error&) {
+    return false;
+  }
 }
 
 const std::vector<std::string> kValid = {
@@ -61,15 +71,18 @@ const std::vector<std::string> kInvalid = {
 TEST(JsonMatcher, HandWrittenCorpusAgreesWithNlohmann) {
   const auto any = JsonSchema::any();
   for (const auto& t : kValid) {
-    ASSERT_TRUE(oracle(t)) << "corpus error: " << t;
+    ASSERT_EQ(oracle(t), true) << "corpus error: " << t;
     EXPECT_TRUE(matches(any, t)) << t;
     // Every prefix is accepted (and only the whole text is complete, numbers aside).
     EXPECT_EQ(accepted_prefix(any, t), t.size()) << t;
   }
   for (const auto& t : kInvalid) {
-    ASSERT_FALSE(oracle(t)) << "corpus error: " << t;
+    ASSERT_EQ(oracle(t), false) << "corpus error: " << t;
     EXPECT_FALSE(matches(any, t)) << t;
   }
+  // Grammatically valid, beyond a double's range (nlohmann refuses to store it, Python reads
+  // inf): the grammar allows it.
+  EXPECT_TRUE(matches(any, "[1e999,-1E+999]"));
 }
 
 // Random JSON values with deep nesting, escapes and non-ASCII text.
@@ -125,7 +138,7 @@ std::vector<std::string> random_documents(int n) {
 TEST(JsonMatcher, RandomDocumentsAndEveryPrefixAreAccepted) {
   const auto any = JsonSchema::any();
   for (const auto& t : random_documents(2000)) {
-    ASSERT_TRUE(oracle(t)) << t;
+    ASSERT_EQ(oracle(t), true) << t;
     EXPECT_EQ(accepted_prefix(any, t), t.size()) << t;
     EXPECT_TRUE(matches(any, t)) << t;
   }
@@ -159,7 +172,9 @@ TEST(JsonMatcher, RandomMutationsAgreeWithNlohmann) {
             t.resize(at);  // truncation
         }
       }
-      const bool expected = oracle(t);
+      const std::optional<bool> verdict = oracle(t);
+      if (!verdict) continue;
+      const bool expected = *verdict;
       ASSERT_EQ(matches(any, t), expected) << (expected ? "valid" : "invalid") << ": " << t;
       (expected ? agree_valid : agree_invalid)++;
     }
@@ -195,7 +210,9 @@ TEST(JsonMatcher, BytesThatKeepTheStateReallyDo) {
         ASSERT_TRUE(json_feed(*any, copy, static_cast<uint8_t>(b))) << t.substr(0, i) << " + " << b;
         ASSERT_TRUE(same_state(copy, s)) << t.substr(0, i) << " + " << b;
       }
-      if (i < t.size()) ASSERT_TRUE(json_feed(*any, s, static_cast<uint8_t>(t[i])));
+      if (i < t.size()) {
+        ASSERT_TRUE(json_feed(*any, s, static_cast<uint8_t>(t[i])));
+      }
     }
   }
   EXPECT_GT(kept, 1000);

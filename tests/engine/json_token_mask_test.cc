@@ -55,7 +55,9 @@ void check_document(const std::shared_ptr<const JsonSchema>& schema, const std::
     for (uint8_t a : expected) count += a;
     EXPECT_EQ(n, count);
     EXPECT_EQ(allowed[kEos] != 0, i == doc.size()) << doc.substr(0, i);
-    if (i < doc.size()) ASSERT_TRUE(m.feed(doc.substr(i, 1))) << doc.substr(0, i + 1);
+    if (i < doc.size()) {
+      ASSERT_TRUE(m.feed(doc.substr(i, 1))) << doc.substr(0, i + 1);
+    }
   }
   // Once complete, end of sequence is the only choice (no trailing whitespace).
   EXPECT_EQ(allowed[kEos], 1);
