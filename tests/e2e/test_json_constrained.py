@@ -79,9 +79,10 @@ def test_bounded_schema_always_completes_and_validates(client, model_id):
 
 
 def test_streaming_completions_route(client, model_id):
+    # The client's completions.create has no response_format argument: it goes in extra_body.
     stream = client.completions.create(model=model_id, prompt="JSON:", stream=True, n=2,
                                        temperature=1.0, seed=9, max_tokens=MAX_TOKENS,
-                                       response_format=schema_format(BOUNDED))
+                                       extra_body={"response_format": schema_format(BOUNDED)})
     texts, reasons = ["", ""], [None, None]
     for chunk in stream:
         for ch in chunk.choices:
@@ -137,7 +138,7 @@ def test_stop_strings_still_apply(client, model_id):
     # cut inside the value, which the client asked for); the rest finish with a valid value.
     r = client.completions.create(model=model_id, prompt="JSON:", n=6, temperature=1.0, seed=2,
                                   max_tokens=MAX_TOKENS, stop=["green"],
-                                  response_format=schema_format(BOUNDED))
+                                  extra_body={"response_format": schema_format(BOUNDED)})
     for ch in r.choices:
         assert ch.finish_reason == "stop"
         assert "green" not in ch.text
@@ -155,7 +156,7 @@ def test_bad_schemas_get_a_400_naming_the_field(client, model_id, server):
     assert "not a supported JSON-schema keyword" in e.value.body["message"]
     with pytest.raises(openai.BadRequestError) as e:
         client.completions.create(model=model_id, prompt="x", max_tokens=4,
-                                  response_format={"type": "yaml"})
+                                  extra_body={"response_format": {"type": "yaml"}})
     assert e.value.body["param"] == "response_format.type"
     r = server.post("/generate", {"text": "x", "sampling_params": {
         "json_schema": json.dumps({"type": "integer", "minimum": 3})}})
