@@ -415,6 +415,12 @@ JsonMatchState json_start(const JsonSchema& schema) {
   return s;
 }
 
+bool json_in_plain_string(const JsonMatchState& state) {
+  if (state.stack.empty() || state.ws_run != 0) return false;
+  const JsonFrame& f = state.stack.back();
+  return f.kind == kString && f.phase == kStrNormal;
+}
+
 bool json_byte_keeps_state(const JsonMatchState& state, uint8_t b) {
   if (state.stack.empty()) return false;
   const JsonFrame& f = state.stack.back();

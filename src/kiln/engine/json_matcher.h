@@ -55,6 +55,8 @@ JsonMatchState json_start(const JsonSchema& schema);
 // inside a string, a digit inside a number's digits): lets the vocabulary walk skip the copy.
 // False says nothing (json_feed decides).
 bool json_byte_keeps_state(const JsonMatchState& state, uint8_t byte);
+// Inside a string, past any escape or partial character (where plain content may follow).
+bool json_in_plain_string(const JsonMatchState& state);
 
 // The per-request object: a schema and where generation stands in it.
 class JsonMatcher {

@@ -29,28 +29,21 @@ class TokenTrie {
   uint32_t max_depth() const { return max_depth_; }
   size_t token_count() const { return ids_.size(); }
 
-  // Calls visit(node) for every node whose path `step` accepts, in preorder.
-  // step(parent, room, byte) returns the state after `byte`: &parent when the byte leaves it
-  // unchanged (no copy: the common case inside a string), &room after writing a new state
-  // there, or nullptr to prune the subtree.
-  template <typename State, typename Step, typename Visit>
-  void walk(const State& start, Step step, Visit visit, std::vector<State>& rooms,
-            std::vector<const State*>& at) const {
-    rooms.resize(max_depth_ + 1);
-    at.assign(max_depth_ + 1, nullptr);
-    at[0] = &start;
-    for (size_t i = 1; i < byte_.size();) {
-      const uint32_t d = depth_[i];
-      const State* s = step(*at[d - 1], rooms[d], byte_[i]);
-      if (s == nullptr) {
-        i = end_[i];
-        continue;
-      }
-      at[d] = s;
-      visit(i);
-      ++i;
-    }
-  }
+  // Whether the bytes from the root to `node` are plain JSON string content: well-formed
+  // UTF-8 (kPlainMidChar: ending inside a character) with no quote, backslash or control
+  // character. Inside a string such a token is always accepted and, ending on a character
+  // boundary, leaves the state as it was: the mask takes those without running the automaton
+  // (inside a string that is most of a 262,144-token vocabulary).
+  enum StringClass : uint8_t { kNotPlain = 0, kPlainBoundary = 1, kPlainMidChar = 2 };
+  StringClass string_class(size_t node) const { return static_cast<StringClass>(class_[node]); }
+  // plain_mask()[id] = 1 for every token whose node is plain (indexed by id, up to the largest
+  // id in the trie), and how many those are.
+  const std::vector<uint8_t>& plain_mask() const { return plain_mask_; }
+  int64_t plain_count() const { return plain_count_; }
+  // The not-plain nodes right below the root or a plain node ending on a character boundary:
+  // inside a string, the only subtrees that need the automaton (a not-plain node below a
+  // partial character is always refused).
+  const std::vector<uint32_t>& string_frontier() const { return frontier_; }
 
  private:
   std::vector<uint8_t> byte_;
@@ -58,6 +51,12 @@ class TokenTrie {
   std::vector<uint32_t> end_;
   std::vector<uint32_t> first_id_;  // size() + 1 entries
   std::vector<int32_t> ids_;
+  std::vector<uint8_t> class_;  // StringClass per node
+  std::vector<uint8_t> plain_mask_;
+  int64_t plain_count_ = 0;
+  std::vector<uint32_t> frontier_;
+
+  void classify_string_content();
   uint32_t max_depth_ = 0;
 };
 
