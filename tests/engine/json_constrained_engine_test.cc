@@ -43,7 +43,7 @@ TEST(JsonConstrainedEngine, EveryOutputIsAnAllowedValueThenEndOfSequence) {
     EXPECT_TRUE(h.tok.is_end_of_generation(got.tokens.back()));
     seen.insert(got.text);
   }
-  EXPECT_GT(seen.size(), 1u);  // sampling explores the alternatives
+  EXPECT_GT(seen.size(), 1u);                 // sampling explores the alternatives
   EXPECT_EQ(h.model.greedy_steps.load(), 0);  // constrained greedy requests need the logits
   h.expect_no_leak();
 }

@@ -55,12 +55,12 @@ TEST(JsonSchema, PropertiesRequiredAndClosedObjects) {
       "properties": {"name": {"type": "string"}, "age": {"type": "integer"},
                      "tags": {"type": "array", "items": {"type": "string"}}},
       "required": ["name", "age"], "additionalProperties": false})");
-  expect_all(s,
-             {R"({"name":"a","age":3})", R"({"age":3,"name":"a"})",
-              R"({ "name" : "a" , "age" : 3 , "tags" : ["x"] })", R"({"tags":[],"age":1,"name":""})"},
-             {R"({"name":"a"})", R"({})", R"({"name":"a","age":"3"})",
-              R"({"name":"a","age":3,"other":1})", R"({"name":"a","name":"b","age":1})",
-              R"({"name":"a","age":3,"tags":[1]})"});
+  expect_all(
+      s,
+      {R"({"name":"a","age":3})", R"({"age":3,"name":"a"})",
+       R"({ "name" : "a" , "age" : 3 , "tags" : ["x"] })", R"({"tags":[],"age":1,"name":""})"},
+      {R"({"name":"a"})", R"({})", R"({"name":"a","age":"3"})", R"({"name":"a","age":3,"other":1})",
+       R"({"name":"a","name":"b","age":1})", R"({"name":"a","age":3,"tags":[1]})"});
   // Refused as early as possible: an unknown key at its first distinguishing byte, a used key
   // once it is spelled out, '}' while a required key is missing.
   EXPECT_FALSE(prefix_ok(s, R"({"x)"));
@@ -141,8 +141,7 @@ TEST(JsonSchema, UnsupportedSchemasNameTheKeyword) {
   EXPECT_EQ(error_path(R"({"oneOf": [{"type": "string"}]})"), "oneOf");
   EXPECT_EQ(error_path(R"({"allOf": [{"type": "string"}]})"), "allOf");
   EXPECT_EQ(error_path(R"({"type": "strin"})"), "type");
-  EXPECT_EQ(error_path(R"({"additionalProperties": {"type": "string"}})"),
-            "additionalProperties");
+  EXPECT_EQ(error_path(R"({"additionalProperties": {"type": "string"}})"), "additionalProperties");
   EXPECT_EQ(error_path(R"({"type": "object", "required": ["a"]})"), "required");
   EXPECT_EQ(error_path(R"({"properties": {"a": {}}, "required": ["b"]})"), "required");
   EXPECT_EQ(error_path(R"({"anyOf": [{"type": "integer"}, {"type": "number"}]})"), "anyOf[1]");

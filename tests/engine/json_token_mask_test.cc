@@ -16,16 +16,18 @@ namespace kiln::engine {
 namespace {
 
 const std::vector<std::string> kPieces = {
-    "{",  "}",  "[",   "]",     ",",    ":",    "\"",   "\":",  "\":\"", "\",\"", "},{",  " ",
-    "\n", "  ", "a",   "ab",    "abc",  "name", "nam",  "\"name", "age", "1",    "12",   "0",
-    "-",  ".",  "e",   "5",     "true", "tr",   "ue",   "false", "null", "nu",   "\\",   "\\n",
-    "u",  "D",  "8",   "3",     "C",    "E",    "\xC3", "\xA9",  "\xC3\xA9", "\xE2\x82", "\xAC",
-    "{\"", "\"}", "1}", "a\"", "\"a\"", "[1", ",\"", "\t", "\x01", "ab"};  // "ab" twice
+    "{",   "}",     "[",    "]",    ",",        ":",        "\"",   "\":",  "\":\"", "\",\"",
+    "},{", " ",     "\n",   "  ",   "a",        "ab",       "abc",  "name", "nam",   "\"name",
+    "age", "1",     "12",   "0",    "-",        ".",        "e",    "5",    "true",  "tr",
+    "ue",  "false", "null", "nu",   "\\",       "\\n",      "u",    "D",    "8",     "3",
+    "C",   "E",     "\xC3", "\xA9", "\xC3\xA9", "\xE2\x82", "\xAC", "{\"",  "\"}",   "1}",
+    "a\"", "\"a\"", "[1",   ",\"",  "\t",       "\x01",     "ab"};  // "ab" twice
 constexpr int32_t kEos = 1000;
 
 TokenTrie make_trie() {
   std::vector<std::pair<int32_t, std::string>> tokens;
-  for (size_t i = 0; i < kPieces.size(); ++i) tokens.emplace_back(static_cast<int32_t>(i), kPieces[i]);
+  for (size_t i = 0; i < kPieces.size(); ++i)
+    tokens.emplace_back(static_cast<int32_t>(i), kPieces[i]);
   tokens.emplace_back(static_cast<int32_t>(kPieces.size()), "");  // no bytes: never allowed
   return TokenTrie(std::move(tokens));
 }
@@ -94,7 +96,7 @@ TEST(JsonTokenMask, ByteTokensCompleteACharacterOnlyInsideStrings) {
   json_allowed_tokens(trie, m, {}, allowed);
   EXPECT_TRUE(allowed[id("\xA9")]);
   EXPECT_FALSE(allowed[id("\xC3")]);
-  EXPECT_FALSE(allowed[id("\"")]);  // the character must be finished first
+  EXPECT_FALSE(allowed[id("\"")]);        // the character must be finished first
   EXPECT_FALSE(allowed[kPieces.size()]);  // the empty token, never
 }
 
@@ -105,9 +107,9 @@ TEST(JsonTokenMask, DuplicatesAndSharedPrefixesAllGetTheirIds) {
   JsonMatcher m(JsonSchema::any());
   ASSERT_TRUE(m.feed("\""));
   json_allowed_tokens(trie, m, {}, allowed);
-  EXPECT_TRUE(allowed[15]);  // "ab"
+  EXPECT_TRUE(allowed[15]);                  // "ab"
   EXPECT_TRUE(allowed[kPieces.size() - 1]);  // "ab" again
-  EXPECT_TRUE(allowed[16]);  // "abc"
+  EXPECT_TRUE(allowed[16]);                  // "abc"
 }
 
 }  // namespace

@@ -11,10 +11,26 @@ enum ObjectPhase : uint8_t { kObjOpen, kObjNeedKey, kObjKey, kObjColon, kObjMemb
 // Array phases; kArrItem: the item's frame is on top.
 enum ArrayPhase : uint8_t { kArrOpen, kArrNeedItem, kArrItem, kArrAfter };
 // String phases.
-enum StringPhase : uint8_t { kStrNormal, kStrEscape, kStrHex, kStrNeedBackslash, kStrNeedU, kStrUtf8 };
+enum StringPhase : uint8_t {
+  kStrNormal,
+  kStrEscape,
+  kStrHex,
+  kStrNeedBackslash,
+  kStrNeedU,
+  kStrUtf8
+};
 // Number phases; the ones a number may end in are marked below.
-enum NumberPhase : uint8_t { kNumStart, kNumMinus, kNumZero, kNumInt, kNumDot, kNumFrac, kNumE,
-                             kNumESign, kNumExp };
+enum NumberPhase : uint8_t {
+  kNumStart,
+  kNumMinus,
+  kNumZero,
+  kNumInt,
+  kNumDot,
+  kNumFrac,
+  kNumE,
+  kNumESign,
+  kNumExp
+};
 
 constexpr uint8_t kAnyKey = 255;  // object key that is not a schema property
 constexpr uint8_t kIntegerOnly = 1;
@@ -197,8 +213,7 @@ class Feeder {
         if (b != ':') return kReject;
         f.phase = kObjMember;
         const SchemaNode& n = schema_.node(f.node);
-        const uint32_t member =
-            f.aux == kAnyKey ? schema_.any_node() : n.property_nodes[f.aux];
+        const uint32_t member = f.aux == kAnyKey ? schema_.any_node() : n.property_nodes[f.aux];
         push(kValue, 0, member);
         return kAccept;
       }

@@ -283,8 +283,9 @@ class JsonSchemaCompiler {
       for (size_t c = 0; c < 256; ++c) {
         if (!fb[c]) continue;
         if (n.first_bytes[c]) {
-          throw JsonSchemaError(bpath, "overlaps an earlier branch (anyOf branches must start "
-                                       "differently, e.g. be of different types)");
+          throw JsonSchemaError(bpath,
+                                "overlaps an earlier branch (anyOf branches must start "
+                                "differently, e.g. be of different types)");
         }
         n.first_bytes[c] = true;
       }

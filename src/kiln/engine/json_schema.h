@@ -42,8 +42,8 @@ class JsonSchemaError : public std::runtime_error {
 struct LiteralTrie {
   struct Node {
     std::vector<std::pair<uint8_t, uint32_t>> children;  // (byte, node), few per node
-    int32_t terminal = -1;  // index of the string ending here
-    uint64_t subtree = 0;   // bit min(i, 63) for every string i ending in this subtree
+    int32_t terminal = -1;                               // index of the string ending here
+    uint64_t subtree = 0;  // bit min(i, 63) for every string i ending in this subtree
   };
   std::vector<Node> nodes{Node{}};  // node 0 is the root
 
@@ -52,8 +52,8 @@ struct LiteralTrie {
 };
 
 namespace json_type {
-constexpr uint8_t kObject = 1, kArray = 2, kString = 4, kNumber = 8, kInteger = 16,
-                  kBoolean = 32, kNull = 64, kAny = 127;
+constexpr uint8_t kObject = 1, kArray = 2, kString = 4, kNumber = 8, kInteger = 16, kBoolean = 32,
+                  kNull = 64, kAny = 127;
 }
 
 struct SchemaNode {

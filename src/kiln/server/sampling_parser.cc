@@ -33,8 +33,8 @@ constexpr int64_t kIntMax = std::numeric_limits<int32_t>::max();
 // SGLang parameters kiln does not implement, accepted only with a value that changes nothing,
 // so clients that always send them (with defaults) keep working and others get a clear 400.
 bool is_inert_unsupported(std::string_view key, const json& v) {
-  static constexpr std::array<std::string_view, 5> kNullOnly = {
-      "regex", "ebnf", "structural_tag", "custom_params", "stop_regex"};
+  static constexpr std::array<std::string_view, 5> kNullOnly = {"regex", "ebnf", "structural_tag",
+                                                                "custom_params", "stop_regex"};
   for (auto k : kNullOnly) {
     if (key == k) return v.is_null() || (v.is_array() && v.empty());
   }
@@ -92,8 +92,8 @@ void read_response_format(const json& v, const std::string& path, GenerationOpti
     return;
   }
   if (t != "json_schema") {
-    bad_field(path + ".type", "'{}' is not supported (\"text\", \"json_object\" or \"json_schema\")",
-              t);
+    bad_field(path + ".type",
+              "'{}' is not supported (\"text\", \"json_object\" or \"json_schema\")", t);
   }
   const std::string js_path = path + ".json_schema";
   const json* js = field(rf, "json_schema");

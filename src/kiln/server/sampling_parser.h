@@ -21,8 +21,7 @@ void read_max_tokens(const nlohmann::json& obj, const char* key, const std::stri
 
 // OpenAI's `response_format` ({"type": "text" | "json_object" | "json_schema", ...}) into
 // out.sampling.json_schema; `path` is its name for errors.
-void read_response_format(const nlohmann::json& v, const std::string& path,
-                          GenerationOptions& out);
+void read_response_format(const nlohmann::json& v, const std::string& path, GenerationOptions& out);
 
 // 400 when a JSON constraint is combined with a parameter that keeps it from ending (the
 // constraint allows end of sequence only once the value is complete). `prefix` as above,
