@@ -86,7 +86,7 @@ void TokenTrie::classify_string_content() {
   std::vector<uint8_t> cls_at(max_depth_ + 1, kPlainBoundary);  // depth 0: the root
   int32_t max_id = -1;
   for (int32_t id : ids_) max_id = std::max(max_id, id);
-  plain_mask_.assign(static_cast<size_t>(max_id + 1), 0);
+  plain_mask_.assign(static_cast<size_t>(max_id) + 1, 0);  // max_id -1: empty
   for (size_t i = 1; i < byte_.size(); ++i) {
     const uint32_t d = depth_[i];
     at[d] = utf8_step(at[d - 1], byte_[i]);
