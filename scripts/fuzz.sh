@@ -14,7 +14,7 @@ CC=clang CXX=clang++ cmake --preset fuzz >/dev/null
 cmake --build --preset fuzz -j "${KILN_JOBS:-$(nproc)}" >/dev/null
 
 all_targets=(native_generate openai_completion openai_chat sampling_params gguf safetensors
-  hf_config hf_tokenizer ir_parser chat_template)
+  hf_config hf_tokenizer ir_parser chat_template json_constraint)
 targets=("$@")
 ((${#targets[@]})) || targets=("${all_targets[@]}")
 

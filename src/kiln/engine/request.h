@@ -3,11 +3,14 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace kiln::engine {
+
+class JsonSchema;
 
 struct SamplingParams {
   double temperature = 1.0;  // 0: greedy
@@ -21,6 +24,10 @@ struct SamplingParams {
   // (token id, bias) pairs added to the logits after the penalties, before banned tokens and
   // temperature (OpenAI's logit_bias: -100 effectively bans a token, 100 all but forces it).
   std::vector<std::pair<int32_t, float>> logit_bias;
+  // Constrained decoding: when set, every step only allows tokens that keep the output a
+  // prefix of a JSON value this schema accepts, and end of sequence once the value is complete
+  // (json_token_mask.h). Shared, immutable: the n sequences of a request use one compiled copy.
+  std::shared_ptr<const JsonSchema> json_schema;
   bool is_greedy() const { return temperature <= 0.0 || top_k == 1; }
 };
 

@@ -42,7 +42,7 @@ class Sampler {
   void add_output(int32_t token);
 
   // True when the executor's on-device argmax picks the same token sample() would: greedy,
-  // no logprobs, and no penalty or bias that would change the logits.
+  // no logprobs, and no penalty, bias or JSON constraint that would change the logits.
   bool greedy_fast_path_ok() const;
 
   // Samples from `logits` (modified in place: penalties and temperature are applied to it).

@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <exception>
+#include <limits>
+#include <optional>
 
 #include "kiln/base/error.h"
 #include "kiln/base/log.h"
+#include "kiln/engine/json_token_mask.h"
 #include "kiln/engine/sampler.h"
 #include "kiln/engine/stop_checker.h"
 
@@ -30,6 +33,10 @@ struct Sequence {
   State state = State::Waiting;
   Sampler sampler;
   StopChecker stop;
+  // JSON-constrained requests: where the output stands in the schema, and the ids that may end
+  // it once the value is complete (end-of-generation ids and the request's stop ids).
+  std::optional<JsonMatcher> json;
+  std::vector<int32_t> json_end_ids;
   int cached_tokens = -1;  // prompt tokens served by the prefix cache on first admission
   // Prompt scoring: positions [score_from, n_prompt) get a logprob each; scores[i] is
   // position score_from + i's. They survive preemption, so no position is scored twice.
@@ -48,6 +55,12 @@ struct Sequence {
     tokens = request.prompt_ids;
     n_prompt = static_cast<int64_t>(tokens.size());
     sampler.add_prompt(tokens);
+    if (request.sampling.json_schema) {
+      json.emplace(request.sampling.json_schema);
+      json_end_ids.assign(eog_ids.begin(), eog_ids.end());
+      json_end_ids.insert(json_end_ids.end(), request.stop.stop_token_ids.begin(),
+                          request.stop.stop_token_ids.end());
+    }
     score_from = request.prompt_logprobs_from < 0
                      ? n_prompt
                      : std::max<int64_t>(request.prompt_logprobs_from, 1);
@@ -102,6 +115,13 @@ void Scheduler::validate(const GenerateRequest& r) const {
     KILN_CHECK(t < vocab_, "logit_bias token id {} is outside the vocabulary [0, {})", t, vocab_);
   }
   engine::validate(r.stop);
+  if (r.sampling.json_schema) {
+    // The constraint allows end of sequence only once the value is complete, and then nothing
+    // else: a request that must not stop there could never finish.
+    KILN_CHECK(!r.stop.ignore_eos, "ignore_eos cannot be combined with a JSON constraint");
+    KILN_CHECK(r.stop.min_new_tokens == 0,
+               "min_new_tokens cannot be combined with a JSON constraint");
+  }
   for (int32_t t : r.stop.stop_token_ids)
     KILN_CHECK(t >= 0 && t < vocab_, "stop token id {} is outside the vocabulary [0, {})", t,
                vocab_);
@@ -488,6 +508,32 @@ bool Scheduler::decode_step() {
   return true;
 }
 
+const TokenTrie& Scheduler::token_trie() {
+  if (!token_trie_) {
+    // Once per tokenizer, on the first constrained request (a fraction of a second on a
+    // 262,144-token vocabulary). End-of-generation ids are left out: the mask adds them only
+    // when the value is complete.
+    std::vector<std::pair<int32_t, std::string>> tokens;
+    const int64_t n = std::min(vocab_, tokenizer_->vocab_size());
+    for (int32_t t = 0; t < n; ++t) {
+      if (tokenizer_->is_end_of_generation(t)) continue;
+      if (std::optional<std::string> b = tokenizer_->token_bytes(t)) tokens.emplace_back(t, *b);
+    }
+    token_trie_ = std::make_unique<TokenTrie>(std::move(tokens));
+  }
+  return *token_trie_;
+}
+
+void Scheduler::constrain_to_json(Sequence& seq, std::span<float> logits) {
+  json_allowed_.resize(logits.size());
+  const int64_t n = json_allowed_tokens(token_trie(), *seq.json, seq.json_end_ids, json_allowed_);
+  KILN_CHECK(n > 0, "the JSON constraint allows no token of this vocabulary here");
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  for (size_t i = 0; i < logits.size(); ++i) {
+    if (!json_allowed_[i]) logits[i] = kNegInf;
+  }
+}
+
 void Scheduler::run_batch(StepBatch& batch, const std::vector<Sequence*>& members) {
   // Greedy fast path: the LM head then only returns argmax ids.
   bool greedy_only = true;
@@ -583,6 +629,7 @@ void Scheduler::run_batch(StepBatch& batch, const std::vector<Sequence*>& member
         KILN_CHECK(token >= 0 && token < vocab_, "the executor returned token id {}", token);
       } else {
         std::span<float> logits(output_.logits.data() + r * vocab_, static_cast<size_t>(vocab_));
+        if (seq.json) constrain_to_json(seq, logits);
         TokenLogprob lp;
         token = seq.sampler.sample(logits, seq.stop.banned_ids(),
                                    seq.request.logprobs >= 0 ? &lp : nullptr);
@@ -593,6 +640,17 @@ void Scheduler::run_batch(StepBatch& batch, const std::vector<Sequence*>& member
       ev.error = std::string("sampling failed: ") + e.what();
       finish(seq, ev);
       continue;
+    }
+    if (seq.json) {
+      const bool ends = std::find(seq.json_end_ids.begin(), seq.json_end_ids.end(), token) !=
+                        seq.json_end_ids.end();
+      const std::optional<std::string> bytes = ends ? std::nullopt : tokenizer_->token_bytes(token);
+      if (!ends && !(bytes && seq.json->feed(*bytes))) {  // the mask allowed it: cannot happen
+        ev.finish_reason = FinishReason::Abort;
+        ev.error = fmt::format("internal error: token {} broke the JSON constraint", token);
+        finish(seq, ev);
+        continue;
+      }
     }
     seq.tokens.push_back(token);
     seq.sampler.add_output(token);

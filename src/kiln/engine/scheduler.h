@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,7 @@
 #include "kiln/engine/request.h"
 #include "kiln/engine/step_batch.h"
 #include "kiln/engine/token_text.h"
+#include "kiln/engine/token_trie.h"
 
 namespace kiln::engine {
 
@@ -87,6 +89,11 @@ class Scheduler {
   // Runs the batch and handles its outputs; `members` are the batch's sequences in order.
   void run_batch(StepBatch& batch, const std::vector<Sequence*>& members);
   void cache_computed_prefix(Sequence& seq);
+  // The vocabulary's byte trie, built on first use (only JSON-constrained requests need it).
+  const TokenTrie& token_trie();
+  // Sets the logits of every token the sequence's JSON constraint refuses to -inf; throws
+  // kiln::Error when it allows none.
+  void constrain_to_json(Sequence& seq, std::span<float> logits);
   // Scores the prompt tokens that rows [first_row, first_row + n_rows) of this step's logits
   // predict (the sequence's rows, from position first_pos).
   void score_prompt_rows(Sequence& seq, int64_t first_pos, int64_t n_rows, int64_t first_row);
@@ -111,6 +118,8 @@ class Scheduler {
   bool last_step_was_prefill_ = false;
   uint64_t next_arrival_ = 0;
   StepOutput output_;  // reused: logits rows can be large
+  std::unique_ptr<TokenTrie> token_trie_;
+  std::vector<uint8_t> json_allowed_;  // reused mask, one byte per vocabulary entry
   EngineStats stats_;
 };
 

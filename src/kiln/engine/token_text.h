@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -31,6 +32,16 @@ class TokenText {
   // A stream for tokens that continue a prompt (so a leading space is real text). The default
   // decodes sliding windows with decode() (IncrementalText).
   virtual std::unique_ptr<TextStream> stream(bool skip_special) const;
+  // The bytes token `id` adds to generated text (possibly part of a UTF-8 character, as for a
+  // byte-fallback token), or nullopt for a token that adds none of its own (control tokens):
+  // what constrained decoding matches against. The default decodes the token alone, which is
+  // right for vocabularies whose decode() concatenates raw token bytes.
+  virtual std::optional<std::string> token_bytes(int32_t id) const {
+    const int32_t one[] = {id};
+    std::string s = decode(one, /*skip_special=*/true);
+    if (s.empty()) return std::nullopt;
+    return s;
+  }
 };
 
 }  // namespace kiln::engine

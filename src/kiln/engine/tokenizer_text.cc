@@ -29,6 +29,15 @@ bool TokenizerText::is_end_of_generation(int32_t id) const {
 
 int64_t TokenizerText::vocab_size() const { return tokenizer_->vocab_size(); }
 
+std::optional<std::string> TokenizerText::token_bytes(int32_t id) const {
+  // Raw bytes, not decode(): a byte-fallback token alone is not valid UTF-8, which decode()
+  // would turn into U+FFFD.
+  if (tokenizer_->is_special(id)) return std::nullopt;
+  std::string bytes = tokenizer_->token_bytes(id);
+  if (bytes.empty()) return std::nullopt;
+  return bytes;
+}
+
 std::unique_ptr<TextStream> TokenizerText::stream(bool skip_special) const {
   return std::make_unique<DecoderStream>(*tokenizer_, skip_special);
 }

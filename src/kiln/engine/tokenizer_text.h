@@ -14,6 +14,7 @@ class TokenizerText : public TokenText {
   bool is_end_of_generation(int32_t id) const override;
   int64_t vocab_size() const override;
   std::unique_ptr<TextStream> stream(bool skip_special) const override;
+  std::optional<std::string> token_bytes(int32_t id) const override;
 
  private:
   const model::Tokenizer* tokenizer_;

@@ -33,6 +33,9 @@ void read_openai_common(const json& body, const ParseLimits& limits, GenerationO
     if (as_int(*v, "best_of") != out.n) bad_field("best_of", "other than n is not supported");
   }
   if (const json* v = field(body, "user")) as_string(*v, "user");
+  if (const json* v = field(body, "response_format")) {
+    read_response_format(*v, "response_format", out);
+  }
 }
 
 void check_min_tokens(const GenerationOptions& o) {
@@ -109,6 +112,7 @@ CompletionRequest parse_completion_request(const json& body, const ParseLimits& 
   if (const json* v = field(body, "suffix")) {
     if (!as_string(*v, "suffix").empty()) bad_field("suffix", "is not supported");
   }
+  check_json_constraint(out.options, "", "min_tokens");
   return out;
 }
 
@@ -150,14 +154,7 @@ ChatRequest parse_chat_request(const json& body, const ParseLimits& limits) {
   if (const json* v = field(body, "tools")) {
     if (!as_array(*v, "tools").empty()) bad_field("tools", "(function calling) is not supported");
   }
-  if (const json* v = field(body, "response_format")) {
-    const json& rf = as_object(*v, "response_format");
-    const json* type = field(rf, "type");
-    if (type && as_string(*type, "response_format.type") != "text") {
-      bad_field("response_format.type", "'{}' is not supported (only \"text\")",
-                type->get<std::string>());
-    }
-  }
+  check_json_constraint(out.options, "", "min_tokens");
   return out;
 }
 

@@ -6,6 +6,7 @@
 #include <limits>
 #include <string_view>
 
+#include "kiln/engine/json_schema.h"
 #include "kiln/server/http_error.h"
 #include "kiln/server/json_fields.h"
 
@@ -32,8 +33,8 @@ constexpr int64_t kIntMax = std::numeric_limits<int32_t>::max();
 // SGLang parameters kiln does not implement, accepted only with a value that changes nothing,
 // so clients that always send them (with defaults) keep working and others get a clear 400.
 bool is_inert_unsupported(std::string_view key, const json& v) {
-  static constexpr std::array<std::string_view, 6> kNullOnly = {
-      "json_schema", "regex", "ebnf", "structural_tag", "custom_params", "stop_regex"};
+  static constexpr std::array<std::string_view, 5> kNullOnly = {"regex", "ebnf", "structural_tag",
+                                                                "custom_params", "stop_regex"};
   for (auto k : kNullOnly) {
     if (key == k) return v.is_null() || (v.is_array() && v.empty());
   }
@@ -68,7 +69,58 @@ std::vector<std::pair<int32_t, float>> read_logit_bias(const json& v, const std:
   return out;
 }
 
+// Compiles a JSON schema; its errors name the keyword under `path`.
+std::shared_ptr<const engine::JsonSchema> compile_schema(const json& schema,
+                                                         const std::string& path) {
+  try {
+    return engine::JsonSchema::compile(schema);
+  } catch (const engine::JsonSchemaError& e) {
+    bad_field(e.path().empty() ? path : path + "." + e.path(), "{}", e.what());
+  }
+}
+
 }  // namespace
+
+void read_response_format(const json& v, const std::string& path, GenerationOptions& out) {
+  const json& rf = as_object(v, path);
+  const json* type = field(rf, "type");
+  if (!type) bad_field(path + ".type", "is required");
+  const std::string& t = as_string(*type, path + ".type");
+  if (t == "text") return;
+  if (t == "json_object") {  // any JSON object
+    out.sampling.json_schema = engine::JsonSchema::any(engine::json_type::kObject);
+    return;
+  }
+  if (t != "json_schema") {
+    bad_field(path + ".type",
+              "'{}' is not supported (\"text\", \"json_object\" or \"json_schema\")", t);
+  }
+  const std::string js_path = path + ".json_schema";
+  const json* js = field(rf, "json_schema");
+  if (!js) bad_field(js_path, "is required when type is \"json_schema\"");
+  as_object(*js, js_path);
+  if (const json* name = field(*js, "name")) as_string(*name, js_path + ".name");
+  if (const json* d = field(*js, "description")) as_string(*d, js_path + ".description");
+  if (const json* strict = field(*js, "strict")) as_bool(*strict, js_path + ".strict");
+  const json* schema = field(*js, "schema");
+  if (!schema) bad_field(js_path + ".schema", "is required");
+  out.sampling.json_schema = compile_schema(*schema, js_path + ".schema");
+}
+
+void check_json_constraint(const GenerationOptions& out, const std::string& prefix,
+                           const char* min_tokens_key) {
+  if (!out.sampling.json_schema) return;
+  if (out.stop.ignore_eos) {
+    bad_field(field_path(prefix, "ignore_eos"),
+              "cannot be combined with a JSON constraint (it ends the output once the value is "
+              "complete)");
+  }
+  if (out.stop.min_new_tokens > 0) {
+    bad_field(field_path(prefix, min_tokens_key),
+              "cannot be combined with a JSON constraint (it ends the output once the value is "
+              "complete)");
+  }
+}
 
 void read_max_tokens(const json& obj, const char* key, const std::string& prefix,
                      GenerationOptions& out) {
@@ -132,7 +184,7 @@ GenerationOptions parse_sglang_sampling_params(const json& obj, const ParseLimit
   as_object(obj, prefix);
   GenerationOptions out;
   out.stop.max_new_tokens = 128;  // SGLang's default
-  static constexpr std::array<std::string_view, 18> kKnown = {"max_new_tokens",
+  static constexpr std::array<std::string_view, 19> kKnown = {"max_new_tokens",
                                                               "min_new_tokens",
                                                               "temperature",
                                                               "top_p",
@@ -149,7 +201,8 @@ GenerationOptions parse_sglang_sampling_params(const json& obj, const ParseLimit
                                                               "seed",
                                                               "sampling_seed",
                                                               "spaces_between_special_tokens",
-                                                              "logit_bias"};
+                                                              "logit_bias",
+                                                              "json_schema"};
   for (auto it = obj.begin(); it != obj.end(); ++it) {
     bool known = false;
     for (auto k : kKnown) known = known || it.key() == k;
@@ -169,6 +222,15 @@ GenerationOptions parse_sglang_sampling_params(const json& obj, const ParseLimit
   if (const json* v = field(obj, "spaces_between_special_tokens")) {
     as_bool(*v, field_path(prefix, "spaces_between_special_tokens"));
   }
+  if (const json* v = field(obj, "json_schema")) {
+    // SGLang takes the schema as JSON text.
+    const std::string path = field_path(prefix, "json_schema");
+    const std::string& text = as_string(*v, path);
+    json schema = json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (schema.is_discarded()) bad_field(path, "is not valid JSON text");
+    out.sampling.json_schema = compile_schema(schema, path);
+  }
+  check_json_constraint(out, prefix, "min_new_tokens");
   if (const json* v = field(obj, "stream_interval")) {
     int64_t si = as_int(*v, field_path(prefix, "stream_interval"));
     if (si < 1) bad_field(field_path(prefix, "stream_interval"), "must be >= 1, got {}", si);

@@ -19,6 +19,16 @@ void read_common_sampling(const nlohmann::json& obj, const std::string& prefix,
 void read_max_tokens(const nlohmann::json& obj, const char* key, const std::string& prefix,
                      GenerationOptions& out);
 
+// OpenAI's `response_format` ({"type": "text" | "json_object" | "json_schema", ...}) into
+// out.sampling.json_schema; `path` is its name for errors.
+void read_response_format(const nlohmann::json& v, const std::string& path, GenerationOptions& out);
+
+// 400 when a JSON constraint is combined with a parameter that keeps it from ending (the
+// constraint allows end of sequence only once the value is complete). `prefix` as above,
+// `min_tokens_key` the route's name for min_new_tokens.
+void check_json_constraint(const GenerationOptions& out, const std::string& prefix,
+                           const char* min_tokens_key);
+
 // SGLang's `sampling_params` object (POST /generate). Unknown keys are errors: a misspelt
 // parameter ("max_tokens" here) would otherwise be silently ignored.
 GenerationOptions parse_sglang_sampling_params(const nlohmann::json& obj,

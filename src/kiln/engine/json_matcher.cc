@@ -1,0 +1,468 @@
+#include "kiln/engine/json_matcher.h"
+
+namespace kiln::engine {
+
+namespace {
+
+enum Kind : uint8_t { kValue, kObject, kArray, kString, kNumber, kKeyword, kLiteral };
+
+// Object phases. kKey / kMember: a child frame (the key, the value) is on top.
+enum ObjectPhase : uint8_t { kObjOpen, kObjNeedKey, kObjKey, kObjColon, kObjMember, kObjAfter };
+// Array phases; kArrItem: the item's frame is on top.
+enum ArrayPhase : uint8_t { kArrOpen, kArrNeedItem, kArrItem, kArrAfter };
+// String phases.
+enum StringPhase : uint8_t {
+  kStrNormal,
+  kStrEscape,
+  kStrHex,
+  kStrNeedBackslash,
+  kStrNeedU,
+  kStrUtf8
+};
+// Number phases; the ones a number may end in are marked below.
+enum NumberPhase : uint8_t {
+  kNumStart,
+  kNumMinus,
+  kNumZero,
+  kNumInt,
+  kNumDot,
+  kNumFrac,
+  kNumE,
+  kNumESign,
+  kNumExp
+};
+
+constexpr uint8_t kAnyKey = 255;  // object key that is not a schema property
+constexpr uint8_t kIntegerOnly = 1;
+constexpr uint8_t kLowSurrogate = 1;  // the \u being read must be DC00..DFFF
+
+const char* const kKeywords[] = {"true", "false", "null"};
+
+bool is_ws(uint8_t b) { return b == ' ' || b == '\t' || b == '\n' || b == '\r'; }
+bool is_digit(uint8_t b) { return b >= '0' && b <= '9'; }
+int hex_value(uint8_t b) {
+  if (b >= '0' && b <= '9') return b - '0';
+  if (b >= 'a' && b <= 'f') return b - 'a' + 10;
+  if (b >= 'A' && b <= 'F') return b - 'A' + 10;
+  return -1;
+}
+bool number_may_end(uint8_t phase) {
+  return phase == kNumZero || phase == kNumInt || phase == kNumFrac || phase == kNumExp;
+}
+uint32_t byte_range(uint8_t lo, uint8_t hi) { return (uint32_t{lo} << 8) | hi; }
+
+class Feeder {
+ public:
+  Feeder(const JsonSchema& schema, JsonMatchState& st) : schema_(schema), st_(st) {}
+
+  bool feed(uint8_t b) {
+    if (!is_ws(b)) st_.ws_run = 0;
+    for (;;) {
+      if (st_.stack.empty()) return false;  // the value is complete: nothing may follow
+      JsonFrame& f = st_.stack.back();
+      Result r = kReject;
+      switch (f.kind) {
+        case kValue:
+          r = value(f, b);
+          break;
+        case kObject:
+          r = object(f, b);
+          break;
+        case kArray:
+          r = array(f, b);
+          break;
+        case kString:
+          r = string(f, b);
+          break;
+        case kNumber:
+          r = number(f, b);
+          break;
+        case kKeyword:
+          r = keyword(f, b);
+          break;
+        case kLiteral:
+          r = literal(f, b);
+          break;
+      }
+      if (r != kRefeed) return r == kAccept;
+    }
+  }
+
+ private:
+  enum Result { kAccept, kReject, kRefeed };  // kRefeed: the top frame changed; try again
+
+  bool whitespace() { return ++st_.ws_run <= kMaxWhitespaceRun; }
+
+  // The top frame has finished its value (`result`: the key index for key literals); it is
+  // popped and its parent moves on.
+  void child_done(int32_t result) {
+    st_.stack.pop_back();
+    if (st_.stack.empty()) return;
+    JsonFrame& p = st_.stack.back();
+    if (p.kind == kObject) {
+      if (p.phase == kObjKey) {
+        p.phase = kObjColon;
+        p.aux = result < 0 ? kAnyKey : static_cast<uint8_t>(result);
+        if (result >= 0) p.used |= uint64_t{1} << result;
+      } else {
+        p.phase = kObjAfter;
+      }
+    } else if (p.kind == kArray) {
+      p.phase = kArrAfter;
+      ++p.pos;
+    }
+  }
+
+  void push(Kind kind, uint8_t phase, uint32_t node) {
+    JsonFrame f;
+    f.kind = kind;
+    f.phase = phase;
+    f.node = node;
+    st_.stack.push_back(f);
+  }
+
+  Result value(JsonFrame& f, uint8_t b) {
+    if (is_ws(b)) return st_.stack.size() > 1 && whitespace() ? kAccept : kReject;
+    const SchemaNode* n = &schema_.node(f.node);
+    uint32_t node = f.node;
+    while (!n->any_of.empty()) {  // the branch this first byte belongs to (they are disjoint)
+      bool found = false;
+      for (uint32_t br : n->any_of) {
+        if (schema_.node(br).first_bytes[b]) {
+          node = br;
+          n = &schema_.node(br);
+          found = true;
+          break;
+        }
+      }
+      if (!found) return kReject;
+    }
+    if (!n->first_bytes[b]) return kReject;
+    if (n->literals >= 0) {
+      f = JsonFrame{};
+      f.kind = kLiteral;
+      f.node = static_cast<uint32_t>(n->literals);
+      return kRefeed;
+    }
+    if ((b == '{' || b == '[') && st_.stack.size() > kMaxJsonDepth) return kReject;
+    f.node = node;
+    f.phase = 0;
+    f.pos = 0;
+    f.used = 0;
+    switch (b) {
+      case '{':
+        f.kind = kObject;
+        f.phase = kObjOpen;
+        return kAccept;
+      case '[':
+        f.kind = kArray;
+        f.phase = kArrOpen;
+        return kAccept;
+      case '"':
+        f.kind = kString;
+        f.phase = kStrNormal;
+        return kAccept;
+      case 't':
+      case 'f':
+      case 'n':
+        f.kind = kKeyword;
+        f.aux = b == 't' ? 0 : b == 'f' ? 1 : 2;
+        return kRefeed;
+      default:  // '-' or a digit (first_bytes admitted it)
+        f.kind = kNumber;
+        f.phase = kNumStart;
+        f.flags = (n->types & json_type::kNumber) ? 0 : kIntegerOnly;
+        return kRefeed;
+    }
+  }
+
+  bool required_present(const JsonFrame& f) const {
+    return (schema_.node(f.node).required & ~f.used) == 0;
+  }
+  // A key that is not in the object yet can still be written.
+  bool key_available(const JsonFrame& f) const {
+    const SchemaNode& n = schema_.node(f.node);
+    if (!n.has_properties) return true;
+    return (schema_.trie(n.key_trie).nodes[0].subtree & ~f.used) != 0;
+  }
+
+  Result object(JsonFrame& f, uint8_t b) {
+    switch (f.phase) {
+      case kObjOpen:
+      case kObjNeedKey: {
+        if (is_ws(b)) return whitespace() ? kAccept : kReject;
+        if (b == '}' && f.phase == kObjOpen) {
+          if (!required_present(f)) return kReject;
+          child_done(-1);
+          return kAccept;
+        }
+        if (b != '"' || !key_available(f)) return kReject;
+        f.phase = kObjKey;
+        const SchemaNode& n = schema_.node(f.node);
+        if (!n.has_properties) {
+          push(kString, kStrNormal, 0);
+          return kAccept;
+        }
+        const uint64_t used = f.used;
+        push(kLiteral, 0, static_cast<uint32_t>(n.key_trie));
+        st_.stack.back().used = used;
+        return kRefeed;
+      }
+      case kObjColon: {
+        if (is_ws(b)) return whitespace() ? kAccept : kReject;
+        if (b != ':') return kReject;
+        f.phase = kObjMember;
+        const SchemaNode& n = schema_.node(f.node);
+        const uint32_t member = f.aux == kAnyKey ? schema_.any_node() : n.property_nodes[f.aux];
+        push(kValue, 0, member);
+        return kAccept;
+      }
+      case kObjAfter: {
+        if (is_ws(b)) return whitespace() ? kAccept : kReject;
+        if (b == ',') {
+          if (!key_available(f)) return kReject;
+          f.phase = kObjNeedKey;
+          return kAccept;
+        }
+        if (b == '}' && required_present(f)) {
+          child_done(-1);
+          return kAccept;
+        }
+        return kReject;
+      }
+      default:
+        return kReject;
+    }
+  }
+
+  Result array(JsonFrame& f, uint8_t b) {
+    const SchemaNode& n = schema_.node(f.node);
+    const uint32_t item = n.items >= 0 ? static_cast<uint32_t>(n.items) : schema_.any_node();
+    switch (f.phase) {
+      case kArrOpen:
+      case kArrNeedItem:
+        if (is_ws(b)) return whitespace() ? kAccept : kReject;
+        if (b == ']' && f.phase == kArrOpen) {
+          if (n.min_items > 0) return kReject;
+          child_done(-1);
+          return kAccept;
+        }
+        if (f.pos >= n.max_items) return kReject;
+        f.phase = kArrItem;
+        push(kValue, 0, item);
+        return kRefeed;
+      case kArrAfter:
+        if (is_ws(b)) return whitespace() ? kAccept : kReject;
+        if (b == ',' && f.pos < n.max_items) {
+          f.phase = kArrNeedItem;
+          return kAccept;
+        }
+        if (b == ']' && f.pos >= n.min_items) {
+          child_done(-1);
+          return kAccept;
+        }
+        return kReject;
+      default:
+        return kReject;
+    }
+  }
+
+  Result string(JsonFrame& f, uint8_t b) {
+    switch (f.phase) {
+      case kStrNormal:
+        if (b == '"') {
+          child_done(-1);
+          return kAccept;
+        }
+        if (b == '\\') {
+          f.phase = kStrEscape;
+          return kAccept;
+        }
+        if (b < 0x20) return kReject;  // raw control characters must be escaped
+        if (b < 0x80) return kAccept;
+        // Well-formed UTF-8 (no overlongs, surrogates or code points above U+10FFFF): the
+        // lead byte sets the count and the first continuation byte's range.
+        f.phase = kStrUtf8;
+        if (b >= 0xC2 && b <= 0xDF) {
+          f.aux = 1, f.pos = byte_range(0x80, 0xBF);
+        } else if (b == 0xE0) {
+          f.aux = 2, f.pos = byte_range(0xA0, 0xBF);
+        } else if (b == 0xED) {
+          f.aux = 2, f.pos = byte_range(0x80, 0x9F);
+        } else if (b >= 0xE1 && b <= 0xEF) {
+          f.aux = 2, f.pos = byte_range(0x80, 0xBF);
+        } else if (b == 0xF0) {
+          f.aux = 3, f.pos = byte_range(0x90, 0xBF);
+        } else if (b >= 0xF1 && b <= 0xF3) {
+          f.aux = 3, f.pos = byte_range(0x80, 0xBF);
+        } else if (b == 0xF4) {
+          f.aux = 3, f.pos = byte_range(0x80, 0x8F);
+        } else {
+          return kReject;
+        }
+        return kAccept;
+      case kStrUtf8:
+        if (b < (f.pos >> 8) || b > (f.pos & 0xFF)) return kReject;
+        f.pos = byte_range(0x80, 0xBF);
+        if (--f.aux == 0) f.phase = kStrNormal;
+        return kAccept;
+      case kStrEscape:
+        if (b == 'u') {
+          f.phase = kStrHex, f.aux = 0, f.pos = 0, f.flags = 0;
+          return kAccept;
+        }
+        for (char c : std::string_view("\"\\/bfnrt")) {
+          if (b == static_cast<uint8_t>(c)) {
+            f.phase = kStrNormal;
+            return kAccept;
+          }
+        }
+        return kReject;
+      case kStrHex: {
+        const int h = hex_value(b);
+        if (h < 0) return kReject;
+        if (f.flags & kLowSurrogate) {  // must be DC00..DFFF
+          if ((f.aux == 0 && h != 0xD) || (f.aux == 1 && h < 0xC)) return kReject;
+        } else if (f.aux == 1 && f.pos == 0xD && h >= 0xC) {
+          return kReject;  // a low surrogate with no high one before it
+        }
+        f.pos = f.pos * 16 + static_cast<uint32_t>(h);
+        if (++f.aux < 4) return kAccept;
+        const bool high = !(f.flags & kLowSurrogate) && f.pos >= 0xD800 && f.pos <= 0xDBFF;
+        f.phase = high ? kStrNeedBackslash : kStrNormal;
+        f.flags = 0;
+        return kAccept;
+      }
+      case kStrNeedBackslash:
+        if (b != '\\') return kReject;
+        f.phase = kStrNeedU;
+        return kAccept;
+      case kStrNeedU:
+        if (b != 'u') return kReject;
+        f.phase = kStrHex, f.aux = 0, f.pos = 0, f.flags = kLowSurrogate;
+        return kAccept;
+      default:
+        return kReject;
+    }
+  }
+
+  Result number(JsonFrame& f, uint8_t b) {
+    const bool integer = f.flags & kIntegerOnly;
+    auto to = [&](uint8_t phase) {
+      f.phase = phase;
+      return kAccept;
+    };
+    switch (f.phase) {
+      case kNumStart:
+        if (b == '-') return to(kNumMinus);
+        [[fallthrough]];
+      case kNumMinus:
+        if (b == '0') return to(kNumZero);
+        if (is_digit(b)) return to(kNumInt);
+        return kReject;
+      case kNumInt:
+        if (is_digit(b)) return kAccept;
+        [[fallthrough]];
+      case kNumZero:
+        if (!integer && b == '.') return to(kNumDot);
+        if (!integer && (b == 'e' || b == 'E')) return to(kNumE);
+        break;
+      case kNumDot:
+        return is_digit(b) ? to(kNumFrac) : kReject;
+      case kNumFrac:
+        if (is_digit(b)) return kAccept;
+        if (b == 'e' || b == 'E') return to(kNumE);
+        break;
+      case kNumE:
+        if (b == '+' || b == '-') return to(kNumESign);
+        return is_digit(b) ? to(kNumExp) : kReject;
+      case kNumESign:
+        return is_digit(b) ? to(kNumExp) : kReject;
+      case kNumExp:
+        if (is_digit(b)) return kAccept;
+        break;
+      default:
+        return kReject;
+    }
+    // The byte is not part of the number: the number ends here if it may, and the byte goes to
+    // the enclosing value.
+    if (!number_may_end(f.phase)) return kReject;
+    child_done(-1);
+    return kRefeed;
+  }
+
+  Result keyword(JsonFrame& f, uint8_t b) {
+    const std::string_view word = kKeywords[f.aux];
+    if (b != static_cast<uint8_t>(word[f.pos])) return kReject;
+    if (++f.pos == word.size()) child_done(-1);
+    return kAccept;
+  }
+
+  Result literal(JsonFrame& f, uint8_t b) {
+    const LiteralTrie& trie = schema_.trie(static_cast<int32_t>(f.node));
+    const int64_t next = trie.child(f.pos, b);
+    if (next >= 0 && (trie.nodes[static_cast<size_t>(next)].subtree & ~f.used) != 0) {
+      f.pos = static_cast<uint32_t>(next);
+      const LiteralTrie::Node& n = trie.nodes[f.pos];
+      if (n.terminal >= 0 && n.children.empty()) child_done(n.terminal);
+      return kAccept;
+    }
+    // Not a continuation: a literal that may end here (a number such as 1 beside 12) ends,
+    // and the byte goes to the enclosing value.
+    const int32_t terminal = trie.nodes[f.pos].terminal;
+    if (terminal < 0) return kReject;
+    child_done(terminal);
+    return kRefeed;
+  }
+
+  const JsonSchema& schema_;
+  JsonMatchState& st_;
+};
+
+}  // namespace
+
+JsonMatchState json_start(const JsonSchema& schema) {
+  JsonMatchState s;
+  JsonFrame f;
+  f.kind = kValue;
+  f.node = schema.root();
+  s.stack.push_back(f);
+  return s;
+}
+
+bool json_in_plain_string(const JsonMatchState& state) {
+  if (state.stack.empty() || state.ws_run != 0) return false;
+  const JsonFrame& f = state.stack.back();
+  return f.kind == kString && f.phase == kStrNormal;
+}
+
+bool json_byte_keeps_state(const JsonMatchState& state, uint8_t b) {
+  if (state.stack.empty()) return false;
+  const JsonFrame& f = state.stack.back();
+  if (f.kind == kString && f.phase == kStrNormal) {
+    // ws_run is 0 inside a string (the opening quote reset it), so a plain byte changes nothing.
+    return b >= 0x20 && b < 0x80 && b != '"' && b != '\\' && state.ws_run == 0;
+  }
+  if (f.kind == kNumber && (f.phase == kNumInt || f.phase == kNumFrac || f.phase == kNumExp)) {
+    return is_digit(b) && state.ws_run == 0;
+  }
+  return false;
+}
+
+bool json_feed(const JsonSchema& schema, JsonMatchState& state, uint8_t byte) {
+  return Feeder(schema, state).feed(byte);
+}
+
+bool json_complete(const JsonSchema& schema, const JsonMatchState& state) {
+  if (state.stack.empty()) return true;
+  if (state.stack.size() != 1) return false;
+  const JsonFrame& f = state.stack.back();
+  // A top-level number or literal that may end here (it could also go on: 1 -> 12).
+  if (f.kind == kNumber) return number_may_end(f.phase);
+  if (f.kind == kLiteral) {
+    return schema.trie(static_cast<int32_t>(f.node)).nodes[f.pos].terminal >= 0;
+  }
+  return false;
+}
+
+}  // namespace kiln::engine

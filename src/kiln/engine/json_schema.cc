@@ -1,0 +1,390 @@
+#include "kiln/engine/json_schema.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <string_view>
+
+namespace kiln::engine {
+
+using nlohmann::json;
+
+void LiteralTrie::add(const std::string& s, int32_t index) {
+  const uint64_t bit = uint64_t{1} << std::min<int32_t>(index, 63);
+  uint32_t at = 0;
+  nodes[at].subtree |= bit;
+  for (char c : s) {
+    const auto b = static_cast<uint8_t>(c);
+    const int64_t next = child(at, b);
+    if (next >= 0) {
+      at = static_cast<uint32_t>(next);
+    } else {
+      nodes.emplace_back();
+      const auto created = static_cast<uint32_t>(nodes.size() - 1);
+      nodes[at].children.emplace_back(b, created);
+      at = created;
+    }
+    nodes[at].subtree |= bit;
+  }
+  if (nodes[at].terminal < 0) nodes[at].terminal = index;  // a duplicate keeps the first
+}
+
+int64_t LiteralTrie::child(uint32_t node, uint8_t byte) const {
+  for (const auto& [b, n] : nodes[node].children) {
+    if (b == byte) return n;
+  }
+  return -1;
+}
+
+namespace {
+
+// Keywords that describe a schema without constraining values.
+bool is_annotation(std::string_view k) {
+  return k == "title" || k == "description" || k == "$schema" || k == "$id" || k == "$comment" ||
+         k == "default" || k == "examples";
+}
+
+std::string join(const std::string& path, const std::string& key) {
+  return path.empty() ? key : path + "." + key;
+}
+
+uint8_t type_bit(const std::string& name, const std::string& path) {
+  if (name == "object") return json_type::kObject;
+  if (name == "array") return json_type::kArray;
+  if (name == "string") return json_type::kString;
+  if (name == "number") return json_type::kNumber;
+  if (name == "integer") return json_type::kInteger;
+  if (name == "boolean") return json_type::kBoolean;
+  if (name == "null") return json_type::kNull;
+  throw JsonSchemaError(path, fmt::format("'{}' is not a JSON-schema type", name));
+}
+
+// Does `v` have one of the types in `types`? (As JSON Schema: an integer is also a number.)
+bool value_has_type(const json& v, uint8_t types) {
+  using namespace json_type;
+  if (v.is_object()) return types & kObject;
+  if (v.is_array()) return types & kArray;
+  if (v.is_string()) return types & kString;
+  if (v.is_boolean()) return types & kBoolean;
+  if (v.is_null()) return types & kNull;
+  if (v.is_number_integer()) return types & (kInteger | kNumber);
+  return types & kNumber;
+}
+
+void set_first_bytes_of_types(SchemaNode& n) {
+  using namespace json_type;
+  auto& f = n.first_bytes;
+  if (n.types & kObject) f['{'] = true;
+  if (n.types & kArray) f['['] = true;
+  if (n.types & kString) f['"'] = true;
+  if (n.types & (kNumber | kInteger)) {
+    f['-'] = true;
+    for (int c = '0'; c <= '9'; ++c) f[static_cast<size_t>(c)] = true;
+  }
+  if (n.types & kBoolean) f['t'] = f['f'] = true;
+  if (n.types & kNull) f['n'] = true;
+}
+
+uint32_t read_count(const json& v, const std::string& path) {
+  if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > INT32_MAX) {
+    throw JsonSchemaError(path, "must be a non-negative integer");
+  }
+  return static_cast<uint32_t>(v.get<int64_t>());
+}
+
+}  // namespace
+
+class JsonSchemaCompiler {
+ public:
+  explicit JsonSchemaCompiler(const json& root) : root_(root) {}
+
+  std::shared_ptr<JsonSchema> run() {
+    out_ = std::make_shared<JsonSchema>();
+    out_->nodes_.emplace_back();  // the root, node 0
+    refs_["#"] = 0;
+    out_->any_node_ = new_node();
+    set_first_bytes_of_types(out_->nodes_[out_->any_node_]);
+    if (root_.is_object() && root_.contains("$ref")) {
+      refs_.erase("#");  // "#" inside would mean the reference itself: refused as unsupported
+      out_->root_ = resolve_ref(root_, root_["$ref"], "");
+      refs_["#"] = out_->root_;
+    } else {
+      compile_into(0, root_, "");
+    }
+    return out_;
+  }
+
+ private:
+  uint32_t new_node() {
+    out_->nodes_.emplace_back();
+    return static_cast<uint32_t>(out_->nodes_.size() - 1);
+  }
+
+  uint32_t compile(const json& s, const std::string& path) {
+    if (path.size() > 2048) throw JsonSchemaError(path.substr(0, 64) + "...", "nests too deeply");
+    if (s.is_object()) {
+      if (const auto it = s.find("$ref"); it != s.end()) return resolve_ref(s, *it, path);
+    }
+    const uint32_t n = new_node();
+    compile_into(n, s, path);
+    return n;
+  }
+
+  uint32_t resolve_ref(const json& s, const json& ref, const std::string& path) {
+    const std::string ref_path = join(path, "$ref");
+    for (auto it = s.begin(); it != s.end(); ++it) {
+      if (it.key() != "$ref" && !is_annotation(it.key()) && it.key() != "$defs" &&
+          it.key() != "definitions") {
+        throw JsonSchemaError(join(path, it.key()), "cannot be combined with $ref");
+      }
+    }
+    if (!ref.is_string()) throw JsonSchemaError(ref_path, "must be a string");
+    const std::string r = ref.get<std::string>();
+    if (const auto it = refs_.find(r); it != refs_.end()) return it->second;
+    if (r.rfind("#/", 0) != 0) {
+      throw JsonSchemaError(ref_path, fmt::format("'{}' is not supported (only references inside "
+                                                  "the schema: \"#\" or \"#/...\")",
+                                                  r));
+    }
+    const json* target = nullptr;
+    try {
+      target = &root_.at(json::json_pointer(r.substr(1)));
+    } catch (const std::exception&) {
+      throw JsonSchemaError(ref_path, fmt::format("'{}' points to nothing in the schema", r));
+    }
+    if (target->is_object() && target->contains("$ref")) {  // a reference to a reference
+      if (++ref_chain_ > 32) throw JsonSchemaError(ref_path, "references loop");
+      const uint32_t n = resolve_ref(*target, (*target)["$ref"], r.substr(2));
+      --ref_chain_;
+      refs_[r] = n;
+      return n;
+    }
+    const uint32_t n = new_node();
+    refs_[r] = n;  // before compiling, so that recursive references find it
+    compile_into(n, *target, r.substr(2));
+    return n;
+  }
+
+  void compile_into(uint32_t index, const json& s, const std::string& path) {
+    if (s.is_boolean()) {
+      if (!s.get<bool>()) throw JsonSchemaError(path, "the schema false allows nothing");
+      set_first_bytes_of_types(out_->nodes_[index]);
+      return;
+    }
+    if (!s.is_object()) throw JsonSchemaError(path, "a schema must be an object or true");
+    in_progress_.insert(index);
+    std::set<std::string> keys;
+    for (auto it = s.begin(); it != s.end(); ++it) {
+      const std::string& k = it.key();
+      if (is_annotation(k)) continue;
+      static const std::set<std::string> kSupported = {
+          "type",  "properties", "required", "additionalProperties",
+          "items", "minItems",   "maxItems", "enum",
+          "const", "anyOf",      "$defs",    "definitions"};
+      if (!kSupported.count(k)) {
+        throw JsonSchemaError(join(path, k), "is not a supported JSON-schema keyword");
+      }
+      keys.insert(k);
+    }
+    SchemaNode n;
+    if (const auto it = s.find("type"); it != s.end()) {
+      const std::string tpath = join(path, "type");
+      if (it->is_string()) {
+        n.types = type_bit(it->get<std::string>(), tpath);
+      } else if (it->is_array() && !it->empty()) {
+        n.types = 0;
+        for (const auto& t : *it) {
+          if (!t.is_string()) throw JsonSchemaError(tpath, "must list type names");
+          n.types |= type_bit(t.get<std::string>(), tpath);
+        }
+      } else {
+        throw JsonSchemaError(tpath, "must be a type name or a non-empty list of them");
+      }
+    }
+    const bool has_enum = keys.count("enum") || keys.count("const");
+    if (has_enum) {
+      compile_literals(s, keys, path, n);
+    } else if (keys.count("anyOf")) {
+      compile_any_of(s, keys, path, n);
+    } else {
+      set_first_bytes_of_types(n);
+    }
+    // first_bytes are known now: store them before compiling children, which may refer back.
+    out_->nodes_[index] = n;
+    in_progress_.erase(index);
+    if (!has_enum) {
+      compile_object(s, path, n);
+      compile_array(s, path, n);
+    }
+    out_->nodes_[index] = std::move(n);
+  }
+
+  void compile_literals(const json& s, const std::set<std::string>& keys, const std::string& path,
+                        SchemaNode& n) {
+    for (const auto& k : keys) {
+      if (k != "enum" && k != "const" && k != "type" && k != "$defs" && k != "definitions") {
+        throw JsonSchemaError(join(path, k), "cannot be combined with enum or const");
+      }
+    }
+    std::vector<json> values;
+    if (const auto it = s.find("enum"); it != s.end()) {
+      if (!it->is_array() || it->empty()) {
+        throw JsonSchemaError(join(path, "enum"), "must be a non-empty list");
+      }
+      values.assign(it->begin(), it->end());
+    }
+    if (const auto it = s.find("const"); it != s.end()) {
+      if (s.contains("enum")) {
+        // Both: the const, if the enum lists it.
+        const bool listed = std::find(values.begin(), values.end(), *it) != values.end();
+        values.clear();
+        if (listed) values.push_back(*it);
+      } else {
+        values.push_back(*it);
+      }
+    }
+    LiteralTrie trie;
+    int32_t count = 0;
+    for (const json& v : values) {
+      if (!value_has_type(v, n.types)) continue;
+      const std::string text = v.dump();
+      trie.add(text, count++);
+      n.first_bytes[static_cast<uint8_t>(text[0])] = true;
+    }
+    if (count == 0) {
+      throw JsonSchemaError(join(path, s.contains("enum") ? "enum" : "const"),
+                            "allows no value (none matches type, or const is not in enum)");
+    }
+    out_->tries_.push_back(std::move(trie));
+    n.literals = static_cast<int32_t>(out_->tries_.size() - 1);
+  }
+
+  void compile_any_of(const json& s, const std::set<std::string>& keys, const std::string& path,
+                      SchemaNode& n) {
+    for (const auto& k : keys) {
+      if (k != "anyOf" && k != "$defs" && k != "definitions") {
+        throw JsonSchemaError(join(path, k), "cannot be combined with anyOf");
+      }
+    }
+    const std::string apath = join(path, "anyOf");
+    const json& branches = s["anyOf"];
+    if (!branches.is_array() || branches.empty()) {
+      throw JsonSchemaError(apath, "must be a non-empty list of schemas");
+    }
+    for (size_t i = 0; i < branches.size(); ++i) {
+      const std::string bpath = fmt::format("{}[{}]", apath, i);
+      const uint32_t b = compile(branches[i], bpath);
+      if (in_progress_.count(b)) {
+        throw JsonSchemaError(bpath, "refers back to the anyOf it is in (not supported)");
+      }
+      const auto& fb = out_->nodes_[b].first_bytes;
+      for (size_t c = 0; c < 256; ++c) {
+        if (!fb[c]) continue;
+        if (n.first_bytes[c]) {
+          throw JsonSchemaError(bpath,
+                                "overlaps an earlier branch (anyOf branches must start "
+                                "differently, e.g. be of different types)");
+        }
+        n.first_bytes[c] = true;
+      }
+      n.any_of.push_back(b);
+    }
+    n.types = 0;  // the branches decide
+  }
+
+  void compile_object(const json& s, const std::string& path, SchemaNode& n) {
+    const auto props = s.find("properties");
+    const auto additional = s.find("additionalProperties");
+    if (additional != s.end() && !additional->is_boolean()) {
+      throw JsonSchemaError(join(path, "additionalProperties"),
+                            "is only supported as true or false");
+    }
+    const bool closed = additional != s.end() && !additional->get<bool>();
+    if (props != s.end()) {
+      const std::string ppath = join(path, "properties");
+      if (!props->is_object()) throw JsonSchemaError(ppath, "must be an object");
+      if (props->size() > JsonSchema::kMaxProperties) {
+        throw JsonSchemaError(ppath, fmt::format("has {} properties, more than the {} supported",
+                                                 props->size(), JsonSchema::kMaxProperties));
+      }
+    }
+    if (props == s.end() && !closed) {
+      if (s.contains("required")) {
+        throw JsonSchemaError(join(path, "required"), "needs properties listing those keys");
+      }
+      return;  // any keys, any values
+    }
+    n.has_properties = true;
+    LiteralTrie keys;
+    std::vector<std::string> names;
+    if (props != s.end()) {
+      for (auto it = props->begin(); it != props->end(); ++it) {
+        names.push_back(it.key());
+        keys.add(json(it.key()).dump(), static_cast<int32_t>(names.size() - 1));
+      }
+      // Compiled after the key table: a property may refer back to this very node.
+      int i = 0;
+      for (auto it = props->begin(); it != props->end(); ++it, ++i) {
+        n.property_nodes.push_back(compile(it.value(), join(join(path, "properties"), it.key())));
+      }
+    }
+    if (const auto req = s.find("required"); req != s.end()) {
+      const std::string rpath = join(path, "required");
+      if (!req->is_array()) throw JsonSchemaError(rpath, "must be a list of property names");
+      for (const auto& r : *req) {
+        const auto at = r.is_string() ? std::find(names.begin(), names.end(), r.get<std::string>())
+                                      : names.end();
+        if (at == names.end()) {
+          throw JsonSchemaError(rpath, fmt::format("{} is not one of the properties", r.dump()));
+        }
+        n.required |= uint64_t{1} << (at - names.begin());
+      }
+    }
+    out_->tries_.push_back(std::move(keys));
+    n.key_trie = static_cast<int32_t>(out_->tries_.size() - 1);
+  }
+
+  void compile_array(const json& s, const std::string& path, SchemaNode& n) {
+    if (const auto it = s.find("items"); it != s.end()) {
+      if (it->is_array()) {
+        throw JsonSchemaError(join(path, "items"), "as a list (tuple validation) is not supported");
+      }
+      n.items = compile(*it, join(path, "items"));
+    }
+    if (const auto it = s.find("minItems"); it != s.end()) {
+      n.min_items = read_count(*it, join(path, "minItems"));
+    }
+    if (const auto it = s.find("maxItems"); it != s.end()) {
+      n.max_items = read_count(*it, join(path, "maxItems"));
+    }
+    if (n.min_items > n.max_items) {
+      throw JsonSchemaError(join(path, "minItems"), "is larger than maxItems");
+    }
+  }
+
+  const json& root_;
+  std::shared_ptr<JsonSchema> out_;
+  std::map<std::string, uint32_t> refs_;
+  int ref_chain_ = 0;
+  std::set<uint32_t> in_progress_;  // nodes whose first_bytes are not known yet
+};
+
+std::shared_ptr<const JsonSchema> JsonSchema::compile(const json& schema) {
+  return JsonSchemaCompiler(schema).run();
+}
+
+std::shared_ptr<const JsonSchema> JsonSchema::any(uint8_t root_types) {
+  json s = json::object();
+  if (root_types != json_type::kAny) {
+    json types = json::array();
+    for (const char* t : {"object", "array", "string", "number", "integer", "boolean", "null"}) {
+      if (root_types & type_bit(t, "")) types.push_back(t);
+    }
+    s["type"] = types;
+  }
+  return compile(s);
+}
+
+}  // namespace kiln::engine

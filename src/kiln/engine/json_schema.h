@@ -1,0 +1,100 @@
+// A JSON-schema subset compiled into the tables JsonMatcher (json_matcher.h) walks while it
+// constrains generation. Immutable once compiled; one compiled schema is shared by every
+// sequence of a request (n > 1).
+//
+// Supported keywords: type (object, array, string, number, integer, boolean, null, or a list
+// of them), properties, required, additionalProperties (false, or true without properties),
+// items, minItems, maxItems, enum, const, anyOf (branches must start with different
+// characters, e.g. {"type": "string"} | {"type": "null"}), $ref to "#", "#/$defs/..." or
+// "#/definitions/...", and $defs/definitions. Annotations that constrain nothing (title,
+// description, $schema, $id, $comment, default, examples) are ignored. Any other keyword is
+// an error naming it: a keyword silently ignored would let outputs through that the client
+// believes are excluded.
+//
+// Objects with `properties` get only those keys (as OpenAI's strict structured outputs and
+// xgrammar do), each at most once, in any order; `}` is allowed once every `required` key is
+// present. Every output is therefore valid against the schema as written.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace kiln::engine {
+
+// A schema the compiler refuses. `path` is the offending keyword's location inside the
+// schema ("properties.age.minimum"), `what` says why.
+class JsonSchemaError : public std::runtime_error {
+ public:
+  JsonSchemaError(std::string path, const std::string& message)
+      : std::runtime_error(message), path_(std::move(path)) {}
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// Byte strings as a trie; each string ends at a terminal node carrying its index. Used for
+// enum/const values (their compact serializations) and for object keys (quoted).
+struct LiteralTrie {
+  struct Node {
+    std::vector<std::pair<uint8_t, uint32_t>> children;  // (byte, node), few per node
+    int32_t terminal = -1;                               // index of the string ending here
+    uint64_t subtree = 0;  // bit min(i, 63) for every string i ending in this subtree
+  };
+  std::vector<Node> nodes{Node{}};  // node 0 is the root
+
+  void add(const std::string& s, int32_t index);
+  int64_t child(uint32_t node, uint8_t byte) const;  // -1 when there is none
+};
+
+namespace json_type {
+constexpr uint8_t kObject = 1, kArray = 2, kString = 4, kNumber = 8, kInteger = 16, kBoolean = 32,
+                  kNull = 64, kAny = 127;
+}
+
+struct SchemaNode {
+  uint8_t types = json_type::kAny;  // json_type bits; kNumber admits integers too
+  // enum / const: the allowed values as compact JSON text (index into JsonSchema::tries).
+  int32_t literals = -1;
+  // anyOf: alternatives, told apart by their first byte (first_bytes are disjoint).
+  std::vector<uint32_t> any_of;
+  // Objects. With properties: only these keys (key_trie holds them quoted, as JSON text).
+  bool has_properties = false;
+  std::vector<uint32_t> property_nodes;  // schema of property i
+  int32_t key_trie = -1;
+  uint64_t required = 0;  // bit i: property i is required
+  // Arrays.
+  int64_t items = -1;  // schema node of every item; -1: any value
+  uint32_t min_items = 0;
+  uint32_t max_items = UINT32_MAX;
+  // Bytes a value of this node can start with (after whitespace).
+  std::array<bool, 256> first_bytes{};
+};
+
+class JsonSchema {
+ public:
+  // Compiles `schema` (a JSON-schema object, or true for any value). Throws JsonSchemaError.
+  static std::shared_ptr<const JsonSchema> compile(const nlohmann::json& schema);
+  // Any JSON value (root_types restricts the top level: json_object mode uses kObject).
+  static std::shared_ptr<const JsonSchema> any(uint8_t root_types = json_type::kAny);
+
+  static constexpr size_t kMaxProperties = 64;  // the matcher tracks used keys in 64 bits
+
+  uint32_t root() const { return root_; }
+  uint32_t any_node() const { return any_node_; }
+  const SchemaNode& node(uint32_t i) const { return nodes_[i]; }
+  const LiteralTrie& trie(int32_t i) const { return tries_[static_cast<size_t>(i)]; }
+
+ private:
+  friend class JsonSchemaCompiler;
+  std::vector<SchemaNode> nodes_;
+  std::vector<LiteralTrie> tries_;
+  uint32_t root_ = 0;
+  uint32_t any_node_ = 0;
+};
+
+}  // namespace kiln::engine

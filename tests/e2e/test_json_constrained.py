@@ -1,0 +1,164 @@
+"""Constrained decoding for JSON against `kiln serve` on the tiny random-weight Gemma 3: with the
+official `openai` client (response_format json_object / json_schema) and SGLang's
+sampling_params.json_schema. A random-weight model never writes JSON by itself, so every
+completion that ends with finish_reason "stop" parsing with json.loads and validating with the
+`jsonschema` package (an oracle kiln did not write) shows the constraint at work.
+"""
+import json
+
+import jsonschema
+import openai
+import pytest
+
+# A schema whose values are all bounded (booleans, enums, nested closed objects): the random
+# model must reach the end of the value, after which end of sequence is its only choice, so
+# every completion finishes with "stop" well before max_tokens.
+BOUNDED = {
+    "type": "object",
+    "properties": {
+        "ok": {"type": "boolean"},
+        "color": {"enum": ["red", "green", "blue"]},
+        "size": {"enum": [1, 12, 123]},
+        "note": {"type": "null"},
+        "inner": {"type": "object", "properties": {"flag": {"type": "boolean"}},
+                  "required": ["flag"], "additionalProperties": False},
+        "list": {"type": "array", "items": {"type": "boolean"}, "maxItems": 3},
+    },
+    "required": ["ok", "color", "inner"],
+    "additionalProperties": False,
+}
+# Unbounded values (free strings, numbers, nested arrays): outputs may run into max_tokens.
+OPEN = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string"},
+        "age": {"type": "integer"},
+        "score": {"type": "number"},
+        "tags": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+        "maybe": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+    },
+    "required": ["name", "age"],
+    "additionalProperties": False,
+}
+MAX_TOKENS = 400
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    return openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0)
+
+
+@pytest.fixture(scope="module")
+def model_id(client):
+    return client.models.list().data[0].id
+
+
+def schema_format(schema):
+    return {"type": "json_schema", "json_schema": {"name": "t", "schema": schema, "strict": True}}
+
+
+def check(text, schema):
+    value = json.loads(text)
+    jsonschema.validate(value, schema)
+    return value
+
+
+def test_bounded_schema_always_completes_and_validates(client, model_id):
+    # Greedy and sampled, n > 1: every choice is a complete valid value.
+    for temperature, n in ((0, 1), (1.0, 6)):
+        r = client.chat.completions.create(
+            model=model_id, messages=[{"role": "user", "content": "Describe a thing."}],
+            response_format=schema_format(BOUNDED), temperature=temperature, n=n, seed=5,
+            max_tokens=MAX_TOKENS)
+        assert len(r.choices) == n
+        for ch in r.choices:
+            assert ch.finish_reason == "stop", ch.message.content
+            check(ch.message.content, BOUNDED)
+    # The sampled choices differ: the constraint narrows the choice, it does not fix it.
+    assert len({ch.message.content for ch in r.choices}) > 1
+
+
+def test_streaming_completions_route(client, model_id):
+    # The client's completions.create has no response_format argument: it goes in extra_body.
+    stream = client.completions.create(model=model_id, prompt="JSON:", stream=True, n=2,
+                                       temperature=1.0, seed=9, max_tokens=MAX_TOKENS,
+                                       extra_body={"response_format": schema_format(BOUNDED)})
+    texts, reasons = ["", ""], [None, None]
+    for chunk in stream:
+        for ch in chunk.choices:
+            texts[ch.index] += ch.text
+            reasons[ch.index] = ch.finish_reason or reasons[ch.index]
+    for text, reason in zip(texts, reasons):
+        assert reason == "stop", text
+        check(text, BOUNDED)
+
+
+def test_open_schema_stops_validate_and_truncations_say_length(client, model_id):
+    r = client.chat.completions.create(
+        model=model_id, messages=[{"role": "user", "content": "A person, please."}],
+        response_format=schema_format(OPEN), temperature=1.0, n=8, seed=11, max_tokens=60)
+    reasons = [ch.finish_reason for ch in r.choices]
+    assert set(reasons) <= {"stop", "length"}
+    for ch in r.choices:
+        if ch.finish_reason == "stop":
+            check(ch.message.content, OPEN)
+        else:
+            assert r.usage is not None
+    # A tight max_tokens truncates: finish_reason "length", never a fake "stop".
+    short = client.chat.completions.create(
+        model=model_id, messages=[{"role": "user", "content": "x"}],
+        response_format=schema_format(BOUNDED), temperature=0, max_tokens=3)
+    assert short.choices[0].finish_reason == "length"
+    assert short.usage.completion_tokens == 3
+
+
+def test_json_object_mode(client, model_id):
+    r = client.chat.completions.create(
+        model=model_id, messages=[{"role": "user", "content": "Reply in JSON."}],
+        response_format={"type": "json_object"}, temperature=1.0, n=8, seed=3, max_tokens=80)
+    stops = [ch for ch in r.choices if ch.finish_reason == "stop"]
+    for ch in stops:
+        assert isinstance(json.loads(ch.message.content), dict)
+    for ch in r.choices:  # whatever the finish, the text starts an object
+        assert ch.message.content.startswith("{"), ch.message.content
+
+
+def test_sglang_native_json_schema(server):
+    out = server.generate({"text": ["a", "b"], "sampling_params": {
+        "json_schema": json.dumps(BOUNDED), "temperature": 1.0, "n": 2,
+        "max_new_tokens": MAX_TOKENS}})
+    assert len(out) == 4
+    for o in out:
+        assert o["meta_info"]["finish_reason"]["type"] == "stop", o["text"]
+        check(o["text"], BOUNDED)
+
+
+def test_stop_strings_still_apply(client, model_id):
+    # A stop string ends the output where it matches, as without a constraint (the text is then
+    # cut inside the value, which the client asked for); the rest finish with a valid value.
+    r = client.completions.create(model=model_id, prompt="JSON:", n=6, temperature=1.0, seed=2,
+                                  max_tokens=MAX_TOKENS, stop=["green"],
+                                  extra_body={"response_format": schema_format(BOUNDED)})
+    for ch in r.choices:
+        assert ch.finish_reason == "stop"
+        assert "green" not in ch.text
+        if not ch.text.endswith('"'):
+            check(ch.text, BOUNDED)
+
+
+def test_bad_schemas_get_a_400_naming_the_field(client, model_id, server):
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(
+            model=model_id, messages=[{"role": "user", "content": "x"}], max_tokens=4,
+            response_format=schema_format({"type": "object", "properties": {
+                "name": {"type": "string", "pattern": "^a"}}}))
+    assert e.value.body["param"] == "response_format.json_schema.schema.properties.name.pattern"
+    assert "not a supported JSON-schema keyword" in e.value.body["message"]
+    with pytest.raises(openai.BadRequestError) as e:
+        client.completions.create(model=model_id, prompt="x", max_tokens=4,
+                                  extra_body={"response_format": {"type": "yaml"}})
+    assert e.value.body["param"] == "response_format.type"
+    r = server.post("/generate", {"text": "x", "sampling_params": {
+        "json_schema": json.dumps({"type": "integer", "minimum": 3})}})
+    assert r.status_code == 400
+    assert r.json()["error"]["param"] == "sampling_params.json_schema.minimum"

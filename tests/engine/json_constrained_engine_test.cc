@@ -1,0 +1,99 @@
+// JSON-constrained requests through the Engine over FakeModel, whose logits are random: left
+// alone it never writes JSON, so each output being exactly an allowed value followed by end of
+// sequence shows the constraint at work (greedy and sampled, n > 1 alike, batched together).
+// FakeTokenizer has single-letter tokens, enough to spell true, false and null.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "engine/engine_harness.h"
+#include "kiln/base/error.h"
+#include "kiln/engine/json_schema.h"
+
+namespace kiln::engine {
+namespace {
+
+using testing::FakeTokenizer;
+using testing::Harness;
+using testing::make_request;
+using testing::Result;
+
+std::shared_ptr<const JsonSchema> boolean_or_null() {
+  return JsonSchema::compile(nlohmann::json::parse(R"({"type": ["boolean", "null"]})"));
+}
+
+TEST(JsonConstrainedEngine, EveryOutputIsAnAllowedValueThenEndOfSequence) {
+  Harness h;
+  std::vector<uint64_t> ids;
+  for (int i = 0; i < 12; ++i) {
+    GenerateRequest r = make_request(3 + i, 500 + i, 40, i % 3 == 0 ? 0.0 : 1.0,
+                                     /*ignore_eos=*/false);
+    r.sampling.json_schema = boolean_or_null();
+    ids.push_back(h.submit(r));
+  }
+  ASSERT_TRUE(h.collector.wait(static_cast<int>(ids.size())));
+  std::set<std::string> seen;
+  for (uint64_t id : ids) {
+    const Result got = h.collector.get(id);
+    EXPECT_TRUE(got.error.empty()) << got.error;
+    EXPECT_EQ(got.reason, FinishReason::Stop) << got.text;
+    EXPECT_TRUE(got.text == "true" || got.text == "false" || got.text == "null") << got.text;
+    ASSERT_FALSE(got.tokens.empty());
+    EXPECT_TRUE(h.tok.is_end_of_generation(got.tokens.back()));
+    seen.insert(got.text);
+  }
+  EXPECT_GT(seen.size(), 1u);                 // sampling explores the alternatives
+  EXPECT_EQ(h.model.greedy_steps.load(), 0);  // constrained greedy requests need the logits
+  h.expect_no_leak();
+}
+
+TEST(JsonConstrainedEngine, TruncatedByMaxNewTokensFinishesWithLength) {
+  Harness h;
+  GenerateRequest r = make_request(4, 7, 2, 1.0, /*ignore_eos=*/false);
+  r.sampling.json_schema = boolean_or_null();
+  const uint64_t id = h.submit(r);
+  ASSERT_TRUE(h.collector.wait(1));
+  const Result got = h.collector.get(id);
+  EXPECT_EQ(got.reason, FinishReason::Length);
+  ASSERT_EQ(got.tokens.size(), 2u);
+  EXPECT_TRUE(std::string("true").starts_with(got.text) ||
+              std::string("false").starts_with(got.text) ||
+              std::string("null").starts_with(got.text))
+      << got.text;
+}
+
+TEST(JsonConstrainedEngine, PreemptedRequestsKeepTheirPlaceInTheValue) {
+  // 24 pages of 4 tokens: four 22-token prompts fill them, and the values' third token needs
+  // a page no request has, so requests are preempted mid-value and re-prefilled later.
+  Harness h({2, 1, 8, 4, 24});
+  std::vector<uint64_t> ids;
+  for (int i = 0; i < 8; ++i) {
+    GenerateRequest r = make_request(22, 900 + i, 8, 1.0, /*ignore_eos=*/false);
+    r.sampling.json_schema = boolean_or_null();
+    ids.push_back(h.submit(r));
+  }
+  ASSERT_TRUE(h.collector.wait(static_cast<int>(ids.size())));
+  for (uint64_t id : ids) {
+    const Result got = h.collector.get(id);
+    EXPECT_TRUE(got.error.empty()) << got.error;
+    EXPECT_EQ(got.reason, FinishReason::Stop);
+    EXPECT_TRUE(got.text == "true" || got.text == "false" || got.text == "null") << got.text;
+  }
+  EXPECT_GT(h.engine->stats().preemptions, 0);
+  h.expect_no_leak();
+}
+
+TEST(JsonConstrainedEngine, ARequestThatCouldNeverEndIsRefused) {
+  Harness h;
+  auto cb = h.collector.callback();
+  GenerateRequest r = make_request(4, 1, 8, 0.0, /*ignore_eos=*/true);
+  r.sampling.json_schema = boolean_or_null();
+  EXPECT_THROW(h.engine->submit(r, cb), Error);
+  r.stop.ignore_eos = false;
+  r.stop.min_new_tokens = 2;
+  EXPECT_THROW(h.engine->submit(r, cb), Error);
+}
+
+}  // namespace
+}  // namespace kiln::engine
