@@ -9,28 +9,15 @@
 #include "kiln/server/http_error.h"
 #include "kiln/server/native_request_parser.h"
 #include "kiln/server/openai_request_parser.h"
+#include "server/parser_test_util.h"
 
 namespace kiln::server {
 namespace {
 
 using nlohmann::json;
 
-ParseLimits limits() {
-  ParseLimits l;
-  l.vocab_size = 300;
-  return l;
-}
-
-template <typename F>
-std::string error_field(F&& f) {
-  try {
-    f();
-  } catch (const HttpError& e) {
-    EXPECT_EQ(e.status(), 400) << e.what();
-    return e.param();
-  }
-  return "<no error>";
-}
+using testing::error_field;
+using testing::limits;
 
 std::string chat_with(const std::string& extra) {
   return R"({"messages": [{"role": "user", "content": "x"}], )" + extra + "}";

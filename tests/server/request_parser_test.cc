@@ -7,29 +7,15 @@
 #include "kiln/server/native_request_parser.h"
 #include "kiln/server/openai_request_parser.h"
 #include "kiln/server/request_builder.h"
+#include "server/parser_test_util.h"
 
 namespace kiln::server {
 namespace {
 
 using nlohmann::json;
 
-ParseLimits limits() {
-  ParseLimits l;
-  l.vocab_size = 300;
-  return l;
-}
-
-// The field a 400 names, or "<no error>".
-template <typename F>
-std::string error_field(F&& f) {
-  try {
-    f();
-  } catch (const HttpError& e) {
-    EXPECT_EQ(e.status(), 400) << e.what();
-    return e.param().empty() ? std::string("<no param>: ") + e.what() : e.param();
-  }
-  return "<no error>";
-}
+using testing::error_field;
+using testing::limits;
 
 std::string native_error(const std::string& body) {
   return error_field([&] { parse_native_generate(json::parse(body), limits()); });
