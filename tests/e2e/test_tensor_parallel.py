@@ -79,6 +79,9 @@ def test_two_ranks_generate_the_single_process_text(models, env, name):
     model = models / f"{name}.gguf"
     single = kiln_run(model, "--graph-mode", "off", env=env)
     assert single.returncode == 0, single.stderr
+    # The "optimize" run is a warm start: it maps the packed-weights file the "off" run wrote.
+    # Each rank's shard has the same weight names and shapes as the other's, so this also checks
+    # that ranks keep separate cache folders (without them both would map one rank's shard).
     for mode in ["off", "optimize"]:
         tp = kiln_run(model, "--graph-mode", mode, env=env, tp=2)
         assert tp.returncode == 0, tp.stderr
