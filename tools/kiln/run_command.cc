@@ -42,6 +42,7 @@ struct RunArgs {
   std::string log_level = "warn";
   bool check_graph = false;
   bool no_compile_cache = false;
+  double cache_max_gb = 8.0;  // --cache-max-gb
   TpArgs tp;
 };
 
@@ -64,6 +65,7 @@ int run_on_rank(const RunArgs& a, Communicator* group) {
   opts.context_length = a.ctx_size;
   opts.check_graph = a.check_graph;
   opts.compile_cache = !a.no_compile_cache;
+  opts.cache_max_bytes = static_cast<uint64_t>(a.cache_max_gb * 1073741824.0);
   opts.tp = group;
   const bool leader = group == nullptr || group->rank() == 0;
   if (leader) {
@@ -180,6 +182,12 @@ void add_run_command(CLI::App& app) {
       ->check(CLI::Range(0, 1 << 24));
   cmd->add_flag("--no-compile-cache", args->no_compile_cache,
                 "Neither read nor write the compile cache and the packed-weight cache");
+  cmd->add_option("--cache-max-gb", args->cache_max_gb,
+                  "After loading, remove the least recently used cache entries (compiled plans, "
+                  "packed weights) until the cache folder holds at most this many GiB; this run's "
+                  "entries are always kept (0: no bound)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   cmd->add_flag("--check-graph", args->check_graph,
                 "Check every graph-mode decode step against eager mode, node by node (slow)");
   cmd->add_option("--log-level", args->log_level, "trace|debug|info|warn|error|off");

@@ -55,6 +55,7 @@ struct ServeArgs {
   int context_length = 0;
   bool disable_prefix_cache = false;
   bool no_compile_cache = false;
+  double cache_max_gb = 8.0;  // --cache-max-gb
   int64_t random_seed = -1;
   size_t max_body_bytes = 16u << 20;
   int64_t max_prompt_tokens = 0;
@@ -140,6 +141,7 @@ int serve_on_rank(const ServeArgs& a, ShutdownSignal& signal, Communicator* grou
   opts.kv_tokens = a.kv_tokens;
   opts.context_length = a.context_length;
   opts.compile_cache = !a.no_compile_cache;
+  opts.cache_max_bytes = static_cast<uint64_t>(a.cache_max_gb * 1073741824.0);
   opts.progress = [&](const char* stage, int64_t done, int64_t total) {
     bar.update(stage, done, total);
   };
@@ -293,6 +295,12 @@ void add_serve_command(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--no-compile-cache", a->no_compile_cache,
                 "Neither read nor write the compile cache and the packed-weight cache");
+  cmd->add_option("--cache-max-gb", a->cache_max_gb,
+                  "After loading, remove the least recently used cache entries (compiled plans, "
+                  "packed weights) until the cache folder holds at most this many GiB; this run's "
+                  "entries are always kept (0: no bound)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   cmd->add_flag("--disable-prefix-cache", a->disable_prefix_cache,
                 "Turn off the radix prefix cache");
   cmd->add_option("--random-seed", a->random_seed,

@@ -1,6 +1,7 @@
 #include "kiln/engine/runtime.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -13,6 +14,8 @@
 #include "kiln/engine/graph_runner.h"
 #include "kiln/engine/model_runner.h"
 #include "kiln/engine/tp_step_channel.h"
+#include "kiln/graph/cache_eviction.h"
+#include "kiln/graph/compile_cache.h"
 #include "kiln/model/fused_tensors.h"
 #include "kiln/model/model_config.h"
 #include "kiln/model/model_files.h"
@@ -101,6 +104,9 @@ void check_same_model(Communicator& comm, const model::ModelConfig& full,
 Runtime::Runtime(const RuntimeOptions& options) : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   m.options = options;
+  // Cache entries used from here on are this run's (eviction keeps them). A second earlier, for
+  // file systems whose timestamps are coarser than the clock.
+  const auto started = std::filesystem::file_time_type::clock::now() - std::chrono::seconds(1);
   auto progress = [&](const char* stage, int64_t done, int64_t total) {
     if (options.progress) options.progress(stage, done, total);
   };
@@ -190,6 +196,11 @@ Runtime::Runtime(const RuntimeOptions& options) : impl_(std::make_unique<Impl>()
                "--check-graph compares graph mode with eager mode; it needs --graph-mode "
                "replay or optimize");
   }
+
+  // Rank 0 alone bounds the shared folder (every rank's entries were used after `started`).
+  if (!cache_dir.empty() && options.cache_max_bytes > 0 && (tp == nullptr || tp->rank() == 0))
+    graph::evict_least_recently_used(graph::CompileCache::resolve_dir(options.cache_dir),
+                                     options.cache_max_bytes, started);
 
   if (tp != nullptr && tp->rank() == 0)
     m.tp_leader = std::make_unique<TpLeaderExecutor>(*m.runner, *tp);

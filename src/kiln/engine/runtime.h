@@ -39,8 +39,11 @@ struct RuntimeOptions {
   int context_length = 0;     // 0: the model's, capped by kv_tokens
   std::string cache_dir;      // compile + packed-weight cache; empty: $KILN_CACHE_DIR or XDG
   bool compile_cache = true;  // false: capture and pack cold, never read or write the caches
-  bool check_graph = false;   // run decode steps through a GraphChecker (graph_checker.h)
-  graph::PlanOptions plan;    // barriers per level, worker groups
+  // After loading, least recently used cache entries are removed until the folder holds at most
+  // this many bytes (this run's entries are always kept; graph/cache_eviction.h). 0: no bound.
+  uint64_t cache_max_bytes = uint64_t{8} << 30;
+  bool check_graph = false;  // run decode steps through a GraphChecker (graph_checker.h)
+  graph::PlanOptions plan;   // barriers per level, worker groups
   // Element type of the KV cache: f16, or q8 (int8 blocks with scales; kernels/kv_cache.h).
   kernels::KvDtype kv_dtype = kernels::KvDtype::F16;
   // Tensor parallelism (docs/tensor-parallel.md): the group this process is one rank of

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "kiln/base/log.h"
+#include "kiln/graph/cache_eviction.h"
 
 namespace kiln::graph {
 namespace {
@@ -81,6 +82,7 @@ std::optional<std::string> CompileCache::load(uint64_t key) const {
   std::string payload = data.substr(body);
   if (XXH3_64bits(payload.data(), payload.size()) != h.checksum)
     return reject("corrupted (checksum mismatch)");
+  touch_cache_entry(path);
   return payload;
 }
 

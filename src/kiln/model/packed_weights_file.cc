@@ -15,6 +15,7 @@
 
 #include "kiln/base/log.h"
 #include "kiln/base/mmap_file.h"
+#include "kiln/graph/cache_eviction.h"
 
 namespace kiln::model {
 namespace {
@@ -212,6 +213,7 @@ std::optional<std::vector<std::pair<std::string, kernels::PackedWeight>>> load_p
     out.emplace_back(std::string(name), std::move(*w));
   }
   if (!toc.done()) return reject("inconsistent (table of contents)");
+  graph::touch_cache_entry(path);  // used now: eviction keeps it longest
   return out;
 }
 
