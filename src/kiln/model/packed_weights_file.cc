@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <string_view>
 
 #include "kiln/base/log.h"
@@ -21,18 +22,20 @@ namespace kiln::model {
 namespace {
 
 // Bump when the layout changes: older files then read as foreign and are rebuilt.
-constexpr char kMagic[32] = "KILN-PACKED-WEIGHTS v1\n";
+constexpr char kMagic[32] = "KILN-PACKED-WEIGHTS v2\n";
 
 struct Header {
   uint64_t key;
-  uint64_t toc_bytes;    // the table of contents, right after this header
   uint64_t data_offset;  // page-aligned file offset of the packed bytes
-  uint64_t data_bytes;   // to the end of the file
-  uint64_t checksum;     // xxHash3 of [end of this header, end of file)
+  uint64_t data_bytes;
+  uint64_t toc_offset;  // the table of contents: 64-byte aligned, after the data, to the end
+  uint64_t toc_bytes;
+  uint64_t checksum;  // xxHash3 of [end of this header, end of file)
 };
 
 constexpr size_t kBody = sizeof kMagic + sizeof(Header);
 constexpr size_t kPage = 4096;
+constexpr size_t kDataOffset = kPage;  // the magic and header fill the first page
 
 size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
@@ -85,80 +88,100 @@ void remove_orphaned_temporaries(const std::string& path) {
 
 }  // namespace
 
-bool write_packed_weights_file(const std::string& path, uint64_t key,
-                               const std::vector<NamedPackedWeight>& weights) {
+std::unique_ptr<PackedWeightsFileWriter> PackedWeightsFileWriter::create(const std::string& path,
+                                                                         uint64_t key,
+                                                                         size_t max_data_bytes) {
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  remove_orphaned_temporaries(path);
+  std::unique_ptr<PackedWeightsFileWriter> w(new PackedWeightsFileWriter);
+  w->path_ = path;
+  w->tmp_ = path + ".tmp." + std::to_string(::getpid());
+  w->key_ = key;
+  w->reserved_ = align_up(kDataOffset + max_data_bytes, kPage);
+  auto fail = [&](const char* what) -> std::unique_ptr<PackedWeightsFileWriter> {
+    KILN_LOG_WARN("cannot write packed weights cache {} ({}: {}); running without it", w->tmp_,
+                  what, std::strerror(errno));
+    return nullptr;  // the destructor closes and removes what was made
+  };
+  w->fd_ = ::open(w->tmp_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (w->fd_ < 0) return fail("open");
+  // Blocks reserved now: a full disk fails here, not as SIGBUS on a page fault mid-packing.
+  if (::fallocate(w->fd_, 0, 0, static_cast<off_t>(w->reserved_)) != 0)
+    return fail("reserving space");
+  void* base = ::mmap(nullptr, w->reserved_, PROT_READ | PROT_WRITE, MAP_SHARED, w->fd_, 0);
+  if (base == MAP_FAILED) return fail("mmap");
+  const size_t bytes = w->reserved_;
+  w->mapping_ = std::shared_ptr<uint8_t>(static_cast<uint8_t*>(base),
+                                         [bytes](uint8_t* p) { ::munmap(p, bytes); });
+  w->used_ = kDataOffset;
+  return w;
+}
+
+PackedWeightsFileWriter::~PackedWeightsFileWriter() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!finished_) ::unlink(tmp_.c_str());
+}
+
+std::shared_ptr<uint8_t> PackedWeightsFileWriter::allocate(size_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const size_t at = align_up(used_, 64);
+  if (finished_ || at + bytes > reserved_) return nullptr;
+  used_ = at + bytes;
+  return std::shared_ptr<uint8_t>(mapping_, mapping_.get() + at);
+}
+
+bool PackedWeightsFileWriter::finish(const std::vector<NamedPackedWeight>& weights) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (finished_) return false;
+  auto fail = [&](const std::string& why) {
+    KILN_LOG_WARN("cannot write packed weights cache {}: {}; running without it", path_, why);
+    return false;
+  };
+  const uint8_t* data = mapping_.get() + kDataOffset;
+  const size_t data_bytes = used_ - kDataOffset;
   std::string toc;
   put_u32(toc, static_cast<uint32_t>(weights.size()));
-  std::vector<size_t> offsets;
-  size_t data_bytes = 0;
   for (const auto& [name, w] : weights) {
+    const size_t offset = static_cast<size_t>(w->data() - data);
+    if (w->data() < data || offset + w->bytes() > data_bytes)
+      return fail("weight " + name + " was not packed into it (out of reserved space)");
     const std::string header = w->serialize_header();
     put_u32(toc, static_cast<uint32_t>(name.size()));
     toc += name;
     put_u32(toc, static_cast<uint32_t>(header.size()));
     toc += header;
-    data_bytes = align_up(data_bytes, 64);
-    put_u64(toc, data_bytes);
-    offsets.push_back(data_bytes);
-    data_bytes += w->bytes();
+    put_u64(toc, offset);
   }
-  const size_t data_offset = align_up(kBody + toc.size(), kPage);
-  const std::string zeros(std::max<size_t>(kPage, 64), '\0');
-
-  // The checksum first, over exactly the bytes written below, so the header goes out once.
+  const size_t toc_offset = align_up(used_, 64);
+  // Checksum of [end of header, end of file): the zeros before the data, the data and the
+  // padding after it as the mapping holds them, then the table of contents.
   XXH3_state_t* state = XXH3_createState();
   XXH3_64bits_reset(state);
+  XXH3_64bits_update(state, mapping_.get() + kBody, toc_offset - kBody);
   XXH3_64bits_update(state, toc.data(), toc.size());
-  XXH3_64bits_update(state, zeros.data(), data_offset - kBody - toc.size());
-  size_t at = 0;
-  for (size_t i = 0; i < weights.size(); ++i) {
-    XXH3_64bits_update(state, zeros.data(), offsets[i] - at);
-    XXH3_64bits_update(state, weights[i].second->data(), weights[i].second->bytes());
-    at = offsets[i] + weights[i].second->bytes();
-  }
-  const Header h{key, toc.size(), data_offset, data_bytes, XXH3_64bits_digest(state)};
+  const Header h{key_, kDataOffset, data_bytes, toc_offset, toc.size(), XXH3_64bits_digest(state)};
   XXH3_freeState(state);
-
-  std::error_code ec;
-  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
-  remove_orphaned_temporaries(path);
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    KILN_LOG_WARN("cannot write packed weights cache {}: {}; running without it", tmp,
-                  std::strerror(errno));
-    return false;
-  }
-  auto write_all = [&](const void* p, size_t n) {
+  auto pwrite_all = [&](const void* p, size_t n, size_t at) {
     const char* c = static_cast<const char*>(p);
     while (n > 0) {
-      const ssize_t w = ::write(fd, c, n);
+      const ssize_t w = ::pwrite(fd_, c, n, static_cast<off_t>(at));
       if (w <= 0) return false;
       c += w;
       n -= static_cast<size_t>(w);
+      at += static_cast<size_t>(w);
     }
     return true;
   };
-  bool ok = write_all(kMagic, sizeof kMagic) && write_all(&h, sizeof h) &&
-            write_all(toc.data(), toc.size()) &&
-            write_all(zeros.data(), data_offset - kBody - toc.size());
-  at = 0;
-  for (size_t i = 0; ok && i < weights.size(); ++i) {
-    ok = write_all(zeros.data(), offsets[i] - at) &&
-         write_all(weights[i].second->data(), weights[i].second->bytes());
-    at = offsets[i] + weights[i].second->bytes();
-  }
-  // No fsync (it cost seconds per GB on the cold start): a process that dies mid-write leaves
-  // only its temporary file, and a file torn by a power loss after the rename fails the size
-  // or checksum check on load and is rebuilt, never trusted.
-  const int err = errno;
-  ::close(fd);
-  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
-    KILN_LOG_WARN("cannot write packed weights cache {}: {}; running without it", path,
-                  std::strerror(ok ? errno : err));
-    ::unlink(tmp.c_str());
-    return false;
-  }
+  // No fsync (it cost seconds per GB on the cold start): a process that dies before the rename
+  // leaves only its temporary file, and a file torn by a power loss after it fails the size or
+  // checksum check on load and is rebuilt, never trusted.
+  const bool ok = pwrite_all(toc.data(), toc.size(), toc_offset) &&
+                  pwrite_all(kMagic, sizeof kMagic, 0) && pwrite_all(&h, sizeof h, sizeof kMagic) &&
+                  ::ftruncate(fd_, static_cast<off_t>(toc_offset + toc.size())) == 0 &&
+                  ::rename(tmp_.c_str(), path_.c_str()) == 0;
+  if (!ok) return fail(std::strerror(errno));
+  finished_ = true;
   return true;
 }
 
@@ -185,15 +208,16 @@ std::optional<std::vector<std::pair<std::string, kernels::PackedWeight>>> load_p
   Header h{};
   std::memcpy(&h, base + sizeof kMagic, sizeof h);
   if (h.key != key) return reject("for another key");
-  if (h.data_offset % kPage != 0 || h.data_offset < kBody || h.toc_bytes > h.data_offset - kBody ||
-      h.data_offset > size || size - h.data_offset != h.data_bytes)
+  if (h.data_offset % kPage != 0 || h.data_offset < kBody || h.toc_offset % 64 != 0 ||
+      h.toc_offset > size || h.toc_offset < h.data_offset ||
+      h.data_bytes > h.toc_offset - h.data_offset || size - h.toc_offset != h.toc_bytes)
     return reject("truncated");
   // Read ahead: verifying reads every page, and the weights are used from these pages.
   ::madvise(const_cast<uint8_t*>(base), size, MADV_WILLNEED);
   if (XXH3_64bits(base + kBody, size - kBody) != h.checksum)
     return reject("corrupted (checksum mismatch)");
 
-  TocReader toc(std::string_view(reinterpret_cast<const char*>(base + kBody), h.toc_bytes));
+  TocReader toc(std::string_view(reinterpret_cast<const char*>(base + h.toc_offset), h.toc_bytes));
   uint32_t count = 0;
   if (!toc.u32(count)) return reject("inconsistent (table of contents)");
   std::vector<std::pair<std::string, kernels::PackedWeight>> out;

@@ -155,7 +155,7 @@ const kernels::PackedWeight& WeightStore::packed_by_key(const graph::Node& param
   auto start = std::chrono::steady_clock::now();
   std::unique_ptr<kernels::PackedWeight> packed;
   // Weights are packed in the order the graph reads them: the arena lays them out as one stream.
-  auto alloc = [this](size_t bytes) { return arena_.allocate(bytes); };
+  auto alloc = [this](size_t bytes) { return allocate_packed(bytes); };
   std::vector<Tensor> sources;
   if (param.attrs.has("concat")) {
     for (const auto& name : param.attrs.get_strs("concat")) sources.push_back(tensor(name));
@@ -197,7 +197,7 @@ void WeightStore::set_pack_cache_dir(std::string dir) { pack_cache_dir_ = std::m
 
 std::unique_ptr<kernels::PackedWeight> WeightStore::pack_concat_cached(
     const std::string& key, const std::vector<Tensor>& parts) {
-  auto alloc = [this](size_t bytes) { return arena_.allocate(bytes); };
+  auto alloc = [this](size_t bytes) { return allocate_packed(bytes); };
   const graph::CompileCache cache(prepacking_to_file_ ? "" : pack_cache_dir_);
   if (!cache.enabled()) {
     return std::make_unique<kernels::PackedWeight>(
@@ -252,7 +252,7 @@ const kernels::PackedExperts& WeightStore::packed_experts(
   auto start = std::chrono::steady_clock::now();
   std::vector<Tensor> tensors;
   for (const graph::Node* p : parts) tensors.push_back(tensor(p->attrs.get_str("name")));
-  auto alloc = [this](size_t bytes) { return arena_.allocate(bytes); };
+  auto alloc = [this](size_t bytes) { return allocate_packed(bytes); };
   auto packed =
       std::make_unique<kernels::PackedExperts>(kernels::pack_experts(tensors, alloc, parallel_));
   const size_t released = release_source_pages(tensors);
@@ -325,6 +325,16 @@ void WeightStore::prepack(const graph::Graph& graph,
     return;
   }
   prepacking_to_file_ = !file.empty();
+  if (!file.empty()) {
+    // Packed bytes are within a few percent of the stored ones (group padding, alignment).
+    size_t bound = 0;
+    for (const PackJob& job : jobs)
+      for (const graph::Node* p : job.params) {
+        const graph::ValueType& t = p->outputs[0];
+        bound += dtype_bytes(t.dtype, t.shape.numel()) / 4 * 5 + 4096;
+      }
+    file_writer_ = PackedWeightsFileWriter::create(file, file_key, bound);
+  }
   int64_t done = 0;
   for (const PackJob& job : jobs) {
     if (job.experts) {
@@ -337,7 +347,14 @@ void WeightStore::prepack(const graph::Graph& graph,
   prepacking_to_file_ = false;
   KILN_LOG_INFO("repacked {} weights: {:.1f} MiB in {:.2f} s", pack_stats_.tensors,
                 pack_stats_.bytes / 1048576.0, pack_stats_.seconds);
-  if (!file.empty()) store_weights_file(file, file_key, jobs);
+  if (file_writer_) store_weights_file(jobs);
+  file_writer_.reset();  // the weights keep the mapping
+}
+
+std::shared_ptr<uint8_t> WeightStore::allocate_packed(size_t bytes) {
+  if (file_writer_)
+    if (auto piece = file_writer_->allocate(bytes)) return piece;
+  return arena_.allocate(bytes);
 }
 
 std::string WeightStore::weights_file_path(const std::vector<PackJob>& jobs, uint64_t& key) const {
@@ -423,8 +440,7 @@ bool WeightStore::load_weights_file(const std::string& path, uint64_t key,
   return true;
 }
 
-void WeightStore::store_weights_file(const std::string& path, uint64_t key,
-                                     const std::vector<PackJob>& jobs) {
+void WeightStore::store_weights_file(const std::vector<PackJob>& jobs) {
   const auto start = std::chrono::steady_clock::now();
   std::vector<NamedPackedWeight> entries;
   {
@@ -439,11 +455,11 @@ void WeightStore::store_weights_file(const std::string& path, uint64_t key,
       }
     }
   }
-  if (!write_packed_weights_file(path, key, entries)) return;
+  if (!file_writer_->finish(entries)) return;
   pack_stats_.file_stored = true;
   pack_stats_.file_seconds = seconds_since(start);
-  KILN_LOG_INFO("wrote {} packed weights to {} in {:.2f} s", entries.size(), path,
-                pack_stats_.file_seconds);
+  KILN_LOG_INFO("packed {} weights into the packed-weights file (finished in {:.2f} s)",
+                entries.size(), pack_stats_.file_seconds);
 }
 
 size_t WeightStore::matmul_weight_bytes() const { return pack_stats_.bytes; }

@@ -28,6 +28,8 @@
 
 namespace kiln::model {
 
+class PackedWeightsFileWriter;
+
 class GgufFile;
 
 struct PackStats {
@@ -110,7 +112,9 @@ class WeightStore : public graph::WeightProvider {
   // directions. Loading installs every weight or none.
   std::string weights_file_path(const std::vector<PackJob>& jobs, uint64_t& key) const;
   bool load_weights_file(const std::string& path, uint64_t key, const std::vector<PackJob>& jobs);
-  void store_weights_file(const std::string& path, uint64_t key, const std::vector<PackJob>& jobs);
+  void store_weights_file(const std::vector<PackJob>& jobs);
+  // Room for a packed weight: in the file being written, else in the arena.
+  std::shared_ptr<uint8_t> allocate_packed(size_t bytes);
 
   std::shared_ptr<const TensorSource> file_;
   std::string pack_cache_dir_;
@@ -123,9 +127,11 @@ class WeightStore : public graph::WeightProvider {
   // Keys of packed_ that are views of a merged weight's segments (not stored on their own).
   std::unordered_map<std::string, bool> part_views_;
   bool prepacking_to_file_ = false;  // merged weights go to the packed-weights file instead
-  BumpArena arena_;                  // the packed weights' bytes, in packing order
-  kernels::ParallelFor parallel_;    // spreads a weight's groups over the pack threads
-  std::mutex pack_threads_mutex_;    // one packing at a time on those threads
+  // While prepack packs a new packed-weights file: where the packed bytes go (its pages).
+  std::shared_ptr<PackedWeightsFileWriter> file_writer_;
+  BumpArena arena_;                // the packed weights' bytes, in packing order
+  kernels::ParallelFor parallel_;  // spreads a weight's groups over the pack threads
+  std::mutex pack_threads_mutex_;  // one packing at a time on those threads
   PackStats pack_stats_;
 };
 
