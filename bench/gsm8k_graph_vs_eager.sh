@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# GSM8K served in graph mode and in eager mode, alternating (ROUNDS rounds), on fresh servers
+# GSM8K served in graph mode and in eager mode, alternating (ROUNDS rounds; which mode goes first
+# alternates too, so a drift of the host's speed within the run does not favour one), on fresh servers
 # that differ only in --graph-mode: output tok/s side by side, and whether every completion is
 # identical between the modes (greedy decoding: it must be).
 # Usage: bench/gsm8k_graph_vs_eager.sh [OUTDIR]   (default build/release/gsm8k-graph-vs-eager)
@@ -12,7 +13,9 @@ rounds=${ROUNDS:-2} questions=${QUESTIONS:-64} parallel=${PARALLEL:-32}
 threads=${THREADS:-2} port=${PORT:-31555}
 mkdir -p "$O"
 for round in $(seq 1 "$rounds"); do
-  for mode in optimize off; do
+  order="optimize off"
+  ((round % 2 == 0)) && order="off optimize"
+  for mode in $order; do
     $K serve --port "$port" --threads "$threads" --graph-mode "$mode" >"$O/serve_${mode}_$round.log" 2>&1 &
     pid=$!
     for _ in $(seq 1 120); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && break; sleep 1; done
