@@ -63,6 +63,11 @@ const char* kPersonSchema = R"({"type": "object",
     "properties": {"name": {"type": "string"}, "age": {"type": "integer"},
                    "tags": {"type": "array", "items": {"enum": ["a", "b"]}}},
     "required": ["name", "age"], "additionalProperties": false})";
+// The same with a length limit on the name: inside it every character counts, so the whole trie
+// is walked instead of taking plain content from the precomputed mask.
+const char* kLimitedSchema = R"({"type": "object",
+    "properties": {"name": {"type": "string", "maxLength": 40}, "age": {"type": "integer"}},
+    "required": ["name", "age"], "additionalProperties": false})";
 
 void BM_TrieBuild(benchmark::State& state) {
   Vocab& v = vocab();
@@ -95,6 +100,8 @@ void mask_after(benchmark::State& state, const char* schema, const std::string& 
 BENCHMARK_CAPTURE(mask_after, object_start, kPersonSchema, "")->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(mask_after, key_start, kPersonSchema, "{\"")->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(mask_after, in_string, kPersonSchema, "{\"name\": \"Jo")
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(mask_after, in_length_limited_string, kLimitedSchema, "{\"name\": \"Jo")
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(mask_after, in_number, kPersonSchema, "{\"name\": \"Jo\", \"age\": 4")
     ->Unit(benchmark::kMicrosecond);

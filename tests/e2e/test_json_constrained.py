@@ -78,6 +78,25 @@ def test_bounded_schema_always_completes_and_validates(client, model_id):
     assert len({ch.message.content for ch in r.choices}) > 1
 
 
+def test_string_lengths_hold_in_sampled_output(client, model_id):
+    # A random-weight model samples strings of every length: each choice must stop inside the
+    # limits (jsonschema counts characters as kiln does), and sampling must actually reach them.
+    schema = {"type": "object", "properties": {
+        "code": {"type": "string", "minLength": 3, "maxLength": 5},
+        "note": {"type": "string", "maxLength": 2}}, "required": ["code", "note"],
+        "additionalProperties": False}
+    r = client.chat.completions.create(
+        model=model_id, messages=[{"role": "user", "content": "Give a code."}],
+        response_format=schema_format(schema), temperature=1.0, n=8, seed=11,
+        max_tokens=MAX_TOKENS)
+    lengths = []
+    for ch in r.choices:
+        assert ch.finish_reason == "stop", ch.message.content
+        value = check(ch.message.content, schema)
+        lengths.append(len(value["code"]))
+    assert max(lengths) == 5 or min(lengths) == 3, lengths  # the limits were met, not avoided
+
+
 def test_streaming_completions_route(client, model_id):
     # The client's completions.create has no response_format argument: it goes in extra_body.
     stream = client.completions.create(model=model_id, prompt="JSON:", stream=True, n=2,

@@ -86,6 +86,34 @@ TEST(JsonSchema, ItemsMinItemsMaxItems) {
   EXPECT_FALSE(prefix_ok(s, "[1,2,3,"));
 }
 
+// Length in characters: an escape, a \u surrogate pair and a multi-byte UTF-8 character each
+// count one. The closing quote is refused before minLength, the next character at maxLength.
+TEST(JsonSchema, MinLengthMaxLengthCountCharacters) {
+  const auto s = schema(R"({"type": "string", "minLength": 2, "maxLength": 3})");
+  expect_all(
+      s, {"\"ab\"", "\"abc\"", "\"\\n\\t\"", "\"\xC3\xA9\xE2\x82\xAC\"", "\"a\\uD83D\\uDE00b\""},
+      {"\"\"", "\"a\"", "\"abcd\"", "\"\xC3\xA9\"", "\"\\uD83D\\uDE00\"", "\"\\n\\n\\n\\n\""});
+  EXPECT_FALSE(prefix_ok(s, "\"a\""));             // refused at the quote, not later
+  EXPECT_FALSE(prefix_ok(s, "\"abcd"));            // refused at the fourth character
+  EXPECT_FALSE(prefix_ok(s, "\"abc\\"));           // an escape would be the fourth
+  EXPECT_TRUE(prefix_ok(s, "\"a\\uD83D\\uDE00"));  // the low half is not a character
+  // Keys and other strings of the document are not limited.
+  const auto obj = schema(R"({"type": "object", "properties": {"code": {"type": "string",
+                              "maxLength": 1}, "longer_name": {"type": "string"}}})");
+  expect_all(obj, {"{\"code\":\"x\",\"longer_name\":\"any length at all\"}"},
+             {"{\"code\":\"xy\"}"});
+  expect_all(schema(R"({"type": "string", "maxLength": 0})"), {"\"\""}, {"\"a\""});
+}
+
+TEST(JsonSchema, LengthLimitsThatCannotBeEnforcedAreRefused) {
+  for (const char* bad : {R"({"type": "string", "minLength": 3, "maxLength": 2})",
+                          R"({"enum": ["a", "bbb"], "maxLength": 2})",
+                          R"({"anyOf": [{"type": "string"}, {"type": "null"}], "minLength": 1})",
+                          R"({"type": "string", "maxLength": -1})"}) {
+    EXPECT_THROW(schema(bad), JsonSchemaError) << bad;
+  }
+}
+
 TEST(JsonSchema, EnumAndConst) {
   const auto s = schema(R"({"enum": ["red", "green", 1, 12, null, {"a": [1]}]})");
   expect_all(s, {"\"red\"", "\"green\"", "1", "12", "null", R"({"a":[1]})"},
@@ -133,7 +161,8 @@ std::string error_path(const char* text) {
 }
 
 TEST(JsonSchema, UnsupportedSchemasNameTheKeyword) {
-  EXPECT_EQ(error_path(R"({"type": "string", "minLength": 2})"), "minLength");
+  EXPECT_EQ(error_path(R"({"type": "string", "format": "date-time"})"), "format");
+  EXPECT_EQ(error_path(R"({"enum": ["a"], "minLength": 2})"), "minLength");
   EXPECT_EQ(error_path(R"({"properties": {"a": {"type": "string", "pattern": "x"}}})"),
             "properties.a.pattern");
   EXPECT_EQ(error_path(R"({"type": "integer", "minimum": 0})"), "minimum");

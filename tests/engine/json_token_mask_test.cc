@@ -77,6 +77,12 @@ TEST(JsonTokenMask, TrieWalkMatchesTokenByTokenCheck) {
                      R"({"type": "object", "properties": {"name": {"type": "string"},
                          "age": {"enum": [1, 12, 125]}}, "required": ["name", "age"]})")),
                  "{\"age\":12,\"name\":\"abc\"}");
+  // A length-limited string walks the whole trie (plain content changes the count), so the
+  // multi-character tokens must be cut off exactly at maxLength and the quote before minLength.
+  check_document(JsonSchema::compile(nlohmann::json::parse(
+                     R"({"type": "object", "properties": {"name": {"type": "string",
+                         "minLength": 2, "maxLength": 4}}, "required": ["name"]})")),
+                 "{\"name\":\"ab\xC3\xA9\"}");
 }
 
 TEST(JsonTokenMask, ByteTokensCompleteACharacterOnlyInsideStrings) {

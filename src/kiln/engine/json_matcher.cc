@@ -35,6 +35,9 @@ enum NumberPhase : uint8_t {
 constexpr uint8_t kAnyKey = 255;  // object key that is not a schema property
 constexpr uint8_t kIntegerOnly = 1;
 constexpr uint8_t kLowSurrogate = 1;  // the \u being read must be DC00..DFFF
+// A string frame's `used`: this bit when its schema limits the length, and below it the
+// characters read so far.
+constexpr uint64_t kLengthLimited = uint64_t{1} << 63;
 
 const char* const kKeywords[] = {"true", "false", "null"};
 
@@ -161,6 +164,7 @@ class Feeder {
       case '"':
         f.kind = kString;
         f.phase = kStrNormal;
+        if (n->length_limited()) f.used = kLengthLimited;
         return kAccept;
       case 't':
       case 'f':
@@ -267,18 +271,30 @@ class Feeder {
     }
   }
 
+  // A character starts in a string: false when its schema's maxLength is reached.
+  bool count_character(JsonFrame& f) {
+    if (!(f.used & kLengthLimited)) return true;
+    if ((f.used & ~kLengthLimited) >= schema_.node(f.node).max_length) return false;
+    ++f.used;
+    return true;
+  }
+
   Result string(JsonFrame& f, uint8_t b) {
     switch (f.phase) {
       case kStrNormal:
         if (b == '"') {
+          if ((f.used & kLengthLimited) &&
+              (f.used & ~kLengthLimited) < schema_.node(f.node).min_length)
+            return kReject;
           child_done(-1);
           return kAccept;
         }
+        if (b < 0x20) return kReject;  // raw control characters must be escaped
+        if (!count_character(f)) return kReject;
         if (b == '\\') {
           f.phase = kStrEscape;
           return kAccept;
         }
-        if (b < 0x20) return kReject;  // raw control characters must be escaped
         if (b < 0x80) return kAccept;
         // Well-formed UTF-8 (no overlongs, surrogates or code points above U+10FFFF): the
         // lead byte sets the count and the first continuation byte's range.
@@ -436,12 +452,27 @@ bool json_in_plain_string(const JsonMatchState& state) {
   return f.kind == kString && f.phase == kStrNormal;
 }
 
+uint32_t json_string_room(const JsonSchema& schema, const JsonMatchState& state) {
+  const JsonFrame& f = state.stack.back();
+  if (!(f.used & kLengthLimited)) return UINT32_MAX;
+  return schema.node(f.node).max_length - static_cast<uint32_t>(f.used & ~kLengthLimited);
+}
+
+bool json_add_string_chars(const JsonSchema& schema, JsonMatchState& state, uint32_t chars) {
+  JsonFrame& f = state.stack.back();
+  if (!(f.used & kLengthLimited)) return true;
+  if (chars > json_string_room(schema, state)) return false;
+  f.used += chars;
+  return true;
+}
+
 bool json_byte_keeps_state(const JsonMatchState& state, uint8_t b) {
   if (state.stack.empty()) return false;
   const JsonFrame& f = state.stack.back();
   if (f.kind == kString && f.phase == kStrNormal) {
     // ws_run is 0 inside a string (the opening quote reset it), so a plain byte changes nothing.
-    return b >= 0x20 && b < 0x80 && b != '"' && b != '\\' && state.ws_run == 0;
+    return b >= 0x20 && b < 0x80 && b != '"' && b != '\\' && state.ws_run == 0 &&
+           !(f.used & kLengthLimited);
   }
   if (f.kind == kNumber && (f.phase == kNumInt || f.phase == kNumFrac || f.phase == kNumExp)) {
     return is_digit(b) && state.ws_run == 0;

@@ -57,6 +57,11 @@ JsonMatchState json_start(const JsonSchema& schema);
 bool json_byte_keeps_state(const JsonMatchState& state, uint8_t byte);
 // Inside a string, past any escape or partial character (where plain content may follow).
 bool json_in_plain_string(const JsonMatchState& state);
+// Inside a string: how many more characters its schema's maxLength allows (UINT32_MAX when it
+// has none), and the state after `chars` more plain characters (false when that is too many).
+// Plain content of a length-limited string changes its state only by this count.
+uint32_t json_string_room(const JsonSchema& schema, const JsonMatchState& state);
+bool json_add_string_chars(const JsonSchema& schema, JsonMatchState& state, uint32_t chars);
 
 // The per-request object: a schema and where generation stands in it.
 class JsonMatcher {

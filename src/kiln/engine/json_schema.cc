@@ -180,9 +180,10 @@ class JsonSchemaCompiler {
       const std::string& k = it.key();
       if (is_annotation(k)) continue;
       static const std::set<std::string> kSupported = {
-          "type",  "properties", "required", "additionalProperties",
-          "items", "minItems",   "maxItems", "enum",
-          "const", "anyOf",      "$defs",    "definitions"};
+          "type",      "properties", "required", "additionalProperties",
+          "items",     "minItems",   "maxItems", "minLength",
+          "maxLength", "enum",       "const",    "anyOf",
+          "$defs",     "definitions"};
       if (!kSupported.count(k)) {
         throw JsonSchemaError(join(path, k), "is not a supported JSON-schema keyword");
       }
@@ -204,6 +205,12 @@ class JsonSchemaCompiler {
       }
     }
     const bool has_enum = keys.count("enum") || keys.count("const");
+    for (const char* k : {"minLength", "maxLength"}) {
+      // The literals and anyOf's branches are matched by their own frames, which would not
+      // see a length limit given here: refused rather than silently not enforced.
+      if (keys.count(k) && (has_enum || keys.count("anyOf")))
+        throw JsonSchemaError(join(path, k), "is not supported beside enum, const or anyOf");
+    }
     if (has_enum) {
       compile_literals(s, keys, path, n);
     } else if (keys.count("anyOf")) {
@@ -217,6 +224,7 @@ class JsonSchemaCompiler {
     if (!has_enum) {
       compile_object(s, path, n);
       compile_array(s, path, n);
+      compile_string(s, path, n);
     }
     out_->nodes_[index] = std::move(n);
   }
@@ -361,6 +369,18 @@ class JsonSchemaCompiler {
     }
     if (n.min_items > n.max_items) {
       throw JsonSchemaError(join(path, "minItems"), "is larger than maxItems");
+    }
+  }
+
+  void compile_string(const json& s, const std::string& path, SchemaNode& n) {
+    if (const auto it = s.find("minLength"); it != s.end()) {
+      n.min_length = read_count(*it, join(path, "minLength"));
+    }
+    if (const auto it = s.find("maxLength"); it != s.end()) {
+      n.max_length = read_count(*it, join(path, "maxLength"));
+    }
+    if (n.min_length > n.max_length) {
+      throw JsonSchemaError(join(path, "minLength"), "is larger than maxLength");
     }
   }
 

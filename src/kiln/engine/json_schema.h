@@ -4,8 +4,8 @@
 //
 // Supported keywords: type (object, array, string, number, integer, boolean, null, or a list
 // of them), properties, required, additionalProperties (false, or true without properties),
-// items, minItems, maxItems, enum, const, anyOf (branches must start with different
-// characters, e.g. {"type": "string"} | {"type": "null"}), $ref to "#", "#/$defs/..." or
+// items, minItems, maxItems, minLength, maxLength, enum, const, anyOf (branches must start with
+// different characters, e.g. {"type": "string"} | {"type": "null"}), $ref to "#", "#/$defs/..." or
 // "#/definitions/...", and $defs/definitions. Annotations that constrain nothing (title,
 // description, $schema, $id, $comment, default, examples) are ignored. Any other keyword is
 // an error naming it: a keyword silently ignored would let outputs through that the client
@@ -71,6 +71,11 @@ struct SchemaNode {
   int64_t items = -1;  // schema node of every item; -1: any value
   uint32_t min_items = 0;
   uint32_t max_items = UINT32_MAX;
+  // Strings: characters (Unicode code points, as JSON Schema counts them; an escape is one, a
+  // surrogate pair escape too).
+  uint32_t min_length = 0;
+  uint32_t max_length = UINT32_MAX;
+  bool length_limited() const { return min_length > 0 || max_length != UINT32_MAX; }
   // Bytes a value of this node can start with (after whitespace).
   std::array<bool, 256> first_bytes{};
 };

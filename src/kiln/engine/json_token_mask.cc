@@ -62,8 +62,30 @@ int64_t json_allowed_tokens(const TokenTrie& trie, const JsonMatcher& matcher,
     std::copy(plain.begin(), plain.begin() + static_cast<std::ptrdiff_t>(n), allowed.begin());
     count = trie.plain_count();
     for (int32_t id = vocab; id < static_cast<int64_t>(plain.size()); ++id) count -= plain[id];
-    for (uint32_t f : trie.string_frontier()) {
-      at[trie.depth(f) - 1] = &start;
+    // A maxLength: the plain tokens longer than the room left are taken out again, and each
+    // frontier subtree starts from the state after its plain prefix's characters.
+    const uint32_t room = json_string_room(schema, start);
+    for (uint32_t c = room == UINT32_MAX ? UINT32_MAX : room + 1; c <= trie.max_plain_chars();
+         ++c) {
+      for (int32_t id : trie.plain_tokens_with_chars(c)) {
+        if (id < vocab && allowed[static_cast<size_t>(id)]) {
+          allowed[static_cast<size_t>(id)] = 0;
+          --count;
+        }
+      }
+    }
+    JsonMatchState shifted;
+    const std::vector<uint32_t>& frontier = trie.string_frontier();
+    for (size_t i = 0; i < frontier.size(); ++i) {
+      const uint32_t f = frontier[i], before = trie.frontier_chars(i);
+      const JsonMatchState* from = &start;
+      if (room != UINT32_MAX && before > 0) {
+        if (before > room) continue;  // its plain prefix alone is too long
+        shifted = start;
+        json_add_string_chars(schema, shifted, before);
+        from = &shifted;
+      }
+      at[trie.depth(f) - 1] = from;
       walk(f, trie.subtree_end(f));
     }
   } else {

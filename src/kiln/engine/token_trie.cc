@@ -84,6 +84,7 @@ void TokenTrie::classify_string_content() {
   class_.assign(byte_.size(), kNotPlain);
   std::vector<Utf8Walk> at(max_depth_ + 1);  // the walk at each depth of the current path
   std::vector<uint8_t> cls_at(max_depth_ + 1, kPlainBoundary);  // depth 0: the root
+  std::vector<uint32_t> chars(max_depth_ + 1, 0);               // characters started on the path
   int32_t max_id = -1;
   for (int32_t id : ids_) max_id = std::max(max_id, id);
   plain_mask_.assign(static_cast<size_t>(max_id) + 1, 0);  // max_id -1: empty
@@ -93,12 +94,19 @@ void TokenTrie::classify_string_content() {
     class_[i] = !at[d].plain ? kNotPlain : at[d].need == 0 ? kPlainBoundary : kPlainMidChar;
     cls_at[d] = class_[i];
     if (class_[i] == kNotPlain) {
-      if (cls_at[d - 1] == kPlainBoundary) frontier_.push_back(static_cast<uint32_t>(i));
+      if (cls_at[d - 1] == kPlainBoundary) {
+        frontier_.push_back(static_cast<uint32_t>(i));
+        frontier_chars_.push_back(chars[d - 1]);
+      }
       continue;
     }
+    chars[d] = chars[d - 1] + (at[d - 1].need == 0 ? 1 : 0);  // a byte that starts a character
+    if (first_id_[i] != first_id_[i + 1] && chars[d] >= plain_by_chars_.size())
+      plain_by_chars_.resize(chars[d] + 1);
     for (uint32_t k = first_id_[i]; k < first_id_[i + 1]; ++k) {
       plain_mask_[static_cast<size_t>(ids_[k])] = 1;
       ++plain_count_;
+      plain_by_chars_[chars[d]].push_back(ids_[k]);
     }
   }
 }

@@ -44,6 +44,14 @@ class TokenTrie {
   // inside a string, the only subtrees that need the automaton (a not-plain node below a
   // partial character is always refused).
   const std::vector<uint32_t>& string_frontier() const { return frontier_; }
+  // Characters of the plain content before string_frontier()[i] (its parent's path).
+  uint32_t frontier_chars(size_t i) const { return frontier_chars_[i]; }
+  // For strings with a maxLength: the plain tokens by how many characters they hold (a partial
+  // character counts as one, as the automaton counts a lead byte), and the most any holds.
+  uint32_t max_plain_chars() const { return static_cast<uint32_t>(plain_by_chars_.size()) - 1; }
+  const std::vector<int32_t>& plain_tokens_with_chars(uint32_t chars) const {
+    return plain_by_chars_[chars];
+  }
 
  private:
   std::vector<uint8_t> byte_;
@@ -55,6 +63,8 @@ class TokenTrie {
   std::vector<uint8_t> plain_mask_;
   int64_t plain_count_ = 0;
   std::vector<uint32_t> frontier_;
+  std::vector<uint32_t> frontier_chars_;
+  std::vector<std::vector<int32_t>> plain_by_chars_{1};
 
   void classify_string_content();
   uint32_t max_depth_ = 0;
