@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <limits>
 #include <utility>
 
@@ -206,6 +207,7 @@ struct SegmentKernels {
   PairTileFn pair = nullptr;  // two groups at once (null: one at a time)
   ExpandedTiles ex;           // expand == null: groups are read as packed
   int64_t records = 0;        // sub-block records per group (quantized types)
+  ChunkTiles chunk;           // tile != null: AVX2 many-row tiles (chunked_group)
 };
 
 // Above kMaxTileRows rows a group is read by several row tiles: 8-bit records then go to the
@@ -215,7 +217,12 @@ struct SegmentKernels {
 SegmentKernels kernels_for(DType t, int64_t k, int64_t m) {
   SegmentKernels s;
   s.tile = tile_fn(t);
-  if (m <= kMaxTileRows || active_isa() != Isa::Avx512) return s;
+  if (m <= kMaxTileRows) return s;
+  if (active_isa() == Isa::Avx2) {
+    s.chunk = chunk_tiles_avx2(t);
+    return s;
+  }
+  if (active_isa() != Isa::Avx512) return s;
   s.pair = pair_tile_fn_avx512(t);
   if (s.pair != nullptr) {
     s.records = k / packed_layout(t).sub_block;
@@ -256,6 +263,52 @@ std::pair<const uint8_t*, size_t> pair_bytes(const PackedWeight& w, int64_t g, s
   return {at, std::min(2 * seg.group_bytes, left)};
 }
 
+// TEMPORARY (measurement): chunk bytes from KILN_GEMM_CHUNK.
+size_t chunk_buffer_bytes() {
+  static const size_t v = [] {
+    const char* e = std::getenv("KILN_GEMM_CHUNK");
+    return e != nullptr ? std::min<size_t>(kChunkBufferBytes, std::strtoul(e, nullptr, 10))
+                        : kChunkBufferBytes;
+  }();
+  return v;
+}
+
+// Rows whose f32 accumulators one pass of chunked_group keeps (in a 4 KiB tile on the stack).
+constexpr int64_t kChunkBlockRows = 64;
+
+// One group for all m rows with the AVX2 many-row tiles: records are expanded into `buffer` in
+// chunks of at most buffer_bytes (the whole group at once when it fits: then once for all rows),
+// and every row of a block of kChunkBlockRows rows adds each chunk to its accumulators while
+// the chunk is in cache. A group larger than the buffer is expanded again per block of rows:
+// a few vector instructions per record, against kChunkBlockRows rows of dot products.
+template <typename Epilogue>
+void chunked_group(const ChunkTiles& ct, const uint8_t* group, const ActView& a, int64_t m,
+                   int64_t col, int valid, uint8_t* buffer, size_t buffer_bytes, Epilogue& epi) {
+  const int64_t records = a.k / ct.sub_block;
+  const int64_t per_chunk =
+      ct.expand == nullptr
+          ? records
+          : std::max<int64_t>(1, static_cast<int64_t>(buffer_bytes / ct.record_bytes));
+  const bool whole = per_chunk >= records;
+  if (whole && ct.expand != nullptr) ct.expand(group, a.k, 0, records, buffer);
+  alignas(64) float acc[kChunkBlockRows * R];
+  for (int64_t r0 = 0; r0 < m; r0 += kChunkBlockRows) {
+    const int rows = static_cast<int>(std::min(kChunkBlockRows, m - r0));
+    std::fill_n(acc, rows * R, 0.0f);
+    for (int64_t s0 = 0; s0 < records; s0 += per_chunk) {
+      const int64_t s1 = std::min(records, s0 + per_chunk);
+      const uint8_t* recs = buffer;
+      if (ct.expand == nullptr) {
+        recs = group + s0 * static_cast<int64_t>(ct.record_bytes);
+      } else if (!whole) {
+        ct.expand(group, a.k, s0, s1, buffer);
+      }
+      ct.tile(recs, a, s0, s1, r0, rows, acc);
+    }
+    epi(col, valid, r0, rows, acc);
+  }
+}
+
 // Phase 2: the column groups this thread takes from the queue; epi(col, valid_cols, row0, mt,
 // tile) consumes each tile, columns in increasing order for every row.
 template <typename Epilogue>
@@ -266,7 +319,9 @@ void for_each_tile(const PackedWeight& w, const ActView& a, int64_t m, void* scr
   size_t si = 0;  // chunks come in increasing order, so segments are only searched forward
   SegmentKernels kern;
   alignas(64) float tile[2][kMaxTileRows * R];
-  alignas(64) uint8_t expand_buffer[2][kExpandBytes];  // untouched unless a group is expanded
+  // Untouched unless a group is expanded: two groups of kExpandBytes for a pair tile, or one
+  // chunk of up to kChunkBufferBytes for chunked_group.
+  alignas(64) uint8_t expand_buffer[std::max(2 * kExpandBytes, kChunkBufferBytes)];
   for (Range chunk; queue.next(chunk);) {
     for (int64_t g = chunk.begin; g < chunk.end;) {
       while (g >= segs[si].group0 + segs[si].groups) {
@@ -279,14 +334,21 @@ void for_each_tile(const PackedWeight& w, const ActView& a, int64_t m, void* scr
       const uint8_t* group[2] = {w.data() + seg.offset + local * seg.group_bytes, nullptr};
       const int64_t col = seg.col0 + local * R;
       auto valid = [&](int64_t l) { return static_cast<int>(std::min<int64_t>(R, seg.n - l * R)); };
+      if (kern.chunk.tile != nullptr) {
+        chunked_group(kern.chunk, group[0], a, m, col, valid(local), expand_buffer,
+                      chunk_buffer_bytes(), epi);
+        ++g;
+        continue;
+      }
       // Pairs stay within the chunk and one segment (one record format).
       const int n_groups =
           kern.pair != nullptr && g + 1 < chunk.end && local + 1 < seg.groups ? 2 : 1;
       if (n_groups == 2) group[1] = group[0] + seg.group_bytes;
       if (kern.ex.expand != nullptr) {  // unpack once for all row tiles
         for (int h = 0; h < n_groups; ++h) {
-          kern.ex.expand(group[h], w.k(), expand_buffer[h]);
-          group[h] = expand_buffer[h];
+          uint8_t* out = expand_buffer + h * kExpandBytes;
+          kern.ex.expand(group[h], w.k(), out);
+          group[h] = out;
         }
       }
       if (n_groups == 2) {

@@ -12,6 +12,7 @@
 // Each output element sees only its own weight row and activation row, in this fixed order,
 // whatever tile, thread or batch it is computed in.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 
 #include "kiln/base/dtype.h"
@@ -110,6 +111,26 @@ struct ExpandedTiles {
   int sub_block = 0;        // inputs per record
 };
 ExpandedTiles expanded_tiles_avx512(DType t);
+
+// The AVX2 form for many rows (m > kMaxTileRows; matmul_gemm_avx2.cc), where every row tile of
+// the batch reads each group: a group's records are taken in chunks of consecutive records;
+// `expand` rewrites records [s0, s1) of a 4-, 5- or 6-bit group as 8-bit codes with f32 scales
+// (and minimums), record_bytes each (null for Q8_0: `tile` reads its packed records in place),
+// and `tile` ADDS records [s0, s1) (at `records`, record s0 first) to the f32 accumulators
+// acc[16 i + c] of rows row0 .. row0 + mt - 1 (any mt >= 1), which hold the sum over records
+// [0, s0) (zeros for s0 = 0). Chunk after chunk that is the contract's accumulation, in order:
+// the same bits. Null members where a type has no such form (float weights).
+struct ChunkTiles {
+  void (*expand)(const uint8_t* group, int64_t k, int64_t s0, int64_t s1, uint8_t* out) = nullptr;
+  void (*tile)(const uint8_t* records, const ActView& a, int64_t s0, int64_t s1, int64_t row0,
+               int mt, float* acc) = nullptr;
+  size_t record_bytes = 0;  // bytes per record as `tile` reads them
+  int sub_block = 0;        // inputs per record
+};
+ChunkTiles chunk_tiles_avx2(DType t);
+// Bytes of expanded records one chunk holds (a per-thread buffer on the stack): the whole
+// group up to K = 6528 inputs of a 4- or 5-bit K-quant (640 bytes per 32 inputs).
+inline constexpr size_t kChunkBufferBytes = 128 * 1024;
 void quantize_row_scalar(const float* x, int64_t k, int64_t stride, int8_t* q, float* d,
                          int32_t* s16, int32_t* s32, float* ds);
 void quantize_row_avx2(const float* x, int64_t k, int64_t stride, int8_t* q, float* d, int32_t* s16,
