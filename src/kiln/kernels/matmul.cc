@@ -219,7 +219,7 @@ SegmentKernels kernels_for(DType t, int64_t k, int64_t m) {
   s.tile = tile_fn(t);
   if (m <= kMaxTileRows) return s;
   if (active_isa() == Isa::Avx2) {
-    s.chunk = chunk_tiles_avx2(t);
+    if (std::getenv("KILN_GEMM_OFF") == nullptr) s.chunk = chunk_tiles_avx2(t);  // TEMPORARY A/B
     return s;
   }
   if (active_isa() != Isa::Avx512) return s;

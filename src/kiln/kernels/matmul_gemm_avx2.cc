@@ -126,15 +126,16 @@ void chunk_rows(const uint8_t* recs, const ActView& a, int64_t s0, int64_t s1, i
             a0 = _mm256_sign_epi8(av, w0);
             a1 = _mm256_sign_epi8(av, w1);
           }
-          const __m256i pr0 = _mm256_maddubs_epi16(u0, a0);
-          const __m256i pr1 = _mm256_maddubs_epi16(u1, a1);
           if (jj == 0) {
-            p16[i][0] = pr0;
-            p16[i][1] = pr1;
+            p16[i][0] = _mm256_maddubs_epi16(u0, a0);
+            p16[i][1] = _mm256_maddubs_epi16(u1, a1);
           } else {
-            p16[i][0] = _mm256_add_epi16(p16[i][0], pr0);
-            p16[i][1] = _mm256_add_epi16(p16[i][1], pr1);
+            p16[i][0] = _mm256_add_epi16(p16[i][0], _mm256_maddubs_epi16(u0, a0));
+            p16[i][1] = _mm256_add_epi16(p16[i][1], _mm256_maddubs_epi16(u1, a1));
           }
+          // Keeps each sum one chain in a register: GCC otherwise reassociates the adds into
+          // trees over all G products, which spills them to the stack.
+          asm("" : "+x"(p16[i][0]), "+x"(p16[i][1]));
         }
       }
 #pragma GCC unroll 8
