@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
 #include <limits>
 #include <utility>
 
@@ -210,18 +209,21 @@ struct SegmentKernels {
   ChunkTiles chunk;           // tile != null: AVX2 many-row tiles (chunked_group)
 };
 
-// Above kMaxTileRows rows a group is read by several row tiles: 8-bit records then go to the
-// pair kernel, and other types are first unpacked to 8-bit records when a group fits the buffer.
-// Up to kMaxTileRows rows one 8-row tile reads each group once, straight from memory (pairs of
-// 4-row tiles measured slower there: each group is read twice, once from DRAM).
+// AVX2 from kMaxTileRows rows: the many-row tiles (chunked_group), which measured 1.4-1.6x the
+// 8-row tile already at 8 rows (LM head and down projection, batch 8), where one 8-row tile
+// reads each group once but spends half its multiply issue on vpmaddwd.
+// AVX-512 above kMaxTileRows rows, where a group is read by several row tiles: 8-bit records go
+// to the pair kernel, and other types are first unpacked to 8-bit records when a group fits the
+// buffer. Up to kMaxTileRows rows one 8-row tile reads each group once, straight from memory
+// (pairs of 4-row tiles measured slower there: each group is read twice, once from DRAM).
 SegmentKernels kernels_for(DType t, int64_t k, int64_t m) {
   SegmentKernels s;
   s.tile = tile_fn(t);
-  if (m <= kMaxTileRows) return s;
-  if (active_isa() == Isa::Avx2) {
-    if (std::getenv("KILN_GEMM_OFF") == nullptr) s.chunk = chunk_tiles_avx2(t);  // TEMPORARY A/B
+  if (active_isa() == Isa::Avx2 && m >= kMaxTileRows) {
+    s.chunk = chunk_tiles_avx2(t);
     return s;
   }
+  if (m <= kMaxTileRows) return s;
   if (active_isa() != Isa::Avx512) return s;
   s.pair = pair_tile_fn_avx512(t);
   if (s.pair != nullptr) {
@@ -261,16 +263,6 @@ std::pair<const uint8_t*, size_t> pair_bytes(const PackedWeight& w, int64_t g, s
   const uint8_t* at = w.data() + seg.offset + (g - seg.group0) * seg.group_bytes;
   const size_t left = static_cast<size_t>(w.data() + w.bytes() - at);
   return {at, std::min(2 * seg.group_bytes, left)};
-}
-
-// TEMPORARY (measurement): chunk bytes from KILN_GEMM_CHUNK.
-size_t chunk_buffer_bytes() {
-  static const size_t v = [] {
-    const char* e = std::getenv("KILN_GEMM_CHUNK");
-    return e != nullptr ? std::min<size_t>(kChunkBufferBytes, std::strtoul(e, nullptr, 10))
-                        : kChunkBufferBytes;
-  }();
-  return v;
 }
 
 // Rows whose f32 accumulators one pass of chunked_group keeps (in a 4 KiB tile on the stack).
@@ -336,7 +328,7 @@ void for_each_tile(const PackedWeight& w, const ActView& a, int64_t m, void* scr
       auto valid = [&](int64_t l) { return static_cast<int>(std::min<int64_t>(R, seg.n - l * R)); };
       if (kern.chunk.tile != nullptr) {
         chunked_group(kern.chunk, group[0], a, m, col, valid(local), expand_buffer,
-                      chunk_buffer_bytes(), epi);
+                      sizeof(expand_buffer), epi);
         ++g;
         continue;
       }
