@@ -151,6 +151,13 @@ class GroupQueue {
   bool have_ahead_ = false;
 };
 
+// The activation layout the tiles of m rows read (ActView::slab_rows): slabs of 4 rows, one
+// AVX2 many-row sub-tile each, wherever kernels_for picks those tiles; else all rows
+// block-major. (Float segments read the f32 rows, whatever the layout.)
+int64_t act_slab_rows(int64_t m) {
+  return active_isa() == Isa::Avx2 && m >= kMaxTileRows ? kChunkSlabRows : 0;
+}
+
 // Phase 1: quantize this thread's share of the rows, then wait for the group. Returns the
 // view every thread's tile kernels read.
 ActView prepare_acts(const PackedWeight& w, const float* x, int64_t m, void* scratch,
@@ -172,19 +179,39 @@ ActView prepare_acts(const PackedWeight& w, const float* x, int64_t m, void* scr
     const int64_t k = w.k();
     QuantizeRowFn quantize = quantize_row_fn();
     Range rows = split_range(m, ctx.tid, ctx.nth);
-    for (int64_t i = rows.begin; i < rows.end; ++i)
-      quantize(x + i * k, k, m, q + i * 32, d + i, s16 + i, s32 + i, ds + i);
+    // Row i is row r of the block-major slab of `height` rows starting at row i0 (all m rows
+    // when slab_rows is 0); each array holds the rows before that slab in full (see ActView).
+    const int64_t slab_rows = act_slab_rows(m);
+    auto place = [&](int64_t i, int64_t& i0, int64_t& r, int64_t& height) {
+      i0 = slab_rows > 0 ? i - i % slab_rows : 0;
+      r = i - i0;
+      height = slab_rows > 0 ? std::min(slab_rows, m - i0) : m;
+    };
+    for (int64_t i = rows.begin; i < rows.end; ++i) {
+      int64_t i0, r, h;
+      place(i, i0, r, h);
+      const int64_t at = i0 * (k / 32) + r;
+      quantize(x + i * k, k, h, q + i0 * k + r * 32, d + at, s16 + i0 * (k / 16) + r, s32 + at,
+               ds + at);
+    }
     // Zero-point corrections for the segments' types (a merged weight may mix them).
     for (int c = 0; c < s.n_corrections; ++c) {
       const ActScratch::Correction& cr = s.corrections[c];
       auto* corr = reinterpret_cast<int32_t*>(base + cr.offset);
       const int32_t* sums = cr.sub_block == 32 ? s32 : s16;
       const int64_t nsub = k / cr.sub_block;
-      for (int64_t i = rows.begin; i < rows.end; ++i)
-        for (int64_t b = 0; b < nsub; ++b) corr[b * m + i] = -cr.zero_point * sums[b * m + i];
+      for (int64_t i = rows.begin; i < rows.end; ++i) {
+        int64_t i0, r, h;
+        place(i, i0, r, h);
+        for (int64_t b = 0; b < nsub; ++b) {
+          const int64_t at = i0 * nsub + b * h + r;
+          corr[at] = -cr.zero_point * sums[at];
+        }
+      }
       a.zp_corr[cr.slot] = corr;
     }
     a.m = m;
+    a.slab_rows = slab_rows;
     a.q = q;
     a.d = d;
     a.s16 = s16;
@@ -267,6 +294,7 @@ std::pair<const uint8_t*, size_t> pair_bytes(const PackedWeight& w, int64_t g, s
 
 // Rows whose f32 accumulators one pass of chunked_group keeps (in a 4 KiB tile on the stack).
 constexpr int64_t kChunkBlockRows = 64;
+static_assert(kChunkBlockRows % kChunkSlabRows == 0, "a row block is whole slabs");
 
 // One group for all m rows with the AVX2 many-row tiles: records are expanded into `buffer` in
 // chunks of at most buffer_bytes (the whole group at once when it fits: then once for all rows),
@@ -295,7 +323,10 @@ void chunked_group(const ChunkTiles& ct, const uint8_t* group, const ActView& a,
       } else if (!whole) {
         ct.expand(group, a.k, s0, s1, buffer);
       }
-      ct.tile(recs, a, s0, s1, r0, rows, acc);
+      for (int64_t i0 = r0; i0 < r0 + rows; i0 += a.slab_rows) {
+        const ActView slab = a.slab(i0);
+        ct.tile(recs, slab, s0, s1, 0, static_cast<int>(slab.m), acc + (i0 - r0) * R);
+      }
     }
     epi(col, valid, r0, rows, acc);
   }

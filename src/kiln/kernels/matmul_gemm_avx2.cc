@@ -212,7 +212,7 @@ ChunkTiles chunk_tiles_avx2(DType t) {
       return expanded<6, 16, 32, false, true>();
     case DType::Q8_0: {  // read as packed: 8-bit codes and f16 scales already
       ChunkTiles c;
-      c.tile = chunk_tile<32, 128, false, true, 1, true, 3>;
+      c.tile = chunk_tile<32, 128, false, true, 1, true, 4>;
       c.record_bytes = chunk_record_bytes<32, false, true>();
       c.sub_block = 32;
       return c;
