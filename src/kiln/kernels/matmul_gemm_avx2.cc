@@ -182,9 +182,10 @@ void chunk_tile(const uint8_t* recs, const ActView& a, int64_t s0, int64_t s1, i
 }
 
 // Rows per sub-tile: 4 keeps 8 int16 sums, 2 weight vectors and the broadcast in the 16 ymm
-// registers. Measured (one thread, Q4_K/Q5_0/Q6_K at m = 128, Q8_0 at m = 32): 2 rows is
-// 10-20% slower, 3 to 6 rows are within the noise of each other; Q8_0, whose sign trick needs
-// 4 weight vectors per word, takes 3.
+// registers (5- and 6-bit codes also keep 8 int32 sums across their int16 groups, and Q8_0's
+// sign trick needs 4 weight vectors per word: a few spills). Measured (one thread, Q4_K/Q5_0/
+// Q6_K at m = 128, Q8_0 at m = 8 and 32): 2 rows 10-20% slower, 3 to 6 within the noise; and 4
+// is the activation slab (kChunkSlabRows), which a 3-row sub-tile would leave a 1-row remainder.
 template <int Bits, int S, int ZP, bool Min, bool Split>
 ChunkTiles expanded() {
   constexpr int G = Bits == 4 ? 8 : Bits == 5 ? 4 : 2;
