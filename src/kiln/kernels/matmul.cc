@@ -248,6 +248,10 @@ SegmentKernels kernels_for(DType t, int64_t k, int64_t m) {
   s.tile = tile_fn(t);
   if (active_isa() == Isa::Avx2 && m >= kMaxTileRows) {
     s.chunk = chunk_tiles_avx2(t);
+    // The activations are in slabs (act_slab_rows), which only these tiles and the f32 rows
+    // of float weights read.
+    KILN_CHECK(s.chunk.tile != nullptr || packed_layout(t).is_float,
+               "matmul: no AVX2 many-row tiles for {} weights", dtype_name(t));
     return s;
   }
   if (m <= kMaxTileRows) return s;
