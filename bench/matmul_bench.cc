@@ -2,7 +2,8 @@
 //   q 640->1024 q5_0, k 640->256 q5_0, v 640->256 q8_0, o 1024->640 q4_k,
 //   gate/up 640->2048 q5_0 (and merged 640->4096), down 2048->640 q6_k / q4_k,
 //   LM head 640->262144 q8_0 (matmul and greedy matmul_argmax); and the q projection with
-//   BF16 and F16 weights (f32 FMA), as other models store them.
+//   BF16 and F16 weights (f32 FMA), as other models store them. Many rows (prefill, batched
+//   decode; m = 8..512): Llama-3.2-1B's FFN shapes, 2048->8192 and 8192->2048, Q4_K and Q6_K.
 // Counters: GB/s of weight bytes read, GOP/s (2*m*N*K per call), and their fractions of the
 // machine limits (bw_frac, ops_frac). Small weights are rotated through enough copies (~256 MB)
 // that, like a real decode step, they come from DRAM rather than cache.
