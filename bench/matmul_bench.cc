@@ -2,7 +2,8 @@
 //   q 640->1024 q5_0, k 640->256 q5_0, v 640->256 q8_0, o 1024->640 q4_k,
 //   gate/up 640->2048 q5_0 (and merged 640->4096), down 2048->640 q6_k / q4_k,
 //   LM head 640->262144 q8_0 (matmul and greedy matmul_argmax); and the q projection with
-//   BF16 and F16 weights (f32 FMA), as other models store them.
+//   BF16 and F16 weights (f32 FMA), as other models store them. Many rows (prefill, batched
+//   decode; m = 8..512): Llama-3.2-1B's FFN shapes, 2048->8192 and 8192->2048, Q4_K and Q6_K.
 // Counters: GB/s of weight bytes read, GOP/s (2*m*N*K per call), and their fractions of the
 // machine limits (bw_frac, ops_frac). Small weights are rotated through enough copies (~256 MB)
 // that, like a real decode step, they come from DRAM rather than cache.
@@ -159,6 +160,16 @@ void head_args(benchmark::internal::Benchmark* b) {
       ->ComputeStatistics("max", max_of);
 }
 
+// Many rows (prefill, batched decode) over Llama-3.2-1B's FFN shapes.
+void prefill_args(benchmark::internal::Benchmark* b) {
+  for (int nth : {1, 2})
+    for (int m : {8, 32, 128, 512}) b->Args({m, nth});
+  b->ArgNames({"m", "threads"})
+      ->UseRealTime()
+      ->ComputeStatistics("min", min_of)
+      ->ComputeStatistics("max", max_of);
+}
+
 #define KILN_MATMUL_BENCH(name, t, n, k, mode, merged, args)                     \
   void name(benchmark::State& s) { run(s, DType::t, n, k, Mode::mode, merged); } \
   BENCHMARK(name)->Apply(args)
@@ -173,6 +184,10 @@ KILN_MATMUL_BENCH(BM_down_2048x640_q6_k, Q6_K, 640, 2048, Matmul, false, batch_a
 KILN_MATMUL_BENCH(BM_down_2048x640_q4_k, Q4_K, 640, 2048, Matmul, false, batch_args);
 KILN_MATMUL_BENCH(BM_lm_head_640x262144_q8_0, Q8_0, 262144, 640, Matmul, false, head_args);
 KILN_MATMUL_BENCH(BM_lm_head_argmax_640x262144_q8_0, Q8_0, 262144, 640, Argmax, false, head_args);
+KILN_MATMUL_BENCH(BM_up_2048x8192_q4_k, Q4_K, 8192, 2048, Matmul, false, prefill_args);
+KILN_MATMUL_BENCH(BM_up_2048x8192_q6_k, Q6_K, 8192, 2048, Matmul, false, prefill_args);
+KILN_MATMUL_BENCH(BM_down_8192x2048_q4_k, Q4_K, 2048, 8192, Matmul, false, prefill_args);
+KILN_MATMUL_BENCH(BM_down_8192x2048_q6_k, Q6_K, 2048, 8192, Matmul, false, prefill_args);
 KILN_MATMUL_BENCH(BM_q_640x1024_bf16, BF16, 1024, 640, Matmul, false, batch_args);
 
 // Phase 1 of every quantized matmul on its own: one activation row quantized to int8 per 32

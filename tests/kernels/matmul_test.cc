@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -189,6 +190,102 @@ TEST(Matmul, GroupsTooLargeToUnpackOnceStillMatch) {
     for (int64_t e = 0; e < 13 * p.n; ++e)
       ASSERT_EQ(y[e], contract_reference(p, &x[(e / p.n) * k], e % p.n))
           << dtype_name(t) << " row " << e / p.n;
+  }
+}
+
+// From 8 rows the AVX2 tier runs its many-row tiles (matmul_gemm_avx2.cc): groups expanded to
+// 8-bit records in chunks, rows in sub-tiles and blocks of 64. They equal the scalar tier bit
+// for bit: m with remainders of every sub-tile and row block (8, 9, 17, 33, 100, 513), K inside one
+// chunk, exactly filling it, one sub-block over it (a last chunk of one record) and 8192 (two
+// chunks, re-expanded per block of rows); with 2 threads, and through matmul_split and
+// matmul_argmax, whose epilogues then see tiles of up to 64 rows.
+TEST(Matmul, ManyRowsMatchScalarTier) {
+  if (best_isa() == Isa::Scalar) GTEST_SKIP() << "no AVX2 on this machine";
+  testing::IsaCapGuard guard;
+  std::mt19937 rng(15);
+  for (DType t : weight_dtypes()) {
+    if (is_float(t)) continue;
+    const ChunkTiles ct = chunk_tiles_avx2(t);
+    ASSERT_NE(ct.tile, nullptr) << dtype_name(t);
+    const int64_t bs = dtype_info(t).block_size;
+    const int64_t fit = static_cast<int64_t>(kChunkBufferBytes / ct.record_bytes) * ct.sub_block;
+    std::vector<std::pair<int64_t, std::vector<int64_t>>> cases = {
+        {bs * 2, {8, 9, 17, 33, 100, 513}}, {8192, {9, 67}}};
+    if (fit % bs == 0) cases.push_back({fit, {13}});
+    if (ct.expand != nullptr) cases.push_back({(fit / bs + 1) * bs, {13, 70}});
+    for (const auto& [k, ms] : cases) {
+      Problem p = make_problem(t, 37, k, rng);
+      const int64_t m_max = *std::max_element(ms.begin(), ms.end());
+      auto x = random_acts(m_max, k, rng);
+      for (int64_t m : ms) {
+        set_isa_cap(Isa::Scalar);
+        auto expect = run_matmul(p.w, x, m);
+        set_isa_cap(Isa::Avx2);
+        auto y = run_matmul(p.w, x, m, 2);
+        for (int64_t e = 0; e < m * p.n; ++e)
+          ASSERT_EQ(y[e], expect[e]) << dtype_name(t) << " k " << k << " m " << m << " row "
+                                     << e / p.n << " col " << e % p.n;
+      }
+    }
+  }
+  // Split outputs and the greedy head over the same many-row tiles.
+  Problem p = make_problem(DType::Q4_K, 45, 512, rng);
+  const int64_t m = 100;
+  auto x = random_acts(m, 512, rng);
+  set_isa_cap(Isa::Scalar);
+  auto expect = run_matmul(p.w, x, m);
+  set_isa_cap(Isa::Avx2);
+  std::vector<float> a(m * 20), b(m * 25);
+  float* outs[] = {a.data(), b.data()};
+  const int64_t cols[] = {20, 25};
+  std::vector<uint8_t> scratch(matmul_argmax_scratch_bytes(p.w, m, 2));
+  run_threads(2, [&](const ExecContext& ctx) {
+    matmul_split(p.w, x.data(), m, outs, cols, 2, scratch.data(), ctx);
+  });
+  std::vector<int32_t> ids(m);
+  run_threads(2, [&](const ExecContext& ctx) {
+    matmul_argmax(p.w, x.data(), m, ids.data(), scratch.data(), ctx);
+  });
+  for (int64_t i = 0; i < m; ++i) {
+    const float* row = &expect[i * p.n];
+    for (int64_t c = 0; c < p.n; ++c)
+      ASSERT_EQ(c < 20 ? a[i * 20 + c] : b[i * 25 + c - 20], row[c]) << "row " << i << " col " << c;
+    ASSERT_EQ(ids[i], std::max_element(row, row + p.n) - row) << "row " << i;
+  }
+}
+
+// The many-row tiles sum vpmaddubsw pairs in int16 (matmul_gemm_avx2.cc): 8 pairs of 4-bit
+// codes, 4 of 5-bit, 2 of 6-bit. The largest codes times the largest activations (all inputs
+// equal: every code 127, or -127) must still give the scalar tier's bits: random codes would
+// not reach an int16 overflow if a type's sums were one word too long.
+TEST(Matmul, ManyRowsLargestCodesDoNotOverflow) {
+  if (best_isa() == Isa::Scalar) GTEST_SKIP() << "no AVX2 on this machine";
+  testing::IsaCapGuard guard;
+  std::mt19937 rng(16);
+  for (DType t : {DType::Q4_0, DType::Q5_0, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+    const int64_t k = 512, n = 16, m = 8;
+    std::vector<uint8_t> bytes = random_rows(t, n, k, rng);
+    // Every byte but the f16 scales (d, and dmin for Q4_K/Q5_K) to all ones: the largest codes.
+    const DTypeInfo& info = dtype_info(t);
+    for (size_t b = 0; b < bytes.size(); b += info.block_bytes) {
+      const bool kq = t == DType::Q4_K || t == DType::Q5_K;
+      const size_t keep0 = t == DType::Q6_K ? 208 : 0, keep_len = kq ? 4 : 2;
+      for (size_t j = 0; j < info.block_bytes; ++j)
+        if (j < keep0 || j >= keep0 + keep_len) bytes[b + j] = 0xFF;
+    }
+    Problem p{t, n, k, bytes, {}};
+    p.w = PackedWeight::pack(testing::borrow_rows(t, n, k, p.bytes));
+    std::vector<float> x(m * k);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < k; ++j) x[i * k + j] = i % 2 == 0 ? 1.0f : -1.0f;
+    set_isa_cap(Isa::Scalar);
+    auto expect = run_matmul(p.w, x, m);
+    set_isa_cap(Isa::Avx2);
+    auto y = run_matmul(p.w, x, m);
+    for (int64_t e = 0; e < m * n; ++e) {
+      ASSERT_EQ(y[e], expect[e]) << dtype_name(t) << " row " << e / n << " col " << e % n;
+      ASSERT_EQ(expect[e], contract_reference(p, &x[(e / n) * k], e % n)) << dtype_name(t);
+    }
   }
 }
 

@@ -1,63 +1,23 @@
 // AVX2 tile kernels (no VNNI): int8 dot products with vpmaddubsw + vpmaddwd, FMA for float
-// weights. Bit-identical to matmul_scalar.cc: the integer dots are exact (no 16-bit saturation:
-// 4/5/6-bit codes give pair sums <= 2 * 63 * 127; Q8_0 codes are turned back into signed values
-// and multiplied with the sign trick, pair sums <= 2 * 128 * 127), and the float operations are
-// those of the contract in matmul_kernels.h.
+// weights. Quantized weights run these tiles below 8 rows (decode), where one tile reads each
+// group once from memory; from 8 rows the driver takes the many-row tiles of
+// matmul_gemm_avx2.cc. Bit-identical to matmul_scalar.cc: the integer dots are exact (no 16-bit
+// saturation: 4/5/6-bit codes give pair sums <= 2 * 63 * 127; Q8_0 codes are turned back into
+// signed values and multiplied with the sign trick, pair sums <= 2 * 128 * 127), and the float
+// operations are those of the contract in matmul_kernels.h.
 #include <immintrin.h>
 
-#include <cstring>
-
 #include "kiln/base/error.h"
+#include "kiln/kernels/matmul_avx2_codes.h"
 #include "kiln/kernels/matmul_kernels.h"
 #include "kiln/kernels/packed_weight.h"
 
 namespace kiln::kernels {
 namespace {
 
-inline int32_t load_i32(const int8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
-
-template <int Shift>
-inline __m256i shift_bytes(__m256i v) {
-  if constexpr (Shift > 0) return _mm256_slli_epi16(v, Shift);
-  if constexpr (Shift < 0) return _mm256_srli_epi16(v, -Shift);
-  return v;
-}
-
-template <int Bits, int S, int J>
-inline void add_high_bits(__m256i* w, __m256i plane) {
-  if constexpr (J < S / 4) {
-    if constexpr (Bits == 5) {
-      w[J] = _mm256_or_si256(w[J],
-                             _mm256_and_si256(shift_bytes<4 - J>(plane), _mm256_set1_epi8(0x10)));
-    } else {
-      w[J] = _mm256_or_si256(
-          w[J], _mm256_and_si256(shift_bytes<4 - 2 * J>(plane), _mm256_set1_epi8(0x30)));
-    }
-    add_high_bits<Bits, S, J + 1>(w, plane);
-  }
-}
-
-// Codes of rows 8h .. 8h+7 (half h of the 16-row group): S/4 vectors of u8.
-template <int Bits, int S>
-inline void load_codes(const uint8_t* rec, int h, __m256i* w) {
-  auto at = [&](int v) { return reinterpret_cast<const __m256i*>(rec + 64 * v + 32 * h); };
-  if constexpr (Bits == 8) {
-    for (int j = 0; j < S / 4; ++j) w[j] = _mm256_loadu_si256(at(j));
-  } else {
-    constexpr int NV = S / 8;
-    const __m256i lo = _mm256_set1_epi8(0x0F);
-    for (int v = 0; v < NV; ++v) {
-      __m256i raw = _mm256_loadu_si256(at(v));
-      w[v] = _mm256_and_si256(raw, lo);
-      w[v + NV] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), lo);
-    }
-    if constexpr (Bits > 4) add_high_bits<Bits, S, 0>(w, _mm256_loadu_si256(at(NV)));
-  }
-}
+using avx2::load_codes;
+using avx2::load_i32;
+using avx2::split_factor8;
 
 // Exact sum of 4 products per int32 lane, added to acc (the vpdpbusd of AVX-512 VNNI).
 template <bool Signed8>
@@ -69,14 +29,6 @@ inline __m256i dot4(__m256i acc, __m256i w, __m256i a) {
     pairs = _mm256_maddubs_epi16(w, a);
   }
   return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
-}
-
-// 8 f32 lanes of f16(d) * int8 factor: rows 8h .. 8h+7 of a split-scale factor pair.
-inline __m256 split_factor8(const uint8_t* d_f16, const uint8_t* factor_i8, int h) {
-  const __m256 d =
-      _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(d_f16 + 16 * h)));
-  const __m128i f = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(factor_i8 + 8 * h));
-  return _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(f)));
 }
 
 // Split: K-quant scales as factors after the records (packed_weight.h); otherwise an f16 scale

@@ -12,19 +12,34 @@
 // Each output element sees only its own weight row and activation row, in this fixed order,
 // whatever tile, thread or batch it is computed in.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 
 #include "kiln/base/dtype.h"
 
 namespace kiln::kernels {
 
+// Where ActView::zp_corr keeps the correction for zero point zp; -1 for one no type has.
+constexpr int zp_slot(int zp) {
+  return zp == 8 ? 0 : zp == 16 ? 1 : zp == 32 ? 2 : zp == 128 ? 3 : -1;
+}
+// Inputs per correction of a slot: 16 for zero point 32 (Q6_K only), else 32.
+constexpr int zp_sub_block(int slot) { return slot == 2 ? 16 : 32; }
+
 // Activation rows as the tile kernels read them (views into the caller's scratch). The
 // quantized arrays are BLOCK-MAJOR: for each 32-input block, the m rows' entries are adjacent,
 // so a tile of rows row0.. reads every row's codes and scales at constant offsets from one
 // pointer (a handful of registers however tall the tile is).
+//
+// With slab_rows > 0 (the AVX2 many-row path, matmul_gemm_avx2.cc) the rows are instead cut into
+// slabs of slab_rows consecutive rows (the last may be shorter), each block-major on its own and
+// stored one after the other: slab(row0) is the view of one slab, whose arrays the kernels
+// stream sequentially (with all m rows block-major, consecutive blocks of a 4-row tile lie 32 m
+// bytes apart: a new 4 KiB page every block or two at m = 512, which measured 2x slower).
 struct ActView {
   int64_t k = 0;
   int64_t m = 0;                 // rows held (the block stride of the arrays below)
+  int64_t slab_rows = 0;         // 0: all m rows block-major; else see above
   const int8_t* q = nullptr;     // [k/32][m][32] int8 codes
   const float* d = nullptr;      // [k/32][m] scales
   const int32_t* s16 = nullptr;  // [k/16][m] code sums per 16
@@ -47,12 +62,24 @@ struct ActView {
   float ds_at(int64_t row, int64_t blk) const { return ds[blk * m + row]; }
   int32_t s32_at(int64_t row, int64_t blk) const { return s32[blk * m + row]; }
   int32_t s16_at(int64_t row, int64_t sub) const { return s16[sub * m + row]; }
-};
 
-// Where ActView::zp_corr keeps the correction for zero point zp; -1 for one no type has.
-constexpr int zp_slot(int zp) {
-  return zp == 8 ? 0 : zp == 16 ? 1 : zp == 32 ? 2 : zp == 128 ? 3 : -1;
-}
+  // The slab starting at row0 (a multiple of slab_rows > 0) as a block-major view of its rows.
+  ActView slab(int64_t row0) const {
+    ActView v = *this;
+    v.slab_rows = 0;
+    v.m = m - row0 < slab_rows ? m - row0 : slab_rows;
+    v.q = q + row0 * k;
+    v.d = d + row0 * (k / 32);
+    v.s16 = s16 + row0 * (k / 16);
+    v.s32 = s32 + row0 * (k / 32);
+    v.ds = ds + row0 * (k / 32);
+    v.x = x + row0 * x_stride;
+    for (int slot = 0; slot < 4; ++slot)
+      if (zp_corr[slot] != nullptr)
+        v.zp_corr[slot] = zp_corr[slot] + row0 * (k / zp_sub_block(slot));
+    return v;
+  }
+};
 
 // Rows a tile kernel handles in one pass over a group's weights.
 inline constexpr int kMaxTileRows = 8;
@@ -110,6 +137,28 @@ struct ExpandedTiles {
   int sub_block = 0;        // inputs per record
 };
 ExpandedTiles expanded_tiles_avx512(DType t);
+
+// The AVX2 form for many rows (m > kMaxTileRows; matmul_gemm_avx2.cc), where every row tile of
+// the batch reads each group: a group's records are taken in chunks of consecutive records;
+// `expand` rewrites records [s0, s1) of a 4-, 5- or 6-bit group as 8-bit codes with f32 scales
+// (and minimums), record_bytes each (null for Q8_0: `tile` reads its packed records in place),
+// and `tile` ADDS records [s0, s1) (at `records`, record s0 first) to the f32 accumulators
+// acc[16 i + c] of rows row0 .. row0 + mt - 1 (any mt >= 1), which hold the sum over records
+// [0, s0) (zeros for s0 = 0). Chunk after chunk that is the contract's accumulation, in order:
+// the same bits. Null members where a type has no such form (float weights).
+struct ChunkTiles {
+  void (*expand)(const uint8_t* group, int64_t k, int64_t s0, int64_t s1, uint8_t* out) = nullptr;
+  void (*tile)(const uint8_t* records, const ActView& a, int64_t s0, int64_t s1, int64_t row0,
+               int mt, float* acc) = nullptr;
+  size_t record_bytes = 0;  // bytes per record as `tile` reads them
+  int sub_block = 0;        // inputs per record
+};
+ChunkTiles chunk_tiles_avx2(DType t);
+// Rows of one activation slab on that path (ActView::slab_rows): the tiles' sub-tile height.
+inline constexpr int64_t kChunkSlabRows = 4;
+// Bytes of expanded records one chunk holds (a per-thread buffer on the stack): the whole
+// group up to K = 6528 inputs of a 4- or 5-bit K-quant (640 bytes per 32 inputs).
+inline constexpr size_t kChunkBufferBytes = 128 * 1024;
 void quantize_row_scalar(const float* x, int64_t k, int64_t stride, int8_t* q, float* d,
                          int32_t* s16, int32_t* s32, float* ds);
 void quantize_row_avx2(const float* x, int64_t k, int64_t stride, int8_t* q, float* d, int32_t* s16,

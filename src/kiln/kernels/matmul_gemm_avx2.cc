@@ -1,0 +1,226 @@
+// AVX2 many-row tiles (m > kMaxTileRows: prefill, batched decode), where several row tiles read
+// each group. Without VNNI the int8 dot is vpmaddubsw (u8 x s8 -> pairs of products summed to
+// int16) then vpmaddwd with ones (-> int32); both run on the same two vector-multiply ports, so
+// the 8-row tiles of matmul_avx2.cc spend half their multiply issue on vpmaddwd, and re-unpack
+// 4/5/6-bit codes for every 2 rows. Here:
+//  - a group's records are expanded once to 8-bit codes with f32 scales (ChunkTiles::expand),
+//    in chunks that stay in L1/L2 while every row of the batch reads them;
+//  - pairs are summed in int16 before one vpmaddwd per G words: a pair of 4-bit codes (0..15)
+//    times activations (-127..127) is at most 2 * 15 * 127 = 3810 in magnitude, so 8 pairs
+//    (a whole 32-input record) add without overflow (30480); 5-bit codes (pairs <= 7874): 4;
+//    6-bit (<= 16002): 2. Q8_0's sign-trick pairs reach 2 * 128 * 127 = 32512: one each. The
+//    int16 sums are exact, so the int32 dot is the same integer;
+//  - each weight vector pair (both 8-column halves of a 4-input word) is loaded once per MT rows
+//    and each broadcast activation word feeds both halves.
+// The f32 accumulators live in the caller's tile (one row tile's records are added chunk by
+// chunk), with the same operations in the same order as the contract in matmul_kernels.h: the
+// same bits as every other tier.
+#include <immintrin.h>
+
+#include "kiln/kernels/matmul_avx2_codes.h"
+#include "kiln/kernels/matmul_kernels.h"
+#include "kiln/kernels/packed_weight.h"
+
+namespace kiln::kernels {
+namespace {
+
+using avx2::load_codes;
+using avx2::load_i32;
+using avx2::split_factor8;
+
+// Bytes of a record as the chunk kernels read it: 8-bit codes (S/4 vectors of 64 bytes, as Q8_0
+// stores them) then, for expanded records, 16 f32 scales and (Min) 16 f32 minimums; Q8_0's own
+// records end with 16 f16 scales.
+template <int S, bool Min, bool F16Scale>
+constexpr int chunk_record_bytes() {
+  return 16 * S + (F16Scale ? 32 : 64 + (Min ? 64 : 0));
+}
+
+// Rewrites records [s0, s1) of a packed 4/5/6-bit group as chunk_record_bytes<S, Min, false>
+// records: codes unpacked to bytes, scales as f32 (the f16 scale converted, exactly; for
+// K-quants the products d * sc and dmin * m, formed as the 8-row kernel forms them).
+template <int Bits, int S, bool Min, bool Split>
+void expand_records(const uint8_t* group, int64_t k, int64_t s0, int64_t s1, uint8_t* out) {
+  constexpr int code_bytes = 8 * S + (Bits > 4 ? 64 : 0);
+  constexpr int src_record = code_bytes + (Split ? 0 : 32);
+  constexpr int dst_record = chunk_record_bytes<S, Min, false>();
+  const SplitScaleAreas areas = split_scale_areas(code_bytes, S, Min, k);
+  for (int64_t s = s0; s < s1; ++s) {
+    const uint8_t* rec = group + s * src_record;
+    uint8_t* o = out + (s - s0) * dst_record;
+    const int64_t super = s * S / 256;
+    for (int h = 0; h < 2; ++h) {
+      __m256i w[S / 4];
+      load_codes<Bits, S>(rec, h, w);
+      for (int j = 0; j < S / 4; ++j)
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 64 * j + 32 * h), w[j]);
+      __m256 scale;
+      if constexpr (Split) {
+        scale = split_factor8(group + areas.d + 32 * super, group + areas.sc + 16 * s, h);
+      } else {
+        scale = _mm256_cvtph_ps(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + code_bytes + 16 * h)));
+      }
+      _mm256_storeu_ps(reinterpret_cast<float*>(o + 16 * S + 32 * h), scale);
+      if constexpr (Min)
+        _mm256_storeu_ps(
+            reinterpret_cast<float*>(o + 16 * S + 64 + 32 * h),
+            split_factor8(group + areas.dmin + 32 * super, group + areas.m + 16 * s, h));
+    }
+  }
+}
+
+// Adds records [s0, s1) (at `recs`, record s0 first) to the accumulators of rows row0 .. row0 +
+// MT - 1, acc[16 i + c]. G: words (4 inputs) whose vpmaddubsw pairs are summed in int16 before
+// one vpmaddwd (see the top of the file). The per-row arrays are indexed only by fully
+// unrolled loops so they live in registers: 2 MT int16 sums + 2 weight vectors + 1 broadcast.
+template <int S, int ZP, bool Min, bool Signed8, int G, bool F16Scale, int MT>
+void chunk_rows(const uint8_t* recs, const ActView& a, int64_t s0, int64_t s1, int64_t row0,
+                float* acc) {
+  constexpr int W = S / 4;  // 4-input words per record
+  static_assert(W % G == 0);
+  constexpr int code_bytes = 16 * S;
+  constexpr int record_bytes = chunk_record_bytes<S, Min, F16Scale>();
+  constexpr bool kZeroPoint = !Min && !Signed8;
+  static_assert(!kZeroPoint || zp_slot(ZP) >= 0, "a zero point without a correction slot");
+  const int64_t m = a.m;
+  const int8_t* q = a.q + row0 * 32;  // block 0, row row0; row i of block b at b * 32 m + 32 i
+  const float* d = a.d + row0;        // [blk * m + i]
+  const float* ds = a.ds + row0;
+  const int32_t* corr = nullptr;  // -ZP * sum(q), [sub * m + i]
+  if constexpr (kZeroPoint) corr = a.zp_corr[zp_slot(ZP)] + row0;
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (int64_t s = s0; s < s1; ++s) {
+    const uint8_t* rec = recs + (s - s0) * record_bytes;
+    const int64_t blk = s * S / 32;
+    const int8_t* qa = q + blk * m * 32 + (s * S) % 32;
+    __m256i dot[MT][2];
+#pragma GCC unroll 8
+    for (int i = 0; i < MT; ++i) {
+      if constexpr (kZeroPoint) {
+        dot[i][0] = dot[i][1] = _mm256_set1_epi32(corr[s * m + i]);
+      } else {
+        dot[i][0] = dot[i][1] = _mm256_setzero_si256();
+      }
+    }
+#pragma GCC unroll 8
+    for (int g = 0; g < W / G; ++g) {
+      __m256i p16[MT][2];
+#pragma GCC unroll 8
+      for (int jj = 0; jj < G; ++jj) {
+        const int j = g * G + jj;
+        __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + 64 * j));
+        __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + 64 * j + 32));
+        __m256i u0 = w0, u1 = w1;
+        if constexpr (Signed8) {  // stored code + 128: back to signed, then the sign trick
+          w0 = _mm256_xor_si256(w0, _mm256_set1_epi8(-128));
+          w1 = _mm256_xor_si256(w1, _mm256_set1_epi8(-128));
+          u0 = _mm256_abs_epi8(w0);
+          u1 = _mm256_abs_epi8(w1);
+        }
+#pragma GCC unroll 8
+        for (int i = 0; i < MT; ++i) {
+          const __m256i av = _mm256_set1_epi32(load_i32(qa + 32 * i + 4 * j));
+          __m256i a0 = av, a1 = av;
+          if constexpr (Signed8) {
+            a0 = _mm256_sign_epi8(av, w0);
+            a1 = _mm256_sign_epi8(av, w1);
+          }
+          if (jj == 0) {
+            p16[i][0] = _mm256_maddubs_epi16(u0, a0);
+            p16[i][1] = _mm256_maddubs_epi16(u1, a1);
+          } else {
+            p16[i][0] = _mm256_add_epi16(p16[i][0], _mm256_maddubs_epi16(u0, a0));
+            p16[i][1] = _mm256_add_epi16(p16[i][1], _mm256_maddubs_epi16(u1, a1));
+          }
+          // Keeps each sum one chain in a register: GCC otherwise reassociates the adds into
+          // trees over all G products, which spills them to the stack.
+          asm("" : "+x"(p16[i][0]), "+x"(p16[i][1]));
+        }
+      }
+#pragma GCC unroll 8
+      for (int i = 0; i < MT; ++i) {
+        for (int h = 0; h < 2; ++h)
+          dot[i][h] = _mm256_add_epi32(dot[i][h], _mm256_madd_epi16(p16[i][h], ones));
+        asm("" : "+x"(dot[i][0]), "+x"(dot[i][1]));  // likewise
+      }
+    }
+    for (int h = 0; h < 2; ++h) {
+      __m256 scale, mn;
+      if constexpr (F16Scale) {
+        scale = _mm256_cvtph_ps(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + code_bytes + 16 * h)));
+      } else {
+        scale = _mm256_loadu_ps(reinterpret_cast<const float*>(rec + code_bytes + 32 * h));
+      }
+      if constexpr (Min)
+        mn = _mm256_loadu_ps(reinterpret_cast<const float*>(rec + code_bytes + 64 + 32 * h));
+#pragma GCC unroll 8
+      for (int i = 0; i < MT; ++i) {
+        float* at = acc + 16 * i + 8 * h;
+        const __m256 t = _mm256_mul_ps(scale, _mm256_set1_ps(d[blk * m + i]));
+        __m256 f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[i][h]), t, _mm256_loadu_ps(at));
+        if constexpr (Min) f = _mm256_fnmadd_ps(mn, _mm256_set1_ps(ds[blk * m + i]), f);
+        _mm256_storeu_ps(at, f);
+      }
+    }
+  }
+}
+
+// Any number of rows: sub-tiles of MT rows, then the remainder.
+template <int S, int ZP, bool Min, bool Signed8, int G, bool F16Scale, int MT>
+void chunk_tile(const uint8_t* recs, const ActView& a, int64_t s0, int64_t s1, int64_t row0, int mt,
+                float* acc) {
+  int i = 0;
+  for (; i + MT <= mt; i += MT)
+    chunk_rows<S, ZP, Min, Signed8, G, F16Scale, MT>(recs, a, s0, s1, row0 + i, acc + 16 * i);
+  if constexpr (MT > 1) {
+    if (i < mt)
+      chunk_tile<S, ZP, Min, Signed8, G, F16Scale, MT - 1>(recs, a, s0, s1, row0 + i, mt - i,
+                                                           acc + 16 * i);
+  }
+}
+
+// Rows per sub-tile: 4 keeps 8 int16 sums, 2 weight vectors and the broadcast in the 16 ymm
+// registers (5- and 6-bit codes also keep 8 int32 sums across their int16 groups, and Q8_0's
+// sign trick needs 4 weight vectors per word: a few spills). Measured (one thread, Q4_K/Q5_0/
+// Q6_K at m = 128, Q8_0 at m = 8 and 32): 2 rows 10-20% slower, 3 to 6 within the noise; and 4
+// is the activation slab (kChunkSlabRows), which a 3-row sub-tile would leave a 1-row remainder.
+template <int Bits, int S, int ZP, bool Min, bool Split>
+ChunkTiles expanded() {
+  constexpr int G = Bits == 4 ? 8 : Bits == 5 ? 4 : 2;
+  ChunkTiles c;
+  c.expand = expand_records<Bits, S, Min, Split>;
+  c.tile = chunk_tile<S, ZP, Min, false, G, false, 4>;
+  c.record_bytes = chunk_record_bytes<S, Min, false>();
+  c.sub_block = S;
+  return c;
+}
+
+}  // namespace
+
+ChunkTiles chunk_tiles_avx2(DType t) {
+  switch (t) {
+    case DType::Q4_0:
+      return expanded<4, 32, 8, false, false>();
+    case DType::Q5_0:
+      return expanded<5, 32, 16, false, false>();
+    case DType::Q4_K:
+      return expanded<4, 32, 0, true, true>();
+    case DType::Q5_K:
+      return expanded<5, 32, 0, true, true>();
+    case DType::Q6_K:
+      return expanded<6, 16, 32, false, true>();
+    case DType::Q8_0: {  // read as packed: 8-bit codes and f16 scales already
+      ChunkTiles c;
+      c.tile = chunk_tile<32, 128, false, true, 1, true, 4>;
+      c.record_bytes = chunk_record_bytes<32, false, true>();
+      c.sub_block = 32;
+      return c;
+    }
+    default:
+      return {};  // float weights: the 8-row tiles
+  }
+}
+
+}  // namespace kiln::kernels
