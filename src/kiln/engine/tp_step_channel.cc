@@ -162,6 +162,9 @@ void timed_forward(ModelRunner& local, const Communicator& comm, const StepBatch
 
 }  // namespace
 
+int64_t TpLeaderExecutor::vocab_size() const { return local_.vocab_size(); }
+int64_t TpLeaderExecutor::context_length() const { return local_.context_length(); }
+
 void TpLeaderExecutor::forward_in_mode(const StepBatch& batch, StepOutput& out, StepMode mode) {
   KILN_CHECK(!shut_down_, "tensor-parallel step after shutdown");
   std::vector<char> message = encode_step_message(&batch, mode);

@@ -50,8 +50,8 @@ class TpLeaderExecutor : public ModelExecutor {
   }
   // Every rank runs the step in `mode` (ModelRunner::forward_in_mode).
   void forward_in_mode(const StepBatch& batch, StepOutput& out, StepMode mode);
-  int64_t vocab_size() const override { return local_.vocab_size(); }
-  int64_t context_length() const override { return local_.context_length(); }
+  int64_t vocab_size() const override;
+  int64_t context_length() const override;
   // Tells the followers to leave their loop (once; the destructor does it if not done).
   void shutdown();
   const TpStepStats& stats() const { return stats_; }
