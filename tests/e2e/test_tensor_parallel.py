@@ -231,3 +231,130 @@ def test_perplexity_under_tp_equals_one_process(models, env, tmp_path, name):
     # perplexity moves with the logits more than a real model's: measured 0.011% on tiny-qwen2
     # (its prefill steps differ by more than its decode logits), 0.44% on tiny-llama.
     assert two["ppl"] == pytest.approx(single["ppl"], rel=TOLERANCES[name]["ppl"])
+
+
+def test_moe_is_refused_clearly(models, env):
+    p = kiln_run(models / "tiny-qwen3moe.gguf", env=env, tp=2)
+    assert p.returncode != 0
+    assert "mixture-of-experts" in p.stderr, p.stderr
+
+
+class TpServer:
+    """`mpirun -np 2 kiln serve --tp 2` on a free loopback port."""
+
+    def __init__(self, model, log_path, env, *extra):
+        self.log_path = log_path
+        self._log = open(log_path, "wb")
+        cmd = mpirun_prefix(2) + [kiln_bin(), "serve", "-m", str(model), "--host", "127.0.0.1",
+                                  "--port", "0", "--threads", "1", "--context-length", "512",
+                                  "--kv-tokens", "8192", "--max-graph-bs", "4",
+                                  "--log-level", "info", "--tp", "2", *extra]
+        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, env=env,
+                                     start_new_session=True)
+        deadline = time.monotonic() + 300
+        self.url = None
+        while time.monotonic() < deadline and self.url is None:
+            assert self.proc.poll() is None, self.log()
+            m = re.search(r"at (http://127\.0\.0\.1:\d+)", self.log())
+            if m:
+                self.url = m.group(1)
+            time.sleep(0.1)
+        assert self.url, self.log()
+
+    def log(self):
+        self._log.flush()
+        return self.log_path.read_text(errors="replace")
+
+    def generate(self, text, n=16):
+        r = requests.post(self.url + "/generate", json={
+            "text": text, "sampling_params": {"max_new_tokens": n, "temperature": 0,
+                                              "ignore_eos": True}}, timeout=120)
+        assert r.status_code == 200, r.text
+        return r.json()["text"]
+
+    def rank_pids(self):
+        """pid of each kiln rank, by the rank mpirun gave it."""
+        out = {}
+        for pid in subprocess.run(["pgrep", "-P", str(self.proc.pid)], capture_output=True,
+                                  text=True).stdout.split():
+            try:
+                environ = pathlib.Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            for item in environ:
+                if item.startswith(b"OMPI_COMM_WORLD_RANK="):
+                    out[int(item.split(b"=")[1])] = int(pid)
+        return out
+
+    def kill(self):
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        self._log.close()
+
+
+def test_serve_answers_like_one_process_and_shuts_down_cleanly(models, env, tmp_path):
+    model = models / "tiny-llama.gguf"
+    single = kiln_run(model, "--graph-mode", "optimize", env=env)
+    assert single.returncode == 0, single.stderr
+    server = TpServer(model, tmp_path / "serve.log", env)
+    try:
+        texts = [server.generate(PROMPT, n=24) for _ in range(2)]  # the second hits the prefix cache
+        assert texts[0] == texts[1]
+        assert single.stdout == texts[0] + "\n"  # `kiln run` ends the text with a newline
+        info = requests.get(server.url + "/get_server_info", timeout=30).json()
+        assert info.get("tp_size") == 2, info
+        # SIGTERM to rank 0: it drains, tells rank 1 to stop, and both exit 0, so mpirun does.
+        # (mpirun itself, signalled, forwards the signal but then exits 1 whatever the ranks do.)
+        os.kill(server.rank_pids()[0], signal.SIGTERM)
+        assert server.proc.wait(120) == 0, server.log()
+        log = server.log()
+        assert "tensor parallel rank 0:" in log and "tensor parallel rank 1:" in log, log
+    finally:
+        server.kill()
+
+
+def test_killed_follower_ends_the_job_with_an_error(models, env, tmp_path):
+    server = TpServer(models / "tiny-llama.gguf", tmp_path / "serve.log", env, "--tp-timeout", "10")
+    try:
+        server.generate(PROMPT, n=4)
+        pids = server.rank_pids()
+        assert 1 in pids, pids
+        os.kill(pids[1], signal.SIGKILL)
+        # A request that needs the dead rank: the job must end, not hang.
+        try:
+            requests.post(server.url + "/generate", json={
+                "text": PROMPT, "sampling_params": {"max_new_tokens": 64, "temperature": 0}},
+                timeout=60)
+        except requests.RequestException:
+            pass
+        start = time.monotonic()
+        code = server.proc.wait(90)
+        assert code != 0, server.log()
+        assert time.monotonic() - start < 90
+        assert re.search(r"rank 1|exited on signal 9|did not complete within", server.log()), server.log()
+    finally:
+        server.kill()
+
+
+def test_stalled_follower_trips_the_collective_watchdog(models, env, tmp_path):
+    # A rank that stops answering without dying (here: SIGSTOP) is not noticed by mpirun; rank
+    # 0's next collective must give up after --tp-timeout and end the job.
+    server = TpServer(models / "tiny-llama.gguf", tmp_path / "serve.log", env, "--tp-timeout", "5")
+    try:
+        server.generate(PROMPT, n=4)
+        os.kill(server.rank_pids()[1], signal.SIGSTOP)
+        start = time.monotonic()
+        try:
+            requests.post(server.url + "/generate", json={
+                "text": PROMPT, "sampling_params": {"max_new_tokens": 8, "temperature": 0}},
+                timeout=60)
+        except requests.RequestException:
+            pass
+        code = server.proc.wait(60)
+        assert code != 0, server.log()
+        assert time.monotonic() - start < 60
+        assert re.search(r"rank 0: \w+ did not complete within 5 s; another rank has died or "
+                         r"stopped responding", server.log()), server.log()
+    finally:
+        server.kill()

@@ -75,9 +75,8 @@ std::string format_table(const BenchFigures& f) {
       "kiln bench: {} ({}, {:.0f}M params, {:.1f} MiB of weights read per decode step{})\n",
       f.model_name, f.architecture, f.n_params / 1e6, f.weight_bytes / 1048576.0,
       f.tp > 1 ? " by rank 0" : "");
-  const std::string ranks =
-      f.tp > 1 ? fmt::format("tp {}, threads {} per rank", f.tp, f.threads)
-               : fmt::format("threads {}", f.threads);
+  const std::string ranks = f.tp > 1 ? fmt::format("tp {}, threads {} per rank", f.tp, f.threads)
+                                     : fmt::format("threads {}", f.threads);
   s += fmt::format(
       "{}, isa {}, input {} tokens, output {} tokens, prefill chunk {} tokens, probe "
       "repeats {}\n",

@@ -20,8 +20,8 @@ struct ModeFigures {
   double kernel_ms = 0;           // kernel time of that step (kernel_profile.h)
   double overhead_ms = 0;         // step_ms - kernel_ms
   int kernels = 0;                // kernel launches per step
-  int barriers = 0;          // barriers (eager: one dispatch + barrier per op) per step
-  int barriers_unfused = 0;  // graph: one per step of the plan (what per-op sync would cost)
+  int barriers = 0;               // barriers (eager: one dispatch + barrier per op) per step
+  int barriers_unfused = 0;       // graph: one per step of the plan (what per-op sync would cost)
   // graph: host overhead timed directly, the mean of host_only_replays replays with every
   // kernel skipped (GraphRunner::run_host_only: input staging, update hooks, level barriers,
   // output copies)

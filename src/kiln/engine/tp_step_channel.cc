@@ -90,10 +90,9 @@ bool decode_step_message(const std::vector<char>& bytes, StepBatch& batch, StepM
   KILN_CHECK(kind == Kind::Step, "tensor-parallel step message of unknown kind {}",
              static_cast<uint32_t>(kind));
   const auto step_mode = r.get<StepMode>();
-  KILN_CHECK(step_mode == StepMode::Auto || step_mode == StepMode::Eager ||
-                 step_mode == StepMode::Graph,
-             "tensor-parallel step message has unknown step mode {}",
-             static_cast<int>(step_mode));
+  KILN_CHECK(
+      step_mode == StepMode::Auto || step_mode == StepMode::Eager || step_mode == StepMode::Graph,
+      "tensor-parallel step message has unknown step mode {}", static_cast<int>(step_mode));
   if (mode != nullptr) *mode = step_mode;
   r.get_vector(batch.token_ids);
   r.get_vector(batch.positions);
