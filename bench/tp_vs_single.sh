@@ -8,7 +8,12 @@
 #
 # Variables: KILN_BIN (build/release/kiln), KILN_TP_MODEL (the default model), KILN_TP_ROUNDS
 # (3), KILN_TP_PROMPTS_BS1 (8), KILN_TP_PROMPTS_BS32 (96), KILN_TP_INPUT (128),
-# KILN_TP_OUTPUT (128), KILN_TP_BATCHES ("1 32").
+# KILN_TP_OUTPUT (128), KILN_TP_BATCHES ("1 32"), KILN_TP_OFFLINE (0; 1: also the offline
+# benchmark, below), KILN_TP_SERVING (1; 0: skip the serving measurement).
+#
+# Offline (KILN_TP_OFFLINE=1): `mpirun -np 2 kiln bench --tp 2 -t 1` against `kiln bench -t 2`
+# on the same batch sizes, rounds alternating which goes first; eager and graph decode tok/s
+# per batch into summary_offline.tsv (no server, no HTTP, no scheduler: the model steps alone).
 #
 # Each measurement starts a fresh server (so its shutdown log line covers exactly that run's
 # steps), sends `kiln bench serving` at max concurrency 1 or 32, then stops it with SIGTERM.
@@ -68,6 +73,34 @@ stop_server() {
   kill -TERM "$SERVER_PID" 2>/dev/null || true
   wait "$SERVER_PID" 2>/dev/null || true
 }
+
+if [[ ${KILN_TP_OFFLINE:-0} == 1 ]]; then
+  OFFLINE=$OUT/summary_offline.tsv
+  echo -e "round\tmode\tbatch\teager_tok_s\tgraph_tok_s\tsame_tokens" >"$OFFLINE"
+  BENCH_ARGS=(bench "${MODEL_ARGS[@]}" --batch-sizes "$(echo "$BATCHES" | tr ' ' ',')"
+              --input-len "$INPUT" --output-len "$OUTPUT" --host-only-steps 0)
+  for round in $(seq 1 "$ROUNDS"); do
+    if ((round % 2)); then order="tp2 tp1"; else order="tp1 tp2"; fi
+    for mode in $order; do
+      tag="offline-r${round}-${mode}"
+      if [[ $mode == tp2 ]]; then
+        "${MPI[@]}" "$KILN" "${BENCH_ARGS[@]}" -t 1 --tp 2 --json "$OUT/$tag.json" \
+          >"$OUT/$tag.txt" 2>&1
+      else
+        "$KILN" "${BENCH_ARGS[@]}" -t 2 --json "$OUT/$tag.json" >"$OUT/$tag.txt" 2>&1
+      fi
+      python3 - "$OUT/$tag.json" "$round" "$mode" <<'PY' | tee -a "$OFFLINE"
+import json, sys
+j = json.load(open(sys.argv[1]))
+for r in j["results"]:
+    rate = lambda m: f"{r[m]['decode_tok_s']:.1f}" if r[m] else "-"
+    print(f"{sys.argv[2]}\t{sys.argv[3]}\t{r['batch_size']}\t{rate('eager')}\t{rate('graph')}\t"
+          f"{r['tokens_match']}")
+PY
+    done
+  done
+fi
+[[ ${KILN_TP_SERVING:-1} == 1 ]] || { echo "summary: ${OFFLINE:-none}"; exit 0; }
 
 SUMMARY=$OUT/summary.tsv
 echo -e "round\tmode\tbatch\tdecode_tok_s_per_seq\tdecode_tok_s_total\toutput_throughput\tpeak_rss\tcollectives" >"$SUMMARY"

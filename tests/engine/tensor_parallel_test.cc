@@ -190,9 +190,16 @@ TEST(TensorParallelSteps, MessagesRoundTripAndBadOnesAreRefused) {
   b.seqs[1].pages = {4, 2};
   b.seqs[1].seq_len = 10;
   b.seqs[1].all_logits = true;
-  const std::vector<char> bytes = engine::encode_step_message(&b);
+  const std::vector<char> bytes = engine::encode_step_message(&b, engine::StepMode::Graph);
   engine::StepBatch got;
-  ASSERT_TRUE(engine::decode_step_message(bytes, got));
+  engine::StepMode mode = engine::StepMode::Auto;
+  ASSERT_TRUE(engine::decode_step_message(bytes, got, &mode));
+  // The mode travels: `kiln bench` forces eager or graph per step and every rank must follow.
+  EXPECT_EQ(mode, engine::StepMode::Graph);
+  engine::StepMode eager_mode = engine::StepMode::Auto;
+  ASSERT_TRUE(engine::decode_step_message(engine::encode_step_message(&b, engine::StepMode::Eager),
+                                          got, &eager_mode));
+  EXPECT_EQ(eager_mode, engine::StepMode::Eager);
   EXPECT_EQ(got.token_ids, b.token_ids);
   EXPECT_EQ(got.positions, b.positions);
   EXPECT_EQ(got.token_seq, b.token_seq);
@@ -208,6 +215,9 @@ TEST(TensorParallelSteps, MessagesRoundTripAndBadOnesAreRefused) {
     const std::vector<char> truncated(bytes.begin(), bytes.begin() + static_cast<long>(cut));
     EXPECT_THROW(engine::decode_step_message(truncated, got), Error) << cut;
   }
+  std::vector<char> bad_mode = bytes;
+  bad_mode[8] = 7;  // after the 4-byte header and the 4-byte kind: the mode byte
+  EXPECT_THROW(engine::decode_step_message(bad_mode, got), Error);
 }
 
 }  // namespace

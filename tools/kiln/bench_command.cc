@@ -8,6 +8,14 @@
 // split of a decode step into kernel time and host overhead (kernel_profile.h), the batch-1
 // fraction of memory bandwidth, and with --breakdown the gain split into removed per-step work,
 // fewer barriers and fusions. `kiln bench serving` (the online benchmark) hangs off this command.
+//
+// Under tensor parallelism (`mpirun -np N kiln bench --tp N`, docs/tensor-parallel.md) rank 0
+// runs the benchmark and every forward step goes through Runtime::forward_in_mode, which
+// broadcasts it with its mode (eager or graph) so that the followers run the same step on
+// their shards; the followers capture the same plans as rank 0 and only follow. What rank 0
+// would do alone with collectives in it (the per-kernel profile, --breakdown's own plans) is
+// skipped or refused; what runs no collective (bandwidth probe, host-only replays) runs on
+// rank 0 alone.
 #include <unistd.h>
 
 #include <chrono>
@@ -33,6 +41,7 @@
 #include "kiln/model/weight_store.h"
 #include "memory_bandwidth.h"
 #include "progress_bar.h"
+#include "tp_group.h"
 
 namespace kiln::cli {
 namespace {
@@ -48,7 +57,7 @@ struct BenchArgs {
   int input_len = 128;
   int output_len = 64;
   int threads = 0;
-  int tp = 1;            // --tp: refused above 1 (see run())
+  TpArgs tp;             // --tp, --tp-timeout
   int max_graph_bs = 0;  // 0: capture only the benchmarked sizes; N: every size 1..N (serving)
   std::vector<std::string> modes{"eager", "graph"};
   std::string json_path;
@@ -114,7 +123,13 @@ struct TempDir {
 class Bench {
  public:
   Bench(const BenchArgs& a, engine::Runtime& rt, engine::GraphRunner* graph)
-      : a_(a), rt_(rt), runner_(rt.model_runner()), graph_(graph) {}
+      : a_(a),
+        rt_(rt),
+        runner_(rt.model_runner()),
+        graph_(graph),
+        // The kernel profile runs each kernel as its own dispatch outside a step; under --tp its
+        // collectives would wait for ranks that are not profiling. Not measured there.
+        profile_kernels_(rt.tp_size() == 1) {}
 
   // Prefill, then the timed decode loops and the probes of each mode.
   BatchFigures run_batch(int bs, bool eager, bool graph) {
@@ -215,7 +230,7 @@ class Bench {
     auto t0 = clock::now();
     auto parts = seqs.prefill(a_.prefill_chunk);
     for (const auto& c : parts) {
-      runner_.forward_eager(c.batch, out);
+      rt_.forward_in_mode(c.batch, out, engine::StepMode::Eager);
       for (size_t i = 0; i < c.seqs.size(); ++i) {
         if (c.finishes[i]) first[c.seqs[i]] = out.greedy_ids.at(i);
       }
@@ -240,15 +255,14 @@ class Bench {
     r.kernel_ms = 1e3 * p.kernel_seconds;
     r.overhead_ms = r.step_ms - r.kernel_ms;
     r.kernels = p.kernels;
+    r.kernels_profiled = true;
   }
 
+  // On every rank under --tp (Runtime::forward_in_mode broadcasts the step and its mode).
   void forward(const engine::StepBatch& batch, bool graph, engine::StepOutput& out) {
-    if (graph) {
-      runner_.forward(batch, out);
-      KILN_CHECK(out.used_graph, "graph mode did not take a decode batch of {}", batch.num_seqs());
-    } else {
-      runner_.forward_eager(batch, out);
-    }
+    rt_.forward_in_mode(batch, out, graph ? engine::StepMode::Graph : engine::StepMode::Eager);
+    KILN_CHECK(out.used_graph == graph, "{} mode ran a decode batch of {} in the other mode",
+               graph ? "graph" : "eager", batch.num_seqs());
   }
 
   // The timed greedy decode loop of output_len steps: wall and process CPU time, the tokens.
@@ -304,11 +318,15 @@ class Bench {
       m.barriers_unfused = plan->stats().barriers_unfused;
       // A plan padded past the live rows runs a larger graph than the batch binds; profile
       // only exact sizes (every size up to --max-graph-bs is captured, so this is the rule).
-      if (plan->input(model::input_names::kTokenIds).type.shape[0] == bs)
+      if (profile_kernels_ && plan->input(model::input_names::kTokenIds).type.shape[0] == bs)
         fill_kernels(m, plan->graph(), probe, "graph");
     } else {
-      fill_kernels(m, runner_.trace(runner_.shape_of(probe)), probe, "eager");
-      m.barriers = m.kernels;  // one dispatch and barrier per op
+      const graph::Graph traced = runner_.trace(runner_.shape_of(probe));
+      if (profile_kernels_) fill_kernels(m, traced, probe, "eager");
+      // One dispatch and barrier per op (counted from the graph, profiled or not).
+      m.barriers = 0;
+      for (const graph::Node& n : traced.nodes())
+        if (!n.is_source() && !graph::output_is_view(n)) ++m.barriers;
     }
   }
 
@@ -316,53 +334,119 @@ class Bench {
   engine::Runtime& rt_;
   engine::ModelRunner& runner_;
   engine::GraphRunner* graph_;
+  bool profile_kernels_;
 };
 
-int run(const BenchArgs& a) {
-  set_log_level(a.log_level);
-  // The probes drive the model runner and their own plans directly, outside the step broadcast
-  // that keeps tensor-parallel ranks in step (docs/tensor-parallel.md).
-  KILN_CHECK(a.tp == 1,
-             "kiln bench does not run tensor parallel; measure `mpirun -np {} kiln serve --tp {}` "
-             "with `kiln bench serving` (bench/tp_vs_single.sh)",
-             a.tp, a.tp);
-  KILN_CHECK(!a.batch_sizes.empty(), "no batch sizes");
+// Which modes --modes asks for.
+struct Modes {
   bool eager = false, graph = false;
-  for (const auto& m : a.modes) {
-    KILN_CHECK(m == "eager" || m == "graph", "unknown mode '{}' (expected eager, graph)", m);
-    eager = eager || m == "eager";
-    graph = graph || m == "graph";
-  }
-  // Checked before the benchmark runs (minutes on a real model), not after it.
-  KILN_CHECK(a.rounds == 0 || (eager && graph),
-             "--rounds compares eager and graph mode: keep both in --modes");
-  const int max_bs = *std::max_element(a.batch_sizes.begin(), a.batch_sizes.end());
-  const int breakdown_bs = a.breakdown_bs > 0 ? a.breakdown_bs : a.batch_sizes.front();
+};
 
-  BenchFigures f;
-  f.load_start = load_average();
-  TempDir cache;
-  ProgressBar bar;
+Modes parse_modes(const BenchArgs& a) {
+  Modes m;
+  for (const auto& name : a.modes) {
+    KILN_CHECK(name == "eager" || name == "graph", "unknown mode '{}' (expected eager, graph)",
+               name);
+    m.eager = m.eager || name == "eager";
+    m.graph = m.graph || name == "graph";
+  }
+  return m;
+}
+
+int breakdown_batch(const BenchArgs& a) {
+  return a.breakdown_bs > 0 ? a.breakdown_bs : a.batch_sizes.front();
+}
+
+// Checked before anything loads (minutes on a real model), not after the benchmark.
+void check_args(const BenchArgs& a, const Modes& modes) {
+  KILN_CHECK(!a.batch_sizes.empty(), "no batch sizes");
+  for (int bs : a.batch_sizes) KILN_CHECK(bs >= 1, "batch size {} must be at least 1", bs);
+  KILN_CHECK(a.rounds == 0 || (modes.eager && modes.graph),
+             "--rounds compares eager and graph mode: keep both in --modes");
+  if (a.tp.tp > 1) {
+    // Both profile or build plans outside the forward steps rank 0 broadcasts: their
+    // collectives would have no partner on the other ranks.
+    KILN_CHECK(!a.op_profile,
+               "--op-profile is not available with --tp: the kernel profile runs each kernel, "
+               "collectives included, outside a forward step, where the other ranks do not "
+               "follow");
+    KILN_CHECK(!a.breakdown,
+               "--breakdown is not available with --tp: its ladder of extra plans runs outside "
+               "the forward steps the other ranks follow");
+  }
+}
+
+// The same on every rank: under --tp the followers' KV pools must match rank 0's, whose slots
+// the broadcast batches name.
+engine::RuntimeOptions runtime_options(const BenchArgs& a, Communicator* group) {
   engine::RuntimeOptions opts;
   opts.model_path = model_or_default(a.model);
   opts.quantize = a.quantize;
   opts.kv_dtype = kernels::parse_kv_dtype(a.kv_dtype);
   opts.threads = a.threads;
+  opts.tp = group;
   // Graph mode is set up below, with the plans this run needs, into a fresh compile cache so
   // that both a cold and a warm capture are measured.
   opts.graph_mode = engine::GraphMode::Off;
   // The KV pool holds what the largest batch needs (batches run one after another and free
   // their pages), not the serving default, so memory stays small; the context is the bench's
   // sequence length.
+  const int max_bs = *std::max_element(a.batch_sizes.begin(), a.batch_sizes.end());
   const int64_t seq_tokens = a.input_len + a.output_len;
   const int page = opts.page_size;
   const int64_t seq_pages = (seq_tokens + page - 1) / page;
-  opts.kv_tokens = (std::max(max_bs, a.breakdown ? breakdown_bs : 1) + 1) * seq_pages * page;
+  opts.kv_tokens = (std::max(max_bs, a.breakdown ? breakdown_batch(a) : 1) + 1) * seq_pages * page;
   opts.context_length = static_cast<int>(seq_pages * page);
-  opts.progress = [&](const char* stage, int64_t done, int64_t total) {
-    bar.update(stage, done, total);
-  };
+  return opts;
+}
+
+// Plans: the benchmarked batch sizes (or every size 1..--max-graph-bs), greedy and logits
+// kinds, graph-mode optimize, as Runtime would capture them. Every rank captures these, in
+// this order.
+engine::GraphRunnerOptions plan_options(const BenchArgs& a, const std::string& cache_dir) {
+  engine::GraphRunnerOptions go;
+  if (a.max_graph_bs > 0) {
+    for (int bs = 1; bs <= a.max_graph_bs; ++bs) go.batch_sizes.push_back(bs);
+  } else {
+    go.batch_sizes = a.batch_sizes;
+  }
+  go.optimize = true;
+  go.cache_dir = cache_dir;
+  return go;
+}
+
+// A follower rank under --tp: the same plans as rank 0, captured the same way (cold, then warm
+// from its own fresh cache), then every step rank 0 broadcasts until it says stop.
+int follow_bench(const BenchArgs& a, const Modes& modes, engine::Runtime& rt) {
+  TempDir cache;
+  std::unique_ptr<engine::GraphRunner> gr;
+  if (modes.graph) {
+    gr = std::make_unique<engine::GraphRunner>(rt.model_runner(), rt.weights(), rt.kv_pool(),
+                                               *rt.thread_pool(), plan_options(a, cache.path));
+    gr->capture();
+    gr->capture();
+    rt.model_runner().set_graph_runner(gr.get());
+  }
+  rt.run_tp_follower();
+  return 0;
+}
+
+int bench_on_rank(const BenchArgs& a, const Modes& modes, Communicator* group) {
+  const bool leader = group == nullptr || group->rank() == 0;
+  ProgressBar bar;
+  engine::RuntimeOptions opts = runtime_options(a, group);
+  if (leader) {
+    opts.progress = [&](const char* stage, int64_t done, int64_t total) {
+      bar.update(stage, done, total);
+    };
+  }
+  BenchFigures f;
+  f.load_start = load_average();
   engine::Runtime rt(opts);
+  if (!leader) return follow_bench(a, modes, rt);
+  const bool eager = modes.eager, graph = modes.graph;
+  const int breakdown_bs = breakdown_batch(a);
+  TempDir cache;
 
   const engine::ModelInfo& info = rt.info();
   f.model_name = info.name;
@@ -371,6 +455,7 @@ int run(const BenchArgs& a) {
   f.n_params = info.n_params;
   f.weight_bytes = info.weight_bytes;
   f.isa = isa_name(active_isa());
+  f.tp = rt.tp_size();
   f.threads = rt.thread_pool()->size();
   f.input_len = a.input_len;
   f.output_len = a.output_len;
@@ -379,20 +464,11 @@ int run(const BenchArgs& a) {
   f.prefill_chunk = a.prefill_chunk;
   f.modes = a.modes;
 
-  // Plans: the benchmarked batch sizes (or every size 1..--max-graph-bs), greedy and logits
-  // kinds, graph-mode optimize, as Runtime would capture them.
   std::unique_ptr<engine::GraphRunner> gr;
   int max_captured = 0;
   if (graph) {
-    engine::GraphRunnerOptions go;
-    if (a.max_graph_bs > 0) {
-      for (int bs = 1; bs <= a.max_graph_bs; ++bs) go.batch_sizes.push_back(bs);
-    } else {
-      go.batch_sizes = a.batch_sizes;
-    }
+    engine::GraphRunnerOptions go = plan_options(a, cache.path);  // empty: the first is cold
     max_captured = *std::max_element(go.batch_sizes.begin(), go.batch_sizes.end());
-    go.optimize = true;
-    go.cache_dir = cache.path;  // empty at first: the first capture is cold
     gr = std::make_unique<engine::GraphRunner>(rt.model_runner(), rt.weights(), rt.kv_pool(),
                                                *rt.thread_pool(), go);
     const int64_t rss_before = resident_bytes();
@@ -415,6 +491,7 @@ int run(const BenchArgs& a) {
         cold.pack_seconds, warm.pack_seconds, cold.bind_seconds, warm.bind_seconds);
   }
 
+  // Rank 0's own reads (no collective in it): under --tp the followers wait meanwhile.
   if (a.bandwidth_gbs > 0) {
     f.bandwidth_gbs = a.bandwidth_gbs;
     f.bandwidth_source = "--bandwidth-gbs";
@@ -425,7 +502,6 @@ int run(const BenchArgs& a) {
 
   Bench bench(a, rt, gr.get());
   for (int bs : a.batch_sizes) {
-    KILN_CHECK(bs >= 1, "batch size {} must be at least 1", bs);
     const bool g = graph && bs <= max_captured;
     if (graph && !g)
       std::fprintf(stderr, "kiln bench: batch %d exceeds --max-graph-bs %d: eager only\n", bs,
@@ -449,6 +525,10 @@ int run(const BenchArgs& a) {
     f.breakdown = bench.breakdown(breakdown_bs);
   }
   f.load_end = load_average();
+  if (f.tp > 1) {
+    f.tp_summary = rt.tp_summary();
+    rt.tp_shutdown();  // the followers are done: they exit while rank 0 writes its results
+  }
 
   std::fputs(format_table(f).c_str(), stdout);
   if (!rounds.empty()) std::fputs(format_rounds(rounds).c_str(), stdout);
@@ -480,6 +560,14 @@ int run(const BenchArgs& a) {
     }
   }
   return 0;
+}
+
+int run(const BenchArgs& a) {
+  set_log_level(a.log_level);
+  const Modes modes = parse_modes(a);
+  check_args(a, modes);
+  std::unique_ptr<Communicator> group = open_tp_group(a.tp);
+  return run_tp_guarded(group.get(), [&] { return bench_on_rank(a, modes, group.get()); });
 }
 
 }  // namespace
@@ -536,8 +624,7 @@ CLI::App* add_bench_command(CLI::App& app) {
       ->check(CLI::Range(0.0, 1e6));
   cmd->add_option("--seed", args->seed, "Seed of the random prompts");
   cmd->add_option("--log-level", args->log_level, "trace|debug|info|warn|error|off");
-  cmd->add_option("--tp", args->tp, "Tensor parallelism: not supported by kiln bench (see docs)")
-      ->check(CLI::Range(1, 64));
+  add_tp_options(cmd, args->tp);
   cmd->callback([args, cmd] {
     if (!cmd->get_subcommands().empty()) return;  // `kiln bench serving` ran instead
     std::exit(run(*args));

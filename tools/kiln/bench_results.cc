@@ -24,13 +24,16 @@ Json mode_json(const ModeFigures& m, int output_len) {
           {"decode_tok_s", m.decode_tok_s},
           {"mean_step_ms", mean_step_ms(m, output_len)},
           {"probe_step_ms", m.step_ms},
-          {"kernel_ms", m.kernel_ms},
-          {"overhead_ms", m.overhead_ms},
-          {"kernels_per_step", m.kernels},
+          {"kernel_ms", m.kernels_profiled ? Json(m.kernel_ms) : Json(nullptr)},
+          {"overhead_ms", m.kernels_profiled ? Json(m.overhead_ms) : Json(nullptr)},
+          {"kernels_per_step", m.kernels_profiled ? Json(m.kernels) : Json(nullptr)},
           {"barriers_per_step", m.barriers},
           {"barriers_unfused_per_step", m.barriers_unfused},
           {"host_only_step_us", m.host_only_us},
-          {"host_only_replays", m.host_only_replays}};
+          {"host_only_replays", m.host_only_replays},
+          // The greedy tokens of the timed loop, per sequence (prompts are seeded: two runs
+          // on the same model, TP or not, can be compared token by token).
+          {"tokens", m.tokens}};
 }
 
 std::string xml_escape(const std::string& s) {
@@ -69,12 +72,21 @@ double weight_gbs(const BenchFigures& f, double step_ms) {
 std::string format_table(const BenchFigures& f) {
   std::string s;
   s += fmt::format(
-      "kiln bench: {} ({}, {:.0f}M params, {:.1f} MiB of weights read per decode step)\n",
-      f.model_name, f.architecture, f.n_params / 1e6, f.weight_bytes / 1048576.0);
+      "kiln bench: {} ({}, {:.0f}M params, {:.1f} MiB of weights read per decode step{})\n",
+      f.model_name, f.architecture, f.n_params / 1e6, f.weight_bytes / 1048576.0,
+      f.tp > 1 ? " by rank 0" : "");
+  const std::string ranks = f.tp > 1 ? fmt::format("tp {}, threads {} per rank", f.tp, f.threads)
+                                     : fmt::format("threads {}", f.threads);
   s += fmt::format(
-      "threads {}, isa {}, input {} tokens, output {} tokens, prefill chunk {} tokens, probe "
+      "{}, isa {}, input {} tokens, output {} tokens, prefill chunk {} tokens, probe "
       "repeats {}\n",
-      f.threads, f.isa, f.input_len, f.output_len, f.prefill_chunk, f.repeats);
+      ranks, f.isa, f.input_len, f.output_len, f.prefill_chunk, f.repeats);
+  if (f.tp > 1) {
+    s += fmt::format(
+        "tensor parallel: {} ranks, figures of rank 0 (capture, memory, host overhead, "
+        "bandwidth); kernel time not profiled under --tp; rank 0: {}\n",
+        f.tp, f.tp_summary);
+  }
   s += fmt::format("load average (1/5/15 min): {} at start, {} at end\n", loadavg(f.load_start),
                    loadavg(f.load_end));
   if (f.capture.ran) {
@@ -105,9 +117,10 @@ std::string format_table(const BenchFigures& f) {
                    "graph ms: step kern  ovh", "barriers: graph/unf/eager");
   for (const auto& b : f.batches) {
     auto mode = [](const ModeFigures& m) {
-      return m.ran
-                 ? fmt::format("{:>9.3f} {:>8.3f} {:>8.3f}", m.step_ms, m.kernel_ms, m.overhead_ms)
-                 : fmt::format("{:>28}", "-");
+      if (!m.ran) return fmt::format("{:>28}", "-");
+      return fmt::format("{:>9.3f} {:>8} {:>8}", m.step_ms,
+                         cell(m.kernels_profiled, m.kernel_ms, "{:.3f}"),
+                         cell(m.kernels_profiled, m.overhead_ms, "{:.3f}"));
     };
     s += fmt::format("{:>4} | {} | {} | {:>23}\n", b.bs, mode(b.eager), mode(b.graph),
                      fmt::format("{}/{}/{}", b.graph.ran ? std::to_string(b.graph.barriers) : "-",
@@ -172,7 +185,8 @@ Json to_json(const BenchFigures& f) {
                 {"architecture", f.architecture},
                 {"n_params", f.n_params},
                 {"weight_bytes_per_step", f.weight_bytes}};
-  j["config"] = {{"threads", f.threads},
+  j["config"] = {{"tp", f.tp},
+                 {"threads", f.threads},  // per rank
                  {"isa", f.isa},
                  {"input_len", f.input_len},
                  {"output_len", f.output_len},
@@ -181,6 +195,7 @@ Json to_json(const BenchFigures& f) {
                  {"prefill_chunk", f.prefill_chunk},
                  {"probe_repeats", f.repeats}};
   j["load_average"] = {{"start", f.load_start}, {"end", f.load_end}};
+  if (f.tp > 1) j["tp_rank0"] = f.tp_summary;
   if (f.capture.ran) {
     j["capture"] = {{"plans", f.capture.plans},
                     {"cold_seconds", f.capture.cold_seconds},
@@ -259,8 +274,9 @@ std::string to_svg(const BenchFigures& f) {
   s += fmt::format(
       "<text x=\"{}\" y=\"22\" font-size=\"15\" text-anchor=\"middle\">{}: decode throughput, "
       "eager vs "
-      "graph ({} threads, input {}, output {})</text>\n",
-      W / 2, xml_escape(f.model_name), f.threads, f.input_len, f.output_len);
+      "graph ({}{} threads, input {}, output {})</text>\n",
+      W / 2, xml_escape(f.model_name), f.tp > 1 ? fmt::format("tp {} x ", f.tp) : "", f.threads,
+      f.input_len, f.output_len);
   for (int i = 0; i <= 5; ++i) {
     const double v = axis * i / 5;
     s += fmt::format("<line x1=\"{}\" x2=\"{}\" y1=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#ddd\"/>\n",

@@ -16,11 +16,12 @@ struct ModeFigures {
   double decode_cpu_seconds = 0;  // process CPU time (all threads) of the timed loop
   // The probe: the same mid-sequence decode step repeated; the smallest time.
   double step_ms = 0;
-  double kernel_ms = 0;      // kernel time of that step (kernel_profile.h)
-  double overhead_ms = 0;    // step_ms - kernel_ms
-  int kernels = 0;           // kernel launches per step
-  int barriers = 0;          // barriers (eager: one dispatch + barrier per op) per step
-  int barriers_unfused = 0;  // graph: one per step of the plan (what per-op sync would cost)
+  bool kernels_profiled = false;  // kernel_ms, overhead_ms and kernels measured (not under --tp)
+  double kernel_ms = 0;           // kernel time of that step (kernel_profile.h)
+  double overhead_ms = 0;         // step_ms - kernel_ms
+  int kernels = 0;                // kernel launches per step
+  int barriers = 0;               // barriers (eager: one dispatch + barrier per op) per step
+  int barriers_unfused = 0;       // graph: one per step of the plan (what per-op sync would cost)
   // graph: host overhead timed directly, the mean of host_only_replays replays with every
   // kernel skipped (GraphRunner::run_host_only: input staging, update hooks, level barriers,
   // output copies)
@@ -44,6 +45,7 @@ struct BreakdownRow {
   std::string name;
   std::string description;
   double step_ms = 0;
+  bool kernels_profiled = false;
   double kernel_ms = 0;
   double overhead_ms = 0;
   int kernels = 0;
@@ -67,7 +69,9 @@ struct CaptureFigures {
 struct BenchFigures {
   std::string model_name, model_path, architecture, isa;
   int64_t n_params = 0;
-  size_t weight_bytes = 0;
+  size_t weight_bytes = 0;  // under --tp: rank 0's shard
+  int tp = 1;               // ranks (--tp); every figure below is rank 0's
+  std::string tp_summary;   // under --tp: rank 0's steps and the collectives inside them
   int threads = 0, input_len = 0, output_len = 0, max_graph_bs = 0, repeats = 0, prefill_chunk = 0;
   std::vector<std::string> modes;
   std::vector<double> load_start, load_end;  // /proc/loadavg 1, 5, 15 min

@@ -1,6 +1,8 @@
 // `kiln logits`: the logits of every position of one token sequence, written as raw float32
 // rows, for comparisons against other implementations (bench/default_model_vs_transformers.py).
 // Each position is fed as one decode step, so the rows come from the same path as generation.
+// Under --tp (mpirun -np N kiln logits ... --tp N) rank 0 drives the steps and writes the file;
+// the full rows come from the LM head's vocabulary all-gather (docs/tensor-parallel.md).
 #include <cstdio>
 #include <fstream>
 
@@ -11,6 +13,7 @@
 #include "kiln/engine/runtime.h"
 #include "kiln/engine/sequence_stepper.h"
 #include "kiln/kernels/kv_cache.h"
+#include "tp_group.h"
 
 namespace kiln::cli {
 namespace {
@@ -24,6 +27,7 @@ struct LogitsArgs {
   std::string graph_mode = "optimize";
   int threads = 0;
   std::string log_level = "warn";
+  TpArgs tp;
 };
 
 std::vector<int32_t> read_ids(const std::string& path) {
@@ -40,9 +44,8 @@ std::vector<int32_t> read_ids(const std::string& path) {
   return ids;
 }
 
-int run_logits(const LogitsArgs& a) {
-  set_log_level(a.log_level);
-  const std::vector<int32_t> ids = read_ids(a.ids_file);
+int logits_on_rank(const LogitsArgs& a, Communicator* group) {
+  const std::vector<int32_t> ids = read_ids(a.ids_file);  // every rank: it sizes the KV pool
   engine::RuntimeOptions opts;
   opts.model_path = model_or_default(a.model);
   opts.quantize = a.quantize;
@@ -51,7 +54,12 @@ int run_logits(const LogitsArgs& a) {
   opts.graph_mode = engine::parse_graph_mode(a.graph_mode);
   opts.max_graph_bs = 1;
   opts.kv_tokens = static_cast<int64_t>(ids.size()) + 64;
+  opts.tp = group;
   engine::Runtime rt(opts);
+  if (rt.tp_rank() > 0) {  // runs the steps rank 0 broadcasts
+    rt.run_tp_follower();
+    return 0;
+  }
   const int64_t vocab = rt.info().vocab_size;
   for (int32_t id : ids) KILN_CHECK(id < vocab, "token id {} >= vocab size {}", id, vocab);
 
@@ -65,9 +73,16 @@ int run_logits(const LogitsArgs& a) {
               static_cast<std::streamsize>(rows[0].size() * sizeof(float)));
   }
   stepper.release(seq);
+  rt.tp_shutdown();
   KILN_CHECK(out.good(), "write to '{}' failed", a.out);
   std::printf("{\"positions\": %zu, \"vocab\": %lld}\n", ids.size(), static_cast<long long>(vocab));
   return 0;
+}
+
+int run_logits(const LogitsArgs& a) {
+  set_log_level(a.log_level);
+  std::unique_ptr<Communicator> group = open_tp_group(a.tp);
+  return run_tp_guarded(group.get(), [&] { return logits_on_rank(a, group.get()); });
 }
 
 }  // namespace
@@ -84,6 +99,7 @@ void add_logits_command(CLI::App& app) {
   cmd->add_option("-t,--threads", args->threads, "Threads (default: all cores)")
       ->check(CLI::Range(0, 1024));
   cmd->add_option("--log-level", args->log_level, "trace|debug|info|warn|error|off");
+  add_tp_options(cmd, args->tp);
   cmd->callback([args] { std::exit(run_logits(*args)); });
 }
 

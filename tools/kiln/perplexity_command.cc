@@ -8,6 +8,9 @@
 // --kl-divergence-base FILE saves the base's top log-probabilities per scored position;
 // --kl-divergence FILE compares this run (another model file, quantization or graph mode)
 // against them: KL divergence, top-1 agreement and both perplexities.
+//
+// Under --tp (mpirun -np N kiln perplexity ... --tp N) rank 0 scores and prints; the full
+// logits rows come from the LM head's vocabulary all-gather (docs/tensor-parallel.md).
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -25,6 +28,7 @@
 #include "kiln/model/tokenizer.h"
 #include "perplexity_scoring.h"
 #include "progress_bar.h"
+#include "tp_group.h"
 
 namespace kiln::cli {
 namespace {
@@ -43,6 +47,7 @@ struct PerplexityArgs {
   int threads = 0;
   std::string log_level = "warn";
   std::string dump_tokens;
+  TpArgs tp;
 };
 
 // Rows scored per step: each returns a full logits row.
@@ -56,8 +61,7 @@ std::string read_text(const std::string& path) {
   return ss.str();
 }
 
-int run_perplexity(const PerplexityArgs& a) {
-  set_log_level(a.log_level);
+int perplexity_on_rank(const PerplexityArgs& a, Communicator* group) {
   KILN_CHECK(a.ctx_size >= 4, "--ctx-size must be at least 4, got {}", a.ctx_size);
   KILN_CHECK(a.chunks == -1 || a.chunks >= 1, "--chunks must be at least 1, got {}", a.chunks);
   KILN_CHECK(a.kld_base_out.empty() || a.kld_base_in.empty(),
@@ -73,11 +77,19 @@ int run_perplexity(const PerplexityArgs& a) {
   opts.max_graph_bs = 1;
   opts.kv_tokens = a.ctx_size + 64;
   opts.context_length = a.ctx_size;
+  opts.tp = group;
+  const bool leader = group == nullptr || group->rank() == 0;
   ProgressBar bar;
-  opts.progress = [&bar](const char* stage, int64_t done, int64_t total) {
-    bar.update(stage, done, total);
-  };
+  if (leader) {
+    opts.progress = [&bar](const char* stage, int64_t done, int64_t total) {
+      bar.update(stage, done, total);
+    };
+  }
   engine::Runtime rt(opts);
+  if (!leader) {  // runs the steps rank 0 broadcasts
+    rt.run_tp_follower();
+    return 0;
+  }
   KILN_CHECK(rt.info().context_length >= a.ctx_size,
              "--ctx-size {} exceeds the model's context length {}", a.ctx_size,
              rt.info().context_length);
@@ -144,6 +156,7 @@ int run_perplexity(const PerplexityArgs& a) {
                    s * static_cast<double>(n_chunks) / 60.0);
     }
   }
+  rt.tp_shutdown();
   std::printf("\nFinal estimate: PPL = %.4f +/- %.5f\n", nll.ppl(), nll.ppl_error());
   if (base_out) base_out->close();
   if (compare) compare->print();
@@ -153,6 +166,12 @@ int run_perplexity(const PerplexityArgs& a) {
       nll.ppl(), nll.ppl_error(), static_cast<long long>(nll.count()),
       static_cast<long long>(n_chunks), static_cast<long long>(n_ctx));
   return 0;
+}
+
+int run_perplexity(const PerplexityArgs& a) {
+  set_log_level(a.log_level);
+  std::unique_ptr<Communicator> group = open_tp_group(a.tp);
+  return run_tp_guarded(group.get(), [&] { return perplexity_on_rank(a, group.get()); });
 }
 
 }  // namespace
@@ -179,6 +198,7 @@ void add_perplexity_command(CLI::App& app) {
   cmd->add_option("-t,--threads", args->threads, "Threads (default: all cores)")
       ->check(CLI::Range(0, 1024));
   cmd->add_option("--log-level", args->log_level, "trace|debug|info|warn|error|off");
+  add_tp_options(cmd, args->tp);
   cmd->callback([args] { std::exit(run_perplexity(*args)); });
 }
 

@@ -1,5 +1,6 @@
 // `--tp N` on the command line: opens the tensor-parallel process group this process is one
-// rank of (docs/tensor-parallel.md). `mpirun -np N kiln run|serve|bench ... --tp N`.
+// rank of (docs/tensor-parallel.md).
+// `mpirun -np N kiln run|serve|bench|logits|perplexity ... --tp N`.
 #pragma once
 #include <CLI/CLI.hpp>
 #include <exception>

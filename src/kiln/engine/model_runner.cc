@@ -126,6 +126,25 @@ void ModelRunner::forward(const StepBatch& batch, StepOutput& out) {
   forward_eager(batch, out);
 }
 
+void ModelRunner::forward_in_mode(const StepBatch& batch, StepOutput& out, StepMode mode) {
+  switch (mode) {
+    case StepMode::Auto:
+      forward(batch, out);
+      return;
+    case StepMode::Eager:
+      forward_eager(batch, out);
+      return;
+    case StepMode::Graph:
+      KILN_CHECK(graph_ != nullptr && graph_->can_run(batch),
+                 "graph mode cannot run this step ({} rows, {} sequences): no captured plan "
+                 "fits it",
+                 batch.num_tokens(), batch.num_seqs());
+      forward(batch, out);
+      return;
+  }
+  fail("unknown step mode {}", static_cast<int>(mode));
+}
+
 void ModelRunner::forward_eager(const StepBatch& batch, StepOutput& out) {
   validate(batch);
   model::ForwardShape shape = shape_of(batch);

@@ -28,6 +28,9 @@ class ModelRunner : public ModelExecutor {
   void set_graph_checker(GraphChecker* checker) { checker_ = checker; }
   // Always eager (the oracle for --check-graph and tests).
   void forward_eager(const StepBatch& batch, StepOutput& out);
+  // forward() (Auto), forward_eager() (Eager), or a captured plan (Graph: throws kiln::Error
+  // when no captured plan can run the batch, instead of silently running it eagerly).
+  void forward_in_mode(const StepBatch& batch, StepOutput& out, StepMode mode);
   int64_t vocab_size() const override { return config_.vocab; }
   int64_t context_length() const override { return context_length_; }
 

@@ -241,6 +241,14 @@ ModelExecutor& Runtime::executor() {
   return *impl_->runner;
 }
 
+void Runtime::forward_in_mode(const StepBatch& batch, StepOutput& out, StepMode mode) {
+  if (impl_->tp_leader) {
+    impl_->tp_leader->forward_in_mode(batch, out, mode);
+  } else {
+    impl_->runner->forward_in_mode(batch, out, mode);
+  }
+}
+
 int Runtime::tp_rank() const {
   const Communicator* tp = impl_->options.tp;
   return tp != nullptr ? tp->rank() : 0;

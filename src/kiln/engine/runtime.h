@@ -81,6 +81,10 @@ class Runtime {
 
   const model::Tokenizer& tokenizer() const;
   ModelExecutor& executor();
+  // One step in a forced mode (StepMode, step_batch.h), on every rank under --tp: rank 0
+  // broadcasts it with its mode. For tools that compare modes (`kiln bench`); a graph-mode step
+  // needs a graph runner set on model_runner() that captured the batch's size.
+  void forward_in_mode(const StepBatch& batch, StepOutput& out, StepMode mode);
   KvPool& kv_pool();
   const ModelInfo& info() const;
   const RuntimeOptions& options() const;

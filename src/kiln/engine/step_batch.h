@@ -50,6 +50,11 @@ struct StepOutput {
   bool used_graph = false;  // the step replayed a captured plan (for metrics)
 };
 
+// How one step runs. Serving lets the model runner decide (Auto: a decode batch that fits a
+// captured plan replays it, anything else runs eagerly); `kiln bench` forces each mode in turn
+// to compare them, and under tensor parallelism every rank must run a step the same way.
+enum class StepMode : uint8_t { Auto = 0, Eager = 1, Graph = 2 };
+
 // What runs a step: the model runner (eager interpreter or graph runner). The scheduler only
 // talks to this interface, so it can be tested with a fake model.
 class ModelExecutor {

@@ -7,11 +7,12 @@
 
 #include "kiln/base/error.h"
 #include "kiln/base/log.h"
+#include "kiln/engine/model_runner.h"
 
 namespace kiln::engine {
 namespace {
 
-constexpr uint32_t kStepMagic = 0x6b747031;  // "ktp1"
+constexpr uint32_t kStepMagic = 0x6b747032;  // "ktp2": with the step mode
 enum class Kind : uint32_t { Shutdown = 0, Step = 1 };
 
 class Writer {
@@ -60,12 +61,13 @@ class Reader {
 
 }  // namespace
 
-std::vector<char> encode_step_message(const StepBatch* batch) {
+std::vector<char> encode_step_message(const StepBatch* batch, StepMode mode) {
   std::vector<char> bytes;
   Writer w(bytes);
   w.put(kStepMagic);
   w.put(batch == nullptr ? Kind::Shutdown : Kind::Step);
   if (batch == nullptr) return bytes;
+  w.put(mode);
   w.put_vector(batch->token_ids);
   w.put_vector(batch->positions);
   w.put_vector(batch->token_seq);
@@ -80,13 +82,18 @@ std::vector<char> encode_step_message(const StepBatch* batch) {
   return bytes;
 }
 
-bool decode_step_message(const std::vector<char>& bytes, StepBatch& batch) {
+bool decode_step_message(const std::vector<char>& bytes, StepBatch& batch, StepMode* mode) {
   Reader r(bytes);
   KILN_CHECK(r.get<uint32_t>() == kStepMagic, "tensor-parallel step message has a bad header");
   const auto kind = r.get<Kind>();
   if (kind == Kind::Shutdown) return false;
   KILN_CHECK(kind == Kind::Step, "tensor-parallel step message of unknown kind {}",
              static_cast<uint32_t>(kind));
+  const auto step_mode = r.get<StepMode>();
+  KILN_CHECK(
+      step_mode == StepMode::Auto || step_mode == StepMode::Eager || step_mode == StepMode::Graph,
+      "tensor-parallel step message has unknown step mode {}", static_cast<int>(step_mode));
+  if (mode != nullptr) *mode = step_mode;
   r.get_vector(batch.token_ids);
   r.get_vector(batch.positions);
   r.get_vector(batch.token_seq);
@@ -141,11 +148,11 @@ CollectiveTotals totals_of(const Communicator& comm) {
 }
 
 // Runs one step and adds it to `stats`, with the collectives it ran.
-void timed_forward(ModelExecutor& local, const Communicator& comm, const StepBatch& batch,
-                   StepOutput& out, TpStepStats& stats) {
+void timed_forward(ModelRunner& local, const Communicator& comm, const StepBatch& batch,
+                   StepMode mode, StepOutput& out, TpStepStats& stats) {
   const CollectiveTotals before = totals_of(comm);
   const auto start = std::chrono::steady_clock::now();
-  local.forward(batch, out);
+  local.forward_in_mode(batch, out, mode);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const CollectiveTotals after = totals_of(comm);
@@ -154,12 +161,15 @@ void timed_forward(ModelExecutor& local, const Communicator& comm, const StepBat
 
 }  // namespace
 
-void TpLeaderExecutor::forward(const StepBatch& batch, StepOutput& out) {
+int64_t TpLeaderExecutor::vocab_size() const { return local_.vocab_size(); }
+int64_t TpLeaderExecutor::context_length() const { return local_.context_length(); }
+
+void TpLeaderExecutor::forward_in_mode(const StepBatch& batch, StepOutput& out, StepMode mode) {
   KILN_CHECK(!shut_down_, "tensor-parallel step after shutdown");
-  std::vector<char> message = encode_step_message(&batch);
+  std::vector<char> message = encode_step_message(&batch, mode);
   // The followers wait with broadcast_idle, and MPI pairs a broadcast only with the same kind.
   comm_.broadcast_bytes(message, 0, /*idle=*/true);
-  timed_forward(local_, comm_, batch, out, stats_);
+  timed_forward(local_, comm_, batch, mode, out, stats_);
 }
 
 void TpLeaderExecutor::shutdown() {
@@ -170,17 +180,18 @@ void TpLeaderExecutor::shutdown() {
   KILN_LOG_INFO("tensor parallel rank 0: {}", stats_.describe());
 }
 
-TpStepStats run_tp_follower(ModelExecutor& local, Communicator& comm) {
+TpStepStats run_tp_follower(ModelRunner& local, Communicator& comm) {
   KILN_CHECK(comm.rank() != 0, "rank 0 leads; it does not follow");
   StepBatch batch;
+  StepMode mode = StepMode::Auto;
   StepOutput out;
   std::vector<char> message;
   TpStepStats stats;
   while (true) {
     // Waiting here may last as long as the server is idle: no timeout, no spinning.
     comm.broadcast_bytes(message, 0, /*idle=*/true);
-    if (!decode_step_message(message, batch)) break;
-    timed_forward(local, comm, batch, out, stats);
+    if (!decode_step_message(message, batch, &mode)) break;
+    timed_forward(local, comm, batch, mode, out, stats);
   }
   KILN_LOG_INFO("tensor parallel rank {}: {}", comm.rank(), stats.describe());
   return stats;
