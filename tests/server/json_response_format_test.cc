@@ -60,8 +60,8 @@ TEST(JsonResponseFormat, OpenAIErrorsNameTheField) {
             "response_format.json_schema.schema");
   EXPECT_EQ(chat_error(R"("response_format": {"type": "json_schema", "json_schema":
       {"name": "n", "schema": {"type": "object", "properties":
-       {"name": {"type": "string", "maxLength": 5}}}}})"),
-            "response_format.json_schema.schema.properties.name.maxLength");
+       {"name": {"type": "string", "pattern": "^a"}}}}})"),
+            "response_format.json_schema.schema.properties.name.pattern");
   EXPECT_EQ(chat_error(R"("response_format": {"type": "json_object"}, "min_tokens": 3)"),
             "min_tokens");
   EXPECT_EQ(chat_error(R"("response_format": {"type": "json_object"}, "ignore_eos": true)"),
