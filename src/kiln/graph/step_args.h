@@ -173,15 +173,37 @@ class StepArgs {
 #undef KILN_STEP_ARGS_KIND
   };
 
+ private:
+  union Storage {
+#define KILN_STEP_ARGS_FIELD(type, name) type name;
+    KILN_STEP_ARGS(KILN_STEP_ARGS_FIELD)
+#undef KILN_STEP_ARGS_FIELD
+  };
+
+  // The union member holding an A (null: A is not an argument struct). A constant, so access
+  // through it compiles to a fixed offset.
+  template <typename A>
+  static constexpr A Storage::*field() {
+#define KILN_STEP_ARGS_FIELD_OF(type, name) \
+  if constexpr (std::is_same_v<A, type>) return &Storage::name;
+    KILN_STEP_ARGS(KILN_STEP_ARGS_FIELD_OF)
+#undef KILN_STEP_ARGS_FIELD_OF
+    return nullptr;
+  }
+  template <typename A>
+  static constexpr bool kIsArgs = field<A>() != nullptr;
+
+ public:
   template <typename A>
   void set(const A& args) {
     kind_ = kind_of<A>();
-    member<A>() = args;
+    u_.*field<A>() = args;
   }
   // Unchecked (see the top of the file): the caller knows the family from the run function.
   template <typename A>
   const A& get() const {
-    return const_cast<StepArgs*>(this)->member<A>();
+    static_assert(kIsArgs<A>, "not a step argument struct (step_args.h, KILN_STEP_ARGS)");
+    return u_.*field<A>();
   }
   template <typename A>
   bool holds() const {
@@ -191,36 +213,16 @@ class StepArgs {
 
   template <typename A>
   static constexpr Kind kind_of() {
+    static_assert(kIsArgs<A>, "not a step argument struct (step_args.h, KILN_STEP_ARGS)");
 #define KILN_STEP_ARGS_KIND_OF(type, member) \
   if constexpr (std::is_same_v<A, type>) return Kind::member;
     KILN_STEP_ARGS(KILN_STEP_ARGS_KIND_OF)
 #undef KILN_STEP_ARGS_KIND_OF
-    static_assert(kIsArgs<A>, "not a step argument struct (step_args.h, KILN_STEP_ARGS)");
     return Kind::none;
   }
 
  private:
-  template <typename A>
-  static constexpr bool kIsArgs = false
-#define KILN_STEP_ARGS_IS(type, member) || std::is_same_v<A, type>
-      KILN_STEP_ARGS(KILN_STEP_ARGS_IS)
-#undef KILN_STEP_ARGS_IS
-      ;
-
-  template <typename A>
-  A& member() {
-    static_assert(kIsArgs<A>, "not a step argument struct (step_args.h, KILN_STEP_ARGS)");
-#define KILN_STEP_ARGS_MEMBER(type, name) \
-  if constexpr (std::is_same_v<A, type>) return u_.name;
-    KILN_STEP_ARGS(KILN_STEP_ARGS_MEMBER)
-#undef KILN_STEP_ARGS_MEMBER
-  }
-
-  union Storage {
-#define KILN_STEP_ARGS_FIELD(type, name) type name;
-    KILN_STEP_ARGS(KILN_STEP_ARGS_FIELD)
-#undef KILN_STEP_ARGS_FIELD
-  } u_{};
+  Storage u_{};
   Kind kind_ = Kind::none;
 };
 
