@@ -32,18 +32,49 @@ Fed feed(StopChecker& c, const std::vector<int32_t>& ids) {
 
 const std::vector<int32_t> kEog{FakeTokenizer::kEos, FakeTokenizer::kEot};
 
-TEST(IncrementalText, HoldsBackSplitUtf8) {
+// TokenText::stream (model::IncrementalDecoder over the vocabulary's token bytes).
+TEST(TextStream, HoldsBackSplitUtf8) {
   FakeTokenizer tok;
-  IncrementalText t(tok, true);
-  EXPECT_EQ(t.push(FakeTokenizer::letter('a')), "a");
-  EXPECT_EQ(t.push(FakeTokenizer::kByteC3), "");  // half of "é"
-  EXPECT_EQ(t.push(FakeTokenizer::kByteA9), "\xC3\xA9");
-  EXPECT_EQ(t.push(FakeTokenizer::kEos), "");  // special, skipped
-  EXPECT_EQ(t.push(FakeTokenizer::kByteC3), "");
-  EXPECT_EQ(t.finish(), "\xC3");  // at the end, whatever is left
-  EXPECT_TRUE(ends_with_incomplete_utf8("ab\xE2\x82"));
-  EXPECT_FALSE(ends_with_incomplete_utf8("ab\xE2\x82\xAC"));
-  EXPECT_TRUE(ends_with_incomplete_utf8("x\xEF\xBF\xBD"));
+  auto t = tok.stream(true);
+  EXPECT_EQ(t->push(FakeTokenizer::letter('a')), "a");
+  EXPECT_EQ(t->push(FakeTokenizer::kByteC3), "");  // half of "é"
+  EXPECT_EQ(t->push(FakeTokenizer::kByteA9), "\xC3\xA9");
+  EXPECT_EQ(t->push(FakeTokenizer::kEos), "");  // special, skipped
+  EXPECT_EQ(t->push(FakeTokenizer::kByteC3), "");
+  EXPECT_EQ(t->finish(), "\xEF\xBF\xBD");  // an unfinished character ends as U+FFFD
+  EXPECT_EQ(t->finish(), "");              // and only once
+}
+
+TEST(TextStream, KeepsSpecialTokensUnlessSkipped) {
+  FakeTokenizer tok;
+  auto t = tok.stream(false);
+  EXPECT_EQ(t->push(FakeTokenizer::letter('a')), "a");
+  EXPECT_EQ(t->push(FakeTokenizer::kEos), "<eos>");
+  EXPECT_EQ(t->push(FakeTokenizer::kSpace), " ");  // a leading space of a piece is real text
+}
+
+// A vocabulary of arbitrary byte strings: a three-byte character split 2 + 1, and a token
+// that IS U+FFFD (a complete character like any other, released at once).
+class BytesVocab : public TokenText {
+ public:
+  std::string decode(std::span<const int32_t> ids, bool) const override {
+    static const char* const kPieces[] = {"ab", "\xE2\x82", "\xAC", "\xEF\xBF\xBD"};
+    std::string s;
+    for (int32_t id : ids) s += kPieces[id];
+    return s;
+  }
+  bool is_end_of_generation(int32_t) const override { return false; }
+  int64_t vocab_size() const override { return 4; }
+};
+
+TEST(TextStream, CompletesACharacterAcrossTokens) {
+  BytesVocab vocab;
+  auto t = vocab.stream(true);
+  EXPECT_EQ(t->push(0), "ab");
+  EXPECT_EQ(t->push(1), "");  // "\xE2\x82": two of the three bytes of the euro sign
+  EXPECT_EQ(t->push(2), "\xE2\x82\xAC");
+  EXPECT_EQ(t->push(3), "\xEF\xBF\xBD");
+  EXPECT_EQ(t->finish(), "");
 }
 
 TEST(StopChecker, StopStringSplitAcrossTokensIsHeldBackAndCut) {

@@ -64,6 +64,34 @@ TEST_F(CompileCacheTest, DamagedEntriesAreRejectedAndRemoved) {
   EXPECT_EQ(cache.load(7).value_or(""), payload);
 }
 
+// An entry that is intact but was written by another format version (an older kiln) is not
+// read as this version's payload: it misses, is removed, and the next store rebuilds it.
+TEST_F(CompileCacheTest, EntriesOfAnotherFormatVersionAreRejected) {
+  CompileCache cache(dir_.string());
+  const std::string payload = R"({"plans": []})";
+  cache.store(9, payload);
+  const std::string path = cache.path_for(9);
+  std::string current;
+  {
+    std::ifstream in(path, std::ios::binary);
+    current.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const std::string magic = "KILN-COMPILE-CACHE v";
+  ASSERT_EQ(current.compare(0, magic.size(), magic), 0);
+  // Same header (key, size, checksum) and payload under other version numbers.
+  const size_t digits_end = current.find('\n');
+  ASSERT_NE(digits_end, std::string::npos);
+  const std::string version = current.substr(magic.size(), digits_end - magic.size());
+  for (const char* other : {"0", "1", "2", "3", "10"}) {
+    if (other == version) continue;
+    std::ofstream(path, std::ios::binary) << magic << other << current.substr(digits_end);
+    EXPECT_FALSE(cache.load(9).has_value()) << "version " << other;
+    EXPECT_FALSE(std::filesystem::exists(path)) << "version " << other;
+  }
+  cache.store(9, payload);
+  EXPECT_EQ(cache.load(9).value_or(""), payload);
+}
+
 TEST_F(CompileCacheTest, DisabledCacheNeverHits) {
   CompileCache cache("");
   cache.store(1, "x");

@@ -242,76 +242,14 @@ void GraphRunner::capture(const std::function<void(int64_t, int64_t)>& progress)
   const uint64_t key = graph::cache_key(cache_description());
   phases.cache_seconds += clock.lap();
   plans_.clear();
-  std::vector<std::pair<int, bool>> kinds;
-  for (int bs : options_.batch_sizes) {
-    kinds.emplace_back(bs, true);
-    if (options_.logits_plans) kinds.emplace_back(bs, false);
-  }
-  const int64_t total = static_cast<int64_t>(kinds.size());
+  const std::vector<PlanKind> kinds = plan_kinds();
 
   bool loaded = false;
-  if (auto payload = cache.load(key)) {
-    try {
-      Json j = Json::parse(*payload);
-      // Plans made from a template are stored as the template (parsed once) and rebuilt by
-      // the same deterministic rebatch + analyses the cold capture ran: parsing 64 graphs
-      // costs more than rebatching them.
-      std::optional<graph::Graph> templates[2];
-      for (const auto& e : j.at("plans")) {
-        graph::MemoryPlan mem = memory_from_json(e.at("memory"));
-        const int bs = e.at("bs").get<int>();
-        const bool greedy = e.at("greedy").get<bool>();
-        std::optional<graph::Graph> g;
-        if (e.contains("ir")) {
-          g = graph::parse(e.at("ir").get<std::string>());
-        } else {
-          std::optional<graph::Graph>& t = templates[greedy ? 1 : 0];
-          if (!t)
-            t = graph::parse(j.at("templates").at(greedy ? "greedy" : "logits").get<std::string>());
-          std::string why;
-          g = graph::rebatch(*t, graph::kTemplateBatch, bs, &why);
-          KILN_CHECK(g.has_value(), "the stored template does not rebatch to {}: {}", bs, why);
-          graph::PipelineOptions analyses_only;
-          analyses_only.rewrites = false;
-          graph::run_pipeline(*g, analyses_only);
-        }
-        phases.cache_seconds += clock.lap();
-        plans_.push_back({bs, greedy, graph::Plan::prepare(std::move(*g), options_.plan, mem)});
-        phases.prepare_seconds += clock.lap();
-        if (progress) progress(static_cast<int64_t>(plans_.size()), total);
-      }
-      stats_.pass_report = j.value("pass_report", "");
-      loaded = static_cast<int64_t>(plans_.size()) == total;
-    } catch (const std::exception& e) {
-      KILN_LOG_WARN("compile cache entry {} is unusable ({}); rebuilding it", cache.path_for(key),
-                    e.what());
-    }
-    if (!loaded) plans_.clear();
-  }
+  if (auto payload = cache.load(key))
+    loaded = load_plans(*payload, kinds, cache.path_for(key), phases, clock, progress);
   if (!loaded) {
-    Json j;
-    j["plans"] = Json::array();
-    Templates templates;
-    for (auto [bs, greedy] : kinds) {
-      bool rebatched = false;
-      graph::Graph g = plan_graph(bs, greedy, templates, phases, clock, &rebatched);
-      auto plan = graph::Plan::prepare(std::move(g), options_.plan);
-      phases.prepare_seconds += clock.lap();
-      Json e = {{"bs", bs}, {"greedy", greedy}, {"memory", memory_to_json(plan->memory())}};
-      if (!rebatched) e["ir"] = graph::print(plan->graph());
-      j["plans"].push_back(std::move(e));
-      phases.cache_seconds += clock.lap();
-      plans_.push_back({bs, greedy, std::move(plan)});
-      if (progress) progress(static_cast<int64_t>(plans_.size()), total);
-    }
-    stats_.pass_report = templates.pass_report;
-    j["pass_report"] = stats_.pass_report;
-    j["templates"] = Json::object();
-    for (bool greedy : {false, true}) {
-      const auto& t = templates.kinds[greedy ? 1 : 0].optimized;
-      if (t) j["templates"][greedy ? "greedy" : "logits"] = graph::print(*t);
-    }
-    cache.store(key, j.dump());
+    const std::string payload = build_plans(kinds, phases, clock, progress);
+    cache.store(key, payload);
     phases.cache_seconds += clock.lap();
   }
 
@@ -320,13 +258,106 @@ void GraphRunner::capture(const std::function<void(int64_t, int64_t)>& progress)
   pack_matmul_weights();
   const double pack_seconds = clock.lap();
 
-  // One arena for all plans: only one plan runs at a time.
   std::string pass_report = std::move(stats_.pass_report);
   stats_ = CaptureStats{};
   stats_.cache_hit = loaded;
   stats_.plans = static_cast<int>(plans_.size());
   stats_.pass_report = std::move(pass_report);
   stats_.rebatched_plans = phases.rebatched_plans;
+  bind_plans();
+  stats_.bind_seconds = clock.lap();
+  stats_.pack_seconds = pack_seconds;
+  stats_.trace_seconds = phases.trace_seconds;
+  stats_.pass_seconds = phases.pass_seconds;
+  stats_.prepare_seconds = phases.prepare_seconds;
+  stats_.cache_seconds = phases.cache_seconds;
+  stats_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  log_capture();
+}
+
+std::vector<GraphRunner::PlanKind> GraphRunner::plan_kinds() const {
+  std::vector<PlanKind> kinds;
+  for (int bs : options_.batch_sizes) {
+    kinds.push_back({bs, true});
+    if (options_.logits_plans) kinds.push_back({bs, false});
+  }
+  return kinds;
+}
+
+bool GraphRunner::load_plans(const std::string& payload, const std::vector<PlanKind>& kinds,
+                             const std::string& entry_path, CaptureStats& phases, PhaseClock& clock,
+                             const CaptureProgress& progress) {
+  const auto total = static_cast<int64_t>(kinds.size());
+  bool loaded = false;
+  try {
+    Json j = Json::parse(payload);
+    // Plans made from a template are stored as the template (parsed once) and rebuilt by
+    // the same deterministic rebatch + analyses the cold capture ran: parsing 64 graphs
+    // costs more than rebatching them.
+    std::optional<graph::Graph> templates[2];
+    for (const auto& e : j.at("plans")) {
+      graph::MemoryPlan mem = memory_from_json(e.at("memory"));
+      const int bs = e.at("bs").get<int>();
+      const bool greedy = e.at("greedy").get<bool>();
+      std::optional<graph::Graph> g;
+      if (e.contains("ir")) {
+        g = graph::parse(e.at("ir").get<std::string>());
+      } else {
+        std::optional<graph::Graph>& t = templates[greedy ? 1 : 0];
+        if (!t)
+          t = graph::parse(j.at("templates").at(greedy ? "greedy" : "logits").get<std::string>());
+        std::string why;
+        g = graph::rebatch(*t, graph::kTemplateBatch, bs, &why);
+        KILN_CHECK(g.has_value(), "the stored template does not rebatch to {}: {}", bs, why);
+        graph::PipelineOptions analyses_only;
+        analyses_only.rewrites = false;
+        graph::run_pipeline(*g, analyses_only);
+      }
+      phases.cache_seconds += clock.lap();
+      plans_.push_back({bs, greedy, graph::Plan::prepare(std::move(*g), options_.plan, mem)});
+      phases.prepare_seconds += clock.lap();
+      if (progress) progress(static_cast<int64_t>(plans_.size()), total);
+    }
+    stats_.pass_report = j.value("pass_report", "");
+    loaded = static_cast<int64_t>(plans_.size()) == total;
+  } catch (const std::exception& e) {
+    KILN_LOG_WARN("compile cache entry {} is unusable ({}); rebuilding it", entry_path, e.what());
+  }
+  if (!loaded) plans_.clear();
+  return loaded;
+}
+
+std::string GraphRunner::build_plans(const std::vector<PlanKind>& kinds, CaptureStats& phases,
+                                     PhaseClock& clock, const CaptureProgress& progress) {
+  const auto total = static_cast<int64_t>(kinds.size());
+  Json j;
+  j["plans"] = Json::array();
+  Templates templates;
+  for (auto [bs, greedy] : kinds) {
+    bool rebatched = false;
+    graph::Graph g = plan_graph(bs, greedy, templates, phases, clock, &rebatched);
+    auto plan = graph::Plan::prepare(std::move(g), options_.plan);
+    phases.prepare_seconds += clock.lap();
+    Json e = {{"bs", bs}, {"greedy", greedy}, {"memory", memory_to_json(plan->memory())}};
+    if (!rebatched) e["ir"] = graph::print(plan->graph());
+    j["plans"].push_back(std::move(e));
+    phases.cache_seconds += clock.lap();
+    plans_.push_back({bs, greedy, std::move(plan)});
+    if (progress) progress(static_cast<int64_t>(plans_.size()), total);
+  }
+  stats_.pass_report = templates.pass_report;
+  j["pass_report"] = stats_.pass_report;
+  j["templates"] = Json::object();
+  for (bool greedy : {false, true}) {
+    const auto& t = templates.kinds[greedy ? 1 : 0].optimized;
+    if (t) j["templates"][greedy ? "greedy" : "logits"] = graph::print(*t);
+  }
+  return j.dump();
+}
+
+// One arena, one output region, one scratch buffer and one set of shared kernel objects for
+// all plans: only one plan runs at a time.
+void GraphRunner::bind_plans() {
   for (const auto& e : plans_) {
     stats_.max_plan_bytes = std::max(stats_.max_plan_bytes, e.plan->arena_bytes());
     stats_.sum_plan_bytes += e.plan->arena_bytes();
@@ -352,17 +383,13 @@ void GraphRunner::capture(const std::function<void(int64_t, int64_t)>& progress)
   scratch_ = aligned_alloc64(scratch);
   for (auto& e : plans_) e.plan->set_scratch(scratch_);
   stats_.scratch_bytes = scratch;
-  stats_.bind_seconds = clock.lap();
-  stats_.pack_seconds = pack_seconds;
-  stats_.trace_seconds = phases.trace_seconds;
-  stats_.pass_seconds = phases.pass_seconds;
-  stats_.prepare_seconds = phases.prepare_seconds;
-  stats_.cache_seconds = phases.cache_seconds;
-  stats_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+void GraphRunner::log_capture() const {
   KILN_LOG_INFO(
       "captured {} plans in {:.3f} s ({}), shared arena {:.1f} MiB (separate arenas would be "
       "{:.1f} MiB), scratch {:.1f} MiB, outputs {:.1f} MiB",
-      stats_.plans, stats_.seconds, loaded ? "compile cache hit" : "cold",
+      stats_.plans, stats_.seconds, stats_.cache_hit ? "compile cache hit" : "cold",
       stats_.arena_bytes / 1048576.0, stats_.sum_plan_bytes / 1048576.0,
       stats_.scratch_bytes / 1048576.0, stats_.output_bytes / 1048576.0);
   KILN_LOG_DEBUG(

@@ -5,6 +5,7 @@
 // Only the live rows of the per-step inputs are copied into the plan's static buffers; params
 // and the KV pool (state) are never copied.
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -79,6 +80,26 @@ class GraphRunner {
   };
   struct Templates;
   class PhaseClock;
+  // One plan to capture: its batch size and output kind.
+  struct PlanKind {
+    int bs;
+    bool greedy;
+  };
+  using CaptureProgress = std::function<void(int64_t done, int64_t total)>;
+  // capture()'s phases, in order.
+  std::vector<PlanKind> plan_kinds() const;
+  // Warm start: the plans of a compile cache entry, prepared. False (plans_ left empty, the
+  // reason logged against `entry_path`) when the entry cannot give every plan.
+  bool load_plans(const std::string& payload, const std::vector<PlanKind>& kinds,
+                  const std::string& entry_path, CaptureStats& phases, PhaseClock& clock,
+                  const CaptureProgress& progress);
+  // Cold start: traces, optimizes and prepares every plan; returns the cache entry that lets
+  // load_plans rebuild them.
+  std::string build_plans(const std::vector<PlanKind>& kinds, CaptureStats& phases,
+                          PhaseClock& clock, const CaptureProgress& progress);
+  // Allocates the shared arena, outputs and scratch and lowers every plan against them.
+  void bind_plans();
+  void log_capture() const;
   std::string cache_description() const;
   void pack_matmul_weights();
   model::ForwardShape decode_shape(int64_t bs, bool greedy) const;

@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "kiln/engine/incremental_text.h"
 #include "kiln/engine/request.h"
+#include "kiln/engine/token_text.h"
 
 namespace kiln::engine {
 

@@ -24,14 +24,21 @@ class TokenText {
  public:
   virtual ~TokenText() = default;
   // The text of a token sequence (decoding a sequence, not concatenating pieces, so that
-  // byte-fallback tokens combine into UTF-8 characters). Incomplete UTF-8 at the end may come
-  // out as bytes or as U+FFFD; IncrementalText holds either back.
+  // byte-fallback tokens combine into UTF-8 characters).
   virtual std::string decode(std::span<const int32_t> ids, bool skip_special) const = 0;
   virtual bool is_end_of_generation(int32_t id) const = 0;
   virtual int64_t vocab_size() const = 0;
-  // A stream for tokens that continue a prompt (so a leading space is real text). The default
-  // decodes sliding windows with decode() (IncrementalText).
-  virtual std::unique_ptr<TextStream> stream(bool skip_special) const;
+  // A stream for tokens that continue a prompt (so a leading space is real text): the bytes of
+  // append_token_text, released as whole UTF-8 characters by model::IncrementalDecoder, the
+  // one streaming detokenizer (an unfinished character at the end comes out as U+FFFD).
+  std::unique_ptr<TextStream> stream(bool skip_special) const;
+  // Appends the bytes token `id` adds to generated text, possibly part of a UTF-8 character
+  // (nothing for a special token when skip_special). The default decodes the token alone,
+  // which is right for vocabularies whose decode() concatenates raw token bytes.
+  virtual void append_token_text(int32_t id, bool skip_special, std::string& out) const {
+    const int32_t one[] = {id};
+    out += decode(one, skip_special);
+  }
   // The bytes token `id` adds to generated text (possibly part of a UTF-8 character, as for a
   // byte-fallback token), or nullopt for a token that adds none of its own (control tokens):
   // what constrained decoding matches against. The default decodes the token alone, which is

@@ -2,22 +2,7 @@
 
 #include <vector>
 
-#include "kiln/model/incremental_decoder.h"
-
 namespace kiln::engine {
-
-namespace {
-class DecoderStream : public TextStream {
- public:
-  DecoderStream(const model::Tokenizer& tokenizer, bool skip_special)
-      : decoder_(tokenizer, skip_special, /*at_text_start=*/false) {}
-  std::string push(int32_t token) override { return decoder_.push(token); }
-  std::string finish() override { return decoder_.finish(); }
-
- private:
-  model::IncrementalDecoder decoder_;
-};
-}  // namespace
 
 std::string TokenizerText::decode(std::span<const int32_t> ids, bool skip_special) const {
   return tokenizer_->decode(std::vector<int32_t>(ids.begin(), ids.end()), skip_special);
@@ -38,8 +23,11 @@ std::optional<std::string> TokenizerText::token_bytes(int32_t id) const {
   return bytes;
 }
 
-std::unique_ptr<TextStream> TokenizerText::stream(bool skip_special) const {
-  return std::make_unique<DecoderStream>(*tokenizer_, skip_special);
+void TokenizerText::append_token_text(int32_t id, bool skip_special, std::string& out) const {
+  // Raw bytes (a byte-fallback token alone is half a character, which decode() would turn into
+  // U+FFFD); the stream completes characters across tokens.
+  if (skip_special && tokenizer_->is_special(id)) return;  // is_special checks the range
+  tokenizer_->append_token_bytes_to(id, out);
 }
 
 }  // namespace kiln::engine

@@ -26,10 +26,10 @@ struct KvWriteState {
   kernels::KvLayerView view;
 };
 
-void run_kv_write(const Step& s, const kernels::ExecContext& c) {
+void run_kv_write(const Step& s, const KvWriteArgs& a, const kernels::ExecContext& c) {
   const auto* st = static_cast<const KvWriteState*>(s.state);
   kernels::kv_write(static_cast<const float*>(s.in[1]), static_cast<const float*>(s.in[2]),
-                    static_cast<const int32_t*>(s.in[3]), s.dim[0], st->view, c);
+                    static_cast<const int32_t*>(s.in[3]), a.tokens, st->view, c);
 }
 
 struct AttentionState {
@@ -46,7 +46,8 @@ void update_attention(Step& s, int n_threads) {
   kernels::attention_plan(st->params, st->inputs, n_threads, st->work.get());
 }
 
-void run_attention(const Step& s, const kernels::ExecContext& c) {
+void run_attention(const Step& s, const NoArgs& /*all in the state*/,
+                   const kernels::ExecContext& c) {
   auto* st = static_cast<AttentionState*>(s.state);
   kernels::attention_run(st->params, st->inputs, *st->work, s.scratch, c);
 }
@@ -58,20 +59,21 @@ struct QkNormRopeKvState {
 
 // The frequency factors (input 8, null when absent) are read at run time, as rope does
 // (lower_elementwise.cc says why).
-void run_qk_norm_rope_kv_write(const Step& s, const kernels::ExecContext& c) {
+void run_qk_norm_rope_kv_write(const Step& s, const QkNormRopeKvWriteArgs& a,
+                               const kernels::ExecContext& c) {
   const auto* st = static_cast<const QkNormRopeKvState*>(s.state);
   kernels::RopeSpec rope;
-  rope.head_dim = static_cast<int>(s.dim[4]);
-  rope.n_rot = static_cast<int>(s.dim[3]);
-  rope.neox = s.dim[2] != 0;
+  rope.head_dim = a.head_dim;
+  rope.n_rot = a.n_rot;
+  rope.neox = a.neox;
   rope.inv_freq = st->inv_freq.data();
   rope.freq_factors = static_cast<const float*>(s.in[8]);
   kernels::qk_norm_rope_kv_write(
       static_cast<const float*>(s.in[0]), static_cast<const float*>(s.in[1]),
       static_cast<const float*>(s.in[2]), static_cast<const float*>(s.in[3]),
-      static_cast<const float*>(s.in[4]), s.f[0], static_cast<const int32_t*>(s.in[5]), rope,
-      static_cast<const int32_t*>(s.in[7]), s.dim[0], static_cast<int>(s.dim[1]),
-      static_cast<float*>(s.out[0]), st->view, c);
+      static_cast<const float*>(s.in[4]), a.eps, static_cast<const int32_t*>(s.in[5]), rope,
+      static_cast<const int32_t*>(s.in[7]), a.tokens, a.n_heads, static_cast<float*>(s.out[0]),
+      st->view, c);
 }
 
 }  // namespace
@@ -84,10 +86,9 @@ bool lower_attention(const LowerContext& ctx, const Node& node, Lowered& l) {
       auto st = std::make_shared<KvWriteState>();
       st->view = layer_view(ctx.kv, const_cast<void*>(s.in[0]),
                             static_cast<int>(node.attrs.get_int("layer")));
-      s.run = run_kv_write;
+      set_kernel<run_kv_write>(s, {.tokens = g.type(node.inputs[1]).shape.rows()});
       s.state = st.get();
       l.owned = st;
-      s.dim[0] = g.type(node.inputs[1]).shape.rows();
       return true;
     }
     case Op::Attention: {
@@ -130,7 +131,7 @@ bool lower_attention(const LowerContext& ctx, const Node& node, Lowered& l) {
         st->work = std::make_shared<kernels::AttentionWork>(p, limits);
       }
       l.scratch_bytes = kernels::attention_scratch_bytes(p, limits);
-      s.run = run_attention;
+      set_kernel<run_attention>(s, {});
       s.update = update_attention;
       s.state = st.get();
       l.owned = st;
@@ -143,15 +144,15 @@ bool lower_attention(const LowerContext& ctx, const Node& node, Lowered& l) {
                             static_cast<int>(node.attrs.get_int("layer")));
       const int n_rot = static_cast<int>(node.attrs.get_int("n_rot", head_dim));
       st->inv_freq = kernels::rope_inv_freq(n_rot, node.attrs.get_float("freq_base"));
-      s.run = run_qk_norm_rope_kv_write;
+      set_kernel<run_qk_norm_rope_kv_write>(
+          s, {.tokens = g.type(node.inputs[0]).shape.rows(),
+              .n_heads = static_cast<int32_t>(node.attrs.get_int("n_heads")),
+              .head_dim = head_dim,
+              .n_rot = n_rot,
+              .neox = node.attrs.get_int("neox") != 0,
+              .eps = static_cast<float>(node.attrs.get_float("eps"))});
       s.state = st.get();
       l.owned = st;
-      s.dim[0] = g.type(node.inputs[0]).shape.rows();
-      s.dim[1] = node.attrs.get_int("n_heads");
-      s.dim[2] = node.attrs.get_int("neox");
-      s.dim[3] = n_rot;
-      s.dim[4] = head_dim;
-      s.f[0] = static_cast<float>(node.attrs.get_float("eps"));
       return true;
     }
     default:

@@ -16,20 +16,18 @@ namespace {
 
 Communicator& comm_of(const Step& s) { return *static_cast<Communicator*>(s.state); }
 
-// dim[0] = element count.
-void run_all_reduce(const Step& s, const kernels::ExecContext& c) {
+void run_all_reduce(const Step& s, const AllReduceArgs& a, const kernels::ExecContext& c) {
   if (c.tid != 0) return;
   comm_of(s).allreduce_sum(static_cast<const float*>(s.in[0]), static_cast<float*>(s.out[0]),
-                           static_cast<size_t>(s.dim[0]), static_cast<float*>(s.scratch));
+                           static_cast<size_t>(a.count), static_cast<float*>(s.scratch));
 }
 
-// dim: [0] rows, [1] this rank's columns, [2] vocab, [3] widest slice. Every rank sends its
-// slice padded to the widest one (MPI's allgather wants equal counts); scratch holds the
-// padded send block, then every rank's block.
-void run_all_gather_vocab(const Step& s, const kernels::ExecContext& c) {
+// Every rank sends its slice padded to the widest one (MPI's allgather wants equal counts);
+// scratch holds the padded send block, then every rank's block.
+void run_all_gather_vocab(const Step& s, const VocabShardArgs& a, const kernels::ExecContext& c) {
   if (c.tid != 0) return;
   Communicator& comm = comm_of(s);
-  const int64_t rows = s.dim[0], cols = s.dim[1], vocab = s.dim[2], wide = s.dim[3];
+  const int64_t rows = a.rows, cols = a.cols, vocab = a.vocab, wide = a.widest_slice;
   auto* send = static_cast<float*>(s.scratch);
   float* recv = send + rows * wide;
   const auto* in = static_cast<const float*>(s.in[0]);
@@ -54,12 +52,12 @@ struct Candidate {
   int32_t id;  // global token id; -1: the slice had no non-NaN entry
 };
 
-// dim: [0] rows, [1] this rank's columns, [2] vocab. Each rank's first maximum, then the
-// first rank holding the overall maximum: the lowest id among ties, as argmax_rows gives.
-void run_all_argmax(const Step& s, const kernels::ExecContext& c) {
+// Each rank's first maximum, then the first rank holding the overall maximum: the lowest id
+// among ties, as argmax_rows gives.
+void run_all_argmax(const Step& s, const VocabShardArgs& a, const kernels::ExecContext& c) {
   if (c.tid != 0) return;
   Communicator& comm = comm_of(s);
-  const int64_t rows = s.dim[0], cols = s.dim[1], vocab = s.dim[2];
+  const int64_t rows = a.rows, cols = a.cols, vocab = a.vocab;
   const Range mine = split_range(vocab, comm.rank(), comm.size());
   auto* send = static_cast<Candidate*>(s.scratch);
   Candidate* recv = send + rows;
@@ -103,11 +101,12 @@ bool lower_collective(const LowerContext& ctx, const Node& node, Lowered& l) {
   const ValueType& in0 = ctx.graph->type(node.inputs[0]);
   const auto ranks = static_cast<int64_t>(comm->size());
   switch (node.op) {
-    case Op::AllReduce:
-      s.run = run_all_reduce;
-      s.dim[0] = in0.shape.numel();
-      l.scratch_bytes = static_cast<size_t>(ranks * s.dim[0]) * sizeof(float);
+    case Op::AllReduce: {
+      const int64_t count = in0.shape.numel();
+      set_kernel<run_all_reduce>(s, {.count = count});
+      l.scratch_bytes = static_cast<size_t>(ranks * count) * sizeof(float);
       return true;
+    }
     case Op::AllGatherVocab:
     case Op::AllArgmax: {
       const int64_t vocab = node.attrs.get_int("vocab");
@@ -116,18 +115,17 @@ bool lower_collective(const LowerContext& ctx, const Node& node, Lowered& l) {
                  "{}: rank {} of {} holds {} vocabulary columns, its slice of {} is {}",
                  op_name(node.op), comm->rank(), ranks, in0.shape.cols(), vocab,
                  mine.end - mine.begin);
-      s.dim[0] = in0.shape.rows();
-      s.dim[1] = in0.shape.cols();
-      s.dim[2] = vocab;
+      const int64_t rows = in0.shape.rows();
+      const int64_t wide = split_range(vocab, 0, comm->size()).end;  // rank 0's is the widest
+      const VocabShardArgs args{
+          .rows = rows, .cols = in0.shape.cols(), .vocab = vocab, .widest_slice = wide};
       if (node.op == Op::AllArgmax) {
-        s.run = run_all_argmax;
-        l.scratch_bytes = static_cast<size_t>((1 + ranks) * s.dim[0]) * sizeof(Candidate);
+        set_kernel<run_all_argmax>(s, args);
+        l.scratch_bytes = static_cast<size_t>((1 + ranks) * rows) * sizeof(Candidate);
         return true;
       }
-      const int64_t wide = split_range(vocab, 0, comm->size()).end;  // rank 0's is the widest
-      s.run = run_all_gather_vocab;
-      s.dim[3] = wide;
-      l.scratch_bytes = static_cast<size_t>((1 + ranks) * s.dim[0] * wide) * sizeof(float);
+      set_kernel<run_all_gather_vocab>(s, args);
+      l.scratch_bytes = static_cast<size_t>((1 + ranks) * rows * wide) * sizeof(float);
       return true;
     }
     default:

@@ -18,54 +18,51 @@ using kernels::PackedWeight;
 
 const PackedWeight& weight_of(const Step& s) { return *static_cast<const PackedWeight*>(s.state); }
 
-void run_embedding(const Step& s, const kernels::ExecContext& c) {
-  kernels::embedding(static_cast<DType>(s.dim[3]), s.in[0], s.dim[0], s.dim[1],
-                     static_cast<const int32_t*>(s.in[1]), s.dim[2], static_cast<float*>(s.out[0]),
-                     c);
+void run_embedding(const Step& s, const EmbeddingArgs& a, const kernels::ExecContext& c) {
+  kernels::embedding(a.table_dtype, s.in[0], a.vocab, a.dim, static_cast<const int32_t*>(s.in[1]),
+                     a.tokens, static_cast<float*>(s.out[0]), c);
 }
 
-void run_matmul(const Step& s, const kernels::ExecContext& c) {
-  kernels::matmul(weight_of(s), static_cast<const float*>(s.in[0]), s.dim[0],
+void run_matmul(const Step& s, const MatmulArgs& a, const kernels::ExecContext& c) {
+  kernels::matmul(weight_of(s), static_cast<const float*>(s.in[0]), a.rows,
                   static_cast<float*>(s.out[0]), static_cast<const float*>(s.in[2]), s.scratch, c);
 }
 
-void run_matmul_split(const Step& s, const kernels::ExecContext& c) {
-  float* outs[4];
-  for (int i = 0; i < 4; ++i) outs[i] = static_cast<float*>(s.out[i]);
-  kernels::matmul_split(weight_of(s), static_cast<const float*>(s.in[0]), s.dim[0], outs, &s.dim[2],
-                        static_cast<int>(s.dim[1]), s.scratch, c);
+void run_matmul_split(const Step& s, const MatmulSplitArgs& a, const kernels::ExecContext& c) {
+  float* outs[kMaxSplitOutputs];
+  for (int i = 0; i < kMaxSplitOutputs; ++i) outs[i] = static_cast<float*>(s.out[i]);
+  kernels::matmul_split(weight_of(s), static_cast<const float*>(s.in[0]), a.rows, outs, a.cols,
+                        a.n_outputs, s.scratch, c);
 }
 
-void run_moe_ffn(const Step& s, const kernels::ExecContext& c) {
+void run_moe_ffn(const Step& s, const MatmulArgs& a, const kernels::ExecContext& c) {
   kernels::moe_ffn(*static_cast<const kernels::MoeFfnWeights*>(s.state),
-                   static_cast<const float*>(s.in[0]), s.dim[0], static_cast<float*>(s.out[0]),
+                   static_cast<const float*>(s.in[0]), a.rows, static_cast<float*>(s.out[0]),
                    s.scratch, c);
 }
 
 // rms_norm into scratch, then the LM head with argmax: logits are never written.
-void run_norm_matmul_argmax(const Step& s, const kernels::ExecContext& c) {
-  const int64_t m = s.dim[0];
-  const int64_t k = s.dim[1];
+void run_norm_matmul_argmax(const Step& s, const NormMatmulArgmaxArgs& a,
+                            const kernels::ExecContext& c) {
   auto* normed = static_cast<float*>(s.scratch);
   kernels::rms_norm(static_cast<const float*>(s.in[0]), static_cast<const float*>(s.in[1]), normed,
-                    m, k, s.f[0], c);
+                    a.rows, a.cols, a.eps, c);
   c.sync();
-  void* mm_scratch = static_cast<char*>(s.scratch) + s.dim[2];
-  kernels::matmul_argmax(weight_of(s), normed, m, static_cast<int32_t*>(s.out[0]), mm_scratch, c);
+  void* mm_scratch = static_cast<char*>(s.scratch) + a.normed_bytes;
+  kernels::matmul_argmax(weight_of(s), normed, a.rows, static_cast<int32_t*>(s.out[0]), mm_scratch,
+                         c);
 }
 
-void run_take_rows(const Step& s, const kernels::ExecContext& c) {
+void run_take_rows(const Step& s, const TakeRowsArgs& a, const kernels::ExecContext& c) {
   const auto* rows = static_cast<const int32_t*>(s.in[1]);
-  const size_t row_bytes = static_cast<size_t>(s.dim[1]);
-  const int64_t n_src = s.dim[2];
-  Range r = split_range(s.dim[0], c.tid, c.nth);
+  Range r = split_range(a.rows, c.tid, c.nth);
   for (int64_t i = r.begin; i < r.end; ++i) {
-    char* dst = static_cast<char*>(s.out[0]) + i * row_bytes;
+    char* dst = static_cast<char*>(s.out[0]) + i * a.row_bytes;
     int32_t src = rows[i];
-    if (src < 0 || src >= n_src) {
-      std::memset(dst, 0, row_bytes);  // inert padded row
+    if (src < 0 || src >= a.src_rows) {
+      std::memset(dst, 0, a.row_bytes);  // inert padded row
     } else {
-      std::memcpy(dst, static_cast<const char*>(s.in[0]) + src * row_bytes, row_bytes);
+      std::memcpy(dst, static_cast<const char*>(s.in[0]) + src * a.row_bytes, a.row_bytes);
     }
   }
 }
@@ -80,21 +77,19 @@ bool lower_gemm(const LowerContext& ctx, const Node& node, Lowered& l) {
   switch (node.op) {
     case Op::Embedding: {
       const Tensor& table = ctx.weights->raw(g.node(node.inputs[0].node));
-      s.run = run_embedding;
+      set_kernel<run_embedding>(s, {.vocab = table.shape()[0],
+                                    .dim = table.shape()[1],
+                                    .tokens = g.type(node.inputs[1]).shape.numel(),
+                                    .table_dtype = table.dtype()});
       s.in[0] = table.data();
-      s.dim[0] = table.shape()[0];
-      s.dim[1] = table.shape()[1];
-      s.dim[2] = g.type(node.inputs[1]).shape.numel();
-      s.dim[3] = static_cast<int64_t>(table.dtype());
       return true;
     }
     case Op::Matmul:
     case Op::MatmulAdd: {
       const PackedWeight& w = ctx.weights->packed(g.node(node.inputs[1].node));
       const int64_t m = g.type(node.inputs[0]).shape.rows();
-      s.run = run_matmul;
+      set_kernel<run_matmul>(s, {.rows = m});
       s.state = const_cast<PackedWeight*>(&w);
-      s.dim[0] = m;
       if (node.op == Op::Matmul) s.in[2] = nullptr;
       l.scratch_bytes = kernels::matmul_scratch_bytes(w, m);
       return true;
@@ -102,12 +97,13 @@ bool lower_gemm(const LowerContext& ctx, const Node& node, Lowered& l) {
     case Op::MatmulSplit: {
       const PackedWeight& w = ctx.weights->packed(g.node(node.inputs[1].node));
       const int64_t m = g.type(node.inputs[0]).shape.rows();
-      KILN_CHECK(node.outputs.size() <= 4, "matmul_split supports at most 4 outputs");
-      s.run = run_matmul_split;
+      KILN_CHECK(node.outputs.size() <= static_cast<size_t>(kMaxSplitOutputs),
+                 "matmul_split supports at most {} outputs", kMaxSplitOutputs);
+      MatmulSplitArgs args{
+          .rows = m, .n_outputs = static_cast<int32_t>(node.outputs.size()), .cols = {}};
+      for (size_t i = 0; i < node.outputs.size(); ++i) args.cols[i] = node.outputs[i].shape.cols();
+      set_kernel<run_matmul_split>(s, args);
       s.state = const_cast<PackedWeight*>(&w);
-      s.dim[0] = m;
-      s.dim[1] = static_cast<int64_t>(node.outputs.size());
-      for (size_t i = 0; i < node.outputs.size(); ++i) s.dim[2 + i] = node.outputs[i].shape.cols();
       l.scratch_bytes = kernels::matmul_scratch_bytes(w, m);
       return true;
     }
@@ -120,9 +116,8 @@ bool lower_gemm(const LowerContext& ctx, const Node& node, Lowered& l) {
       moe->top_k = static_cast<int>(node.attrs.get_int("top_k"));
       moe->norm_topk_prob = node.attrs.get_int("norm_topk_prob") != 0;
       const int64_t m = g.type(node.inputs[0]).shape.rows();
-      s.run = run_moe_ffn;
+      set_kernel<run_moe_ffn>(s, {.rows = m});
       s.state = moe.get();
-      s.dim[0] = m;
       l.scratch_bytes = kernels::moe_ffn_scratch_bytes(*moe, m);
       l.owned = std::move(moe);
       return true;
@@ -131,21 +126,20 @@ bool lower_gemm(const LowerContext& ctx, const Node& node, Lowered& l) {
       const PackedWeight& w = ctx.weights->packed(g.node(node.inputs[2].node));
       const ValueType& x = g.type(node.inputs[0]);
       const int64_t m = x.shape.rows();
-      s.run = run_norm_matmul_argmax;
+      const size_t normed_bytes = align64(sizeof(float) * m * x.shape.cols());
+      set_kernel<run_norm_matmul_argmax>(s, {.rows = m,
+                                             .cols = x.shape.cols(),
+                                             .eps = static_cast<float>(node.attrs.get_float("eps")),
+                                             .normed_bytes = normed_bytes});
       s.state = const_cast<PackedWeight*>(&w);
-      s.dim[0] = m;
-      s.dim[1] = x.shape.cols();
-      s.dim[2] = static_cast<int64_t>(align64(sizeof(float) * m * x.shape.cols()));
-      s.f[0] = static_cast<float>(node.attrs.get_float("eps"));
-      l.scratch_bytes = s.dim[2] + kernels::matmul_argmax_scratch_bytes(w, m, ctx.n_threads);
+      l.scratch_bytes = normed_bytes + kernels::matmul_argmax_scratch_bytes(w, m, ctx.n_threads);
       return true;
     }
     case Op::TakeRows: {
       const ValueType& x = g.type(node.inputs[0]);
-      s.run = run_take_rows;
-      s.dim[0] = node.outputs[0].shape[0];
-      s.dim[1] = static_cast<int64_t>(dtype_bytes(x.dtype, x.shape.cols()));
-      s.dim[2] = x.shape.rows();
+      set_kernel<run_take_rows>(s, {.rows = node.outputs[0].shape[0],
+                                    .row_bytes = dtype_bytes(x.dtype, x.shape.cols()),
+                                    .src_rows = x.shape.rows()});
       return true;
     }
     default:

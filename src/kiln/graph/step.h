@@ -4,7 +4,9 @@
 // touches nothing but the kernels.
 #pragma once
 #include <cstdint>
+#include <type_traits>
 
+#include "kiln/graph/step_args.h"
 #include "kiln/kernels/exec_context.h"
 
 namespace kiln::graph {
@@ -22,11 +24,14 @@ struct Step {
   UpdateFn update = nullptr;
   const void* in[kMaxInputs] = {};  // absent optional inputs stay null
   void* out[kMaxOutputs] = {};
-  int64_t dim[8] = {};
-  float f[4] = {};
+  StepArgs args;  // the kernel family's sizes and constants (step_args.h)
   void* scratch = nullptr;
   void* state = nullptr;  // kernel-owned object: packed weight, RoPE table, attention work
   int32_t node = -1;      // graph node this step executes (diagnostics)
 };
+
+// Plans copy steps into a flat array and replay it: no destructor, no heap, no hidden state.
+static_assert(std::is_trivially_copyable_v<Step>);
+static_assert(kMaxSplitOutputs <= Step::kMaxOutputs, "matmul_split writes through Step::out");
 
 }  // namespace kiln::graph
