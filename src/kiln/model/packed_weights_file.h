@@ -52,6 +52,7 @@ class PackedWeightsFileWriter {
   // Makes the entry: `weights`, in order, must lie in pieces of this file. False, after a
   // warning, when one does not or a write fails (the weights stay usable either way).
   bool finish(const std::vector<NamedPackedWeight>& weights);
+  const std::string& path() const { return path_; }  // the entry's name once finished
 
  private:
   PackedWeightsFileWriter() = default;

@@ -458,8 +458,8 @@ void WeightStore::store_weights_file(const std::vector<PackJob>& jobs) {
   if (!file_writer_->finish(entries)) return;
   pack_stats_.file_stored = true;
   pack_stats_.file_seconds = seconds_since(start);
-  KILN_LOG_INFO("packed {} weights into the packed-weights file (finished in {:.2f} s)",
-                entries.size(), pack_stats_.file_seconds);
+  KILN_LOG_INFO("packed {} weights into {} (finished in {:.2f} s)", entries.size(),
+                file_writer_->path(), pack_stats_.file_seconds);
 }
 
 size_t WeightStore::matmul_weight_bytes() const { return pack_stats_.bytes; }
