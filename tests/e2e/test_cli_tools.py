@@ -186,43 +186,46 @@ def test_run_summary_starts_its_own_line_when_both_streams_share_a_pipe(tiny_gem
 def test_run_evicts_least_recently_used_cache_entries_but_keeps_its_own(tiny_gemma, tmp_path):
     cache = tmp_path / "cache"
     (cache / "tp2-rank1").mkdir(parents=True)
+
+    def age(paths, days):
+        for p in paths:
+            t = time.time() - 86400 * days
+            os.utime(p, (t, t))
+
+    def entries():
+        return sorted(p.name for p in cache.iterdir() if p.suffix in (".kgc", ".kpw"))
+
+    def run(bound_gb):
+        r = subprocess.run([_kiln_bin(), "run", "-m", tiny_gemma, "-p", "hi", "-n", "2",
+                            "--threads", "2", "--max-graph-bs", "2", "--log-level", "info",
+                            "--cache-max-gb", bound_gb], capture_output=True, text=True,
+                           timeout=120, env=dict(os.environ, KILN_CACHE_DIR=str(cache)))
+        assert r.returncode == 0, r.stderr
+        return r.stdout + r.stderr
+
     stale = [cache / "0123456789abcdef.kpw", cache / "tp2-rank1" / "fedcba9876543210.kgc"]
     for i, path in enumerate(stale):
         path.write_bytes(b"x" * 200_000)
-        old = time.time() - 86400 * (i + 2)
-        os.utime(path, (old, old))
+        age([path], i + 2)
     keep = cache / "notes.txt"  # not a cache entry
     keep.write_text("mine")
-    env = dict(os.environ, KILN_CACHE_DIR=str(cache))
-    args = [_kiln_bin(), "run", "-m", tiny_gemma, "-p", "hi", "-n", "2", "--threads", "2",
-            "--max-graph-bs", "2", "--log-level", "info"]
     # A bound of ~1 KiB: every stale entry goes; this run's plans and packed weights, above the
     # bound on their own, stay, and the next run starts warm from them.
-    r = subprocess.run(args + ["--cache-max-gb", "0.000001"], capture_output=True, text=True,
-                       timeout=120, env=env)
-    assert r.returncode == 0, r.stderr
-    assert not any(p.exists() for p in stale), r.stderr
+    log = run("0.000001")
+    assert not any(p.exists() for p in stale), log
     assert keep.exists()
-    assert "removed 2 least recently used entries" in r.stdout + r.stderr, r.stdout + r.stderr
-    mine = sorted(p.name for p in cache.iterdir() if p.suffix in (".kgc", ".kpw"))
+    assert "removed 2 least recently used entries" in log, log
+    mine = entries()
     assert any(n.endswith(".kpw") for n in mine) and any(n.endswith(".kgc") for n in mine), mine
     # Aged a day: only what the next run uses again (a hit refreshes an entry) keeps them.
-    day_ago = time.time() - 86400
-    for n in mine:
-        os.utime(cache / n, (day_ago, day_ago))
-    again = subprocess.run(args + ["--cache-max-gb", "0.000001"], capture_output=True, text=True,
-                           timeout=120, env=env)
-    assert again.returncode == 0, again.stderr
-    assert sorted(p.name for p in cache.iterdir() if p.suffix in (".kgc", ".kpw")) == mine
-    assert "least recently used" not in again.stdout + again.stderr, again.stdout + again.stderr
+    age([cache / n for n in mine], 1)
+    log = run("0.000001")
+    assert entries() == mine
+    assert "least recently used" not in log, log
     # With no bound nothing is removed, however old.
-    old = time.time() - 86400 * 30
-    for n in mine:
-        os.utime(cache / n, (old, old))
-    r0 = subprocess.run(args + ["--cache-max-gb", "0"], capture_output=True, text=True,
-                        timeout=120, env=env)
-    assert r0.returncode == 0, r0.stderr
-    assert sorted(p.name for p in cache.iterdir() if p.suffix in (".kgc", ".kpw")) == mine
+    age([cache / n for n in mine], 30)
+    run("0")
+    assert entries() == mine
 
 
 def test_cache_max_gb_rejects_negative(tiny_gemma):
