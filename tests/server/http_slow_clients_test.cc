@@ -95,6 +95,33 @@ TEST_F(HttpSlowClients, IdleConnectionsHoldNoHandlerThread) {
   EXPECT_LE(server_->handler_threads(), 2u);
 }
 
+TEST_F(HttpSlowClients, HealthAndMetricsAnswerWhileEveryHandlerThreadIsBusy) {
+  ServerOptions o;
+  o.http_workers = 2;
+  start(o, /*step_ms=*/40);
+  // Four generations of 50 steps (~2 s each) take both handler threads and queue two more.
+  const std::string body = R"({"text": "a", "sampling_params": {"max_new_tokens": 50}})";
+  const std::string long_generate =
+      "POST /generate HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n" + body;
+  std::vector<std::unique_ptr<RawConnection>> busy;
+  for (int i = 0; i < 4; ++i) {
+    busy.push_back(std::make_unique<RawConnection>(port_));
+    busy.back()->send(long_generate);
+  }
+  std::this_thread::sleep_for(200ms);
+  // Queued behind the generations, these would wait seconds for a free handler thread.
+  for (const char* path : {"/health", "/metrics", "/get_load"}) {
+    auto [seconds, status] =
+        timed(std::string("GET ") + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    EXPECT_EQ(status, 200) << path;
+    EXPECT_LT(seconds, 0.5) << path;
+  }
+  for (auto& c : busy) {
+    EXPECT_EQ(response_statuses(c->read_until_close(15000ms)), std::vector<int>{200});
+  }
+}
+
 TEST_F(HttpSlowClients, BurstOfConnectionsIsAnsweredInFull) {
   start();
   std::vector<std::unique_ptr<RawConnection>> burst;

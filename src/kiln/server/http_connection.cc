@@ -215,6 +215,10 @@ void HttpConnection::fail_read(beast::error_code ec) {
 void HttpConnection::dispatch() {
   phase_ = Phase::Handling;
   stream_.expires_never();
+  if (host_.answers_at_once(req_)) {
+    handle_at_once();
+    return;
+  }
   host_.count_in_flight(+1);
   auto self = shared_from_this();
   if (!pool_.submit([self, req = std::move(req_)] { self->run_handler(req); })) {
@@ -295,10 +299,18 @@ bool HttpConnection::write_blocking(std::string bytes) {
   }
 }
 
-void HttpConnection::respond_now(httplib::Response res, bool closing) {
+void HttpConnection::handle_at_once() {
+  httplib::Response res;
+  host_.handle(req_, res);
+  const bool closing = !keep_alive_ || close_after_ || host_.draining() ||
+                       res.get_header_value("Connection") == "close";
+  respond_now(std::move(res), closing, http_1_0_ && !closing);
+}
+
+void HttpConnection::respond_now(httplib::Response res, bool closing, bool keep_alive_1_0) {
   host_.before_write(req_, res);
   phase_ = Phase::Handling;
-  auto bytes = std::make_shared<std::string>(response_head(res, false, closing, false));
+  auto bytes = std::make_shared<std::string>(response_head(res, false, closing, keep_alive_1_0));
   if (req_.method != "HEAD") *bytes += res.body;
   stream_.expires_after(limits_.write_timeout);
   net::async_write(stream_, net::buffer(*bytes),

@@ -43,6 +43,9 @@ class RequestHost {
   virtual bool answer_before_body(const httplib::Request& req, httplib::Response& res) = 0;
   // On a handler thread: the response to a complete request.
   virtual void handle(const httplib::Request& req, httplib::Response& res) = 0;
+  // True when handle() answers `req` without blocking (a health check, metrics): it then runs
+  // on the I/O thread, so it answers even while every handler thread is busy.
+  virtual bool answers_at_once(const httplib::Request& req) const = 0;
   // Just before any response is written (those the transport makes itself included).
   virtual void before_write(const httplib::Request& req, httplib::Response& res) = 0;
   // A request was handed to a handler thread (+1) / its response is written or abandoned (-1).
@@ -80,8 +83,11 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   void dispatch();
   void run_handler(const httplib::Request& req);  // handler thread
   bool write_response(const httplib::Request& req, httplib::Response& res, bool closing);
-  bool write_blocking(std::string bytes);                 // handler thread: through the I/O strand
-  void respond_now(httplib::Response res, bool closing);  // I/O thread, no handler
+  bool write_blocking(std::string bytes);  // handler thread: through the I/O strand
+  // I/O thread, no handler thread. keep_alive_1_0: an HTTP/1.0 client asked to keep the
+  // connection and it stays open.
+  void respond_now(httplib::Response res, bool closing, bool keep_alive_1_0 = false);
+  void handle_at_once();  // I/O thread, a quick route
   void after_response(bool closing);
   void fail_read(boost::beast::error_code ec);
   void lingering_close();

@@ -66,6 +66,8 @@ class HttpHost final : public RequestHost {
     }
   }
 
+  bool answers_at_once(const httplib::Request& req) const override { return router_.is_quick(req); }
+
   void before_write(const httplib::Request& req, httplib::Response& res) override {
     if (res.status < 0) res.status = 200;
     if (!st_.options.cors_allow_origin.empty() && req.method != "OPTIONS") {
@@ -166,7 +168,7 @@ HttpServer::HttpServer(GenerationBackend& backend, const TextCodec& codec, Model
   pool_ = std::make_unique<HandlerPool>(static_cast<size_t>(workers));
   add_native_routes(*router_, st);
   add_openai_routes(*router_, st);
-  router_->get("/metrics", [&st](const httplib::Request&, httplib::Response& res) {
+  router_->get_quick("/metrics", [&st](const httplib::Request&, httplib::Response& res) {
     res.set_content(st.metrics->render(st.backend.stats()), "text/plain; version=0.0.4");
   });
   host_ = std::make_unique<HttpHost>(st, *router_);

@@ -225,7 +225,8 @@ void add_native_routes(Router& router, ServerState& state) {
   router.post("/generate", [&state](const httplib::Request& req, httplib::Response& res) {
     handle_generate(state, req, res);
   });
-  router.get("/health", [](const httplib::Request&, httplib::Response& res) { res.status = 200; });
+  router.get_quick("/health",
+                   [](const httplib::Request&, httplib::Response& res) { res.status = 200; });
   router.get("/health_generate", [&state](const httplib::Request&, httplib::Response& res) {
     handle_health_generate(state, res);
   });
@@ -245,7 +246,7 @@ void add_native_routes(Router& router, ServerState& state) {
       set_json(res, info);
     });
   }
-  router.get("/get_load", [&state](const httplib::Request&, httplib::Response& res) {
+  router.get_quick("/get_load", [&state](const httplib::Request&, httplib::Response& res) {
     set_json(res, worker_load(state));
   });
   // SGLang accepts both methods (its docs use `curl -X POST` without a body, scripts use GET).

@@ -32,8 +32,9 @@ Handler guarded(Handler handler) {
 
 }  // namespace
 
-void Router::add(const std::string& method, const std::string& pattern, Handler handler) {
-  routes_.push_back({method, std::regex(pattern), guarded(std::move(handler))});
+void Router::add(const std::string& method, const std::string& pattern, Handler handler,
+                 bool quick) {
+  routes_.push_back({method, std::regex(pattern), guarded(std::move(handler)), quick});
 }
 
 void Router::get(const std::string& pattern, Handler handler) {
@@ -42,6 +43,23 @@ void Router::get(const std::string& pattern, Handler handler) {
 
 void Router::post(const std::string& pattern, Handler handler) {
   add("POST", pattern, std::move(handler));
+}
+
+void Router::get_quick(const std::string& pattern, Handler handler) {
+  add("GET", pattern, std::move(handler), true);
+}
+
+const Router::Route* Router::find(const httplib::Request& req) const {
+  const std::string method = req.method == "HEAD" ? "GET" : req.method;
+  for (const auto& r : routes_) {
+    if (r.method == method && std::regex_match(req.path, r.pattern)) return &r;
+  }
+  return nullptr;
+}
+
+bool Router::is_quick(const httplib::Request& req) const {
+  const Route* r = find(req);
+  return r != nullptr && r->quick;
 }
 
 std::vector<std::string> Router::methods(const std::string& path) const {
@@ -56,12 +74,9 @@ std::vector<std::string> Router::methods(const std::string& path) const {
 }
 
 void Router::dispatch(const httplib::Request& req, httplib::Response& res) const {
-  const std::string method = req.method == "HEAD" ? "GET" : req.method;
-  for (const auto& r : routes_) {
-    if (r.method == method && std::regex_match(req.path, r.pattern)) {
-      r.handler(req, res);
-      return;
-    }
+  if (const Route* r = find(req)) {
+    r->handler(req, res);
+    return;
   }
   set_no_route_error(req, res);
 }

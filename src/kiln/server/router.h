@@ -22,6 +22,12 @@ class Router {
   // a parameter is e.g. "/v1/models/(.+)"; handlers read the parameter from req.path.
   void get(const std::string& pattern, Handler handler);
   void post(const std::string& pattern, Handler handler);
+  // A GET route answered on the I/O thread that read the request, never queued behind the
+  // handler threads: health checks and metrics must answer while every handler thread waits on
+  // a generation. The handler must not block (no engine queue, no waiting on a step).
+  void get_quick(const std::string& pattern, Handler handler);
+  // Whether `req` goes to a quick route.
+  bool is_quick(const httplib::Request& req) const;
   // Methods registered for `path` (empty when the path is unknown).
   std::vector<std::string> methods(const std::string& path) const;
   // Runs the route for req.method (HEAD as GET) and req.path; when there is none, writes the
@@ -35,8 +41,11 @@ class Router {
     std::string method;
     std::regex pattern;
     Handler handler;  // already guarded
+    bool quick = false;
   };
-  void add(const std::string& method, const std::string& pattern, Handler handler);
+  void add(const std::string& method, const std::string& pattern, Handler handler,
+           bool quick = false);
+  const Route* find(const httplib::Request& req) const;
 
   std::vector<Route> routes_;
 };
