@@ -139,6 +139,29 @@ def test_bench_rounds_alternate_order_with_cpu_time(tiny_gemma, tmp_path):
     assert r.returncode != 0 and "--rounds compares eager and graph" in r.stderr
 
 
+def test_bench_paired_steps_run_each_step_in_both_modes(tiny_gemma, tmp_path):
+    js = tmp_path / "paired.json"
+    r = kiln("bench", "-m", tiny_gemma, "--batch-sizes", "1,3", "--input-len", 8, "--output-len", 6,
+             "--threads", 2, "--repeats", 1, "--bandwidth-gbs", 20, "--paired-steps", "--json", js,
+             timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "paired steps (every decode step run in both modes" in r.stdout
+    data = json.loads(js.read_text())
+    paired = data["paired_steps"]
+    assert [p["bs"] for p in paired] == [1, 3]
+    for p, b in zip(paired, data["results"]):
+        assert len(p["eager_ms"]) == len(p["graph_ms"]) == 6
+        assert min(p["eager_ms"]) > 0 and min(p["graph_ms"]) > 0
+        assert p["tokens_match"] is True
+        # Running every step twice (the second run rewriting the first's KV slot) follows the
+        # same greedy path as the plain decode loop of each mode.
+        assert p["tokens"] == b["eager"]["tokens"] == b["graph"]["tokens"]
+        assert p["pair_ratio_p10"] <= p["pair_ratio_median"] <= p["pair_ratio_p90"]
+        assert 0 <= p["graph_won"] <= 1
+    r = kiln("bench", "-m", tiny_gemma, "--modes", "eager", "--paired-steps", timeout=60)
+    assert r.returncode != 0 and "--paired-steps compares eager and graph" in r.stderr
+
+
 def test_bench_rejects_unknown_mode(tiny_gemma):
     r = kiln("bench", "-m", tiny_gemma, "--modes", "eager,turbo", timeout=60)
     assert r.returncode != 0 and "unknown mode 'turbo'" in r.stderr

@@ -25,6 +25,7 @@
 #include <sstream>
 
 #include "bench_batches.h"
+#include "bench_paired.h"
 #include "bench_results.h"
 #include "bench_rounds.h"
 #include "commands.h"
@@ -66,6 +67,7 @@ struct BenchArgs {
   int breakdown_bs = 0;  // 0: the first batch size
   int repeats = 5;
   int rounds = 0;              // --rounds: interleaved eager/graph repeats of the decode loop
+  bool paired_steps = false;   // --paired-steps: a decode loop running each step in both modes
   int host_only_steps = 2000;  // --host-only-steps: no-op replays timed per graph batch size
   bool op_profile = false;     // print each profiled step's kernel time per op kind
   int prefill_chunk = 512;     // the engine's default chunked_prefill_size
@@ -171,6 +173,39 @@ class Bench {
     r.graph = sample(g);
     r.tokens_match = e.tokens == g.tokens;
     return r;
+  }
+
+  // One decode loop of output_len steps in which every step runs in both modes, back to back
+  // on the same inputs, the order alternating from step to step (bench_paired.h). The second
+  // run of a pair rewrites the KV slot the first wrote, with the same values (graph == eager).
+  PairedFigures run_paired(int bs) {
+    PairedFigures p;
+    p.bs = bs;
+    BenchSequences seqs(rt_.kv_pool(), bs, a_.input_len, a_.output_len, rt_.info().vocab_size,
+                        a_.seed + bs);
+    std::vector<int32_t> tokens = prefill(seqs, nullptr, nullptr);
+    p.tokens.assign(bs, {});
+    engine::StepOutput out;
+    for (bool graph : {false, true})  // first-touch of each mode's buffers, untimed
+      forward(seqs.decode(a_.input_len, tokens), graph, out);
+    for (int i = 0; i < a_.output_len; ++i) {
+      const engine::StepBatch batch = seqs.decode(a_.input_len + i, tokens);
+      std::vector<int32_t> next[2];
+      double ms[2] = {0, 0};
+      const bool graph_first = i % 2 == 1;
+      for (bool graph : {graph_first, !graph_first}) {
+        auto t0 = clock::now();
+        forward(batch, graph, out);
+        ms[graph] = 1e3 * seconds_since(t0);
+        next[graph] = out.greedy_ids;
+      }
+      p.eager_ms.push_back(ms[0]);
+      p.graph_ms.push_back(ms[1]);
+      p.tokens_match = p.tokens_match && next[0] == next[1];
+      tokens = next[1];
+      for (int s = 0; s < bs; ++s) p.tokens[s].push_back(tokens[s]);
+    }
+    return p;
   }
 
   // The --breakdown ladder at one batch size: eager, then plans that add one thing at a time.
@@ -363,6 +398,8 @@ void check_args(const BenchArgs& a, const Modes& modes) {
   for (int bs : a.batch_sizes) KILN_CHECK(bs >= 1, "batch size {} must be at least 1", bs);
   KILN_CHECK(a.rounds == 0 || (modes.eager && modes.graph),
              "--rounds compares eager and graph mode: keep both in --modes");
+  KILN_CHECK(!a.paired_steps || (modes.eager && modes.graph),
+             "--paired-steps compares eager and graph mode: keep both in --modes");
   if (a.tp.tp > 1) {
     // Both profile or build plans outside the forward steps rank 0 broadcasts: their
     // collectives would have no partner on the other ranks.
@@ -519,6 +556,14 @@ int bench_on_rank(const BenchArgs& a, const Modes& modes, Communicator* group) {
       }
     }
   }
+  std::vector<PairedFigures> paired;
+  if (a.paired_steps) {
+    for (int bs : a.batch_sizes) {
+      if (bs > max_captured) continue;
+      std::fprintf(stderr, "kiln bench: paired steps, batch %d...\n", bs);
+      paired.push_back(bench.run_paired(bs));
+    }
+  }
   if (a.breakdown) {
     std::fprintf(stderr, "kiln bench: breakdown at batch %d...\n", breakdown_bs);
     f.breakdown_bs = breakdown_bs;
@@ -532,10 +577,12 @@ int bench_on_rank(const BenchArgs& a, const Modes& modes, Communicator* group) {
 
   std::fputs(format_table(f).c_str(), stdout);
   if (!rounds.empty()) std::fputs(format_rounds(rounds).c_str(), stdout);
+  if (!paired.empty()) std::fputs(format_paired(paired).c_str(), stdout);
   if (!a.json_path.empty()) {
     std::ofstream out(a.json_path);
     nlohmann::json j = to_json(f);
     if (!rounds.empty()) j["rounds"] = rounds_json(rounds);
+    if (!paired.empty()) j["paired_steps"] = paired_json(paired);
     out << j.dump(2) << "\n";
     KILN_CHECK(out.good(), "cannot write {}", a.json_path);
   }
@@ -548,6 +595,13 @@ int bench_on_rank(const BenchArgs& a, const Modes& modes, Communicator* group) {
     if (!r.tokens_match) {
       std::fprintf(stderr, "kiln bench: round %d: graph and eager tokens differ at batch %d\n",
                    r.round, r.bs);
+      return 3;
+    }
+  }
+  for (const auto& p : paired) {
+    if (!p.tokens_match) {
+      std::fprintf(stderr, "kiln bench: paired steps: graph and eager tokens differ at batch %d\n",
+                   p.bs);
       return 3;
     }
   }
@@ -619,6 +673,10 @@ CLI::App* add_bench_command(CLI::App& app) {
                   "(order alternating), reported per round and as medians with their spread, "
                   "with process CPU time per step beside wall time")
       ->check(CLI::Range(0, 1000));
+  cmd->add_flag("--paired-steps", args->paired_steps,
+                "Then one decode loop per batch size in which every step runs in both modes back "
+                "to back, order alternating: per-pair eager/graph ratios a drifting host slows "
+                "alike (median, 10th-90th percentile, share of pairs graph won)");
   cmd->add_option("--bandwidth-gbs", args->bandwidth_gbs,
                   "Memory bandwidth to compare with (default: measure)")
       ->check(CLI::Range(0.0, 1e6));
