@@ -31,9 +31,32 @@ using avx2::split_factor8;
 // Bytes of a record as the chunk kernels read it: 8-bit codes (S/4 vectors of 64 bytes, as Q8_0
 // stores them) then, for expanded records, 16 f32 scales and (Min) 16 f32 minimums; Q8_0's own
 // records end with 16 f16 scales.
-template <int S, bool Min, bool F16Scale>
+template <int S, bool Min, bool Signed8, bool F16Scale>
+constexpr int chunk_code_bytes() {
+  return Signed8 && !F16Scale ? 32 * S : 16 * S;
+}
+template <int S, bool Min, bool Signed8, bool F16Scale>
 constexpr int chunk_record_bytes() {
-  return 16 * S + (F16Scale ? 32 : 64 + (Min ? 64 : 0));
+  return chunk_code_bytes<S, Min, Signed8, F16Scale>() + (F16Scale ? 32 : 64 + (Min ? 64 : 0));
+}
+void expand_q8_signs(const uint8_t* group, int64_t /*k*/, int64_t s0, int64_t s1, uint8_t* out) {
+  constexpr int src_record = 16 * 32 + 32;
+  constexpr int dst_record = chunk_record_bytes<32, false, true, false>();
+  const __m256i bias = _mm256_set1_epi8(-128);
+  for (int64_t s = s0; s < s1; ++s) {
+    const uint8_t* rec = group + s * src_record;
+    uint8_t* o = out + (s - s0) * dst_record;
+    for (int v = 0; v < 16; ++v) {
+      const __m256i q = _mm256_xor_si256(
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + 32 * v)), bias);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 32 * v), _mm256_abs_epi8(q));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 512 + 32 * v), q);
+    }
+    for (int h = 0; h < 2; ++h)
+      _mm256_storeu_ps(reinterpret_cast<float*>(o + 1024 + 32 * h),
+                       _mm256_cvtph_ps(_mm_loadu_si128(
+                           reinterpret_cast<const __m128i*>(rec + 512 + 16 * h))));
+  }
 }
 
 // Rewrites records [s0, s1) of a packed 4/5/6-bit group as chunk_record_bytes<S, Min, false>
@@ -43,7 +66,7 @@ template <int Bits, int S, bool Min, bool Split>
 void expand_records(const uint8_t* group, int64_t k, int64_t s0, int64_t s1, uint8_t* out) {
   constexpr int code_bytes = 8 * S + (Bits > 4 ? 64 : 0);
   constexpr int src_record = code_bytes + (Split ? 0 : 32);
-  constexpr int dst_record = chunk_record_bytes<S, Min, false>();
+  constexpr int dst_record = chunk_record_bytes<S, Min, false, false>();
   const SplitScaleAreas areas = split_scale_areas(code_bytes, S, Min, k);
   for (int64_t s = s0; s < s1; ++s) {
     const uint8_t* rec = group + s * src_record;
@@ -79,8 +102,8 @@ void chunk_rows(const uint8_t* recs, const ActView& a, int64_t s0, int64_t s1, i
                 float* acc) {
   constexpr int W = S / 4;  // 4-input words per record
   static_assert(W % G == 0);
-  constexpr int code_bytes = 16 * S;
-  constexpr int record_bytes = chunk_record_bytes<S, Min, F16Scale>();
+  constexpr int code_bytes = chunk_code_bytes<S, Min, Signed8, F16Scale>();
+  constexpr int record_bytes = chunk_record_bytes<S, Min, Signed8, F16Scale>();
   constexpr bool kZeroPoint = !Min && !Signed8;
   static_assert(!kZeroPoint || zp_slot(ZP) >= 0, "a zero point without a correction slot");
   const int64_t m = a.m;
@@ -112,7 +135,10 @@ void chunk_rows(const uint8_t* recs, const ActView& a, int64_t s0, int64_t s1, i
         __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + 64 * j));
         __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + 64 * j + 32));
         __m256i u0 = w0, u1 = w1;
-        if constexpr (Signed8) {  // stored code + 128: back to signed, then the sign trick
+        if constexpr (Signed8 && !F16Scale) {
+          w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + 16 * S + 64 * j));
+          w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + 16 * S + 64 * j + 32));
+        } else if constexpr (Signed8) {  // stored code + 128: back to signed, then the sign trick
           w0 = _mm256_xor_si256(w0, _mm256_set1_epi8(-128));
           w1 = _mm256_xor_si256(w1, _mm256_set1_epi8(-128));
           u0 = _mm256_abs_epi8(w0);
@@ -192,7 +218,7 @@ void chunk_rows_pair(const uint8_t* recs0, const uint8_t* recs1, const ActView& 
                      int64_t s1, int64_t row0, float* acc0, float* acc1) {
   constexpr int W = S / 4;
   constexpr int code_bytes = 16 * S;
-  constexpr int record_bytes = chunk_record_bytes<S, Min, false>();
+  constexpr int record_bytes = chunk_record_bytes<S, Min, false, false>();
   constexpr bool kZeroPoint = !Min;
   static_assert(!kZeroPoint || zp_slot(ZP) >= 0, "a zero point without a correction slot");
   const int64_t m = a.m;
@@ -277,7 +303,7 @@ ChunkTiles expanded() {
   ChunkTiles c;
   c.expand = expand_records<Bits, S, Min, Split>;
   c.tile = chunk_tile<S, ZP, Min, false, G, false, 4>;
-  c.record_bytes = chunk_record_bytes<S, Min, false>();
+  c.record_bytes = chunk_record_bytes<S, Min, false, false>();
   c.sub_block = S;
   if constexpr (G == S / 4) {
     if (g_chunk_variant != 1) c.pair = chunk_tile_pair<S, ZP, Min, 2>;  // TEMPORARY A/B
@@ -301,8 +327,14 @@ ChunkTiles chunk_tiles_avx2(DType t) {
       return expanded<6, 16, 32, false, true>();
     case DType::Q8_0: {  // read as packed: 8-bit codes and f16 scales already
       ChunkTiles c;
-      c.tile = chunk_tile<32, 128, false, true, 1, true, 4>;
-      c.record_bytes = chunk_record_bytes<32, false, true>();
+      if (g_chunk_variant == 1) {
+        c.tile = chunk_tile<32, 128, false, true, 1, true, 4>;
+        c.record_bytes = chunk_record_bytes<32, false, true, true>();
+      } else {
+        c.expand = expand_q8_signs;
+        c.tile = chunk_tile<32, 128, false, true, 1, false, 4>;
+        c.record_bytes = chunk_record_bytes<32, false, true, false>();
+      }
       c.sub_block = 32;
       return c;
     }
