@@ -97,7 +97,6 @@ enum class Mode { Matmul, Argmax };
 void run(benchmark::State& state, DType t, int64_t n, int64_t k, Mode mode, bool merged) {
   const int64_t m = state.range(0);
   const int nth = static_cast<int>(state.range(1));
-  g_chunk_variant = static_cast<int>(state.range(2));  // 1: legacy (TEMPORARY A/B)
   const Weights& w = weights(t, n, k, merged);
   std::vector<float> x(m * k), y(m * n);
   std::mt19937 rng(1);
@@ -146,17 +145,16 @@ double max_of(const std::vector<double>& v) {
 
 void batch_args(benchmark::internal::Benchmark* b) {
   for (int nth : {1, 2})
-    for (int m : {1, 8, 32, 512}) b->Args({m, nth, 0});
-  b->ArgNames({"m", "threads", "v"})
+    for (int m : {1, 8, 32, 512}) b->Args({m, nth});
+  b->ArgNames({"m", "threads"})
       ->UseRealTime()
       ->ComputeStatistics("min", min_of)
       ->ComputeStatistics("max", max_of);
 }
 void head_args(benchmark::internal::Benchmark* b) {
   for (int nth : {1, 2})
-    for (int m : {1, 8, 32})
-      for (int v : {0, 1}) b->Args({m, nth, v});
-  b->ArgNames({"m", "threads", "v"})
+    for (int m : {1, 8, 32}) b->Args({m, nth});
+  b->ArgNames({"m", "threads"})
       ->UseRealTime()
       ->ComputeStatistics("min", min_of)
       ->ComputeStatistics("max", max_of);
@@ -165,9 +163,8 @@ void head_args(benchmark::internal::Benchmark* b) {
 // Many rows (prefill, batched decode) over Llama-3.2-1B's FFN shapes.
 void prefill_args(benchmark::internal::Benchmark* b) {
   for (int nth : {1, 2})
-    for (int m : {8, 32, 128, 512})
-      for (int v : {0, 1}) b->Args({m, nth, v});
-  b->ArgNames({"m", "threads", "v"})
+    for (int m : {8, 32, 128, 512}) b->Args({m, nth});
+  b->ArgNames({"m", "threads"})
       ->UseRealTime()
       ->ComputeStatistics("min", min_of)
       ->ComputeStatistics("max", max_of);

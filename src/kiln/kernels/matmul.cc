@@ -296,60 +296,43 @@ std::pair<const uint8_t*, size_t> pair_bytes(const PackedWeight& w, int64_t g, s
   return {at, std::min(2 * seg.group_bytes, left)};
 }
 
-}  // namespace
-int g_chunk_variant = 0;  // TEMPORARY A/B switch
-namespace {
 // Rows whose f32 accumulators one pass of chunked_group keeps (in a 4 KiB tile on the stack).
 constexpr int64_t kChunkBlockRows = 64;
 static_assert(kChunkBlockRows % kChunkSlabRows == 0, "a row block is whole slabs");
 
-// `n` adjacent groups (1, or 2 where ChunkTiles::pair reads two at once) for all m rows with the
-// AVX2 many-row tiles: records are expanded into `buffer` (one part of it per group) in chunks
-// of at most a part (the whole groups at once when they fit: then once for all rows), and every
-// row of a block of kChunkBlockRows rows adds each chunk to its accumulators while the chunk is
-// in cache. Groups larger than a part are expanded again per block of rows: a few vector
-// instructions per record, against kChunkBlockRows rows of dot products. Each group's tile goes
-// to epi in column order (group 0 then group 1) for every block of rows.
+// One group for all m rows with the AVX2 many-row tiles: records are expanded into `buffer` in
+// chunks of at most buffer_bytes (the whole group at once when it fits: then once for all rows),
+// and every row of a block of kChunkBlockRows rows adds each chunk to its accumulators while
+// the chunk is in cache. A group larger than the buffer is expanded again per block of rows:
+// a few vector instructions per record, against kChunkBlockRows rows of dot products.
 template <typename Epilogue>
-void chunked_groups(const ChunkTiles& ct, const uint8_t* const* groups, int n, const ActView& a,
-                    int64_t m, int64_t col, const int* valid, uint8_t* buffer, size_t buffer_bytes,
-                    Epilogue& epi) {
+void chunked_group(const ChunkTiles& ct, const uint8_t* group, const ActView& a, int64_t m,
+                   int64_t col, int valid, uint8_t* buffer, size_t buffer_bytes, Epilogue& epi) {
   const int64_t records = a.k / ct.sub_block;
-  const size_t part = buffer_bytes / n / 64 * 64;
   const int64_t per_chunk =
       ct.expand == nullptr
           ? records
-          : std::max<int64_t>(1, static_cast<int64_t>(part / ct.record_bytes));
+          : std::max<int64_t>(1, static_cast<int64_t>(buffer_bytes / ct.record_bytes));
   const bool whole = per_chunk >= records;
-  if (whole && ct.expand != nullptr)
-    for (int h = 0; h < n; ++h) ct.expand(groups[h], a.k, 0, records, buffer + h * part);
-  alignas(64) float acc[2][kChunkBlockRows * R];
+  if (whole && ct.expand != nullptr) ct.expand(group, a.k, 0, records, buffer);
+  alignas(64) float acc[kChunkBlockRows * R];
   for (int64_t r0 = 0; r0 < m; r0 += kChunkBlockRows) {
     const int rows = static_cast<int>(std::min(kChunkBlockRows, m - r0));
-    for (int h = 0; h < n; ++h) std::fill_n(acc[h], rows * R, 0.0f);
+    std::fill_n(acc, rows * R, 0.0f);
     for (int64_t s0 = 0; s0 < records; s0 += per_chunk) {
       const int64_t s1 = std::min(records, s0 + per_chunk);
-      const uint8_t* recs[2] = {};
-      for (int h = 0; h < n; ++h) {
-        recs[h] = buffer + h * part;
-        if (ct.expand == nullptr) {
-          recs[h] = groups[h] + s0 * static_cast<int64_t>(ct.record_bytes);
-        } else if (!whole) {
-          ct.expand(groups[h], a.k, s0, s1, buffer + h * part);
-        }
+      const uint8_t* recs = buffer;
+      if (ct.expand == nullptr) {
+        recs = group + s0 * static_cast<int64_t>(ct.record_bytes);
+      } else if (!whole) {
+        ct.expand(group, a.k, s0, s1, buffer);
       }
       for (int64_t i0 = r0; i0 < r0 + rows; i0 += a.slab_rows) {
         const ActView slab = a.slab(i0);
-        const int mt = static_cast<int>(slab.m);
-        const int64_t at = (i0 - r0) * R;
-        if (n == 2) {
-          ct.pair(recs[0], recs[1], slab, s0, s1, 0, mt, acc[0] + at, acc[1] + at);
-        } else {
-          ct.tile(recs[0], slab, s0, s1, 0, mt, acc[0] + at);
-        }
+        ct.tile(recs, slab, s0, s1, 0, static_cast<int>(slab.m), acc + (i0 - r0) * R);
       }
     }
-    for (int h = 0; h < n; ++h) epi(col + h * R, valid[h], r0, rows, acc[h]);
+    epi(col, valid, r0, rows, acc);
   }
 }
 
@@ -379,14 +362,9 @@ void for_each_tile(const PackedWeight& w, const ActView& a, int64_t m, void* scr
       const int64_t col = seg.col0 + local * R;
       auto valid = [&](int64_t l) { return static_cast<int>(std::min<int64_t>(R, seg.n - l * R)); };
       if (kern.chunk.tile != nullptr) {
-        // Pairs stay within the chunk and one segment, as below.
-        const int n =
-            kern.chunk.pair != nullptr && g + 1 < chunk.end && local + 1 < seg.groups ? 2 : 1;
-        if (n == 2) group[1] = group[0] + seg.group_bytes;
-        const int valids[2] = {valid(local), n == 2 ? valid(local + 1) : 0};
-        chunked_groups(kern.chunk, group, n, a, m, col, valids, expand_buffer,
-                       sizeof(expand_buffer), epi);
-        g += n;
+        chunked_group(kern.chunk, group[0], a, m, col, valid(local), expand_buffer,
+                      sizeof(expand_buffer), epi);
+        ++g;
         continue;
       }
       // Pairs stay within the chunk and one segment (one record format).

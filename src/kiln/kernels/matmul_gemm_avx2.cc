@@ -31,32 +31,9 @@ using avx2::split_factor8;
 // Bytes of a record as the chunk kernels read it: 8-bit codes (S/4 vectors of 64 bytes, as Q8_0
 // stores them) then, for expanded records, 16 f32 scales and (Min) 16 f32 minimums; Q8_0's own
 // records end with 16 f16 scales.
-template <int S, bool Min, bool Signed8, bool F16Scale>
-constexpr int chunk_code_bytes() {
-  return Signed8 && !F16Scale ? 32 * S : 16 * S;
-}
-template <int S, bool Min, bool Signed8, bool F16Scale>
+template <int S, bool Min, bool F16Scale>
 constexpr int chunk_record_bytes() {
-  return chunk_code_bytes<S, Min, Signed8, F16Scale>() + (F16Scale ? 32 : 64 + (Min ? 64 : 0));
-}
-void expand_q8_signs(const uint8_t* group, int64_t /*k*/, int64_t s0, int64_t s1, uint8_t* out) {
-  constexpr int src_record = 16 * 32 + 32;
-  constexpr int dst_record = chunk_record_bytes<32, false, true, false>();
-  const __m256i bias = _mm256_set1_epi8(-128);
-  for (int64_t s = s0; s < s1; ++s) {
-    const uint8_t* rec = group + s * src_record;
-    uint8_t* o = out + (s - s0) * dst_record;
-    for (int v = 0; v < 16; ++v) {
-      const __m256i q = _mm256_xor_si256(
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + 32 * v)), bias);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 32 * v), _mm256_abs_epi8(q));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 512 + 32 * v), q);
-    }
-    for (int h = 0; h < 2; ++h)
-      _mm256_storeu_ps(reinterpret_cast<float*>(o + 1024 + 32 * h),
-                       _mm256_cvtph_ps(_mm_loadu_si128(
-                           reinterpret_cast<const __m128i*>(rec + 512 + 16 * h))));
-  }
+  return 16 * S + (F16Scale ? 32 : 64 + (Min ? 64 : 0));
 }
 
 // Rewrites records [s0, s1) of a packed 4/5/6-bit group as chunk_record_bytes<S, Min, false>
@@ -66,7 +43,7 @@ template <int Bits, int S, bool Min, bool Split>
 void expand_records(const uint8_t* group, int64_t k, int64_t s0, int64_t s1, uint8_t* out) {
   constexpr int code_bytes = 8 * S + (Bits > 4 ? 64 : 0);
   constexpr int src_record = code_bytes + (Split ? 0 : 32);
-  constexpr int dst_record = chunk_record_bytes<S, Min, false, false>();
+  constexpr int dst_record = chunk_record_bytes<S, Min, false>();
   const SplitScaleAreas areas = split_scale_areas(code_bytes, S, Min, k);
   for (int64_t s = s0; s < s1; ++s) {
     const uint8_t* rec = group + s * src_record;
@@ -102,8 +79,8 @@ void chunk_rows(const uint8_t* recs, const ActView& a, int64_t s0, int64_t s1, i
                 float* acc) {
   constexpr int W = S / 4;  // 4-input words per record
   static_assert(W % G == 0);
-  constexpr int code_bytes = chunk_code_bytes<S, Min, Signed8, F16Scale>();
-  constexpr int record_bytes = chunk_record_bytes<S, Min, Signed8, F16Scale>();
+  constexpr int code_bytes = 16 * S;
+  constexpr int record_bytes = chunk_record_bytes<S, Min, F16Scale>();
   constexpr bool kZeroPoint = !Min && !Signed8;
   static_assert(!kZeroPoint || zp_slot(ZP) >= 0, "a zero point without a correction slot");
   const int64_t m = a.m;
@@ -135,10 +112,7 @@ void chunk_rows(const uint8_t* recs, const ActView& a, int64_t s0, int64_t s1, i
         __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + 64 * j));
         __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + 64 * j + 32));
         __m256i u0 = w0, u1 = w1;
-        if constexpr (Signed8 && !F16Scale) {
-          w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + 16 * S + 64 * j));
-          w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + 16 * S + 64 * j + 32));
-        } else if constexpr (Signed8) {  // stored code + 128: back to signed, then the sign trick
+        if constexpr (Signed8) {  // stored code + 128: back to signed, then the sign trick
           w0 = _mm256_xor_si256(w0, _mm256_set1_epi8(-128));
           w1 = _mm256_xor_si256(w1, _mm256_set1_epi8(-128));
           u0 = _mm256_abs_epi8(w0);
@@ -207,91 +181,6 @@ void chunk_tile(const uint8_t* recs, const ActView& a, int64_t s0, int64_t s1, i
   }
 }
 
-// Two groups at once (ChunkTiles::pair) for 4-bit codes, whose whole record sums in int16 (G =
-// W: no int32 dot lives across words): MT rows x 4 weight vectors (both halves of both groups)
-// keep 4 MT int16 sums, 4 weight vectors and the broadcast in registers, and each broadcast
-// activation word feeds 4 vpmaddubsw instead of 2, each row's d (and d * sum) broadcast serves
-// 32 columns: per output, half the broadcast loads of chunk_rows. Per output the same integer
-// dot and the same float operations in the same order, so the same bits.
-template <int S, int ZP, bool Min, int MT>
-void chunk_rows_pair(const uint8_t* recs0, const uint8_t* recs1, const ActView& a, int64_t s0,
-                     int64_t s1, int64_t row0, float* acc0, float* acc1) {
-  constexpr int W = S / 4;
-  constexpr int code_bytes = 16 * S;
-  constexpr int record_bytes = chunk_record_bytes<S, Min, false, false>();
-  constexpr bool kZeroPoint = !Min;
-  static_assert(!kZeroPoint || zp_slot(ZP) >= 0, "a zero point without a correction slot");
-  const int64_t m = a.m;
-  const int8_t* q = a.q + row0 * 32;
-  const float* d = a.d + row0;
-  const float* ds = a.ds + row0;
-  const int32_t* corr = nullptr;
-  if constexpr (kZeroPoint) corr = a.zp_corr[zp_slot(ZP)] + row0;
-  const __m256i ones = _mm256_set1_epi16(1);
-  float* const accs[2] = {acc0, acc1};
-  for (int64_t s = s0; s < s1; ++s) {
-    const uint8_t* rec[2] = {recs0 + (s - s0) * record_bytes, recs1 + (s - s0) * record_bytes};
-    const int64_t blk = s * S / 32;
-    const int8_t* qa = q + blk * m * 32 + (s * S) % 32;
-    __m256i p16[MT][4];  // [row][2 * group + half]
-#pragma GCC unroll 8
-    for (int j = 0; j < W; ++j) {
-      __m256i w[4];
-      for (int v = 0; v < 4; ++v)
-        w[v] = _mm256_loadu_si256(
-            reinterpret_cast<const __m256i*>(rec[v / 2] + 64 * j + 32 * (v % 2)));
-#pragma GCC unroll 8
-      for (int i = 0; i < MT; ++i) {
-        const __m256i av = _mm256_set1_epi32(load_i32(qa + 32 * i + 4 * j));
-        for (int v = 0; v < 4; ++v) {
-          const __m256i p = _mm256_maddubs_epi16(w[v], av);
-          p16[i][v] = j == 0 ? p : _mm256_add_epi16(p16[i][v], p);
-        }
-        // One chain per sum in a register (see chunk_rows).
-        asm("" : "+x"(p16[i][0]), "+x"(p16[i][1]), "+x"(p16[i][2]), "+x"(p16[i][3]));
-      }
-    }
-    __m256 dv[MT], dsv[MT];
-#pragma GCC unroll 8
-    for (int i = 0; i < MT; ++i) {
-      dv[i] = _mm256_set1_ps(d[blk * m + i]);
-      if constexpr (Min) dsv[i] = _mm256_set1_ps(ds[blk * m + i]);
-    }
-    for (int v = 0; v < 4; ++v) {
-      const uint8_t* r = rec[v / 2];
-      const int h = v % 2;
-      const __m256 scale = _mm256_loadu_ps(reinterpret_cast<const float*>(r + code_bytes + 32 * h));
-      __m256 mn;
-      if constexpr (Min)
-        mn = _mm256_loadu_ps(reinterpret_cast<const float*>(r + code_bytes + 64 + 32 * h));
-#pragma GCC unroll 8
-      for (int i = 0; i < MT; ++i) {
-        __m256i dot = _mm256_madd_epi16(p16[i][v], ones);
-        if constexpr (kZeroPoint) dot = _mm256_add_epi32(_mm256_set1_epi32(corr[s * m + i]), dot);
-        float* at = accs[v / 2] + 16 * i + 8 * h;
-        const __m256 t = _mm256_mul_ps(scale, dv[i]);
-        __m256 f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), t, _mm256_loadu_ps(at));
-        if constexpr (Min) f = _mm256_fnmadd_ps(mn, dsv[i], f);
-        _mm256_storeu_ps(at, f);
-      }
-    }
-  }
-}
-
-template <int S, int ZP, bool Min, int MT>
-void chunk_tile_pair(const uint8_t* recs0, const uint8_t* recs1, const ActView& a, int64_t s0,
-                     int64_t s1, int64_t row0, int mt, float* acc0, float* acc1) {
-  int i = 0;
-  for (; i + MT <= mt; i += MT)
-    chunk_rows_pair<S, ZP, Min, MT>(recs0, recs1, a, s0, s1, row0 + i, acc0 + 16 * i,
-                                    acc1 + 16 * i);
-  if constexpr (MT > 1) {
-    if (i < mt)
-      chunk_tile_pair<S, ZP, Min, MT - 1>(recs0, recs1, a, s0, s1, row0 + i, mt - i,
-                                          acc0 + 16 * i, acc1 + 16 * i);
-  }
-}
-
 // Rows per sub-tile: 4 keeps 8 int16 sums, 2 weight vectors and the broadcast in the 16 ymm
 // registers (5- and 6-bit codes also keep 8 int32 sums across their int16 groups, and Q8_0's
 // sign trick needs 4 weight vectors per word: a few spills). Measured (one thread, Q4_K/Q5_0/
@@ -303,11 +192,8 @@ ChunkTiles expanded() {
   ChunkTiles c;
   c.expand = expand_records<Bits, S, Min, Split>;
   c.tile = chunk_tile<S, ZP, Min, false, G, false, 4>;
-  c.record_bytes = chunk_record_bytes<S, Min, false, false>();
+  c.record_bytes = chunk_record_bytes<S, Min, false>();
   c.sub_block = S;
-  if constexpr (G == S / 4) {
-    if (g_chunk_variant != 1) c.pair = chunk_tile_pair<S, ZP, Min, 2>;  // TEMPORARY A/B
-  }
   return c;
 }
 
@@ -327,14 +213,8 @@ ChunkTiles chunk_tiles_avx2(DType t) {
       return expanded<6, 16, 32, false, true>();
     case DType::Q8_0: {  // read as packed: 8-bit codes and f16 scales already
       ChunkTiles c;
-      if (g_chunk_variant == 1) {
-        c.tile = chunk_tile<32, 128, false, true, 1, true, 4>;
-        c.record_bytes = chunk_record_bytes<32, false, true, true>();
-      } else {
-        c.expand = expand_q8_signs;
-        c.tile = chunk_tile<32, 128, false, true, 1, false, 4>;
-        c.record_bytes = chunk_record_bytes<32, false, true, false>();
-      }
+      c.tile = chunk_tile<32, 128, false, true, 1, true, 4>;
+      c.record_bytes = chunk_record_bytes<32, false, true>();
       c.sub_block = 32;
       return c;
     }

@@ -150,15 +150,10 @@ struct ChunkTiles {
   void (*expand)(const uint8_t* group, int64_t k, int64_t s0, int64_t s1, uint8_t* out) = nullptr;
   void (*tile)(const uint8_t* records, const ActView& a, int64_t s0, int64_t s1, int64_t row0,
                int mt, float* acc) = nullptr;
-  // Two adjacent groups' records at once (recs0 for acc0, recs1 for acc1), as `tile` computes
-  // each; null where a type has no such form.
-  void (*pair)(const uint8_t* recs0, const uint8_t* recs1, const ActView& a, int64_t s0,
-               int64_t s1, int64_t row0, int mt, float* acc0, float* acc1) = nullptr;
   size_t record_bytes = 0;  // bytes per record as `tile` reads them
   int sub_block = 0;        // inputs per record
 };
 ChunkTiles chunk_tiles_avx2(DType t);
-extern int g_chunk_variant;  // TEMPORARY A/B switch
 // Rows of one activation slab on that path (ActView::slab_rows): the tiles' sub-tile height.
 inline constexpr int64_t kChunkSlabRows = 4;
 // Bytes of expanded records one chunk holds (a per-thread buffer on the stack): the whole
