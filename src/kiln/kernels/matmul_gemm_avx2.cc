@@ -15,6 +15,20 @@
 // The f32 accumulators live in the caller's tile (one row tile's records are added chunk by
 // chunk), with the same operations in the same order as the contract in matmul_kernels.h: the
 // same bits as every other tier.
+//
+// Why this is close to the floor without VNNI: per 32-input record and 64 outputs (a 4-row
+// sub-tile of one group), 4-bit codes take 64 vpmaddubsw + 56 vpaddw + 8 vpmaddwd for the integer
+// dots (each vpmaddubsw's 16 int16 sums needs one add) and 32 float ops for the contract's
+// per-record step (int -> float, scale * d, fma, fnmadd for a minimum; 8 outputs each): ~160
+// vector ops, none optional. Q8_0's sign trick costs about 1.7x that per input (pairs reach
+// 32512, so no int16 sums, and a vpsignb per word and row). Measured (old and new in one
+// process) and dropped: two groups per 2-row sub-tile, each broadcast word feeding 4 vpmaddubsw
+// (within the noise: broadcasts are loads, not vector-ALU issue); Q8_0 records expanded once per
+// group into |q| and q planes, saving vpxor + vpabsb per word per sub-tile (10-20% slower: twice
+// the bytes per record, so a 640-input group and 32 rows of activations no longer fit L1);
+// record sub-chunks of 8-16 KiB with the row slabs inside (2-35% slower at m = 512: the slabs
+// then stream with a jump each); software prefetch of the next group (no gain: the next group
+// is adjacent and the hardware prefetchers already stream it); Q8_0 sub-tiles of 2 or 3 rows.
 #include <immintrin.h>
 
 #include "kiln/kernels/matmul_avx2_codes.h"
