@@ -266,11 +266,11 @@ TEST(Matmul, ManyRowsLargestCodesDoNotOverflow) {
     const int64_t k = 512, n = 16, m = 8;
     std::vector<uint8_t> bytes = random_rows(t, n, k, rng);
     // Every byte but the f16 scales (d, and dmin for Q4_K/Q5_K) to all ones: the largest codes.
-    const DTypeInfo& info = dtype_info(t);
-    for (size_t b = 0; b < bytes.size(); b += info.block_bytes) {
+    const auto block_bytes = static_cast<size_t>(dtype_info(t).block_bytes);
+    for (size_t b = 0; b < bytes.size(); b += block_bytes) {
       const bool kq = t == DType::Q4_K || t == DType::Q5_K;
       const size_t keep0 = t == DType::Q6_K ? 208 : 0, keep_len = kq ? 4 : 2;
-      for (size_t j = 0; j < info.block_bytes; ++j)
+      for (size_t j = 0; j < block_bytes; ++j)
         if (j < keep0 || j >= keep0 + keep_len) bytes[b + j] = 0xFF;
     }
     Problem p{t, n, k, bytes, {}};
