@@ -1,6 +1,7 @@
 #include "kiln/server/router.h"
 
 #include <algorithm>
+#include <cctype>
 
 #include "kiln/base/error.h"
 #include "kiln/base/log.h"
@@ -32,9 +33,8 @@ Handler guarded(Handler handler) {
 
 }  // namespace
 
-void Router::add(const std::string& method, const std::string& pattern, Handler handler,
-                 bool quick) {
-  routes_.push_back({method, std::regex(pattern), guarded(std::move(handler)), quick});
+void Router::add(const std::string& method, const std::string& pattern, Handler handler) {
+  routes_.push_back({method, std::regex(pattern), guarded(std::move(handler))});
 }
 
 void Router::get(const std::string& pattern, Handler handler) {
@@ -45,8 +45,21 @@ void Router::post(const std::string& pattern, Handler handler) {
   add("POST", pattern, std::move(handler));
 }
 
-void Router::get_quick(const std::string& pattern, Handler handler) {
-  add("GET", pattern, std::move(handler), true);
+void Router::get_quick(const std::string& path, Handler handler) {
+  // The path is its own pattern, so it must hold no regex syntax; and an earlier route at this
+  // path would win dispatch while the request ran on the I/O thread.
+  KILN_CHECK(std::all_of(path.begin(), path.end(),
+                         [](char c) {
+                           return std::isalnum(static_cast<unsigned char>(c)) || c == '/' ||
+                                  c == '_' || c == '-';
+                         }),
+             "quick route {}: only a literal path (letters, digits, / _ -)", path);
+  httplib::Request probe;
+  probe.method = "GET";
+  probe.path = path;
+  KILN_CHECK(find(probe) == nullptr, "quick route {} is shadowed by an earlier route", path);
+  add("GET", path, std::move(handler));
+  quick_paths_.insert(path);
 }
 
 const Router::Route* Router::find(const httplib::Request& req) const {
@@ -58,8 +71,7 @@ const Router::Route* Router::find(const httplib::Request& req) const {
 }
 
 bool Router::is_quick(const httplib::Request& req) const {
-  const Route* r = find(req);
-  return r != nullptr && r->quick;
+  return (req.method == "GET" || req.method == "HEAD") && quick_paths_.count(req.path) > 0;
 }
 
 std::vector<std::string> Router::methods(const std::string& path) const {

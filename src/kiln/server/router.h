@@ -9,6 +9,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -22,11 +23,13 @@ class Router {
   // a parameter is e.g. "/v1/models/(.+)"; handlers read the parameter from req.path.
   void get(const std::string& pattern, Handler handler);
   void post(const std::string& pattern, Handler handler);
-  // A GET route answered on the I/O thread that read the request, never queued behind the
-  // handler threads: health checks and metrics must answer while every handler thread waits on
-  // a generation. The handler must not block (no engine queue, no waiting on a step).
-  void get_quick(const std::string& pattern, Handler handler);
-  // Whether `req` goes to a quick route.
+  // A GET route at one literal path, answered on the I/O thread that read the request, never
+  // queued behind the handler threads: health checks and metrics must answer while every
+  // handler thread waits on a generation. The handler must not block (no engine queue, no
+  // waiting on a step). Throws when `path` is taken by an earlier route.
+  void get_quick(const std::string& path, Handler handler);
+  // Whether `req` goes to a quick route: a lookup by path, no pattern matching, because every
+  // request asks it on the I/O thread.
   bool is_quick(const httplib::Request& req) const;
   // Methods registered for `path` (empty when the path is unknown).
   std::vector<std::string> methods(const std::string& path) const;
@@ -41,13 +44,12 @@ class Router {
     std::string method;
     std::regex pattern;
     Handler handler;  // already guarded
-    bool quick = false;
   };
-  void add(const std::string& method, const std::string& pattern, Handler handler,
-           bool quick = false);
+  void add(const std::string& method, const std::string& pattern, Handler handler);
   const Route* find(const httplib::Request& req) const;
 
   std::vector<Route> routes_;
+  std::set<std::string> quick_paths_;
 };
 
 // Writes the JSON error body and status.
