@@ -2,21 +2,12 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <numeric>
+
+#include "order_stats.h"
 
 namespace kiln::cli {
 namespace {
-
-// The q-quantile (0..1) of v by linear interpolation between order statistics.
-double quantile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const double pos = q * static_cast<double>(v.size() - 1);
-  const auto lo = static_cast<size_t>(pos);
-  const size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (pos - static_cast<double>(lo)) * (v[hi] - v[lo]);
-}
 
 struct PairedSummary {
   double eager_ms = 0, graph_ms = 0;   // medians
@@ -33,12 +24,12 @@ PairedSummary summarize(const PairedFigures& p) {
     ratios.push_back(p.eager_ms[i] / p.graph_ms[i]);
     won += p.graph_ms[i] < p.eager_ms[i];
   }
-  s.eager_ms = quantile(p.eager_ms, 0.5);
-  s.graph_ms = quantile(p.graph_ms, 0.5);
+  s.eager_ms = median(p.eager_ms);
+  s.graph_ms = median(p.graph_ms);
   const double se = std::accumulate(p.eager_ms.begin(), p.eager_ms.end(), 0.0);
   const double sg = std::accumulate(p.graph_ms.begin(), p.graph_ms.end(), 0.0);
   s.sum_ratio = sg > 0 ? se / sg : 0;
-  s.ratio = quantile(ratios, 0.5);
+  s.ratio = median(ratios);
   s.p10 = quantile(ratios, 0.1);
   s.p90 = quantile(ratios, 0.9);
   s.graph_won = ratios.empty() ? 0 : static_cast<double>(won) / static_cast<double>(ratios.size());

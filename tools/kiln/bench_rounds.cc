@@ -6,15 +6,10 @@
 #include <ctime>
 #include <map>
 
+#include "order_stats.h"
+
 namespace kiln::cli {
 namespace {
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 nlohmann::json sample_json(const DecodeSample& s) {
   return {{"tok_s", s.tok_s},

@@ -16,6 +16,7 @@
 
 #include "http_client.h"
 #include "kiln/base/error.h"
+#include "order_stats.h"
 #include "server_bench_stats.h"
 #include "server_progress_bar.h"
 
@@ -194,12 +195,6 @@ ServingResult run_against(const ServingOptions& o, const std::string& url, const
   return result;
 }
 
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 // --compare-url: both servers, the same requests, rounds alternating which goes first; each
 // round's output throughput and P99 ITL, then medians and the B/A throughput ratio's spread.
 void compare_rounds(const ServingOptions& o, const Workload& w) {
@@ -229,9 +224,9 @@ void compare_rounds(const ServingOptions& o, const Workload& w) {
   std::printf(
       "A = %s, B = %s; medians over %d rounds: A %.1f tok/s (P99 ITL %.1f ms), B %.1f "
       "tok/s (P99 ITL %.1f ms), B/A %.2fx [%.2f, %.2f]\n",
-      o.url.c_str(), o.compare_url.c_str(), o.rounds, median_of(a_tok), median_of(a_itl),
-      median_of(b_tok), median_of(b_itl), median_of(ratio),
-      *std::min_element(ratio.begin(), ratio.end()), *std::max_element(ratio.begin(), ratio.end()));
+      o.url.c_str(), o.compare_url.c_str(), o.rounds, median(a_tok), median(a_itl), median(b_tok),
+      median(b_itl), median(ratio), *std::min_element(ratio.begin(), ratio.end()),
+      *std::max_element(ratio.begin(), ratio.end()));
   if (!o.json_path.empty()) {
     json j = {{"url_a", o.url},          {"url_b", o.compare_url},  {"rounds", o.rounds},
               {"a_output_tok_s", a_tok}, {"b_output_tok_s", b_tok}, {"b_over_a", ratio},

@@ -6,18 +6,11 @@
 #include <cmath>
 #include <numeric>
 
+#include "order_stats.h"
+
 namespace kiln::cli {
 
 namespace {
-
-double percentile(const std::vector<double>& sorted, double p) {
-  if (sorted.empty()) return 0;
-  double pos = p / 100.0 * static_cast<double>(sorted.size() - 1);
-  size_t lo = static_cast<size_t>(std::floor(pos));
-  size_t hi = std::min(lo + 1, sorted.size() - 1);
-  double frac = pos - static_cast<double>(lo);
-  return sorted[lo] + (sorted[hi] - sorted[lo]) * frac;
-}
 
 LatencySummary to_ms(LatencySummary s) {
   return {s.mean * 1e3, s.median * 1e3, s.p99 * 1e3, s.std * 1e3, s.max * 1e3};
@@ -33,8 +26,8 @@ LatencySummary summarize(std::vector<double> v) {
   double var = 0;
   for (double x : v) var += (x - s.mean) * (x - s.mean);
   s.std = std::sqrt(var / static_cast<double>(v.size()));
-  s.median = percentile(v, 50);
-  s.p99 = percentile(v, 99);
+  s.median = quantile_of_sorted(v, 0.5);
+  s.p99 = quantile_of_sorted(v, 0.99);
   s.max = v.back();
   return s;
 }
