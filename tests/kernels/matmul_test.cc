@@ -254,39 +254,42 @@ TEST(Matmul, ManyRowsMatchScalarTier) {
   }
 }
 
-// The many-row tiles sum vpmaddubsw pairs in int16 (matmul_gemm_avx2.cc): 8 pairs of 4-bit
+// Both AVX2 tile kinds sum vpmaddubsw pairs in int16 (avx2::words_per_madd): 8 pairs of 4-bit
 // codes, 4 of 5-bit, 2 of 6-bit. The largest codes times the largest activations (all inputs
 // equal: every code 127, or -127) must still give the scalar tier's bits: random codes would
-// not reach an int16 overflow if a type's sums were one word too long.
-TEST(Matmul, ManyRowsLargestCodesDoNotOverflow) {
+// not reach an int16 overflow if a type's sums were one word too long. Rows 1 and 3 run the
+// decode tiles (matmul_avx2.cc), 8 and 12 the many-row tiles (matmul_gemm_avx2.cc).
+TEST(Matmul, LargestCodesDoNotOverflowInAnyTile) {
   if (best_isa() == Isa::Scalar) GTEST_SKIP() << "no AVX2 on this machine";
   testing::IsaCapGuard guard;
   std::mt19937 rng(16);
-  for (DType t : {DType::Q4_0, DType::Q5_0, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
-    const int64_t k = 512, n = 16, m = 8;
-    std::vector<uint8_t> bytes = random_rows(t, n, k, rng);
-    // Every byte but the f16 scales (d, and dmin for Q4_K/Q5_K) to all ones: the largest codes.
-    const auto block_bytes = static_cast<size_t>(dtype_info(t).block_bytes);
-    for (size_t b = 0; b < bytes.size(); b += block_bytes) {
-      const bool kq = t == DType::Q4_K || t == DType::Q5_K;
-      const size_t keep0 = t == DType::Q6_K ? 208 : 0, keep_len = kq ? 4 : 2;
-      for (size_t j = 0; j < block_bytes; ++j)
-        if (j < keep0 || j >= keep0 + keep_len) bytes[b + j] = 0xFF;
+  for (DType t : {DType::Q4_0, DType::Q5_0, DType::Q4_K, DType::Q5_K, DType::Q6_K})
+    for (const int64_t m : {1, 3, 8, 12}) {
+      const int64_t k = 512, n = 16;
+      std::vector<uint8_t> bytes = random_rows(t, n, k, rng);
+      // Every byte but the f16 scales (d, and dmin for Q4_K/Q5_K) to all ones: the largest codes.
+      const auto block_bytes = static_cast<size_t>(dtype_info(t).block_bytes);
+      for (size_t b = 0; b < bytes.size(); b += block_bytes) {
+        const bool kq = t == DType::Q4_K || t == DType::Q5_K;
+        const size_t keep0 = t == DType::Q6_K ? 208 : 0, keep_len = kq ? 4 : 2;
+        for (size_t j = 0; j < block_bytes; ++j)
+          if (j < keep0 || j >= keep0 + keep_len) bytes[b + j] = 0xFF;
+      }
+      Problem p{t, n, k, bytes, {}};
+      p.w = PackedWeight::pack(testing::borrow_rows(t, n, k, p.bytes));
+      std::vector<float> x(m * k);
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < k; ++j) x[i * k + j] = i % 2 == 0 ? 1.0f : -1.0f;
+      set_isa_cap(Isa::Scalar);
+      auto expect = run_matmul(p.w, x, m);
+      set_isa_cap(Isa::Avx2);
+      auto y = run_matmul(p.w, x, m);
+      for (int64_t e = 0; e < m * n; ++e) {
+        ASSERT_EQ(y[e], expect[e])
+            << dtype_name(t) << " m " << m << " row " << e / n << " col " << e % n;
+        ASSERT_EQ(expect[e], contract_reference(p, &x[(e / n) * k], e % n)) << dtype_name(t);
+      }
     }
-    Problem p{t, n, k, bytes, {}};
-    p.w = PackedWeight::pack(testing::borrow_rows(t, n, k, p.bytes));
-    std::vector<float> x(m * k);
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < k; ++j) x[i * k + j] = i % 2 == 0 ? 1.0f : -1.0f;
-    set_isa_cap(Isa::Scalar);
-    auto expect = run_matmul(p.w, x, m);
-    set_isa_cap(Isa::Avx2);
-    auto y = run_matmul(p.w, x, m);
-    for (int64_t e = 0; e < m * n; ++e) {
-      ASSERT_EQ(y[e], expect[e]) << dtype_name(t) << " row " << e / n << " col " << e % n;
-      ASSERT_EQ(expect[e], contract_reference(p, &x[(e / n) * k], e % n)) << dtype_name(t);
-    }
-  }
 }
 
 // A row's result is bit-identical alone, inside batches of 8 and 32 with other rows, and with

@@ -2,9 +2,10 @@
 // weights. Quantized weights run these tiles below 8 rows (decode), where one tile reads each
 // group once from memory; from 8 rows the driver takes the many-row tiles of
 // matmul_gemm_avx2.cc. Bit-identical to matmul_scalar.cc: the integer dots are exact (no 16-bit
-// saturation: 4/5/6-bit codes give pair sums <= 2 * 63 * 127; Q8_0 codes are turned back into
-// signed values and multiplied with the sign trick, pair sums <= 2 * 128 * 127), and the float
-// operations are those of the contract in matmul_kernels.h.
+// saturation: 4/5/6-bit codes give pair sums <= 2 * 63 * 127, and pairs are added in int16 only
+// as far as avx2::words_per_madd allows; Q8_0 codes are turned back into signed values and
+// multiplied with the sign trick, pair sums <= 2 * 128 * 127), and the float operations are
+// those of the contract in matmul_kernels.h.
 #include <immintrin.h>
 
 #include "kiln/base/error.h"
@@ -18,17 +19,32 @@ namespace {
 using avx2::load_codes;
 using avx2::load_i32;
 using avx2::split_factor8;
+using avx2::words_per_madd;
 
-// Exact sum of 4 products per int32 lane, added to acc (the vpdpbusd of AVX-512 VNNI).
+// Exact int16 pair sums of one 4-input word: code x activation products, pairs added.
 template <bool Signed8>
-inline __m256i dot4(__m256i acc, __m256i w, __m256i a) {
-  __m256i pairs;
+inline __m256i pairs4(__m256i w, __m256i a) {
   if constexpr (Signed8) {  // w holds code - 128 as int8
-    pairs = _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(a, w));
+    return _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(a, w));
   } else {
-    pairs = _mm256_maddubs_epi16(w, a);
+    return _mm256_maddubs_epi16(w, a);
   }
-  return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+}
+
+// Exact dot of `NW` 4-input words per int32 lane (8 rows), added to acc: pair sums are added in
+// int16 by words_per_madd<Bits>() words, then widened with one vpmaddwd each.
+template <int Bits, int NW>
+inline __m256i dot_words(__m256i acc, const __m256i* w, const int8_t* qa) {
+  constexpr int G = words_per_madd<Bits>();
+  static_assert(NW % G == 0);
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (int j0 = 0; j0 < NW; j0 += G) {
+    __m256i sum = pairs4<Bits == 8>(w[j0], _mm256_set1_epi32(load_i32(qa + 4 * j0)));
+    for (int j = j0 + 1; j < j0 + G; ++j)
+      sum = _mm256_add_epi16(sum, pairs4<Bits == 8>(w[j], _mm256_set1_epi32(load_i32(qa + 4 * j))));
+    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(sum, ones));
+  }
+  return acc;
 }
 
 // Split: K-quant scales as factors after the records (packed_weight.h); otherwise an f16 scale
@@ -69,9 +85,7 @@ void tile_quant_rows(const uint8_t* group, const ActView& a, int64_t row0, float
           int32_t sum = S == 32 ? a.s32_at(row, blk) : a.s16_at(row, s);
           dot = _mm256_set1_epi32(-ZP * sum);
         }
-        const int8_t* qa = a.q_at(row, s * S);
-        for (int j = 0; j < S / 4; ++j)
-          dot = dot4<kSigned8>(dot, w[j], _mm256_set1_epi32(load_i32(qa + 4 * j)));
+        dot = dot_words<Bits, S / 4>(dot, w, a.q_at(row, s * S));
         __m256 t = _mm256_mul_ps(scale, _mm256_set1_ps(a.d_at(row, blk)));
         acc[i][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), t, acc[i][h]);
         if constexpr (Min)

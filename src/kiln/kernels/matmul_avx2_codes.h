@@ -15,6 +15,15 @@ inline int32_t load_i32(const int8_t* p) {
   return v;
 }
 
+// Words of a record whose int16 pair sums add without overflow before one vpmaddwd: a pair of
+// b-bit codes times activations (-127..127) is at most 2 * (2^b - 1) * 127 in magnitude (4 bits:
+// 3810, so 8 words; 5 bits: 7874, 4; 6 bits: 16002, 2); Q8_0's sign-trick pairs reach
+// 2 * 128 * 127 = 32512: 1. The int16 sums are exact, so the int32 dot is the same integer.
+template <int Bits>
+constexpr int words_per_madd() {
+  return Bits == 4 ? 8 : Bits == 5 ? 4 : Bits == 6 ? 2 : 1;
+}
+
 template <int Shift>
 inline __m256i shift_bytes(__m256i v) {
   if constexpr (Shift > 0) return _mm256_slli_epi16(v, Shift);

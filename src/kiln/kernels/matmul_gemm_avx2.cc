@@ -1,8 +1,7 @@
 // AVX2 many-row tiles (m > kMaxTileRows: prefill, batched decode), where several row tiles read
 // each group. Without VNNI the int8 dot is vpmaddubsw (u8 x s8 -> pairs of products summed to
-// int16) then vpmaddwd with ones (-> int32); both run on the same two vector-multiply ports, so
-// the 8-row tiles of matmul_avx2.cc spend half their multiply issue on vpmaddwd, and re-unpack
-// 4/5/6-bit codes for every 2 rows. Here:
+// int16) then vpmaddwd with ones (-> int32); both run on the same two vector-multiply ports.
+// The 8-row tiles of matmul_avx2.cc re-unpack 4/5/6-bit codes for every 2 rows. Here:
 //  - a group's records are expanded once to 8-bit codes with f32 scales (ChunkTiles::expand),
 //    in chunks that stay in L1/L2 while every row of the batch reads them;
 //  - pairs are summed in int16 before one vpmaddwd per G words: a pair of 4-bit codes (0..15)
@@ -202,7 +201,7 @@ void chunk_tile(const uint8_t* recs, const ActView& a, int64_t s0, int64_t s1, i
 // is the activation slab (kChunkSlabRows), which a 3-row sub-tile would leave a 1-row remainder.
 template <int Bits, int S, int ZP, bool Min, bool Split>
 ChunkTiles expanded() {
-  constexpr int G = Bits == 4 ? 8 : Bits == 5 ? 4 : 2;
+  constexpr int G = avx2::words_per_madd<Bits>();
   ChunkTiles c;
   c.expand = expand_records<Bits, S, Min, Split>;
   c.tile = chunk_tile<S, ZP, Min, false, G, false, 4>;
