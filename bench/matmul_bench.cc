@@ -145,7 +145,7 @@ double max_of(const std::vector<double>& v) {
 
 void batch_args(benchmark::internal::Benchmark* b) {
   for (int nth : {1, 2})
-    for (int m : {1, 8, 32, 512}) b->Args({m, nth});
+    for (int m : {1, 2, 3, 4, 6, 8, 32, 512}) b->Args({m, nth});
   b->ArgNames({"m", "threads"})
       ->UseRealTime()
       ->ComputeStatistics("min", min_of)
@@ -153,7 +153,7 @@ void batch_args(benchmark::internal::Benchmark* b) {
 }
 void head_args(benchmark::internal::Benchmark* b) {
   for (int nth : {1, 2})
-    for (int m : {1, 8, 32}) b->Args({m, nth});
+    for (int m : {1, 2, 3, 4, 8, 32}) b->Args({m, nth});
   b->ArgNames({"m", "threads"})
       ->UseRealTime()
       ->ComputeStatistics("min", min_of)

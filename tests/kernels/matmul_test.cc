@@ -210,7 +210,7 @@ TEST(Matmul, ManyRowsMatchScalarTier) {
     const int64_t bs = dtype_info(t).block_size;
     const int64_t fit = static_cast<int64_t>(kChunkBufferBytes / ct.record_bytes) * ct.sub_block;
     std::vector<std::pair<int64_t, std::vector<int64_t>>> cases = {
-        {bs * 2, {8, 9, 17, 33, 100, 513}}, {8192, {9, 67}}};
+        {bs * 2, {2, 3, 8, 9, 17, 33, 100, 513}}, {8192, {3, 9, 67}}};
     if (fit % bs == 0) cases.push_back({fit, {13}});
     if (ct.expand != nullptr) cases.push_back({(fit / bs + 1) * bs, {13, 70}});
     for (const auto& [k, ms] : cases) {
@@ -335,7 +335,7 @@ TEST(Matmul, ResidualMayAliasOutput) {
 // the separate weights.
 TEST(Matmul, SplitAndConcatMatchSeparateWeights) {
   std::mt19937 rng(14);
-  const int64_t k = 256, m = 6;
+  const int64_t k = 256;
   DType types[] = {DType::Q5_0, DType::Q8_0, DType::Q4_K};
   int64_t ns[] = {40, 7, 24};
   std::vector<Problem> parts;
@@ -343,35 +343,38 @@ TEST(Matmul, SplitAndConcatMatchSeparateWeights) {
   for (int i = 0; i < 3; ++i) parts.push_back(make_problem(types[i], ns[i], k, rng));
   for (auto& p : parts) ws.push_back(testing::borrow_rows(p.t, p.n, k, p.bytes));
   PackedWeight merged = PackedWeight::pack_concat(ws);
-  auto x = random_acts(m, k, rng);
-  for (int nth : {1, 2, 3}) {
-    auto ym = run_matmul(merged, x, m, nth);
-    std::vector<std::vector<float>> outs(3);
-    std::vector<float*> out_ptrs;
-    for (int i = 0; i < 3; ++i) {
-      outs[i].assign(m * ns[i], -1.0f);
-      out_ptrs.push_back(outs[i].data());
+  // 2 rows: the merged weight runs the 8-row tiles, its Q8_0 part alone the many-row tiles.
+  for (const int64_t m : {2, 6}) {
+    auto x = random_acts(m, k, rng);
+    for (int nth : {1, 2, 3}) {
+      auto ym = run_matmul(merged, x, m, nth);
+      std::vector<std::vector<float>> outs(3);
+      std::vector<float*> out_ptrs;
+      for (int i = 0; i < 3; ++i) {
+        outs[i].assign(m * ns[i], -1.0f);
+        out_ptrs.push_back(outs[i].data());
+      }
+      std::vector<uint8_t> scratch(matmul_scratch_bytes(merged, m));
+      run_threads(nth, [&](const ExecContext& ctx) {
+        matmul_split(merged, x.data(), m, out_ptrs.data(), ns, 3, scratch.data(), ctx);
+      });
+      int64_t col0 = 0;
+      for (int s = 0; s < 3; ++s) {
+        auto alone = run_matmul(parts[s].w, x, m);
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t c = 0; c < ns[s]; ++c) {
+            ASSERT_EQ(outs[s][i * ns[s] + c], alone[i * ns[s] + c]) << s;
+            ASSERT_EQ(ym[i * merged.n() + col0 + c], alone[i * ns[s] + c]) << s;
+          }
+        col0 += ns[s];
+      }
     }
+    std::vector<float*> bad_outs(3, nullptr);
     std::vector<uint8_t> scratch(matmul_scratch_bytes(merged, m));
-    run_threads(nth, [&](const ExecContext& ctx) {
-      matmul_split(merged, x.data(), m, out_ptrs.data(), ns, 3, scratch.data(), ctx);
-    });
-    int64_t col0 = 0;
-    for (int s = 0; s < 3; ++s) {
-      auto alone = run_matmul(parts[s].w, x, m);
-      for (int64_t i = 0; i < m; ++i)
-        for (int64_t c = 0; c < ns[s]; ++c) {
-          ASSERT_EQ(outs[s][i * ns[s] + c], alone[i * ns[s] + c]) << s;
-          ASSERT_EQ(ym[i * merged.n() + col0 + c], alone[i * ns[s] + c]) << s;
-        }
-      col0 += ns[s];
-    }
+    int64_t wrong[] = {40, 7, 23};
+    EXPECT_THROW(matmul_split(merged, x.data(), m, bad_outs.data(), wrong, 3, scratch.data(), {}),
+                 Error);
   }
-  std::vector<float*> bad_outs(3, nullptr);
-  std::vector<uint8_t> scratch(matmul_scratch_bytes(merged, m));
-  int64_t wrong[] = {40, 7, 23};
-  EXPECT_THROW(matmul_split(merged, x.data(), m, bad_outs.data(), wrong, 3, scratch.data(), {}),
-               Error);
 }
 
 int32_t reference_argmax(const float* v, int64_t n) {

@@ -151,11 +151,25 @@ class GroupQueue {
   bool have_ahead_ = false;
 };
 
+// Whether the AVX2 many-row tiles (chunked_group) compute m rows of w. They expand each group
+// once for all rows and sum vpmaddubsw pairs in int16, and measured faster than the 8-row
+// tiles from 3 rows for every type (bench/matmul_bench, one thread: 1.05-1.3x at 3-6 rows,
+// 1.25-1.5x at 8; Q8_0 1.4-1.65x at 3-4 rows), and from 2 rows for Q8_0 (1.3x; the other
+// types 10-25% slower there, where the expansion is shared by too few rows). One rule per
+// weight, since every segment reads one activation layout.
+bool many_row_tiles(const PackedWeight& w, int64_t m) {
+  if (active_isa() != Isa::Avx2 || m < 2) return false;
+  if (m >= 3) return true;
+  return std::all_of(w.segments().begin(), w.segments().end(), [](const PackedSegment& s) {
+    return s.dtype == DType::Q8_0 || packed_layout(s.dtype).is_float;
+  });
+}
+
 // The activation layout the tiles of m rows read (ActView::slab_rows): slabs of 4 rows, one
-// AVX2 many-row sub-tile each, wherever kernels_for picks those tiles; else all rows
+// AVX2 many-row sub-tile each, wherever many_row_tiles picks those tiles; else all rows
 // block-major. (Float segments read the f32 rows, whatever the layout.)
-int64_t act_slab_rows(int64_t m) {
-  return active_isa() == Isa::Avx2 && m >= kMaxTileRows ? kChunkSlabRows : 0;
+int64_t act_slab_rows(const PackedWeight& w, int64_t m) {
+  return many_row_tiles(w, m) ? kChunkSlabRows : 0;
 }
 
 // Phase 1: quantize this thread's share of the rows, then wait for the group. Returns the
@@ -181,7 +195,7 @@ ActView prepare_acts(const PackedWeight& w, const float* x, int64_t m, void* scr
     Range rows = split_range(m, ctx.tid, ctx.nth);
     // Row i is row r of the block-major slab of `height` rows starting at row i0 (all m rows
     // when slab_rows is 0); each array holds the rows before that slab in full (see ActView).
-    const int64_t slab_rows = act_slab_rows(m);
+    const int64_t slab_rows = act_slab_rows(w, m);
     auto place = [&](int64_t i, int64_t& i0, int64_t& r, int64_t& height) {
       i0 = slab_rows > 0 ? i - i % slab_rows : 0;
       r = i - i0;
@@ -236,17 +250,16 @@ struct SegmentKernels {
   ChunkTiles chunk;           // tile != null: AVX2 many-row tiles (chunked_group)
 };
 
-// AVX2 from kMaxTileRows rows: the many-row tiles (chunked_group), which measured 1.4-1.6x the
-// 8-row tile already at 8 rows (LM head and down projection, batch 8), where one 8-row tile
-// reads each group once but spends half its multiply issue on vpmaddwd.
+// AVX2 where many_row_tiles says: the many-row tiles (chunked_group).
 // AVX-512 above kMaxTileRows rows, where a group is read by several row tiles: 8-bit records go
 // to the pair kernel, and other types are first unpacked to 8-bit records when a group fits the
 // buffer. Up to kMaxTileRows rows one 8-row tile reads each group once, straight from memory
 // (pairs of 4-row tiles measured slower there: each group is read twice, once from DRAM).
-SegmentKernels kernels_for(DType t, int64_t k, int64_t m) {
+SegmentKernels kernels_for(const PackedWeight& w, DType t, int64_t m) {
+  const int64_t k = w.k();
   SegmentKernels s;
   s.tile = tile_fn(t);
-  if (active_isa() == Isa::Avx2 && m >= kMaxTileRows) {
+  if (many_row_tiles(w, m)) {
     s.chunk = chunk_tiles_avx2(t);
     // The activations are in slabs (act_slab_rows), which only these tiles and the f32 rows
     // of float weights read.
@@ -356,7 +369,7 @@ void for_each_tile(const PackedWeight& w, const ActView& a, int64_t m, void* scr
         kern.tile = nullptr;
       }
       const PackedSegment& seg = segs[si];
-      if (kern.tile == nullptr) kern = kernels_for(seg.dtype, w.k(), m);
+      if (kern.tile == nullptr) kern = kernels_for(w, seg.dtype, m);
       const int64_t local = g - seg.group0;
       const uint8_t* group[2] = {w.data() + seg.offset + local * seg.group_bytes, nullptr};
       const int64_t col = seg.col0 + local * R;
