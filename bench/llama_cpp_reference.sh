@@ -21,6 +21,8 @@
 #   MODEL   a GGUF file, or SHAPE:QUANT (llama3.2-1b:Q4_K_M, llama3.1-8b:Q8_0, qwen3-4b:Q4_K_M,
 #           ...; bench/make_shaped_model.py's shapes): written to build/shaped-models by that
 #           script the first time (random weights, real shapes). Default: the default model.
+# LLAMA_BENCH_REPS: repetitions llama-bench averages per prefill figure (default 5, its own;
+# 1 keeps a 4096-token prefill of an 8B model to minutes: kiln runs one prefill per round).
 # Needs a release build (scripts/build.sh release) and, for the default, scripts/setup.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -64,7 +66,8 @@ kiln_decode() {
     --output-len 64 --modes graph --json "$3" >"$3.log" 2>&1
 }
 llama_prefill() {  # $1 prompt tokens, $2 output file
-  timed "$2.time" "$bin/llama-bench" -m "$model" -p "$1" -n 0 -t $THREADS -o json >"$2" 2>"$2.log"
+  timed "$2.time" "$bin/llama-bench" -m "$model" -p "$1" -n 0 -r "${LLAMA_BENCH_REPS:-5}" \
+    -t $THREADS -o json >"$2" 2>"$2.log"
 }
 kiln_prefill() {
   timed "$2.time" $K bench -m "$model" --threads $THREADS --batch-sizes 1 --input-len "$1" \
