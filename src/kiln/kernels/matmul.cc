@@ -469,6 +469,14 @@ void matmul_split(const PackedWeight& w, const float* x, int64_t m, float* const
                   int s = 0;
                   int64_t start = 0;
                   while (col >= start + split_cols[s]) start += split_cols[s++];
+                  if (col + nv <= start + split_cols[s]) {
+                    // The whole tile in one split (always, when splits are multiples of 16
+                    // columns): row by row, as matmul stores it.
+                    const int64_t width = split_cols[s];
+                    float* out = outs[s] + i0 * width + (col - start);
+                    for (int i = 0; i < mt; ++i) std::copy_n(tile + i * R, nv, out + i * width);
+                    return;
+                  }
                   for (int c = 0; c < nv; ++c) {
                     while (col + c >= start + split_cols[s]) start += split_cols[s++];
                     const int64_t width = split_cols[s], lc = col + c - start;
