@@ -6,7 +6,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <functional>
 #include <future>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 namespace kiln::server {
@@ -81,16 +85,28 @@ TEST(HandlerPool, IdleThreadsExitAfterTheTimeoutAndAreStartedAgain) {
 }
 
 TEST(HandlerPool, ThreadsBusierThanTheTimeoutStay) {
-  HandlerPool pool(4, 50ms);
-  std::atomic<int> ran{0};
-  // One task every 10 ms for 300 ms: the thread never waits 50 ms, so it is never replaced.
-  for (int i = 0; i < 30; ++i) {
-    ASSERT_TRUE(pool.submit([&] { ++ran; }));
-    std::this_thread::sleep_for(10ms);
-    EXPECT_EQ(pool.threads(), 1u) << "task " << i;
+  HandlerPool pool(4, 1000ms);
+  // One task every 150 ms for 1.5 s: the thread never waits the full second, so every task runs
+  // on the same thread (a timer counted from the thread's start, not from its last task, would
+  // retire it after 1 s and start another).
+  std::mutex mu;
+  std::vector<std::thread::id> ran_on;
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_TRUE(pool.submit([&] {
+      std::lock_guard lock(mu);
+      ran_on.push_back(std::this_thread::get_id());
+    }));
+    ASSERT_TRUE(wait_until(
+        [&] {
+          std::lock_guard lock(mu);
+          return ran_on.size() == static_cast<size_t>(i) + 1;
+        },
+        10s));
+    std::this_thread::sleep_for(150ms);
   }
+  EXPECT_EQ(pool.threads(), 1u);
   pool.shutdown();
-  EXPECT_EQ(ran, 30);
+  for (const auto& id : ran_on) EXPECT_EQ(id, ran_on.front());
 }
 
 TEST(HandlerPool, BoundedAndQueuedTasksAllRunWithoutATimeout) {
