@@ -193,8 +193,9 @@ TEST(Matmul, GroupsTooLargeToUnpackOnceStillMatch) {
   }
 }
 
-// From 8 rows the AVX2 tier runs its many-row tiles (matmul_gemm_avx2.cc): groups expanded to
-// 8-bit records in chunks, rows in sub-tiles and blocks of 64. They equal the scalar tier bit
+// From 2-3 rows the AVX2 tier runs its many-row tiles (matmul_gemm_avx2.cc): groups expanded to
+// 8-bit records in chunks by the first 4-row slab's pass (which sums 4-bit words in another
+// order), the other slabs reading the expansion, rows in blocks of 64. They equal the scalar tier bit
 // for bit: m with remainders of every sub-tile and row block (8, 9, 17, 33, 100, 513), K inside one
 // chunk, exactly filling it, one sub-block over it (a last chunk of one record) and 8192 (two
 // chunks, re-expanded per block of rows); with 2 threads, and through matmul_split and
@@ -207,12 +208,13 @@ TEST(Matmul, ManyRowsMatchScalarTier) {
     if (is_float(t)) continue;
     const ChunkTiles ct = chunk_tiles_avx2(t);
     ASSERT_NE(ct.tile, nullptr) << dtype_name(t);
+    ASSERT_NE(ct.first, nullptr) << dtype_name(t);
     const int64_t bs = dtype_info(t).block_size;
     const int64_t fit = static_cast<int64_t>(kChunkBufferBytes / ct.record_bytes) * ct.sub_block;
     std::vector<std::pair<int64_t, std::vector<int64_t>>> cases = {
         {bs * 2, {2, 3, 8, 9, 17, 33, 100, 513}}, {8192, {3, 9, 67}}};
     if (fit % bs == 0) cases.push_back({fit, {13}});
-    if (ct.expand != nullptr) cases.push_back({(fit / bs + 1) * bs, {13, 70}});
+    if (ct.expanded) cases.push_back({(fit / bs + 1) * bs, {13, 70}});
     for (const auto& [k, ms] : cases) {
       Problem p = make_problem(t, 37, k, rng);
       const int64_t m_max = *std::max_element(ms.begin(), ms.end());

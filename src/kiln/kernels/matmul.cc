@@ -313,36 +313,39 @@ std::pair<const uint8_t*, size_t> pair_bytes(const PackedWeight& w, int64_t g, s
 constexpr int64_t kChunkBlockRows = 64;
 static_assert(kChunkBlockRows % kChunkSlabRows == 0, "a row block is whole slabs");
 
-// One group for all m rows with the AVX2 many-row tiles: records are expanded into `buffer` in
-// chunks of at most buffer_bytes (the whole group at once when it fits: then once for all rows),
-// and every row of a block of kChunkBlockRows rows adds each chunk to its accumulators while
-// the chunk is in cache. A group larger than the buffer is expanded again per block of rows:
-// a few vector instructions per record, against kChunkBlockRows rows of dot products.
+// One group for all m rows with the AVX2 many-row tiles: records are taken in chunks of at most
+// buffer_bytes expanded (the whole group at once when it fits), and every row of a block of
+// kChunkBlockRows rows adds each chunk to its accumulators while the chunk is in cache. The first
+// slab reads the chunk packed and expands it into `buffer` for the others (ChunkTiles::first). A
+// whole group stays expanded for every later block of rows; a group larger than the buffer is
+// expanded again per block of rows: a few vector instructions per record, against
+// kChunkBlockRows rows of dot products.
 template <typename Epilogue>
 void chunked_group(const ChunkTiles& ct, const uint8_t* group, const ActView& a, int64_t m,
                    int64_t col, int valid, uint8_t* buffer, size_t buffer_bytes, Epilogue& epi) {
   const int64_t records = a.k / ct.sub_block;
   const int64_t per_chunk =
-      ct.expand == nullptr
-          ? records
-          : std::max<int64_t>(1, static_cast<int64_t>(buffer_bytes / ct.record_bytes));
+      ct.expanded ? std::max<int64_t>(1, static_cast<int64_t>(buffer_bytes / ct.record_bytes))
+                  : records;
   const bool whole = per_chunk >= records;
-  if (whole && ct.expand != nullptr) ct.expand(group, a.k, 0, records, buffer);
   alignas(64) float acc[kChunkBlockRows * R];
   for (int64_t r0 = 0; r0 < m; r0 += kChunkBlockRows) {
     const int rows = static_cast<int>(std::min(kChunkBlockRows, m - r0));
     std::fill_n(acc, rows * R, 0.0f);
     for (int64_t s0 = 0; s0 < records; s0 += per_chunk) {
       const int64_t s1 = std::min(records, s0 + per_chunk);
-      const uint8_t* recs = buffer;
-      if (ct.expand == nullptr) {
-        recs = group + s0 * static_cast<int64_t>(ct.record_bytes);
-      } else if (!whole) {
-        ct.expand(group, a.k, s0, s1, buffer);
-      }
+      const uint8_t* recs =
+          ct.expanded ? buffer : group + s0 * static_cast<int64_t>(ct.record_bytes);
+      const bool expand = r0 == 0 || !whole;  // else the buffer holds the whole group already
       for (int64_t i0 = r0; i0 < r0 + rows; i0 += a.slab_rows) {
         const ActView slab = a.slab(i0);
-        ct.tile(recs, slab, s0, s1, 0, static_cast<int>(slab.m), acc + (i0 - r0) * R);
+        const int mt = static_cast<int>(slab.m);
+        float* slab_acc = acc + (i0 - r0) * R;
+        if (i0 == r0 && expand) {
+          ct.first(group, a.k, slab, s0, s1, 0, mt, slab_acc, buffer);
+        } else {
+          ct.tile(recs, slab, s0, s1, 0, mt, slab_acc);
+        }
       }
     }
     epi(col, valid, r0, rows, acc);

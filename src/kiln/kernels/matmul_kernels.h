@@ -139,17 +139,22 @@ struct ExpandedTiles {
 ExpandedTiles expanded_tiles_avx512(DType t);
 
 // The AVX2 form for many rows (from 2-3 rows, matmul.cc many_row_tiles; matmul_gemm_avx2.cc), where
-// every row tile of the batch reads each group: a group's records are taken in chunks of
-// consecutive records; `expand` rewrites records [s0, s1) of a 4-, 5- or 6-bit group as 8-bit codes
-// with f32 scales (and minimums), record_bytes each (null for Q8_0: `tile` reads its packed records
-// in place), and `tile` ADDS records [s0, s1) (at `records`, record s0 first) to the f32
-// accumulators acc[16 i + c] of rows row0 .. row0 + mt - 1 (any mt >= 1), which hold the sum over
-// records [0, s0) (zeros for s0 = 0). Chunk after chunk that is the contract's accumulation, in
-// order: the same bits. Null members where a type has no such form (float weights).
+// every slab of kChunkSlabRows rows reads each group: a group's records are taken in chunks of
+// consecutive records. `first` is the first slab's pass over records [s0, s1) of the packed
+// `group` (k inputs): it asks for the packed bytes ahead and, for `expanded` types (4-, 5- and
+// 6-bit codes), also writes the records to `out` as 8-bit codes with f32 scales (and minimums),
+// record_bytes each; `tile` then reads them there for every other slab (Q8_0's records are read
+// in place: at group + s0 * record_bytes). Both ADD records [s0, s1) to the f32 accumulators
+// acc[16 i + c] of rows row0 .. row0 + mt - 1 (mt up to kChunkSlabRows for `first`, any for
+// `tile`), which hold the sum over records [0, s0) (zeros for s0 = 0). Chunk after chunk that is
+// the contract's accumulation, in order: the same bits. Null members where a type has no such
+// form (float weights).
 struct ChunkTiles {
-  void (*expand)(const uint8_t* group, int64_t k, int64_t s0, int64_t s1, uint8_t* out) = nullptr;
+  void (*first)(const uint8_t* group, int64_t k, const ActView& a, int64_t s0, int64_t s1,
+                int64_t row0, int mt, float* acc, uint8_t* out) = nullptr;
   void (*tile)(const uint8_t* records, const ActView& a, int64_t s0, int64_t s1, int64_t row0,
                int mt, float* acc) = nullptr;
+  bool expanded = false;    // `first` writes the records to `out` for `tile`
   size_t record_bytes = 0;  // bytes per record as `tile` reads them
   int sub_block = 0;        // inputs per record
 };
