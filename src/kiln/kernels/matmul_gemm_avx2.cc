@@ -32,6 +32,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "kiln/kernels/matmul_avx2_codes.h"
 #include "kiln/kernels/matmul_kernels.h"
@@ -308,6 +309,85 @@ void first_tile_4bit(const uint8_t* group, int64_t k, const ActView& a, int64_t 
     first_tile_4bit<S, ZP, Min, Split, MT - 1>(group, k, a, s0, s1, row0, mt, acc, out);
 }
 
+// The first slab's pass for Q6_K (6-bit codes in 16-input records, zero point 32), fused like
+// first_rows_4bit. The int32 dots and the int16 pair sums of all four rows of both column halves
+// would take every register, so the halves are taken one after the other (each activation word
+// is broadcast twice: loads, not vector arithmetic). Each raw vector gives words v (low
+// nibbles) and v + 2 (high), summed in int16 as one pair (two words of 6-bit codes cannot
+// overflow, in either order): the same integer dot.
+template <int MT>
+void first_rows_q6_k(const uint8_t* group, int64_t k, const ActView& a, int64_t s0, int64_t s1,
+                     int64_t row0, float* acc, uint8_t* out) {
+  constexpr int S = 16, code_bytes = 8 * S + 64;  // two nibble vectors and the high-bit plane
+  constexpr int dst_record = chunk_record_bytes<S, false, false>();
+  static_assert(avx2::words_per_madd<6>() == 2, "one int16 pair of words per vpmaddwd");
+  const SplitScaleAreas areas = split_scale_areas(code_bytes, S, false, k);
+  const int64_t m = a.m;
+  const int8_t* q = a.q + row0 * 32;
+  const float* d = a.d + row0;
+  const int32_t* corr = a.zp_corr[zp_slot(32)] + row0;
+  const __m256i ones = _mm256_set1_epi16(1);
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  const __m256i high2 = _mm256_set1_epi8(0x30);
+  for (int64_t s = s0; s < s1; ++s) {
+    const uint8_t* rec = group + s * code_bytes;
+    prefetch_ahead<code_bytes>(rec);
+    uint8_t* o = out + (s - s0) * dst_record;
+    const int64_t blk = s * S / 32;
+    const int8_t* qa = q + blk * m * 32 + (s * S) % 32;
+    const int64_t super = s * S / 256;
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      __m256i dot[MT];
+#pragma GCC unroll 8
+      for (int i = 0; i < MT; ++i) dot[i] = _mm256_set1_epi32(corr[s * m + i]);
+      const __m256i plane =
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + 128 + 32 * h));
+      // One raw vector of each half; v is a constant for the plane's shifts.
+      auto word_pair = [&](auto v_constant) {
+        constexpr int v = decltype(v_constant)::value;
+        const __m256i raw =
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + 64 * v + 32 * h));
+        // Word J's two high bits sit at bits 2J, 2J + 1 of each plane byte; they go to bits 4-5.
+        const __m256i lo =
+            _mm256_or_si256(_mm256_and_si256(raw, low4),
+                            _mm256_and_si256(avx2::shift_bytes<4 - 2 * v>(plane), high2));
+        const __m256i hi =
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(raw, 4), low4),
+                            _mm256_and_si256(avx2::shift_bytes<-2 * v>(plane), high2));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 64 * v + 32 * h), lo);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 64 * (v + 2) + 32 * h), hi);
+#pragma GCC unroll 8
+        for (int i = 0; i < MT; ++i) {
+          const __m256i a_lo = _mm256_set1_epi32(load_i32(qa + 32 * i + 4 * v));
+          const __m256i a_hi = _mm256_set1_epi32(load_i32(qa + 32 * i + 4 * (v + 2)));
+          const __m256i p16 =
+              _mm256_add_epi16(_mm256_maddubs_epi16(lo, a_lo), _mm256_maddubs_epi16(hi, a_hi));
+          dot[i] = _mm256_add_epi32(dot[i], _mm256_madd_epi16(p16, ones));
+        }
+      };
+      word_pair(std::integral_constant<int, 0>{});
+      word_pair(std::integral_constant<int, 1>{});
+      const __m256 scale =
+          split_factor8(group + areas.d + 32 * super, group + areas.sc + 16 * s, h);
+      _mm256_storeu_ps(reinterpret_cast<float*>(o + 16 * S + 32 * h), scale);
+#pragma GCC unroll 8
+      for (int i = 0; i < MT; ++i) {
+        float* at = acc + 16 * i + 8 * h;
+        const __m256 t = _mm256_mul_ps(scale, _mm256_set1_ps(d[blk * m + i]));
+        _mm256_storeu_ps(at, _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[i]), t, _mm256_loadu_ps(at)));
+      }
+    }
+  }
+}
+
+template <int MT>
+void first_tile_q6_k(const uint8_t* group, int64_t k, const ActView& a, int64_t s0, int64_t s1,
+                     int64_t row0, int mt, float* acc, uint8_t* out) {
+  if (mt >= MT) return first_rows_q6_k<MT>(group, k, a, s0, s1, row0, acc, out);
+  if constexpr (MT > 1) first_tile_q6_k<MT - 1>(group, k, a, s0, s1, row0, mt, acc, out);
+}
+
 // The first slab's pass for 5- and 6-bit codes, whose unpacking needs more registers than the
 // dot products leave: two records at a time are expanded to `out` and read back at once, from
 // L1, with the packed bytes asked for ahead. A/B against expanding the chunk first (2 threads,
@@ -347,6 +427,9 @@ ChunkTiles expanded() {
   ChunkTiles c;
   if constexpr (Bits == 4) {
     c.first = first_tile_4bit<S, ZP, Min, Split, kChunkSlabRows>;
+  } else if constexpr (Bits == 6) {
+    static_assert(S == 16 && ZP == 32 && !Min && Split, "Q6_K's layout");
+    c.first = first_tile_q6_k<kChunkSlabRows>;
   } else {
     c.first = first_tile_interleaved<Bits, S, ZP, Min, Split, G>;
   }
