@@ -41,13 +41,13 @@
 namespace kiln::kernels {
 namespace {
 
-using avx2::load_codes;
 using avx2::load_i32;
 using avx2::split_factor8;
 
 // Bytes of a record as the chunk kernels read it: 8-bit codes (S/4 vectors of 64 bytes, as Q8_0
-// stores them) then, for expanded records, 16 f32 scales and (Min) 16 f32 minimums; Q8_0's own
-// records end with 16 f16 scales.
+// stores them: vector j byte 4r + t = code of column r, input 4j + t, for each 8-column half) then,
+// for expanded records (written by the first slab's pass, finish_half), 16 f32 scales and (Min)
+// 16 f32 minimums; Q8_0's own records end with 16 f16 scales.
 template <int S, bool Min, bool F16Scale>
 constexpr int chunk_record_bytes() {
   return 16 * S + (F16Scale ? 32 : 64 + (Min ? 64 : 0));
@@ -65,40 +65,6 @@ template <int Bytes>
 inline void prefetch_ahead(const uint8_t* at) {
   for (int l = 0; l < Bytes; l += 64)
     _mm_prefetch(reinterpret_cast<const char*>(at + kPrefetchAhead + l), _MM_HINT_T1);
-}
-
-// Rewrites records [s0, s1) of a packed 4/5/6-bit group as chunk_record_bytes<S, Min, false>
-// records: codes unpacked to bytes, scales as f32 (the f16 scale converted, exactly; for
-// K-quants the products d * sc and dmin * m, formed as the 8-row kernel forms them).
-template <int Bits, int S, bool Min, bool Split>
-void expand_records(const uint8_t* group, int64_t k, int64_t s0, int64_t s1, uint8_t* out) {
-  constexpr int code_bytes = 8 * S + (Bits > 4 ? 64 : 0);
-  constexpr int src_record = code_bytes + (Split ? 0 : 32);
-  constexpr int dst_record = chunk_record_bytes<S, Min, false>();
-  const SplitScaleAreas areas = split_scale_areas(code_bytes, S, Min, k);
-  for (int64_t s = s0; s < s1; ++s) {
-    const uint8_t* rec = group + s * src_record;
-    uint8_t* o = out + (s - s0) * dst_record;
-    const int64_t super = s * S / 256;
-    for (int h = 0; h < 2; ++h) {
-      __m256i w[S / 4];
-      load_codes<Bits, S>(rec, h, w);
-      for (int j = 0; j < S / 4; ++j)
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 64 * j + 32 * h), w[j]);
-      __m256 scale;
-      if constexpr (Split) {
-        scale = split_factor8(group + areas.d + 32 * super, group + areas.sc + 16 * s, h);
-      } else {
-        scale = _mm256_cvtph_ps(
-            _mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + code_bytes + 16 * h)));
-      }
-      _mm256_storeu_ps(reinterpret_cast<float*>(o + 16 * S + 32 * h), scale);
-      if constexpr (Min)
-        _mm256_storeu_ps(
-            reinterpret_cast<float*>(o + 16 * S + 64 + 32 * h),
-            split_factor8(group + areas.dmin + 32 * super, group + areas.m + 16 * s, h));
-    }
-  }
 }
 
 // Adds records [s0, s1) (at `recs`, record s0 first) to the accumulators of rows row0 .. row0 +
@@ -212,9 +178,40 @@ void chunk_tile(const uint8_t* recs, const ActView& a, int64_t s0, int64_t s1, i
   }
 }
 
+// The end of a record's column half h for MT rows in the first slab's pass: the record's
+// scales (and minimums) as f32 (the f16 scale converted, exactly; for K-quants the products
+// d * sc and dmin * m, formed as the 8-row kernel forms them) stored to the expanded record `o`
+// for the other slabs, then the contract's float step on the int32 dots, as chunk_rows does it.
+// `rec_scales`: the record's f16 scales (types without split scales).
+template <int S, bool Min, bool Split, int MT>
+inline void finish_half(const uint8_t* group, const SplitScaleAreas& areas,
+                        const uint8_t* rec_scales, int64_t s, int h, const ActView& a, int64_t row0,
+                        const __m256i* dot, uint8_t* o, float* acc) {
+  const int64_t super = s * S / 256, blk = s * S / 32, m = a.m;
+  __m256 scale, mn;
+  if constexpr (Split) {
+    scale = split_factor8(group + areas.d + 32 * super, group + areas.sc + 16 * s, h);
+  } else {
+    scale = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec_scales + 16 * h)));
+  }
+  _mm256_storeu_ps(reinterpret_cast<float*>(o + 16 * S + 32 * h), scale);
+  if constexpr (Min) {
+    mn = split_factor8(group + areas.dmin + 32 * super, group + areas.m + 16 * s, h);
+    _mm256_storeu_ps(reinterpret_cast<float*>(o + 16 * S + 64 + 32 * h), mn);
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < MT; ++i) {
+    float* at = acc + 16 * i + 8 * h;
+    const __m256 t = _mm256_mul_ps(scale, _mm256_set1_ps(a.d[blk * m + row0 + i]));
+    __m256 f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[i]), t, _mm256_loadu_ps(at));
+    if constexpr (Min) f = _mm256_fnmadd_ps(mn, _mm256_set1_ps(a.ds[blk * m + row0 + i]), f);
+    _mm256_storeu_ps(at, f);
+  }
+}
+
 // The first slab's pass over records [s0, s1) of a packed 4-bit group (Q4_0, Q4_K): the dot
-// products of chunk_rows, reading the codes packed, and the expanded records (as expand_records
-// writes them) stored to `out` for the other slabs. Each word is unpacked in registers, used and
+// products of chunk_rows, reading the codes packed, and the expanded records (chunk_record_bytes'
+// layout) stored to `out` for the other slabs. Each word is unpacked in registers, used and
 // stored, so the expansion costs stores beside the dot products instead of a pass of its own
 // (which took about as long as one slab's dots, and held the loads from DRAM apart from any
 // arithmetic). Words are summed in the order v, v + 4 (a raw vector's low, then high nibbles):
@@ -234,8 +231,6 @@ void first_rows_4bit(const uint8_t* group, int64_t k, const ActView& a, int64_t 
   const SplitScaleAreas areas = split_scale_areas(code_bytes, S, Min, k);
   const int64_t m = a.m;
   const int8_t* q = a.q + row0 * 32;
-  const float* d = a.d + row0;
-  const float* ds = a.ds + row0;
   const int32_t* corr = nullptr;
   if constexpr (kZeroPoint) corr = a.zp_corr[zp_slot(ZP)] + row0;
   const __m256i ones = _mm256_set1_epi16(1);
@@ -272,30 +267,15 @@ void first_rows_4bit(const uint8_t* group, int64_t k, const ActView& a, int64_t 
         }
       }
     }
-    const int64_t super = s * S / 256;
     for (int h = 0; h < 2; ++h) {
-      __m256 scale, mn;
-      if constexpr (Split) {
-        scale = split_factor8(group + areas.d + 32 * super, group + areas.sc + 16 * s, h);
-      } else {
-        scale = _mm256_cvtph_ps(
-            _mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + code_bytes + 16 * h)));
-      }
-      _mm256_storeu_ps(reinterpret_cast<float*>(o + 16 * S + 32 * h), scale);
-      if constexpr (Min) {
-        mn = split_factor8(group + areas.dmin + 32 * super, group + areas.m + 16 * s, h);
-        _mm256_storeu_ps(reinterpret_cast<float*>(o + 16 * S + 64 + 32 * h), mn);
-      }
+      __m256i dot[MT];
 #pragma GCC unroll 8
       for (int i = 0; i < MT; ++i) {
-        __m256i dot = _mm256_madd_epi16(p16[i][h], ones);
-        if constexpr (kZeroPoint) dot = _mm256_add_epi32(dot, _mm256_set1_epi32(corr[s * m + i]));
-        float* at = acc + 16 * i + 8 * h;
-        const __m256 t = _mm256_mul_ps(scale, _mm256_set1_ps(d[blk * m + i]));
-        __m256 f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), t, _mm256_loadu_ps(at));
-        if constexpr (Min) f = _mm256_fnmadd_ps(mn, _mm256_set1_ps(ds[blk * m + i]), f);
-        _mm256_storeu_ps(at, f);
+        dot[i] = _mm256_madd_epi16(p16[i][h], ones);
+        if constexpr (kZeroPoint)
+          dot[i] = _mm256_add_epi32(dot[i], _mm256_set1_epi32(corr[s * m + i]));
       }
+      finish_half<S, Min, Split, MT>(group, areas, rec + code_bytes, s, h, a, row0, dot, o, acc);
     }
   }
 }
@@ -314,7 +294,9 @@ void first_tile_4bit(const uint8_t* group, int64_t k, const ActView& a, int64_t 
 // would take every register, so the halves are taken one after the other (each activation word
 // is broadcast twice: loads, not vector arithmetic). Each raw vector gives words v (low
 // nibbles) and v + 2 (high), summed in int16 as one pair (two words of 6-bit codes cannot
-// overflow, in either order): the same integer dot.
+// overflow, in either order): the same integer dot. A/B against expanding two records at a time
+// and reading them back (alternating calls, 2 threads): 1.09-1.21x at 4 and 8 rows (8B down and
+// V, 270M down shapes), 1.03-1.05x at 32.
 template <int MT>
 void first_rows_q6_k(const uint8_t* group, int64_t k, const ActView& a, int64_t s0, int64_t s1,
                      int64_t row0, float* acc, uint8_t* out) {
@@ -324,7 +306,6 @@ void first_rows_q6_k(const uint8_t* group, int64_t k, const ActView& a, int64_t 
   const SplitScaleAreas areas = split_scale_areas(code_bytes, S, false, k);
   const int64_t m = a.m;
   const int8_t* q = a.q + row0 * 32;
-  const float* d = a.d + row0;
   const int32_t* corr = a.zp_corr[zp_slot(32)] + row0;
   const __m256i ones = _mm256_set1_epi16(1);
   const __m256i low4 = _mm256_set1_epi8(0x0F);
@@ -335,7 +316,6 @@ void first_rows_q6_k(const uint8_t* group, int64_t k, const ActView& a, int64_t 
     uint8_t* o = out + (s - s0) * dst_record;
     const int64_t blk = s * S / 32;
     const int8_t* qa = q + blk * m * 32 + (s * S) % 32;
-    const int64_t super = s * S / 256;
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
       __m256i dot[MT];
@@ -368,15 +348,7 @@ void first_rows_q6_k(const uint8_t* group, int64_t k, const ActView& a, int64_t 
       };
       word_pair(std::integral_constant<int, 0>{});
       word_pair(std::integral_constant<int, 1>{});
-      const __m256 scale =
-          split_factor8(group + areas.d + 32 * super, group + areas.sc + 16 * s, h);
-      _mm256_storeu_ps(reinterpret_cast<float*>(o + 16 * S + 32 * h), scale);
-#pragma GCC unroll 8
-      for (int i = 0; i < MT; ++i) {
-        float* at = acc + 16 * i + 8 * h;
-        const __m256 t = _mm256_mul_ps(scale, _mm256_set1_ps(d[blk * m + i]));
-        _mm256_storeu_ps(at, _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[i]), t, _mm256_loadu_ps(at)));
-      }
+      finish_half<S, false, true, MT>(group, areas, nullptr, s, h, a, row0, dot, o, acc);
     }
   }
 }
@@ -388,22 +360,87 @@ void first_tile_q6_k(const uint8_t* group, int64_t k, const ActView& a, int64_t 
   if constexpr (MT > 1) first_tile_q6_k<MT - 1>(group, k, a, s0, s1, row0, mt, acc, out);
 }
 
-// The first slab's pass for 5- and 6-bit codes, whose unpacking needs more registers than the
-// dot products leave: two records at a time are expanded to `out` and read back at once, from
-// L1, with the packed bytes asked for ahead. A/B against expanding the chunk first (2 threads,
-// m = 8): Q5_0 1.21x, Q6_K at 8192 inputs 1.07-1.09x (its gain is the prefetch's).
-template <int Bits, int S, int ZP, bool Min, bool Split, int G>
-void first_tile_interleaved(const uint8_t* group, int64_t k, const ActView& a, int64_t s0,
-                            int64_t s1, int64_t row0, int mt, float* acc, uint8_t* out) {
-  constexpr int src_record = 8 * S + 64 + (Split ? 0 : 32);
-  constexpr int64_t dst_record = chunk_record_bytes<S, Min, false>();
-  for (int64_t s = s0; s < s1; s += 2) {
-    const int64_t e = std::min<int64_t>(s1, s + 2);
-    prefetch_ahead<2 * src_record>(group + s * src_record);
+// The first slab's pass for 5-bit codes (Q5_0, Q5_K), fused like first_rows_q6_k: column halves
+// one after the other; raw vector v gives words v and v + 4, each with its fifth bit from the
+// plane, and the words of two raw vectors (4, the most whose int16 pair sums cannot overflow:
+// avx2::words_per_madd) are summed in int16 before one vpmaddwd: the same integer dot. A/B
+// against expanding two records at a time and reading them back (alternating calls, 2 threads):
+// 1.07-1.16x at 4 and 8 rows (default model's Q5_0 projections, a Q5_K 2048 -> 8192), 1.01-1.04x
+// at 32.
+template <int ZP, bool Min, bool Split, int MT>
+void first_rows_5bit(const uint8_t* group, int64_t k, const ActView& a, int64_t s0, int64_t s1,
+                     int64_t row0, float* acc, uint8_t* out) {
+  constexpr int S = 32, code_bytes = 8 * S + 64;  // four nibble vectors and the high-bit plane
+  constexpr int src_record = code_bytes + (Split ? 0 : 32);
+  constexpr int dst_record = chunk_record_bytes<S, Min, false>();
+  constexpr bool kZeroPoint = !Min;
+  static_assert(avx2::words_per_madd<5>() == 4, "two raw vectors' words per vpmaddwd");
+  const SplitScaleAreas areas = split_scale_areas(code_bytes, S, Min, k);
+  const int64_t m = a.m;
+  const int8_t* q = a.q + row0 * 32;
+  const int32_t* corr = nullptr;
+  if constexpr (kZeroPoint) corr = a.zp_corr[zp_slot(ZP)] + row0;
+  const __m256i ones = _mm256_set1_epi16(1);
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  const __m256i bit4 = _mm256_set1_epi8(0x10);
+  for (int64_t s = s0; s < s1; ++s) {
+    const uint8_t* rec = group + s * src_record;
+    prefetch_ahead<src_record>(rec);
     uint8_t* o = out + (s - s0) * dst_record;
-    expand_records<Bits, S, Min, Split>(group, k, s, e, o);
-    chunk_tile<S, ZP, Min, false, G, false, kChunkSlabRows>(o, a, s, e, row0, mt, acc);
+    const int64_t blk = s;  // 32-input records: record s is block s
+    const int8_t* qa = q + blk * m * 32;
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      __m256i dot[MT];
+#pragma GCC unroll 8
+      for (int i = 0; i < MT; ++i) {
+        if constexpr (kZeroPoint) {
+          dot[i] = _mm256_set1_epi32(corr[s * m + i]);
+        } else {
+          dot[i] = _mm256_setzero_si256();
+        }
+      }
+      const __m256i plane =
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + 256 + 32 * h));
+      __m256i p16[MT];
+      // Raw vector v of this half; v is a constant for the plane's shifts.
+      auto word_pair = [&](auto v_constant) {
+        constexpr int v = decltype(v_constant)::value;
+        const __m256i raw =
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + 64 * v + 32 * h));
+        // Word J's fifth bit is bit J of each plane byte; it goes to bit 4.
+        const __m256i lo = _mm256_or_si256(_mm256_and_si256(raw, low4),
+                                           _mm256_and_si256(avx2::shift_bytes<4 - v>(plane), bit4));
+        const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(raw, 4), low4),
+                                           _mm256_and_si256(avx2::shift_bytes<-v>(plane), bit4));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 64 * v + 32 * h), lo);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 64 * (v + 4) + 32 * h), hi);
+#pragma GCC unroll 8
+        for (int i = 0; i < MT; ++i) {
+          const __m256i a_lo = _mm256_set1_epi32(load_i32(qa + 32 * i + 4 * v));
+          const __m256i a_hi = _mm256_set1_epi32(load_i32(qa + 32 * i + 4 * (v + 4)));
+          const __m256i pair =
+              _mm256_add_epi16(_mm256_maddubs_epi16(lo, a_lo), _mm256_maddubs_epi16(hi, a_hi));
+          p16[i] = v % 2 == 0 ? pair : _mm256_add_epi16(p16[i], pair);
+          if constexpr (v % 2 == 1)
+            dot[i] = _mm256_add_epi32(dot[i], _mm256_madd_epi16(p16[i], ones));
+        }
+      };
+      word_pair(std::integral_constant<int, 0>{});
+      word_pair(std::integral_constant<int, 1>{});
+      word_pair(std::integral_constant<int, 2>{});
+      word_pair(std::integral_constant<int, 3>{});
+      finish_half<S, Min, Split, MT>(group, areas, rec + code_bytes, s, h, a, row0, dot, o, acc);
+    }
   }
+}
+
+template <int ZP, bool Min, bool Split, int MT>
+void first_tile_5bit(const uint8_t* group, int64_t k, const ActView& a, int64_t s0, int64_t s1,
+                     int64_t row0, int mt, float* acc, uint8_t* out) {
+  if (mt >= MT) return first_rows_5bit<ZP, Min, Split, MT>(group, k, a, s0, s1, row0, acc, out);
+  if constexpr (MT > 1)
+    first_tile_5bit<ZP, Min, Split, MT - 1>(group, k, a, s0, s1, row0, mt, acc, out);
 }
 
 // Q8_0's first slab reads the packed records in place, as the others do. (Asking for them ahead
@@ -431,7 +468,8 @@ ChunkTiles expanded() {
     static_assert(S == 16 && ZP == 32 && !Min && Split, "Q6_K's layout");
     c.first = first_tile_q6_k<kChunkSlabRows>;
   } else {
-    c.first = first_tile_interleaved<Bits, S, ZP, Min, Split, G>;
+    static_assert(Bits == 5 && S == 32, "5-bit codes in 32-input records");
+    c.first = first_tile_5bit<ZP, Min, Split, kChunkSlabRows>;
   }
   c.tile = chunk_tile<S, ZP, Min, false, G, false, kChunkSlabRows>;
   c.expanded = true;
