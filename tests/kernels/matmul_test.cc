@@ -193,11 +193,11 @@ TEST(Matmul, GroupsTooLargeToUnpackOnceStillMatch) {
   }
 }
 
-// From 2-3 rows the AVX2 tier runs its many-row tiles (matmul_gemm_avx2.cc): groups expanded to
+// From 2 rows the AVX2 tier runs its many-row tiles (matmul_gemm_avx2.cc): groups expanded to
 // 8-bit records in chunks by the first 4-row slab's pass (which sums 4-bit words in another
-// order), the other slabs reading the expansion, rows in blocks of 64. They equal the scalar tier bit
-// for bit: m with remainders of every sub-tile and row block (8, 9, 17, 33, 100, 513), K inside one
-// chunk, exactly filling it, one sub-block over it (a last chunk of one record) and 8192 (two
+// order), the other slabs reading the expansion, rows in blocks of 64. They equal the scalar tier
+// bit for bit: m with remainders of every sub-tile and row block (8, 9, 17, 33, 100, 513), K inside
+// one chunk, exactly filling it, one sub-block over it (a last chunk of one record) and 8192 (two
 // chunks, re-expanded per block of rows); with 2 threads, and through matmul_split and
 // matmul_argmax, whose epilogues then see tiles of up to 64 rows.
 TEST(Matmul, ManyRowsMatchScalarTier) {
@@ -259,14 +259,15 @@ TEST(Matmul, ManyRowsMatchScalarTier) {
 // Both AVX2 tile kinds sum vpmaddubsw pairs in int16 (avx2::words_per_madd): 8 pairs of 4-bit
 // codes, 4 of 5-bit, 2 of 6-bit. The largest codes times the largest activations (all inputs
 // equal: every code 127, or -127) must still give the scalar tier's bits: random codes would
-// not reach an int16 overflow if a type's sums were one word too long. Rows 1 and 3 run the
-// decode tiles (matmul_avx2.cc), 8 and 12 the many-row tiles (matmul_gemm_avx2.cc).
+// not reach an int16 overflow if a type's sums were one word too long. Row 1 runs the decode
+// tiles (matmul_avx2.cc), 2 to 12 the many-row tiles (matmul_gemm_avx2.cc; 2 and 3 one partial
+// slab, 12 three slabs).
 TEST(Matmul, LargestCodesDoNotOverflowInAnyTile) {
   if (best_isa() == Isa::Scalar) GTEST_SKIP() << "no AVX2 on this machine";
   testing::IsaCapGuard guard;
   std::mt19937 rng(16);
   for (DType t : {DType::Q4_0, DType::Q5_0, DType::Q4_K, DType::Q5_K, DType::Q6_K})
-    for (const int64_t m : {1, 3, 8, 12}) {
+    for (const int64_t m : {1, 2, 3, 8, 12}) {
       const int64_t k = 512, n = 16;
       std::vector<uint8_t> bytes = random_rows(t, n, k, rng);
       // Every byte but the f16 scales (d, and dmin for Q4_K/Q5_K) to all ones: the largest codes.
@@ -345,8 +346,8 @@ TEST(Matmul, SplitAndConcatMatchSeparateWeights) {
   for (int i = 0; i < 3; ++i) parts.push_back(make_problem(types[i], ns[i], k, rng));
   for (auto& p : parts) ws.push_back(testing::borrow_rows(p.t, p.n, k, p.bytes));
   PackedWeight merged = PackedWeight::pack_concat(ws);
-  // 2 rows: the merged weight runs the 8-row tiles, its Q8_0 part alone the many-row tiles.
-  for (const int64_t m : {2, 6}) {
+  // 1 row: the decode tiles; 2 and 6: the many-row tiles.
+  for (const int64_t m : {1, 2, 6}) {
     auto x = random_acts(m, k, rng);
     for (int nth : {1, 2, 3}) {
       auto ym = run_matmul(merged, x, m, nth);

@@ -151,25 +151,21 @@ class GroupQueue {
   bool have_ahead_ = false;
 };
 
-// Whether the AVX2 many-row tiles (chunked_group) compute m rows of w. They expand each group
-// once for all rows and sum vpmaddubsw pairs in int16, and measured faster than the 8-row
-// tiles from 3 rows for every type (bench/matmul_bench, one thread: 1.05-1.3x at 3-6 rows,
-// 1.25-1.5x at 8; Q8_0 1.4-1.65x at 3-4 rows), and from 2 rows for Q8_0 (1.3x; the other
-// types 10-25% slower there, where the expansion is shared by too few rows). One rule per
-// weight, since every segment reads one activation layout.
-bool many_row_tiles(const PackedWeight& w, int64_t m) {
-  if (active_isa() != Isa::Avx2 || m < 2) return false;
-  if (m >= 3) return true;
-  return std::all_of(w.segments().begin(), w.segments().end(), [](const PackedSegment& s) {
-    return s.dtype == DType::Q8_0 || packed_layout(s.dtype).is_float;
-  });
-}
+// Whether the AVX2 many-row tiles (chunked_group) compute m rows of w: from 2 rows, for every
+// type. They expand each group once for all rows (in the first slab's pass, at the cost of
+// stores beside its dot products) and sum vpmaddubsw pairs in int16; measured against the 8-row
+// tiles at 2 rows (alternating calls, 2 threads; 1 thread for the last): Q4_K 8B/1B shapes 1.05x
+// and 1.24x (1.34x), Q6_K 1.07x, Q5_0 1.06x; Q8_0 1.3x (bench/matmul_bench). At 1 row the
+// decode tiles stay: the step is bound by memory there, and the many-row pass measured 0.95-1.18x
+// by type, its stores of the expansion then read by no other slab. One rule for every weight,
+// so every segment of a merged weight reads one activation layout.
+bool many_row_tiles(int64_t m) { return active_isa() == Isa::Avx2 && m >= 2; }
 
 // The activation layout the tiles of m rows read (ActView::slab_rows): slabs of 4 rows, one
 // AVX2 many-row sub-tile each, wherever many_row_tiles picks those tiles; else all rows
 // block-major. (Float segments read the f32 rows, whatever the layout.)
-int64_t act_slab_rows(const PackedWeight& w, int64_t m) {
-  return many_row_tiles(w, m) ? kChunkSlabRows : 0;
+int64_t act_slab_rows(int64_t m) {
+  return many_row_tiles(m) ? kChunkSlabRows : 0;
 }
 
 // Phase 1: quantize this thread's share of the rows, then wait for the group. Returns the
@@ -195,7 +191,7 @@ ActView prepare_acts(const PackedWeight& w, const float* x, int64_t m, void* scr
     Range rows = split_range(m, ctx.tid, ctx.nth);
     // Row i is row r of the block-major slab of `height` rows starting at row i0 (all m rows
     // when slab_rows is 0); each array holds the rows before that slab in full (see ActView).
-    const int64_t slab_rows = act_slab_rows(w, m);
+    const int64_t slab_rows = act_slab_rows(m);
     auto place = [&](int64_t i, int64_t& i0, int64_t& r, int64_t& height) {
       i0 = slab_rows > 0 ? i - i % slab_rows : 0;
       r = i - i0;
@@ -259,7 +255,7 @@ SegmentKernels kernels_for(const PackedWeight& w, DType t, int64_t m) {
   const int64_t k = w.k();
   SegmentKernels s;
   s.tile = tile_fn(t);
-  if (many_row_tiles(w, m)) {
+  if (many_row_tiles(m)) {
     s.chunk = chunk_tiles_avx2(t);
     // The activations are in slabs (act_slab_rows), which only these tiles and the f32 rows
     // of float weights read.

@@ -1,6 +1,6 @@
 // AVX2 tile kernels (no VNNI): int8 dot products with vpmaddubsw + vpmaddwd, FMA for float
-// weights. Quantized weights run these tiles at 1 row (2 for 4-6-bit codes: decode), where one
-// tile reads each group once from memory; from there on the driver takes the many-row tiles of
+// weights. Quantized weights run these tiles at 1 row (decode), where one tile reads each group
+// once from memory; from 2 rows the driver takes the many-row tiles of
 // matmul_gemm_avx2.cc (many_row_tiles in matmul.cc). Bit-identical to matmul_scalar.cc: the integer
 // dots are exact (no 16-bit saturation: 4/5/6-bit codes give pair sums <= 2 * 63 * 127, and pairs
 // are added in int16 only as far as avx2::words_per_madd allows; Q8_0 codes are turned back into

@@ -1,4 +1,4 @@
-// AVX2 many-row tiles (batches from 2-3 rows: many_row_tiles in matmul.cc), where row tiles read
+// AVX2 many-row tiles (batches from 2 rows: many_row_tiles in matmul.cc), where row tiles read
 // each group. Without VNNI the int8 dot is vpmaddubsw (u8 x s8 -> pairs of products summed to
 // int16) then vpmaddwd with ones (-> int32); both run on the same two vector-multiply ports.
 // The 8-row tiles of matmul_avx2.cc re-unpack 4/5/6-bit codes for every 2 rows. Here:

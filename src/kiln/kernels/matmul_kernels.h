@@ -138,7 +138,7 @@ struct ExpandedTiles {
 };
 ExpandedTiles expanded_tiles_avx512(DType t);
 
-// The AVX2 form for many rows (from 2-3 rows, matmul.cc many_row_tiles; matmul_gemm_avx2.cc), where
+// The AVX2 form for many rows (from 2 rows, matmul.cc many_row_tiles; matmul_gemm_avx2.cc), where
 // every slab of kChunkSlabRows rows reads each group: a group's records are taken in chunks of
 // consecutive records. `first` is the first slab's pass over records [s0, s1) of the packed
 // `group` (k inputs): it asks for the packed bytes ahead and, for `expanded` types (4-, 5- and
