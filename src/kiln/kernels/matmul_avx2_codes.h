@@ -15,6 +15,14 @@ inline int32_t load_i32(const int8_t* p) {
   return v;
 }
 
+// Asks for `Bytes` bytes (whole cache lines from `at`) `Ahead` bytes past `at`: the weight stream
+// ahead of where a kernel reads it, into L1 (T0) or L2 (T1).
+template <int Bytes, int Ahead, enum _mm_hint Hint>
+inline void prefetch_ahead(const uint8_t* at) {
+  for (int l = 0; l < Bytes; l += 64)
+    _mm_prefetch(reinterpret_cast<const char*>(at + Ahead + l), Hint);
+}
+
 // Words of a record whose int16 pair sums add without overflow before one vpmaddwd: a pair of
 // b-bit codes times activations (-127..127) is at most 2 * (2^b - 1) * 127 in magnitude (4 bits:
 // 3810, so 8 words; 5 bits: 7874, 4; 6 bits: 16002, 2); Q8_0's sign-trick pairs reach

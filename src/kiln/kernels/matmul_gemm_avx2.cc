@@ -63,10 +63,8 @@ constexpr int kPrefetchAhead = 24 * 1024;
 
 template <int Bytes>
 inline void prefetch_ahead(const uint8_t* at) {
-  for (int l = 0; l < Bytes; l += 64)
-    _mm_prefetch(reinterpret_cast<const char*>(at + kPrefetchAhead + l), _MM_HINT_T1);
+  avx2::prefetch_ahead<Bytes, kPrefetchAhead, _MM_HINT_T1>(at);
 }
-
 // Adds records [s0, s1) (at `recs`, record s0 first) to the accumulators of rows row0 .. row0 +
 // MT - 1, acc[16 i + c]. G: words (4 inputs) whose vpmaddubsw pairs are summed in int16 before
 // one vpmaddwd (see the top of the file). The per-row arrays are indexed only by fully
