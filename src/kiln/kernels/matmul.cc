@@ -164,9 +164,7 @@ bool many_row_tiles(int64_t m) { return active_isa() == Isa::Avx2 && m >= 2; }
 // The activation layout the tiles of m rows read (ActView::slab_rows): slabs of 4 rows, one
 // AVX2 many-row sub-tile each, wherever many_row_tiles picks those tiles; else all rows
 // block-major. (Float segments read the f32 rows, whatever the layout.)
-int64_t act_slab_rows(int64_t m) {
-  return many_row_tiles(m) ? kChunkSlabRows : 0;
-}
+int64_t act_slab_rows(int64_t m) { return many_row_tiles(m) ? kChunkSlabRows : 0; }
 
 // Phase 1: quantize this thread's share of the rows, then wait for the group. Returns the
 // view every thread's tile kernels read.

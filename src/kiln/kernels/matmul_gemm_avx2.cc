@@ -207,6 +207,23 @@ inline void finish_half(const uint8_t* group, const SplitScaleAreas& areas,
   }
 }
 
+// The activations a first-slab pass reads for rows row0 .. : codes, and the zero-point
+// corrections (-ZP * sum(q) per record) of types with a zero point (ZP 0: none, as for the
+// K-quants with a minimum).
+template <int ZP>
+struct FirstSlabActs {
+  FirstSlabActs(const ActView& a, int64_t row0)
+      : m(a.m), q(a.q + row0 * 32), corr(ZP > 0 ? a.zp_corr[zp_slot(ZP)] + row0 : nullptr) {}
+  // Where row i's int32 dot of record s starts: its correction, or 0.
+  __m256i dot0(int64_t s, int i) const {
+    if constexpr (ZP > 0) return _mm256_set1_epi32(corr[s * m + i]);
+    return _mm256_setzero_si256();
+  }
+  int64_t m;
+  const int8_t* q;      // block 0, row row0; row i of block b at b * 32 m + 32 i
+  const int32_t* corr;  // [record * m + i]
+};
+
 // The first slab's pass over records [s0, s1) of a packed 4-bit group (Q4_0, Q4_K): the dot
 // products of chunk_rows, reading the codes packed, and the expanded records (chunk_record_bytes'
 // layout) stored to `out` for the other slabs. Each word is unpacked in registers, used and
@@ -224,13 +241,10 @@ void first_rows_4bit(const uint8_t* group, int64_t k, const ActView& a, int64_t 
   constexpr int code_bytes = 8 * S;
   constexpr int src_record = code_bytes + (Split ? 0 : 32);
   constexpr int dst_record = chunk_record_bytes<S, Min, false>();
-  constexpr bool kZeroPoint = !Min;
   static_assert(avx2::words_per_madd<4>() == S / 4, "one vpmaddwd per record");
+  static_assert(Min == (ZP == 0), "a minimum or a zero point");
   const SplitScaleAreas areas = split_scale_areas(code_bytes, S, Min, k);
-  const int64_t m = a.m;
-  const int8_t* q = a.q + row0 * 32;
-  const int32_t* corr = nullptr;
-  if constexpr (kZeroPoint) corr = a.zp_corr[zp_slot(ZP)] + row0;
+  const FirstSlabActs<ZP> acts(a, row0);
   const __m256i ones = _mm256_set1_epi16(1);
   const __m256i low4 = _mm256_set1_epi8(0x0F);
   for (int64_t s = s0; s < s1; ++s) {
@@ -238,7 +252,7 @@ void first_rows_4bit(const uint8_t* group, int64_t k, const ActView& a, int64_t 
     prefetch_ahead<src_record>(rec);
     uint8_t* o = out + (s - s0) * dst_record;
     const int64_t blk = s;  // 32-input records: record s is block s
-    const int8_t* qa = q + blk * m * 32;
+    const int8_t* qa = acts.q + blk * acts.m * 32;
     __m256i p16[MT][2];
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) {
@@ -270,8 +284,7 @@ void first_rows_4bit(const uint8_t* group, int64_t k, const ActView& a, int64_t 
 #pragma GCC unroll 8
       for (int i = 0; i < MT; ++i) {
         dot[i] = _mm256_madd_epi16(p16[i][h], ones);
-        if constexpr (kZeroPoint)
-          dot[i] = _mm256_add_epi32(dot[i], _mm256_set1_epi32(corr[s * m + i]));
+        if constexpr (ZP > 0) dot[i] = _mm256_add_epi32(dot[i], acts.dot0(s, i));
       }
       finish_half<S, Min, Split, MT>(group, areas, rec + code_bytes, s, h, a, row0, dot, o, acc);
     }
@@ -302,9 +315,7 @@ void first_rows_q6_k(const uint8_t* group, int64_t k, const ActView& a, int64_t 
   constexpr int dst_record = chunk_record_bytes<S, false, false>();
   static_assert(avx2::words_per_madd<6>() == 2, "one int16 pair of words per vpmaddwd");
   const SplitScaleAreas areas = split_scale_areas(code_bytes, S, false, k);
-  const int64_t m = a.m;
-  const int8_t* q = a.q + row0 * 32;
-  const int32_t* corr = a.zp_corr[zp_slot(32)] + row0;
+  const FirstSlabActs<32> acts(a, row0);
   const __m256i ones = _mm256_set1_epi16(1);
   const __m256i low4 = _mm256_set1_epi8(0x0F);
   const __m256i high2 = _mm256_set1_epi8(0x30);
@@ -313,12 +324,12 @@ void first_rows_q6_k(const uint8_t* group, int64_t k, const ActView& a, int64_t 
     prefetch_ahead<code_bytes>(rec);
     uint8_t* o = out + (s - s0) * dst_record;
     const int64_t blk = s * S / 32;
-    const int8_t* qa = q + blk * m * 32 + (s * S) % 32;
+    const int8_t* qa = acts.q + blk * acts.m * 32 + (s * S) % 32;
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
       __m256i dot[MT];
 #pragma GCC unroll 8
-      for (int i = 0; i < MT; ++i) dot[i] = _mm256_set1_epi32(corr[s * m + i]);
+      for (int i = 0; i < MT; ++i) dot[i] = acts.dot0(s, i);
       const __m256i plane =
           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + 128 + 32 * h));
       // One raw vector of each half; v is a constant for the plane's shifts.
@@ -371,13 +382,10 @@ void first_rows_5bit(const uint8_t* group, int64_t k, const ActView& a, int64_t 
   constexpr int S = 32, code_bytes = 8 * S + 64;  // four nibble vectors and the high-bit plane
   constexpr int src_record = code_bytes + (Split ? 0 : 32);
   constexpr int dst_record = chunk_record_bytes<S, Min, false>();
-  constexpr bool kZeroPoint = !Min;
   static_assert(avx2::words_per_madd<5>() == 4, "two raw vectors' words per vpmaddwd");
+  static_assert(Min == (ZP == 0), "a minimum or a zero point");
   const SplitScaleAreas areas = split_scale_areas(code_bytes, S, Min, k);
-  const int64_t m = a.m;
-  const int8_t* q = a.q + row0 * 32;
-  const int32_t* corr = nullptr;
-  if constexpr (kZeroPoint) corr = a.zp_corr[zp_slot(ZP)] + row0;
+  const FirstSlabActs<ZP> acts(a, row0);
   const __m256i ones = _mm256_set1_epi16(1);
   const __m256i low4 = _mm256_set1_epi8(0x0F);
   const __m256i bit4 = _mm256_set1_epi8(0x10);
@@ -386,18 +394,12 @@ void first_rows_5bit(const uint8_t* group, int64_t k, const ActView& a, int64_t 
     prefetch_ahead<src_record>(rec);
     uint8_t* o = out + (s - s0) * dst_record;
     const int64_t blk = s;  // 32-input records: record s is block s
-    const int8_t* qa = q + blk * m * 32;
+    const int8_t* qa = acts.q + blk * acts.m * 32;
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
       __m256i dot[MT];
 #pragma GCC unroll 8
-      for (int i = 0; i < MT; ++i) {
-        if constexpr (kZeroPoint) {
-          dot[i] = _mm256_set1_epi32(corr[s * m + i]);
-        } else {
-          dot[i] = _mm256_setzero_si256();
-        }
-      }
+      for (int i = 0; i < MT; ++i) dot[i] = acts.dot0(s, i);
       const __m256i plane =
           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + 256 + 32 * h));
       __m256i p16[MT];
