@@ -27,11 +27,11 @@
 // group into |q| and q planes, saving vpxor + vpabsb per word per sub-tile (10-20% slower: twice
 // the bytes per record, so a 640-input group and 32 rows of activations no longer fit L1);
 // record sub-chunks of 8-16 KiB with the row slabs inside (2-35% slower at m = 512: the slabs
-// then stream with a jump each); software prefetch of the next group (no gain: the next group
-// is adjacent and the hardware prefetchers already stream it); Q8_0 sub-tiles of 2 or 3 rows.
+// then stream with a jump each); software prefetch of the next group from a separate expansion
+// pass (no gain: that pass ran beside no arithmetic; the fused first-slab pass does gain from
+// asking ahead, see kPrefetchAhead); Q8_0 sub-tiles of 2 or 3 rows.
 #include <immintrin.h>
 
-#include <algorithm>
 #include <type_traits>
 
 #include "kiln/kernels/matmul_avx2_codes.h"
