@@ -16,11 +16,11 @@ inline int32_t load_i32(const int8_t* p) {
 }
 
 // Asks for `Bytes` bytes (whole cache lines from `at`) `Ahead` bytes past `at`: the weight stream
-// ahead of where a kernel reads it, into L1 (T0) or L2 (T1).
-template <int Bytes, int Ahead, enum _mm_hint Hint>
+// ahead of where a kernel reads it, into L1 (Locality 3, prefetcht0) or L2 (2, prefetcht1). The
+// builtin, because _mm_prefetch's hint is an enum in GCC's headers and an int in Clang's.
+template <int Bytes, int Ahead, int Locality>
 inline void prefetch_ahead(const uint8_t* at) {
-  for (int l = 0; l < Bytes; l += 64)
-    _mm_prefetch(reinterpret_cast<const char*>(at + Ahead + l), Hint);
+  for (int l = 0; l < Bytes; l += 64) __builtin_prefetch(at + Ahead + l, 0, Locality);
 }
 
 // Words of a record whose int16 pair sums add without overflow before one vpmaddwd: a pair of

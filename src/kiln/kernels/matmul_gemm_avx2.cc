@@ -63,7 +63,7 @@ constexpr int kPrefetchAhead = 24 * 1024;
 
 template <int Bytes>
 inline void prefetch_ahead(const uint8_t* at) {
-  avx2::prefetch_ahead<Bytes, kPrefetchAhead, _MM_HINT_T1>(at);
+  avx2::prefetch_ahead<Bytes, kPrefetchAhead, 2>(at);  // into L2
 }
 // Adds records [s0, s1) (at `recs`, record s0 first) to the accumulators of rows row0 .. row0 +
 // MT - 1, acc[16 i + c]. G: words (4 inputs) whose vpmaddubsw pairs are summed in int16 before
@@ -213,11 +213,15 @@ inline void finish_half(const uint8_t* group, const SplitScaleAreas& areas,
 template <int ZP>
 struct FirstSlabActs {
   FirstSlabActs(const ActView& a, int64_t row0)
-      : m(a.m), q(a.q + row0 * 32), corr(ZP > 0 ? a.zp_corr[zp_slot(ZP)] + row0 : nullptr) {}
+      : m(a.m), q(a.q + row0 * 32), corr(corrections(a, row0)) {}
   // Where row i's int32 dot of record s starts: its correction, or 0.
   __m256i dot0(int64_t s, int i) const {
     if constexpr (ZP > 0) return _mm256_set1_epi32(corr[s * m + i]);
     return _mm256_setzero_si256();
+  }
+  static const int32_t* corrections(const ActView& a, int64_t row0) {
+    if constexpr (ZP > 0) return a.zp_corr[zp_slot(ZP)] + row0;
+    return nullptr;
   }
   int64_t m;
   const int8_t* q;      // block 0, row row0; row i of block b at b * 32 m + 32 i
