@@ -151,11 +151,12 @@ class GroupQueue {
   bool have_ahead_ = false;
 };
 
-// Whether the AVX2 many-row tiles (chunked_group) compute m rows of w: from 2 rows, for every
+// Whether the AVX2 many-row tiles (chunked_group) compute m rows: from 2 rows, for every weight
 // type. They expand each group once for all rows (in the first slab's pass, at the cost of
 // stores beside its dot products) and sum vpmaddubsw pairs in int16; measured against the 8-row
-// tiles at 2 rows (alternating calls, 2 threads; 1 thread for the last): Q4_K 8B/1B shapes 1.05x
-// and 1.24x (1.34x), Q6_K 1.07x, Q5_0 1.06x; Q8_0 1.3x (bench/matmul_bench). At 1 row the
+// tiles at 2 rows (old and new code alternating call by call, 2 threads): Q4_K 8B/1B shapes 1.05x
+// and 1.24x (1.34x with one thread), Q6_K 1.07x, Q5_0 1.06x; Q8_0 1.3x (bench/matmul_bench,
+// alternating binaries). At 1 row the
 // decode tiles stay: the step is bound by memory there, and the many-row pass measured 0.95-1.18x
 // by type, its stores of the expansion then read by no other slab. One rule for every weight,
 // so every segment of a merged weight reads one activation layout.

@@ -65,6 +65,7 @@ template <int Bytes>
 inline void prefetch_ahead(const uint8_t* at) {
   avx2::prefetch_ahead<Bytes, kPrefetchAhead, 2>(at);  // into L2
 }
+
 // Adds records [s0, s1) (at `recs`, record s0 first) to the accumulators of rows row0 .. row0 +
 // MT - 1, acc[16 i + c]. G: words (4 inputs) whose vpmaddubsw pairs are summed in int16 before
 // one vpmaddwd (see the top of the file). The per-row arrays are indexed only by fully
@@ -235,8 +236,8 @@ struct FirstSlabActs {
 // (which took about as long as one slab's dots, and held the loads from DRAM apart from any
 // arithmetic). Words are summed in the order v, v + 4 (a raw vector's low, then high nibbles):
 // int16 sums of at most 8 pairs of 4-bit codes cannot overflow in any order, so the integer dot
-// is the same. A/B against expanding first (2 threads, m = 8, Llama-1B up projection): 1.14x;
-// with the prefetch, 1.34x; at m = 4, one slab: 1.2x / 1.57x.
+// is the same. A/B against expanding first (Llama-1B up projection, m = 8, 2 threads): 1.14x;
+// with the prefetch, 1.34x; at m = 4 (one slab, one thread): 1.2x / 1.57x.
 template <int S, int ZP, bool Min, bool Split, int MT>
 void first_rows_4bit(const uint8_t* group, int64_t k, const ActView& a, int64_t s0, int64_t s1,
                      int64_t row0, float* acc, uint8_t* out) {

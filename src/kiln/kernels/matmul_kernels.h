@@ -141,8 +141,8 @@ ExpandedTiles expanded_tiles_avx512(DType t);
 // The AVX2 form for many rows (from 2 rows, matmul.cc many_row_tiles; matmul_gemm_avx2.cc), where
 // every slab of kChunkSlabRows rows reads each group: a group's records are taken in chunks of
 // consecutive records. `first` is the first slab's pass over records [s0, s1) of the packed
-// `group` (k inputs): it asks for the packed bytes ahead and, for `expanded` types (4-, 5- and
-// 6-bit codes), also writes the records to `out` as 8-bit codes with f32 scales (and minimums),
+// `group` (k inputs); for `expanded` types (4-, 5- and 6-bit codes) it also asks for the packed
+// bytes ahead and writes the records to `out` as 8-bit codes with f32 scales (and minimums),
 // record_bytes each; `tile` then reads them there for every other slab (Q8_0's records are read
 // in place: at group + s0 * record_bytes). Both ADD records [s0, s1) to the f32 accumulators
 // acc[16 i + c] of rows row0 .. row0 + mt - 1 (mt up to kChunkSlabRows for `first`, any for
