@@ -13,6 +13,7 @@
 
 #include "kiln/base/half.h"
 #include "kiln/base/thread_pool.h"
+#include "kiln/base/zeroed_pages.h"
 #include "kiln/kernels/attention.h"
 #include "kiln/kernels/elementwise.h"
 #include "kiln/kernels/norm.h"
@@ -114,18 +115,28 @@ void BM_Rope(benchmark::State& state) {
 
 // B sequences of `keys` keys each, the last `rows` of each being this step's query rows
 // (rows = 1: decode; rows = keys: prefill); plan + run per step. Gemma 3 270M attention shapes.
-// cold: before each step, stream a buffer larger than the L3 so K and V come from memory, as in
-// a model's decode step (which reads ~240 MB of weights between two layers' attention).
+// cold: each step reads another layer's K and V, from enough layers' pools (>= 128 MiB in all,
+// four times the L3) that they come from memory, as in a model's decode step, where a layer's
+// KV was last read a whole step (all the weights) ago. The pools live in huge pages, as the
+// engine's KV pool does (ZeroedPages): with 4 KiB pages the cold runs would time TLB walks the
+// engine never makes.
 // softcap > 0: Gemma 2's attention-logit cap (the cost of the tanh pass over the scores).
 void run_attention_bench(benchmark::State& state, int B, int keys, int rows, int nth,
                          bool cold = false, float softcap = 0.0f) {
   const int H = 4, KH = 1, hd = 256, page_size = 16;
   const int pages_per_seq = (keys + page_size - 1) / page_size;
   const int64_t n_pages = static_cast<int64_t>(B) * pages_per_seq;
-  std::vector<uint16_t> kpool(n_pages * page_size * KH * hd), vpool(kpool.size());
+  const size_t layer_elems = static_cast<size_t>(n_pages) * page_size * KH * hd;
+  const size_t layer_bytes = 2 * layer_elems * sizeof(uint16_t);
+  const size_t layers = cold ? ((size_t{128} << 20) + layer_bytes - 1) / layer_bytes : 1;
+  ZeroedPages kmem(layers * layer_elems * sizeof(uint16_t)), vmem(kmem.bytes());
+  auto* kpool = static_cast<uint16_t*>(kmem.data());
+  auto* vpool = static_cast<uint16_t*>(vmem.data());
   {
-    auto f = random_vec(kpool.size(), 9);
-    for (size_t i = 0; i < f.size(); ++i) kpool[i] = vpool[i] = f32_to_f16(f[i]);
+    auto f = random_vec(layer_elems, 9);
+    for (size_t l = 0; l < layers; ++l)
+      for (size_t i = 0; i < f.size(); ++i)
+        kpool[l * layer_elems + i] = vpool[l * layer_elems + i] = f32_to_f16(f[i]);
   }
   // Pages interleaved across sequences, as a long-running server's pool would be.
   std::vector<int32_t> bt(static_cast<size_t>(B) * pages_per_seq);
@@ -161,18 +172,12 @@ void run_attention_bench(benchmark::State& state, int B, int keys, int rows, int
   in.block_table = bt.data();
   in.seq_lens = lens.data();
   in.S = B;
-  in.kv = {kpool.data(), vpool.data(), n_pages, page_size, KH, hd};
   in.out = out.data();
   SpinBarrier barrier(nth);
-  std::vector<float> evict(cold ? (size_t{256} << 20) / sizeof(float) : 0, 1.0f);
+  size_t layer = 0;
   for (auto _ : state) {
-    if (cold) {
-      state.PauseTiming();
-      float sum = 0.0f;
-      for (size_t i = 0; i < evict.size(); i += 16) sum += evict[i];
-      benchmark::DoNotOptimize(sum);
-      state.ResumeTiming();
-    }
+    in.kv = {kpool + layer * layer_elems, vpool + layer * layer_elems, n_pages, page_size, KH, hd};
+    layer = (layer + 1) % layers;
     attention_plan(p, in, nth, &work);
     on_group(nth, barrier,
              [&](const ExecContext& ctx) { attention_run(p, in, work, scratch.data(), ctx); });
@@ -225,7 +230,7 @@ BENCHMARK(BM_AttentionDecode)
     ->ArgNames({"B", "keys", "threads"})
     ->UseRealTime();
 BENCHMARK(BM_AttentionDecodeCold)
-    ->ArgsProduct({{8, 32}, {160, 512}, {1, 2}})
+    ->ArgsProduct({{8, 32}, {160, 512, 1024}, {1, 2}})
     ->ArgNames({"B", "keys", "threads"})
     ->UseRealTime();
 BENCHMARK(BM_AttentionPrefill)

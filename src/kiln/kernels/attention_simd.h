@@ -67,10 +67,10 @@ struct AttentionSimd {
     return pool + slot * g.kv_stride + static_cast<int64_t>(kvh) * g.hd;
   }
 
-  // Pointers to keys [pos0, pos0 + n) of KV head kvh in the f16 pool (walks pages and offsets
+  // Pointers to keys [pos0, pos0 + n) of KV head kvh in a pool plane (walks pages and offsets
   // instead of dividing per key).
-  static void key_ptrs(const uint16_t* pool, const Geometry& g, int kvh, int pos0, int n,
-                       const uint16_t** out) {
+  template <class T>
+  static void key_ptrs(const T* pool, const Geometry& g, int kvh, int pos0, int n, const T** out) {
     int page = pos0 / g.ps, off = pos0 % g.ps;
     for (int j = 0; j < n; ++j) {
       int64_t slot = static_cast<int64_t>(g.bt[page]) * g.ps + off;
@@ -82,27 +82,52 @@ struct AttentionSimd {
     }
   }
 
-  // Prefetches keys [pos0, pos1): pages are scattered, so the hardware cannot guess the next
-  // block, and the FMA loops would otherwise wait on every line from memory.
-  template <class T>
-  static void prefetch_keys(const T* pool, const Geometry& g, int kvh, int pos0, int pos1) {
-    const int line_elems = 64 / static_cast<int>(sizeof(T));
-    for (int pos = pos0; pos < pos1; ++pos) {
-      const auto* src = reinterpret_cast<const char*>(key_at(pool, g, kvh, pos));
-      for (int x = 0; x < g.hd; x += line_elems) detail::prefetch_t0(src + sizeof(T) * x);
+  // The pool rows of the block after the current one (K or V, f16 or q8), asked for from memory
+  // a few lines at a time by the loops over the current block: pages are scattered, so the
+  // hardware cannot guess the next block, and asking for a whole block at once (128 lines)
+  // fills the core's miss queue and stalls the arithmetic it should overlap. Spread this way,
+  // a cold block (KV last read a step ago) costs about what a cached one does (measured:
+  // bench/kernels_bench BM_AttentionDecodeCold).
+  struct NextRows {
+    const char* row[KB];
+    int n = 0;
+    int bytes = 0;  // per row
+
+    // Rows [r0, r1), whole.
+    void fetch_rows(int r0, int r1) const {
+      for (int r = r0; r < imin(r1, n); ++r)
+        for (int b = 0; b < bytes; b += 64) detail::prefetch_t0(row[r] + b);
     }
+    // The lines starting in fraction [x0, x1) / hd of every row (a pass over elements
+    // [x0, x1) of the current block asks for the same share of the next).
+    void fetch_share(int x0, int x1, int hd) const {
+      const int b0 = (x0 * bytes / hd + 63) / 64 * 64, b1 = x1 * bytes / hd;
+      for (int b = b0; b < b1; b += 64)
+        for (int r = 0; r < n; ++r) detail::prefetch_t0(row[r] + b);
+    }
+  };
+
+  template <class T>
+  static void next_rows(const T* pool, const Geometry& g, int kvh, int pos0, int pos1,
+                        NextRows* next) {
+    next->n = imax(0, pos1 - pos0);
+    next->bytes = g.hd * static_cast<int>(sizeof(T));
+    const T* rows[KB];
+    key_ptrs(pool, g, kvh, pos0, next->n, rows);
+    for (int j = 0; j < next->n; ++j) next->row[j] = reinterpret_cast<const char*>(rows[j]);
   }
 
   // Keys [pos0, pos0 + n) of KV head kvh dequantized from a q8 plane (value * its block's
   // scale, one rounding) into f32 rows dst[n][hd]. Every q8 block goes through here, whatever
   // the number of queries, so a key's f32 value never depends on the batch.
   static void dequant_rows(const int8_t* plane, const float* scales, const Geometry& g, int kvh,
-                           int pos0, int n, float* dst, const float** rows) {
+                           int pos0, int n, float* dst, const float** rows, const NextRows& next) {
     int page = pos0 / g.ps, off = pos0 % g.ps;
     for (int j = 0; j < n; ++j) {
       const int64_t slot = static_cast<int64_t>(g.bt[page]) * g.ps + off;
       const int8_t* src = plane + slot * g.kv_stride + static_cast<int64_t>(kvh) * g.hd;
       const F sc = S::set1(scales[slot * g.KH + kvh]);
+      next.fetch_rows(j, j + 1);
       float* d = dst + static_cast<int64_t>(j) * g.hd;
       for (int x = 0; x < g.hd; x += W) S::store(d + x, S::mul(S::load_i8(src + x), sc));
       rows[j] = d;
@@ -116,8 +141,9 @@ struct AttentionSimd {
   // Converts n f16 rows to f32 rows dst[n][hd] (when many queries share a block, converting
   // once beats converting inside every query group's FMA loop).
   static void convert_rows(const uint16_t* const* src, int n, int hd, float* dst,
-                           const float** rows) {
+                           const float** rows, const NextRows& next) {
     for (int j = 0; j < n; ++j) {
+      next.fetch_rows(j, j + 1);
       float* d = dst + static_cast<int64_t>(j) * hd;
       for (int x = 0; x < hd; x += W) S::store(d + x, S::load_f16(src[j] + x));
       rows[j] = d;
@@ -144,8 +170,10 @@ struct AttentionSimd {
   // depend on NQ, NK or which other pairs share the reduction. Keys are f32 or f16 rows.
   template <int NQ, int NK, class T>
   [[gnu::always_inline]] static void qk_block(const float* const* qv, const T* const* kp, int hd,
-                                              F scale, float* const* srow, int j0) {
+                                              F scale, float* const* srow, int j0,
+                                              const NextRows* next, int k0) {
     constexpr int N = NQ * NK;
+    if (next) next->fetch_rows(k0, k0 + NK);
     F acc[N];
     for (int i = 0; i < N; ++i) acc[i] = S::zero();
     for (int d = 0; d < hd; d += W) {
@@ -167,31 +195,34 @@ struct AttentionSimd {
 
   // Not inlined (nor are pv_group's passes): compiled alone, the register-blocked loops keep
   // every accumulator in a register instead of competing with run_item's state.
+  // next (may be null): the block after this one, asked for a key group at a time.
   template <int NQ, class T>
   [[gnu::noinline]] static void qk_keys(const float* const* qv, const T* const* kp, int nk, int hd,
-                                        F scale, float* const* srow, int j0) {
+                                        F scale, float* const* srow, int j0, const NextRows* next) {
     constexpr int NK = kAcc / NQ > 0 ? kAcc / NQ : 1;
     int k = 0;
-    for (; k + NK <= nk; k += NK) qk_block<NQ, NK>(qv, kp + k, hd, scale, srow, j0 + k);
-    for (; k < nk; ++k) qk_block<NQ, 1>(qv, kp + k, hd, scale, srow, j0 + k);
+    for (; k + NK <= nk; k += NK) qk_block<NQ, NK>(qv, kp + k, hd, scale, srow, j0 + k, next, k);
+    for (; k < nk; ++k) qk_block<NQ, 1>(qv, kp + k, hd, scale, srow, j0 + k, next, k);
+    if (next) next->fetch_rows(nk, KB);  // a next block longer than this one
   }
 
   // qk_keys and pv_group by number of queries (1..kMaxQ).
   template <class T>
   static constexpr void (*kQk[kMaxQ])(const float* const*, const T* const*, int, int, F,
-                                      float* const*, int) = {
+                                      float* const*, int, const NextRows*) = {
       qk_keys<1, T>, qk_keys<2, T>, qk_keys<3, T>, qk_keys<4, T>,
       qk_keys<5, T>, qk_keys<6, T>, qk_keys<7, T>, qk_keys<8, T>};
 
   // Scores of queries [q0, q1) against nk keys at block offset j0, max_q<T>() per pass.
+  // next (may be null) is asked for by the first pass.
   template <class T>
   static void qk_queries(const float* const* qv, const T* const* kp, int nk, int hd, float scale,
-                         float* const* srow, int j0, int q0, int q1) {
+                         float* const* srow, int j0, int q0, int q1, const NextRows* next) {
     const F sc = S::set1(scale);
     for (int qi = q0; qi < q1; qi += max_q<T>()) {
       const float* const* q = qv + qi;
       float* const* s = srow + qi;
-      kQk<T>[imin(max_q<T>(), q1 - qi) - 1](q, kp, nk, hd, sc, s, j0);
+      kQk<T>[imin(max_q<T>(), q1 - qi) - 1](q, kp, nk, hd, sc, s, j0, qi == q0 ? next : nullptr);
     }
   }
 
@@ -271,27 +302,37 @@ struct AttentionSimd {
       for (int x = 0; x < R; ++x) S::store(acc[q] + d + x * W, r[q][x]);
   }
 
+  // next (may be null): the block after this one; each pass over a slice of head_dim asks for
+  // the same slice of it.
   template <int NQ, class T>
   [[gnu::noinline]] static void pv_group(float* const* acc, const float* const* p,
-                                         const T* const* vp, int jb, int lo, int hi, int hd) {
+                                         const T* const* vp, int jb, int lo, int hi, int hd,
+                                         const NextRows* next) {
     constexpr int R = kAcc / NQ > 0 ? kAcc / NQ : 1;
     int d = 0;
-    for (; d + R * W <= hd; d += R * W) pv_pass<NQ, R>(acc, p, vp, jb, lo, hi, d);
-    for (; d < hd; d += W) pv_pass<NQ, 1>(acc, p, vp, jb, lo, hi, d);
+    for (; d + R * W <= hd; d += R * W) {
+      if (next) next->fetch_share(d, d + R * W, hd);
+      pv_pass<NQ, R>(acc, p, vp, jb, lo, hi, d);
+    }
+    for (; d < hd; d += W) {
+      if (next) next->fetch_share(d, d + W, hd);
+      pv_pass<NQ, 1>(acc, p, vp, jb, lo, hi, d);
+    }
   }
 
   template <class T>
   static constexpr void (*kPv[kMaxQ])(float* const*, const float* const*, const T* const*, int, int,
-                                      int, int) = {pv_group<1, T>, pv_group<2, T>, pv_group<3, T>,
-                                                   pv_group<4, T>, pv_group<5, T>, pv_group<6, T>,
-                                                   pv_group<7, T>, pv_group<8, T>};
+                                      int, int, const NextRows*) = {
+      pv_group<1, T>, pv_group<2, T>, pv_group<3, T>, pv_group<4, T>,
+      pv_group<5, T>, pv_group<6, T>, pv_group<7, T>, pv_group<8, T>};
 
   // acc += p V over one block [jb, je) of keys for queries [q0, q1): consecutive queries whose
   // ranges clipped to the block are equal go through one pass (up to max_q<T>() of them).
+  // next (may be null) is asked for by the first pass.
   template <class T>
   static void pv_queries(float* const* acc, const float* const* srow, const T* const* vp,
                          const int* ra, const int* rb, int G, int jb, int je, int hd, int q0,
-                         int q1) {
+                         int q1, const NextRows* next) {
     for (int qi = q0; qi < q1;) {
       const int lo = imax(ra[qi / G], jb), hi = imin(rb[qi / G], je);
       int qe = qi + 1;
@@ -299,10 +340,12 @@ struct AttentionSimd {
              imin(rb[qe / G], je) == hi)
         ++qe;
       if (lo < hi) {
-        kPv<T>[qe - qi - 1](acc + qi, srow + qi, vp, jb, lo, hi, hd);
+        kPv<T>[qe - qi - 1](acc + qi, srow + qi, vp, jb, lo, hi, hd, next);
+        next = nullptr;
       }
       qi = qe;
     }
+    if (next) next->fetch_rows(0, KB);  // no pass ran
   }
 
   // Instantiated with and without the softcap, so an uncapped model runs exactly the code it
@@ -355,42 +398,54 @@ struct AttentionSimd {
       }
     }
 
-    for (int c = item.chunk_begin; c < item.chunk_end; ++c) {
+    // The rows of a K or V plane at [pos0, pos1) for the NextRows of the current block.
+    NextRows next;
+    auto set_next = [&](bool values, int pos0, int pos1) {
+      if (q8)
+        next_rows(values ? kv.v8 : kv.k8, g, kvh, pos0, pos1, &next);
+      else
+        next_rows(values ? kv.v : kv.k, g, kvh, pos0, pos1, &next);
+    };
+    // Each row's range [ra, rb) inside chunk c, relative to its start; the union [ua, ub) over
+    // the tile.
+    auto chunk_ranges = [&](int c, int* ra, int* rb, int* ua, int* ub) {
       const int c0 = c * CH;
-      // Each row's range inside this chunk, relative to c0; the union over the tile.
-      int ra[kAttnTileRows], rb[kAttnTileRows];
-      int ua = CH, ub = 0;
+      *ua = CH;
+      *ub = 0;
       for (int i = 0; i < g.nr; ++i) {
         ra[i] = imax(w.row_lo[tile.row0 + i], c0) - c0;
         rb[i] = imin(w.row_hi[tile.row0 + i], c0 + CH) - c0;
         if (ra[i] < rb[i]) {
-          ua = imin(ua, ra[i]);
-          ub = imax(ub, rb[i]);
+          *ua = imin(*ua, ra[i]);
+          *ub = imax(*ub, rb[i]);
         }
       }
+    };
+
+    for (int c = item.chunk_begin; c < item.chunk_end; ++c) {
+      const int c0 = c * CH;
+      int ra[kAttnTileRows], rb[kAttnTileRows], ua = 0, ub = 0;
+      chunk_ranges(c, ra, rb, &ua, &ub);
       // Scores for the union range (rows outside their own range compute values never read).
-      // Few queries: FMA straight from the f16 pool; many: convert each block once.
+      // Few queries: FMA straight from the f16 pool; many: convert each block once. While a
+      // block computes, the next K block (after the last, the first V block) is asked for.
       for (int jb = ua; jb < ub; jb += KB) {
         const int nk = imin(KB, ub - jb);
+        if (jb + KB < ub)
+          set_next(false, c0 + jb + KB, c0 + imin(jb + 2 * KB, ub));
+        else
+          set_next(true, c0 + ua, c0 + imin(ua + KB, ub));
         if (q8) {
-          if (jb + KB < ub)
-            prefetch_keys(kv.k8, g, kvh, c0 + jb + KB, c0 + imin(jb + 2 * KB, ub));
-          else  // the first V block comes next
-            prefetch_keys(kv.v8, g, kvh, c0 + ua, c0 + imin(ua + KB, ub));
-          dequant_rows(kv.k8, kv.k_scale, g, kvh, c0 + jb, nk, block, kp32);
-          qk_queries(qv, kp32, nk, hd, a.p->scale, srow, jb, q0, q1);
+          dequant_rows(kv.k8, kv.k_scale, g, kvh, c0 + jb, nk, block, kp32, next);
+          qk_queries(qv, kp32, nk, hd, a.p->scale, srow, jb, q0, q1, nullptr);
           continue;
         }
         key_ptrs(kv.k, g, kvh, c0 + jb, nk, kp16);
-        if (jb + KB < ub)
-          prefetch_keys(kv.k, g, kvh, c0 + jb + KB, c0 + imin(jb + 2 * KB, ub));
-        else  // the first V block comes next
-          prefetch_keys(kv.v, g, kvh, c0 + ua, c0 + imin(ua + KB, ub));
         if (fused) {
-          qk_queries(qv, kp16, nk, hd, a.p->scale, srow, jb, q0, q1);
+          qk_queries(qv, kp16, nk, hd, a.p->scale, srow, jb, q0, q1, &next);
         } else {
-          convert_rows(kp16, nk, hd, block, kp32);
-          qk_queries(qv, kp32, nk, hd, a.p->scale, srow, jb, q0, q1);
+          convert_rows(kp16, nk, hd, block, kp32, next);
+          qk_queries(qv, kp32, nk, hd, a.p->scale, srow, jb, q0, q1, nullptr);
         }
       }
       // Per-query softmax pieces, and where each query's acc goes.
@@ -411,22 +466,30 @@ struct AttentionSimd {
         softmax_part(srow[qi], ra[i], rb[i], &pm[qi], &pl[qi]);
         for (int d = 0; d < hd; d += W) S::store(dst + d, S::zero());
       }
-      // acc += p V, block by block.
+      // acc += p V, block by block; meanwhile the next V block (after the last, the next
+      // chunk's first K block) is asked for.
       for (int jb = ua; jb < ub; jb += KB) {
         const int je = imin(jb + KB, ub);
+        if (je < ub) {
+          set_next(true, c0 + je, c0 + imin(je + KB, ub));
+        } else if (c + 1 < item.chunk_end) {
+          int na[kAttnTileRows], nb[kAttnTileRows], ua1 = 0, ub1 = 0;
+          chunk_ranges(c + 1, na, nb, &ua1, &ub1);
+          set_next(false, c0 + CH + ua1, c0 + CH + imin(ua1 + KB, ub1));
+        } else {
+          next.n = 0;
+        }
         if (q8) {
-          prefetch_keys(kv.v8, g, kvh, c0 + je, c0 + imin(je + KB, ub));
-          dequant_rows(kv.v8, kv.v_scale, g, kvh, c0 + jb, je - jb, block, kp32);
-          pv_queries(acc, srow, kp32, ra, rb, g.G, jb, je, hd, q0, q1);
+          dequant_rows(kv.v8, kv.v_scale, g, kvh, c0 + jb, je - jb, block, kp32, next);
+          pv_queries(acc, srow, kp32, ra, rb, g.G, jb, je, hd, q0, q1, nullptr);
           continue;
         }
         key_ptrs(kv.v, g, kvh, c0 + jb, je - jb, kp16);
-        prefetch_keys(kv.v, g, kvh, c0 + je, c0 + imin(je + KB, ub));
         if (fused) {
-          pv_queries(acc, srow, kp16, ra, rb, g.G, jb, je, hd, q0, q1);
+          pv_queries(acc, srow, kp16, ra, rb, g.G, jb, je, hd, q0, q1, &next);
         } else {
-          convert_rows(kp16, je - jb, hd, block, kp32);
-          pv_queries(acc, srow, kp32, ra, rb, g.G, jb, je, hd, q0, q1);
+          convert_rows(kp16, je - jb, hd, block, kp32, next);
+          pv_queries(acc, srow, kp32, ra, rb, g.G, jb, je, hd, q0, q1, nullptr);
         }
       }
       for (int qi = q0; qi < q1; ++qi) {
