@@ -222,7 +222,8 @@ struct AttentionSimd {
     for (int qi = q0; qi < q1; qi += max_q<T>()) {
       const float* const* q = qv + qi;
       float* const* s = srow + qi;
-      kQk<T>[imin(max_q<T>(), q1 - qi) - 1](q, kp, nk, hd, sc, s, j0, qi == q0 ? next : nullptr);
+      const auto* qk = kQk<T>;  // named: cppcheck cannot parse a variable template's subscript
+      qk[imin(max_q<T>(), q1 - qi) - 1](q, kp, nk, hd, sc, s, j0, qi == q0 ? next : nullptr);
     }
   }
 
@@ -340,7 +341,8 @@ struct AttentionSimd {
              imin(rb[qe / G], je) == hi)
         ++qe;
       if (lo < hi) {
-        kPv<T>[qe - qi - 1](acc + qi, srow + qi, vp, jb, lo, hi, hd, next);
+        const auto* pv = kPv<T>;  // named, as in qk_queries
+        pv[qe - qi - 1](acc + qi, srow + qi, vp, jb, lo, hi, hd, next);
         next = nullptr;
       }
       qi = qe;
