@@ -4,6 +4,7 @@
 //   LM head 640->262144 q8_0 (matmul and greedy matmul_argmax); and the q projection with
 //   BF16 and F16 weights (f32 FMA), as other models store them. Many rows (prefill, batched
 //   decode; m = 8..512): Llama-3.2-1B's FFN shapes, 2048->8192 and 8192->2048, Q4_K and Q6_K.
+//   Decode (m = 1, 8, 32): Llama-3.1-8B's FFN shapes, 4096->14336 and 14336->4096.
 // Counters: GB/s of weight bytes read, GOP/s (2*m*N*K per call), and their fractions of the
 // machine limits (bw_frac, ops_frac). Small weights are rotated through enough copies (~256 MB)
 // that, like a real decode step, they come from DRAM rather than cache.
@@ -170,6 +171,17 @@ void prefill_args(benchmark::internal::Benchmark* b) {
       ->ComputeStatistics("max", max_of);
 }
 
+// Decode (1 row: the weight stream against the memory bandwidth) and batched decode over
+// Llama-3.1-8B's FFN shapes, 4096->14336 and 14336->4096, in the types its Q4_K_M file uses.
+void large_decode_args(benchmark::internal::Benchmark* b) {
+  for (int nth : {1, 2})
+    for (int m : {1, 8, 32}) b->Args({m, nth});
+  b->ArgNames({"m", "threads"})
+      ->UseRealTime()
+      ->ComputeStatistics("min", min_of)
+      ->ComputeStatistics("max", max_of);
+}
+
 #define KILN_MATMUL_BENCH(name, t, n, k, mode, merged, args)                     \
   void name(benchmark::State& s) { run(s, DType::t, n, k, Mode::mode, merged); } \
   BENCHMARK(name)->Apply(args)
@@ -188,6 +200,9 @@ KILN_MATMUL_BENCH(BM_up_2048x8192_q4_k, Q4_K, 8192, 2048, Matmul, false, prefill
 KILN_MATMUL_BENCH(BM_up_2048x8192_q6_k, Q6_K, 8192, 2048, Matmul, false, prefill_args);
 KILN_MATMUL_BENCH(BM_down_8192x2048_q4_k, Q4_K, 2048, 8192, Matmul, false, prefill_args);
 KILN_MATMUL_BENCH(BM_down_8192x2048_q6_k, Q6_K, 2048, 8192, Matmul, false, prefill_args);
+KILN_MATMUL_BENCH(BM_up_4096x14336_q4_k, Q4_K, 14336, 4096, Matmul, false, large_decode_args);
+KILN_MATMUL_BENCH(BM_down_14336x4096_q4_k, Q4_K, 4096, 14336, Matmul, false, large_decode_args);
+KILN_MATMUL_BENCH(BM_down_14336x4096_q6_k, Q6_K, 4096, 14336, Matmul, false, large_decode_args);
 KILN_MATMUL_BENCH(BM_q_640x1024_bf16, BF16, 1024, 640, Matmul, false, batch_args);
 
 // Phase 1 of every quantized matmul on its own: one activation row quantized to int8 per 32
