@@ -4,7 +4,8 @@
 # that differ only in --graph-mode: output tok/s side by side, and whether every completion is
 # identical between the modes (greedy decoding: it must be).
 # Usage: bench/gsm8k_graph_vs_eager.sh [OUTDIR]   (default build/release/gsm8k-graph-vs-eager)
-# Environment: ROUNDS (2), QUESTIONS (64), PARALLEL (32), THREADS (2), PORT (31555).
+# Environment: ROUNDS (2), QUESTIONS (64), PARALLEL (32), THREADS (2), PORT (31555), FIRST_ROUND (1:
+# FIRST_ROUND=2 ROUNDS=2 adds round 2, eager first, to an OUTDIR that holds round 1).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 K=build/release/kiln
@@ -12,7 +13,7 @@ O=${1:-build/release/gsm8k-graph-vs-eager}
 rounds=${ROUNDS:-2} questions=${QUESTIONS:-64} parallel=${PARALLEL:-32}
 threads=${THREADS:-2} port=${PORT:-31555}
 mkdir -p "$O"
-for round in $(seq 1 "$rounds"); do
+for round in $(seq "${FIRST_ROUND:-1}" "$rounds"); do
   order="optimize off"
   ((round % 2 == 0)) && order="off optimize"
   for mode in $order; do
