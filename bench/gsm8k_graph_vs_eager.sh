@@ -30,7 +30,7 @@ done
 # Completions must not depend on the mode (nor on the round).
 completions() { .venv/bin/python3 -c 'import json, sys
 for line in open(sys.argv[1]): print(json.dumps(json.loads(line)["completion"]))' "$1"; }
-first="$O/out_optimize_1.jsonl"
+first=$(ls "$O"/out_*.jsonl | head -n 1)  # any run: all must be equal
 for f in "$O"/out_*.jsonl; do
   if cmp -s <(completions "$first") <(completions "$f"); then
     echo "identical completions: $(basename "$f")"

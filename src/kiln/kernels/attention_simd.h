@@ -110,7 +110,7 @@ struct AttentionSimd {
   template <class T>
   static void next_rows(const T* pool, const Geometry& g, int kvh, int pos0, int pos1,
                         NextRows* next) {
-    next->n = imax(0, pos1 - pos0);
+    next->n = imax(0, imin(KB, pos1 - pos0));  // callers ask for one block at most
     next->bytes = g.hd * static_cast<int>(sizeof(T));
     const T* rows[KB];
     key_ptrs(pool, g, kvh, pos0, next->n, rows);
