@@ -8,6 +8,9 @@
 // operations are those of the contract in matmul_kernels.h.
 #include <immintrin.h>
 
+#include <type_traits>
+#include <utility>
+
 #include "kiln/base/error.h"
 #include "kiln/kernels/matmul_avx2_codes.h"
 #include "kiln/kernels/matmul_kernels.h"
@@ -114,13 +117,137 @@ void tile_quant_rows(const uint8_t* group, const ActView& a, int64_t row0, float
   }
 }
 
+// Words V and V + S/8 of column half h of a packed record (4-, 5- or 6-bit codes): the low and
+// the high nibbles of raw vector V, each with its high bits from the record's plane, as
+// load_codes computes them.
+template <int Bits, int S, int V>
+inline void code_pair(const uint8_t* rec, int h, __m256i plane, __m256i& lo, __m256i& hi) {
+  constexpr int NV = S / 8;
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + 64 * V + 32 * h));
+  lo = _mm256_and_si256(raw, low4);
+  hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
+  if constexpr (Bits > 4) {
+    // Word J's high bits: bit J (5-bit) or bits 2J, 2J + 1 (6-bit) of each plane byte, to bit 4.
+    constexpr int step = Bits == 5 ? 1 : 2;
+    const __m256i mask = _mm256_set1_epi8(Bits == 5 ? 0x10 : 0x30);
+    lo = _mm256_or_si256(lo, _mm256_and_si256(avx2::shift_bytes<4 - step * V>(plane), mask));
+    hi = _mm256_or_si256(hi, _mm256_and_si256(avx2::shift_bytes<4 - step*(V + NV)>(plane), mask));
+  }
+}
+
+// One row (decode): tile_quant_rows' arithmetic with both column halves of each word together,
+// so each activation word is broadcast once and feeds both halves' vpmaddubsw, and each raw
+// vector is loaded once. tile_quant_rows<.., 1> walks the halves one after the other: GCC then
+// keeps the 8 broadcasts of a record on the stack between the halves and loads each raw vector
+// twice, 64 vector loads per Q4_K record against 26 here (llvm-mca, znver3: the load pipes
+// bound it at 32 cycles per record). The int16 sums group the words in another order (v, v +
+// S/8, ...), never more than words_per_madd of them, so the int32 dots are the same integers,
+// and the float steps are the same operations in the same order: the same bits.
+template <int Bits, int S, int ZP, bool Min, bool Split>
+void tile_quant_row(const uint8_t* group, const ActView& a, int64_t row, float* tile) {
+  constexpr int code_bytes = Bits == 8 ? 16 * S : 8 * S + (Bits > 4 ? 64 : 0);
+  constexpr int record_bytes = code_bytes + (Split ? 0 : 32);
+  constexpr int NV = S / 8;                  // raw vectors per half (4-6 bits)
+  constexpr int G = words_per_madd<Bits>();  // words per int16 sum
+  constexpr int kPairsPerMadd = G / 2;       // raw vectors (two words each) per int16 sum
+  const int64_t nsub = a.k / S;
+  const SplitScaleAreas areas = split_scale_areas(code_bytes, S, Min, a.k);
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+  // The super-block's f16 d (and dmin) as f32, converted once per super-block rather than per
+  // record (split-scale types).
+  __m256 super_d[2] = {}, super_dmin[2] = {};
+  for (int64_t s = 0; s < nsub; ++s) {
+    const uint8_t* rec = group + s * record_bytes;
+    if (row == 0) {  // as in tile_quant_rows
+      const uint8_t* at = rec;
+      if constexpr (Split)
+        if (rec + 4096 >= group + areas.sc) at += areas.end - areas.sc;
+      avx2::prefetch_ahead<record_bytes, 4096, 3>(at);  // into L1
+    }
+    const int64_t blk = s * S / 32;
+    const int64_t super = s * S / 256;
+    const int8_t* qa = a.q_at(row, s * S);
+    __m256i dot[2];
+    if constexpr (Min || Bits == 8) {
+      dot[0] = _mm256_setzero_si256();
+    } else {
+      const int32_t sum = S == 32 ? a.s32_at(row, blk) : a.s16_at(row, s);
+      dot[0] = _mm256_set1_epi32(-ZP * sum);
+    }
+    dot[1] = dot[0];
+    if constexpr (Bits == 8) {
+#pragma GCC unroll 8
+      for (int j = 0; j < S / 4; ++j) {
+        const __m256i av = _mm256_set1_epi32(load_i32(qa + 4 * j));
+        for (int h = 0; h < 2; ++h) {
+          const __m256i w = _mm256_xor_si256(
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + 64 * j + 32 * h)),
+              _mm256_set1_epi8(-128));
+          dot[h] = _mm256_add_epi32(dot[h], _mm256_madd_epi16(pairs4<true>(w, av), ones));
+        }
+      }
+    } else {
+      __m256i plane[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+      if constexpr (Bits > 4)
+        for (int h = 0; h < 2; ++h)
+          plane[h] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + 64 * NV + 32 * h));
+      __m256i p16[2];
+      auto raw_vector = [&](auto v_constant) {
+        constexpr int V = decltype(v_constant)::value;
+        const __m256i a_lo = _mm256_set1_epi32(load_i32(qa + 4 * V));
+        const __m256i a_hi = _mm256_set1_epi32(load_i32(qa + 4 * (V + NV)));
+        for (int h = 0; h < 2; ++h) {
+          __m256i lo, hi;
+          code_pair<Bits, S, V>(rec, h, plane[h], lo, hi);
+          const __m256i pair =
+              _mm256_add_epi16(_mm256_maddubs_epi16(lo, a_lo), _mm256_maddubs_epi16(hi, a_hi));
+          p16[h] = V % kPairsPerMadd == 0 ? pair : _mm256_add_epi16(p16[h], pair);
+          if constexpr (V % kPairsPerMadd == kPairsPerMadd - 1)
+            dot[h] = _mm256_add_epi32(dot[h], _mm256_madd_epi16(p16[h], ones));
+        }
+      };
+      [&]<int... V>(std::integer_sequence<int, V...>) {
+        (raw_vector(std::integral_constant<int, V>{}), ...);
+      }
+      (std::make_integer_sequence<int, NV>{});
+    }
+    if constexpr (Split) {
+      if (s % (256 / S) == 0) {
+        for (int h = 0; h < 2; ++h) {
+          super_d[h] = avx2::split_d8(group + areas.d + 32 * super, h);
+          if constexpr (Min) super_dmin[h] = avx2::split_d8(group + areas.dmin + 32 * super, h);
+        }
+      }
+    }
+    for (int h = 0; h < 2; ++h) {
+      __m256 scale;
+      if constexpr (Split) {
+        scale = split_factor8(super_d[h], group + areas.sc + 16 * s, h);
+      } else {
+        scale = _mm256_cvtph_ps(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + code_bytes + 16 * h)));
+      }
+      const __m256 t = _mm256_mul_ps(scale, _mm256_set1_ps(a.d_at(row, blk)));
+      acc[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[h]), t, acc[h]);
+      if constexpr (Min) {
+        const __m256 mn = split_factor8(super_dmin[h], group + areas.m + 16 * s, h);
+        acc[h] = _mm256_fnmadd_ps(mn, _mm256_set1_ps(a.ds_at(row, blk)), acc[h]);
+      }
+    }
+  }
+  _mm256_storeu_ps(tile, acc[0]);
+  _mm256_storeu_ps(tile + 8, acc[1]);
+}
+
 // 16 ymm registers: rows go through in pairs (each pair re-reads the group from L1).
 template <int Bits, int S, int ZP, bool Min, bool Split>
 void tile_quant(const uint8_t* group, const ActView& a, int64_t row0, int mt, float* tile) {
   int i = 0;
   for (; i + 2 <= mt; i += 2)
     tile_quant_rows<Bits, S, ZP, Min, Split, 2>(group, a, row0 + i, tile + 16 * i);
-  if (i < mt) tile_quant_rows<Bits, S, ZP, Min, Split, 1>(group, a, row0 + i, tile + 16 * i);
+  if (i < mt) tile_quant_row<Bits, S, ZP, Min, Split>(group, a, row0 + i, tile + 16 * i);
 }
 
 template <DType T>

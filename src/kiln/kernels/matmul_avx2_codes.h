@@ -72,12 +72,20 @@ inline void load_codes(const uint8_t* rec, int h, __m256i* w) {
   }
 }
 
-// 8 f32 lanes of f16(d) * int8 factor: rows 8h .. 8h+7 of a split-scale factor pair (exact).
-inline __m256 split_factor8(const uint8_t* d_f16, const uint8_t* factor_i8, int h) {
-  const __m256 d =
-      _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(d_f16 + 16 * h)));
+// The f32 d of rows 8h .. 8h+7 of a split-scale super-block (f16, converted exactly).
+inline __m256 split_d8(const uint8_t* d_f16, int h) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(d_f16 + 16 * h)));
+}
+
+// 8 f32 lanes of d * int8 factor, d from split_d8: rows 8h .. 8h+7 of a split-scale factor pair
+// (exact).
+inline __m256 split_factor8(__m256 d, const uint8_t* factor_i8, int h) {
   const __m128i f = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(factor_i8 + 8 * h));
   return _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(f)));
+}
+
+inline __m256 split_factor8(const uint8_t* d_f16, const uint8_t* factor_i8, int h) {
+  return split_factor8(split_d8(d_f16, h), factor_i8, h);
 }
 
 }  // namespace kiln::kernels::avx2
