@@ -298,7 +298,14 @@ std::vector<OracleParam> hf_cases() {
 // like its Q8_0 conversion: the same top-1 token at every position, and logits equal up to
 // float rounding (Llama/Mistral run NeoX RoPE on unpermuted rows instead of normal RoPE on
 // permuted ones, which reorders a few sums; every other architecture reads the very same
-// numbers, so its logits are bit for bit the conversion's).
+// numbers, so its logits are bit for bit the conversion's). With --quantize q8_0 those
+// reordered sums feed int8 activation quantization, where a last-bit difference can move a value
+// across a rounding boundary: one code step (amax / 127) is then amplified by every later layer
+// of these flat random models (measured on the llama case: 1.6e-2 of the logit scale with the
+// AVX-512 and scalar kernels, 3e-7 with AVX2, whose RoPE rounds differently). Those cases are
+// held to distribution-level agreement between the two runs instead: mean KL below 1e-3 and
+// top-1 equal at 90% of positions (measured: KL 1.5e-5 and 6.8e-6, one top-1 difference with the
+// scalar kernels).
 class HfDirectoryVsGguf : public ::testing::TestWithParam<OracleParam> {};
 
 TEST_P(HfDirectoryVsGguf, SameTokensAsConversion) {
@@ -315,22 +322,32 @@ TEST_P(HfDirectoryVsGguf, SameTokensAsConversion) {
   ASSERT_EQ(from_gguf.seen.size(), from_hf.seen.size());
   double max_diff = 0, scale = 1e-30;
   int64_t top1_diff = 0;
+  Agreement between;  // the directory's rows against the conversion's
   for (size_t r = 0; r < from_hf.seen.size() / static_cast<size_t>(g.vocab); ++r) {
     const float* a = &from_gguf.seen[r * g.vocab];
     const float* b = &from_hf.seen[r * g.vocab];
+    between.add(b, a, g.vocab);
     top1_diff += std::max_element(a, a + g.vocab) - a != std::max_element(b, b + g.vocab) - b;
     for (int64_t i = 0; i < g.vocab; ++i) {
       max_diff = std::max(max_diff, std::abs(static_cast<double>(a[i]) - b[i]));
       scale = std::max(scale, std::abs(static_cast<double>(a[i])));
     }
   }
-  std::printf("[oracle] %-18s %-10s vs %s gguf: max|diff| %.2e (%.2e of scale), top-1 diffs %lld\n",
-              name.c_str(), type.c_str(), matching_conversion(type).c_str(), max_diff,
-              max_diff / scale, static_cast<long long>(top1_diff));
-  EXPECT_EQ(top1_diff, 0);
-  EXPECT_LT(max_diff / scale, 1e-3);  // measured: at most 6e-5 (llama, llama3-rope)
+  std::printf(
+      "[oracle] %-18s %-10s vs %s gguf: max|diff| %.2e (%.2e of scale), top-1 diffs %lld, "
+      "mean KL %.2e\n",
+      name.c_str(), type.c_str(), matching_conversion(type).c_str(), max_diff, max_diff / scale,
+      static_cast<long long>(top1_diff), between.mean_kl());
   const bool rope_layout_differs = name == "llama" || name == "llama3-rope" || name == "mistral";
-  if (!rope_layout_differs) EXPECT_EQ(max_diff, 0.0) << "the same numbers, read another way";
+  if (!rope_layout_differs) {
+    EXPECT_EQ(max_diff, 0.0) << "the same numbers, read another way";
+  } else if (type == "hf-q8_0") {
+    EXPECT_LT(between.mean_kl(), 1e-3);
+    EXPECT_GE(between.top1(), 0.9);
+  } else {
+    EXPECT_EQ(top1_diff, 0);
+    EXPECT_LT(max_diff / scale, 1e-3);  // measured: at most 6e-5 (llama, llama3-rope)
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Transformers, HfDirectoryVsGguf, ::testing::ValuesIn(hf_cases()),

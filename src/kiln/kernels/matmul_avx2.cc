@@ -19,7 +19,6 @@
 namespace kiln::kernels {
 namespace {
 
-using avx2::load_codes;
 using avx2::load_i32;
 using avx2::split_factor8;
 using avx2::words_per_madd;
@@ -34,92 +33,10 @@ inline __m256i pairs4(__m256i w, __m256i a) {
   }
 }
 
-// Exact dot of `NW` 4-input words per int32 lane (8 rows), added to acc: pair sums are added in
-// int16 by words_per_madd<Bits>() words, then widened with one vpmaddwd each.
-template <int Bits, int NW>
-inline __m256i dot_words(__m256i acc, const __m256i* w, const int8_t* qa) {
-  constexpr int G = words_per_madd<Bits>();
-  static_assert(NW % G == 0);
-  const __m256i ones = _mm256_set1_epi16(1);
-  for (int j0 = 0; j0 < NW; j0 += G) {
-    __m256i sum = pairs4<Bits == 8>(w[j0], _mm256_set1_epi32(load_i32(qa + 4 * j0)));
-    for (int j = j0 + 1; j < j0 + G; ++j)
-      sum = _mm256_add_epi16(sum, pairs4<Bits == 8>(w[j], _mm256_set1_epi32(load_i32(qa + 4 * j))));
-    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(sum, ones));
-  }
-  return acc;
-}
-
-// Split: K-quant scales as factors after the records (packed_weight.h); otherwise an f16 scale
-// per row in each record.
-template <int Bits, int S, int ZP, bool Min, bool Split, int MT>
-void tile_quant_rows(const uint8_t* group, const ActView& a, int64_t row0, float* tile) {
-  constexpr int code_bytes = Bits == 8 ? 16 * S : 8 * S + (Bits > 4 ? 64 : 0);
-  constexpr int record_bytes = code_bytes + (Split ? 0 : 32);
-  constexpr bool kSigned8 = Bits == 8;  // Q8_0: dot of signed values, no zero-point term
-  const int64_t nsub = a.k / S;
-  const SplitScaleAreas areas = split_scale_areas(code_bytes, S, Min, a.k);
-  __m256 acc[MT][2];
-  for (int i = 0; i < MT; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
-  for (int64_t s = 0; s < nsub; ++s) {
-    const uint8_t* rec = group + s * record_bytes;
-    // The first tile of a group brings it from memory (later ones reread it from L1): it asks
-    // for the stream 4 KiB ahead, as the AVX-512 tile does. A/B at 1 row (alternating calls, 2
-    // threads): Q4_K 1.05-1.16x and Q6_K 1.13-1.28x on Llama 3.1 8B shapes, Q8_0 and Q5_0 on the
-    // default model's 1.04-1.10x; 1 to 16 KiB ahead measured alike.
-    // Near the end of the records the stream continues with the next group's records (the
-    // next group in the chunk is the next in memory), past this group's scale areas, which the
-    // loop has read by then: asking for those instead left each group's first 4 KiB to the
-    // hardware. A/B at 1 row (alternating calls, 2 threads): 1.05-1.06x on Llama 3.1 8B's
-    // 4096-input Q4_K weights (gate, up, QKV: 37 KiB groups), 1.00x on the 14336-input ones.
-    if (row0 == 0) {
-      const uint8_t* at = rec;
-      if constexpr (Split)
-        if (rec + 4096 >= group + areas.sc) at += areas.end - areas.sc;
-      avx2::prefetch_ahead<record_bytes, 4096, 3>(at);  // into L1
-    }
-    const int64_t blk = s * S / 32;
-    const int64_t super = s * S / 256;
-    for (int h = 0; h < 2; ++h) {
-      __m256i w[S / 4];
-      load_codes<Bits, S>(rec, h, w);
-      if constexpr (kSigned8)
-        for (int j = 0; j < S / 4; ++j) w[j] = _mm256_xor_si256(w[j], _mm256_set1_epi8(-128));
-      __m256 scale, mn;
-      if constexpr (Split) {
-        scale = split_factor8(group + areas.d + 32 * super, group + areas.sc + 16 * s, h);
-        if constexpr (Min)
-          mn = split_factor8(group + areas.dmin + 32 * super, group + areas.m + 16 * s, h);
-      } else {
-        scale = _mm256_cvtph_ps(
-            _mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + code_bytes + 16 * h)));
-      }
-      for (int i = 0; i < MT; ++i) {
-        const int64_t row = row0 + i;
-        __m256i dot;
-        if constexpr (Min || kSigned8) {
-          dot = _mm256_setzero_si256();
-        } else {
-          int32_t sum = S == 32 ? a.s32_at(row, blk) : a.s16_at(row, s);
-          dot = _mm256_set1_epi32(-ZP * sum);
-        }
-        dot = dot_words<Bits, S / 4>(dot, w, a.q_at(row, s * S));
-        __m256 t = _mm256_mul_ps(scale, _mm256_set1_ps(a.d_at(row, blk)));
-        acc[i][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), t, acc[i][h]);
-        if constexpr (Min)
-          acc[i][h] = _mm256_fnmadd_ps(mn, _mm256_set1_ps(a.ds_at(row, blk)), acc[i][h]);
-      }
-    }
-  }
-  for (int i = 0; i < MT; ++i) {
-    _mm256_storeu_ps(tile + 16 * i, acc[i][0]);
-    _mm256_storeu_ps(tile + 16 * i + 8, acc[i][1]);
-  }
-}
-
-// Words V and V + S/8 of column half h of a packed record (4-, 5- or 6-bit codes): the low and
-// the high nibbles of raw vector V, each with its high bits from the record's plane, as
-// load_codes computes them.
+// Words V and V + S/8 of column half h (columns 8h .. 8h + 7) of a packed record of 4-, 5- or
+// 6-bit codes (packed_weight.h), as u8 with vector byte 4r + t = code of column 8h + r, input
+// 4J + t: the low and the high nibbles of raw vector V, each with its bits above 4 from the
+// record's plane (bit J, or bits 2J and 2J + 1, of input group J).
 template <int Bits, int S, int V>
 inline void code_pair(const uint8_t* rec, int h, __m256i plane, __m256i& lo, __m256i& hi) {
   constexpr int NV = S / 8;
@@ -136,14 +53,14 @@ inline void code_pair(const uint8_t* rec, int h, __m256i plane, __m256i& lo, __m
   }
 }
 
-// One row (decode): tile_quant_rows' arithmetic with both column halves of each word together,
-// so each activation word is broadcast once and feeds both halves' vpmaddubsw, and each raw
-// vector is loaded once. tile_quant_rows<.., 1> walks the halves one after the other: GCC then
-// keeps the 8 broadcasts of a record on the stack between the halves and loads each raw vector
-// twice, 64 vector loads per Q4_K record against 26 here (llvm-mca, znver3: the load pipes
-// bound it at 32 cycles per record). The int16 sums group the words in another order (v, v +
-// S/8, ...), never more than words_per_madd of them, so the int32 dots are the same integers,
-// and the float steps are the same operations in the same order: the same bits.
+// One row (decode; Split: K-quant scales as factors after the records, packed_weight.h;
+// otherwise an f16 scale per column in each record). Both 8-column halves of each word are taken
+// together, so each activation word is broadcast once and feeds both halves' vpmaddubsw, and each
+// raw vector is loaded once; walking the halves one after the other, GCC kept the record's 8
+// broadcasts on the stack between them and loaded each raw vector twice (64 vector loads per Q4_K
+// record against 26 here; llvm-mca, znver3: 34 cycles per record, bound by the load pipes,
+// against 27). The int16 sums take the words in the order v, v + S/8, ..., never more than
+// words_per_madd of them, so the int32 dots are exact, and the float steps are the contract's.
 template <int Bits, int S, int ZP, bool Min, bool Split>
 void tile_quant_row(const uint8_t* group, const ActView& a, int64_t row, float* tile) {
   constexpr int code_bytes = Bits == 8 ? 16 * S : 8 * S + (Bits > 4 ? 64 : 0);
@@ -160,7 +77,16 @@ void tile_quant_row(const uint8_t* group, const ActView& a, int64_t row, float* 
   __m256 super_d[2] = {}, super_dmin[2] = {};
   for (int64_t s = 0; s < nsub; ++s) {
     const uint8_t* rec = group + s * record_bytes;
-    if (row == 0) {  // as in tile_quant_rows
+    // The first row of a group brings it from memory (later ones reread it from L1): it asks
+    // for the stream 4 KiB ahead, as the AVX-512 tile does. A/B at 1 row (alternating calls, 2
+    // threads): Q4_K 1.05-1.16x and Q6_K 1.13-1.28x on Llama 3.1 8B shapes, Q8_0 and Q5_0 on the
+    // default model's 1.04-1.10x; 1 to 16 KiB ahead measured alike.
+    // Near the end of the records the stream continues with the next group's records (the
+    // next group in the chunk is the next in memory), past this group's scale areas, which the
+    // loop has read by then: asking for those instead left each group's first 4 KiB to the
+    // hardware. A/B at 1 row (alternating calls, 2 threads): 1.05-1.06x on Llama 3.1 8B's
+    // 4096-input Q4_K weights (gate, up, QKV: 37 KiB groups), 1.00x on the 14336-input ones.
+    if (row == 0) {
       const uint8_t* at = rec;
       if constexpr (Split)
         if (rec + 4096 >= group + areas.sc) at += areas.end - areas.sc;
@@ -241,13 +167,12 @@ void tile_quant_row(const uint8_t* group, const ActView& a, int64_t row, float* 
   _mm256_storeu_ps(tile + 8, acc[1]);
 }
 
-// 16 ymm registers: rows go through in pairs (each pair re-reads the group from L1).
+// Row by row (each later row rereads the group from L1). From 2 rows the driver takes the
+// many-row tiles of matmul_gemm_avx2.cc for every quantized type, so this runs at 1 row.
 template <int Bits, int S, int ZP, bool Min, bool Split>
 void tile_quant(const uint8_t* group, const ActView& a, int64_t row0, int mt, float* tile) {
-  int i = 0;
-  for (; i + 2 <= mt; i += 2)
-    tile_quant_rows<Bits, S, ZP, Min, Split, 2>(group, a, row0 + i, tile + 16 * i);
-  if (i < mt) tile_quant_row<Bits, S, ZP, Min, Split>(group, a, row0 + i, tile + 16 * i);
+  for (int i = 0; i < mt; ++i)
+    tile_quant_row<Bits, S, ZP, Min, Split>(group, a, row0 + i, tile + 16 * i);
 }
 
 template <DType T>

@@ -1,5 +1,5 @@
-// Helpers shared by the AVX2 matmul kernels (matmul_avx2.cc: tiles of up to 8 rows read from the
-// packed layout; matmul_gemm_avx2.cc: many-row tiles over 8-bit expanded records). Included only
+// Helpers shared by the AVX2 matmul kernels (matmul_avx2.cc: 1-row tiles read from the packed
+// layout; matmul_gemm_avx2.cc: many-row tiles over 8-bit expanded records). Included only
 // by translation units compiled with the AVX2 flags.
 #pragma once
 #include <immintrin.h>
@@ -37,39 +37,6 @@ inline __m256i shift_bytes(__m256i v) {
   if constexpr (Shift > 0) return _mm256_slli_epi16(v, Shift);
   if constexpr (Shift < 0) return _mm256_srli_epi16(v, -Shift);
   return v;
-}
-
-template <int Bits, int S, int J>
-inline void add_high_bits(__m256i* w, __m256i plane) {
-  if constexpr (J < S / 4) {
-    if constexpr (Bits == 5) {
-      w[J] = _mm256_or_si256(w[J],
-                             _mm256_and_si256(shift_bytes<4 - J>(plane), _mm256_set1_epi8(0x10)));
-    } else {
-      w[J] = _mm256_or_si256(
-          w[J], _mm256_and_si256(shift_bytes<4 - 2 * J>(plane), _mm256_set1_epi8(0x30)));
-    }
-    add_high_bits<Bits, S, J + 1>(w, plane);
-  }
-}
-
-// Codes of rows 8h .. 8h+7 (half h of the 16-row group) of one packed record: S/4 vectors of
-// u8, vector j byte 4r+t = code(row 8h + r, input 4j + t).
-template <int Bits, int S>
-inline void load_codes(const uint8_t* rec, int h, __m256i* w) {
-  auto at = [&](int v) { return reinterpret_cast<const __m256i*>(rec + 64 * v + 32 * h); };
-  if constexpr (Bits == 8) {
-    for (int j = 0; j < S / 4; ++j) w[j] = _mm256_loadu_si256(at(j));
-  } else {
-    constexpr int NV = S / 8;
-    const __m256i lo = _mm256_set1_epi8(0x0F);
-    for (int v = 0; v < NV; ++v) {
-      __m256i raw = _mm256_loadu_si256(at(v));
-      w[v] = _mm256_and_si256(raw, lo);
-      w[v + NV] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), lo);
-    }
-    if constexpr (Bits > 4) add_high_bits<Bits, S, 0>(w, _mm256_loadu_si256(at(NV)));
-  }
 }
 
 // The f32 d of rows 8h .. 8h+7 of a split-scale super-block (f16, converted exactly).
