@@ -99,6 +99,29 @@ inline GenerateRequest make_request(int prompt_len, uint64_t seed, int max_new, 
   return r;
 }
 
+// Holds every forward() until released, so tests can act while requests are in flight.
+struct Gate {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool open = false;
+  int entered = 0;
+  void pass() {
+    std::unique_lock lk(mu);
+    ++entered;
+    cv.notify_all();
+    cv.wait(lk, [&] { return open; });
+  }
+  void wait_entered(int n) {
+    std::unique_lock lk(mu);
+    cv.wait(lk, [&] { return entered >= n; });
+  }
+  void release() {
+    std::lock_guard lk(mu);
+    open = true;
+    cv.notify_all();
+  }
+};
+
 struct Harness {
   explicit Harness(KvPoolConfig pc = {2, 1, 8, 4, 256}, EngineConfig ec = {})
       : pool(pc), model(pool, kVocab), config(ec) {

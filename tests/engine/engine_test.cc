@@ -23,6 +23,7 @@ using namespace std::chrono_literals;
 using testing::Collector;
 using testing::FakeModel;
 using testing::FakeTokenizer;
+using testing::Gate;
 using testing::Generation;
 using testing::Harness;
 using testing::kVocab;
@@ -276,29 +277,6 @@ TEST(Engine, InvalidRequestsAreRejectedAtSubmit) {
   EXPECT_THROW(h.engine->submit(r, cb), Error);
   EXPECT_EQ(h.collector.finished(), 0);
 }
-
-// Holds every forward() until released, so tests can act while requests are in flight.
-struct Gate {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool open = false;
-  int entered = 0;
-  void pass() {
-    std::unique_lock lk(mu);
-    ++entered;
-    cv.notify_all();
-    cv.wait(lk, [&] { return open; });
-  }
-  void wait_entered(int n) {
-    std::unique_lock lk(mu);
-    cv.wait(lk, [&] { return entered >= n; });
-  }
-  void release() {
-    std::lock_guard lk(mu);
-    open = true;
-    cv.notify_all();
-  }
-};
 
 TEST(Engine, CancelQueuedAndRunningRequests) {
   EngineConfig ec;

@@ -15,6 +15,7 @@ namespace kiln::engine {
 namespace {
 
 using testing::FakeTokenizer;
+using testing::Gate;
 using testing::Harness;
 using testing::make_request;
 using testing::Result;
@@ -66,14 +67,25 @@ TEST(JsonConstrainedEngine, TruncatedByMaxNewTokensFinishesWithLength) {
 TEST(JsonConstrainedEngine, PreemptedRequestsKeepTheirPlaceInTheValue) {
   // 24 pages of 4 tokens: four 22-token prompts fill them, and the values' third token needs
   // a page no request has, so requests are preempted mid-value and re-prefilled later.
+  // All eight must be waiting when the scheduler next forms a step, so that four are admitted
+  // together before any decodes (admission keeps a page of headroom per decoding request, so
+  // requests admitted one at a time never run out). Submitted one by one to a free engine,
+  // the fake model is fast enough that each could even finish before the next arrives. So a
+  // one-token request's step is held at the gate while the eight are queued.
   Harness h({2, 1, 8, 4, 24});
+  Gate gate;
+  h.model.before_forward = [&](const StepBatch&) { gate.pass(); };
+  const uint64_t opener = h.submit(make_request(1, 899, 1, 0.0));
+  gate.wait_entered(1);
   std::vector<uint64_t> ids;
   for (int i = 0; i < 8; ++i) {
     GenerateRequest r = make_request(22, 900 + i, 8, 1.0, /*ignore_eos=*/false);
     r.sampling.json_schema = boolean_or_null();
     ids.push_back(h.submit(r));
   }
-  ASSERT_TRUE(h.collector.wait(static_cast<int>(ids.size())));
+  gate.release();
+  ASSERT_TRUE(h.collector.wait(static_cast<int>(ids.size()) + 1));
+  EXPECT_EQ(h.collector.get(opener).reason, FinishReason::Length);
   for (uint64_t id : ids) {
     const Result got = h.collector.get(id);
     EXPECT_TRUE(got.error.empty()) << got.error;
