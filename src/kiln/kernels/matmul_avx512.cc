@@ -92,25 +92,24 @@ inline __m512 split_factor16(const uint8_t* d_f16, const uint8_t* factor_i8) {
   return _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(f)));
 }
 
-inline void prefetch_line(const uint8_t* p, int hint) {
-  if (hint == _MM_HINT_T0) {
-    _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
-  } else {
-    _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T1);
-  }
+// One cache line into L1 (Locality 3, prefetcht0) or L2 (2, prefetcht1). The builtin, as in
+// matmul_avx2_codes.h: _mm_prefetch's hint is an enum in GCC's headers and an int in Clang's.
+template <int Locality = 3>
+inline void prefetch_line(const uint8_t* p) {
+  __builtin_prefetch(p, 0, Locality);
 }
 
-// The record stream of a group with split scales, `ahead` bytes past record `rec`, into the
-// cache level `hint` names: once that passes the records' end it goes on with the next group's
-// records (the next group of a chunk is the next in memory), past this group's scale areas,
-// which the loop reads as it goes (see prefetch_split_scales).
-template <int RecordBytes>
+// The record stream of a group with split scales, Ahead bytes past record `rec`, into the
+// cache level Locality names (see prefetch_line): once that passes the records' end it goes on with
+// the next group's records (the next group of a chunk is the next in memory), past this group's
+// scale areas, which the loop reads as it goes (see prefetch_split_scales).
+template <int RecordBytes, int Ahead, int Locality>
 inline void prefetch_split_records(const uint8_t* group, const SplitScaleAreas& areas,
-                                   const uint8_t* rec, int ahead, int hint) {
-  const uint8_t* at = rec + ahead;
+                                   const uint8_t* rec) {
+  const uint8_t* at = rec + Ahead;
   if (at >= group + areas.sc) at += areas.end - areas.sc;
 #pragma GCC unroll 16
-  for (int l = 0; l < RecordBytes; l += 64) prefetch_line(at + l, hint);
+  for (int l = 0; l < RecordBytes; l += 64) prefetch_line<Locality>(at + l);
 }
 
 // The scale areas' own streams, a few lines ahead of record s (sub-block scales and minimums:
@@ -123,22 +122,21 @@ inline void prefetch_split_scales(const uint8_t* group, const SplitScaleAreas& a
   constexpr int64_t kRecordsPerLine = 64 / 16;
   constexpr int64_t kLinesAhead = 4;
   if (s % kRecordsPerLine == 0) {
-    prefetch_line(group + areas.sc + 16 * (s + kLinesAhead * kRecordsPerLine), _MM_HINT_T0);
-    if constexpr (Min)
-      prefetch_line(group + areas.m + 16 * (s + kLinesAhead * kRecordsPerLine), _MM_HINT_T0);
+    prefetch_line(group + areas.sc + 16 * (s + kLinesAhead * kRecordsPerLine));
+    if constexpr (Min) prefetch_line(group + areas.m + 16 * (s + kLinesAhead * kRecordsPerLine));
   }
   if (s % 16 == 0) {
     const int64_t super = s * S / 256;
-    prefetch_line(group + areas.d + 32 * (super + kLinesAhead), _MM_HINT_T0);
-    if constexpr (Min) prefetch_line(group + areas.dmin + 32 * (super + kLinesAhead), _MM_HINT_T0);
+    prefetch_line(group + areas.d + 32 * (super + kLinesAhead));
+    if constexpr (Min) prefetch_line(group + areas.dmin + 32 * (super + kLinesAhead));
   }
   if (s == std::max<int64_t>(0, nsub - 16)) {
     const uint8_t* next = group + areas.end;
-    prefetch_line(next + areas.sc, _MM_HINT_T0);
-    prefetch_line(next + areas.d, _MM_HINT_T0);
+    prefetch_line(next + areas.sc);
+    prefetch_line(next + areas.d);
     if constexpr (Min) {
-      prefetch_line(next + areas.m, _MM_HINT_T0);
-      prefetch_line(next + areas.dmin, _MM_HINT_T0);
+      prefetch_line(next + areas.m);
+      prefetch_line(next + areas.dmin);
     }
   }
 }
@@ -173,22 +171,22 @@ void tile_quant(const uint8_t* group, const ActView& a, int64_t row0, float* til
   // kPrefetchBytes ahead, past the group's end into the next one, so the stream keeps enough
   // misses in flight across 4 KiB pages, where the hardware prefetchers stop. Split-scale types
   // also ask kFarPrefetchBytes ahead into L2, and for their scale areas' lines. A/B at 1 row
-  // (alternating calls, 2 threads, same bits): Q4_K 1.2-1.4x on 1024- and 4096-input weights
-  // (Llama 3.1 8B gate/up, the default model's attention output), 1.07x on 14336-input ones,
-  // Q6_K 1.0-1.08x; 1.15-1.2x at 4 rows, 1.02-1.07x at 8. The f16-scale types (Q8_0, Q5_0, Q4_0),
-  // whose groups are their records alone, measured 0.95-1.02x with it and keep the one stream.
+  // (alternating calls, 2 threads, same bits): Q4_K 1.2-1.4x on 1024- to 4096-input weights
+  // (Llama 3.1 8B gate/up, Llama 3.2 1B gate/up, the default model's attention output), 1.11x
+  // on 14336-input ones, Q6_K 0.97-1.09x; 1.0-1.3x at 4 rows, 1.02-1.07x at 8. Q8_0 and Q5_0,
+  // whose groups are their records alone, measured 0.95-1.02x with it: the f16-scale types keep
+  // the one stream.
   const bool prefetch = row0 == 0;
   for (int64_t s = 0; s < nsub; ++s) {
     const uint8_t* rec = group + s * record_bytes;
     if (prefetch) {
       if constexpr (At == ScaleAt::Split) {
-        prefetch_split_records<record_bytes>(group, areas, rec, kPrefetchBytes, _MM_HINT_T0);
-        prefetch_split_records<record_bytes>(group, areas, rec, kFarPrefetchBytes, _MM_HINT_T1);
+        prefetch_split_records<record_bytes, kPrefetchBytes, 3>(group, areas, rec);
+        prefetch_split_records<record_bytes, kFarPrefetchBytes, 2>(group, areas, rec);
         prefetch_split_scales<S, Min>(group, areas, s, nsub);
       } else {
 #pragma GCC unroll 16
-        for (int l = 0; l < record_bytes; l += 64)
-          _mm_prefetch(reinterpret_cast<const char*>(rec + kPrefetchBytes + l), _MM_HINT_T0);
+        for (int l = 0; l < record_bytes; l += 64) prefetch_line(rec + kPrefetchBytes + l);
       }
     }
     __m512i w[S / 4];
