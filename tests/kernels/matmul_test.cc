@@ -427,6 +427,34 @@ TEST(Matmul, ArgmaxMatchesLogits) {
   }
 }
 
+// matmul_argmax's epilogue skips the tile rows the AVX-512 scan reports as holding nothing above
+// the running best: a value equal to it, NaN (in the tile or as the best) and -inf must not
+// count, a greater value anywhere in the 16 columns (and +inf) must, for every row of a tile
+// of up to 64.
+TEST(Matmul, RowsAboveScanMatchesPlainCompares) {
+  if (best_isa() < Isa::Avx512) GTEST_SKIP() << "no AVX-512 on this machine";
+  std::mt19937 rng(23);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  const float specials[] = {0.0f, -0.0f, 1.5f, -1.5f, nan, inf, -inf};
+  std::uniform_int_distribution<int> pick(0, 6), col(0, 15);
+  for (int mt : {1, 4, 8, 63, 64}) {
+    for (int rep = 0; rep < 200; ++rep) {
+      std::vector<float> tile(mt * 16), best(mt);
+      for (int i = 0; i < mt; ++i) {
+        best[i] = specials[pick(rng)];
+        for (int c = 0; c < 16; ++c) tile[i * 16 + c] = rep % 2 ? -inf : specials[pick(rng)];
+        if (rep % 4 == 1) tile[i * 16 + col(rng)] = specials[pick(rng)];  // one candidate
+      }
+      uint64_t expect = 0;
+      for (int i = 0; i < mt; ++i)
+        for (int c = 0; c < 16; ++c)
+          if (tile[i * 16 + c] > best[i]) expect |= uint64_t{1} << i;
+      ASSERT_EQ(rows_above_avx512(tile.data(), mt, best.data()), expect) << "mt " << mt;
+    }
+  }
+}
+
 // The activation quantizers of every tier agree bit for bit, also on zero, NaN, infinite,
 // subnormal and huge inputs (a NaN or infinity must not make any tier read or write out of
 // bounds, and all tiers must treat it the same way).

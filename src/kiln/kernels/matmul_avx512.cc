@@ -507,6 +507,16 @@ TileFn tile_fn_avx512(DType t) {
   }
 }
 
+uint64_t rows_above_avx512(const float* tile, int mt, const float* best) {
+  uint64_t rows = 0;
+  for (int i = 0; i < mt; ++i) {
+    const __mmask16 gt =
+        _mm512_cmp_ps_mask(_mm512_loadu_ps(tile + 16 * i), _mm512_set1_ps(best[i]), _CMP_GT_OQ);
+    rows |= static_cast<uint64_t>(gt != 0) << i;
+  }
+  return rows;
+}
+
 void quantize_row_avx512(const float* x, int64_t k, int64_t stride, int8_t* q, float* d,
                          int32_t* s16, int32_t* s32, float* ds) {
   const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);

@@ -117,6 +117,11 @@ using PairTileFn = void (*)(const uint8_t* group0, const uint8_t* group1, const 
 using QuantizeRowFn = void (*)(const float* x, int64_t k, int64_t stride, int8_t* q, float* d,
                                int32_t* s16, int32_t* s32, float* ds);
 
+// Bit i set: row i of a tile (mt <= 64 rows of 16 floats) holds a value greater than best[i]
+// (NaN compares false). matmul_argmax's epilogue skips every other row.
+using RowsAboveFn = uint64_t (*)(const float* tile, int mt, const float* best);
+uint64_t rows_above_avx512(const float* tile, int mt, const float* best);
+
 TileFn tile_fn_scalar(DType t);
 TileFn tile_fn_avx2(DType t);
 TileFn tile_fn_avx512(DType t);
