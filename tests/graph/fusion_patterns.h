@@ -66,16 +66,6 @@ inline std::map<std::string, int> unfused_patterns(const Graph& g) {
         if (back->op == Op::RmsNorm) ++found["qk_norm+rope+kv_write"];
         break;
       }
-      case Op::GeluMul:
-      case Op::SiluMul: {
-        // gelu_mul / silu_mul(gate, up) of a two-way matmul_split's halves, each used once
-        const Value gate = n.inputs[0], up = n.inputs[1];
-        const Node& mm = producer(gate);
-        if (mm.op == Op::MatmulSplit && mm.outputs.size() == 2 && up.node == gate.node &&
-            gate.index == 0 && up.index == 1 && single_use(gate) && single_use(up))
-          ++found["matmul_split+gated_activation"];
-        break;
-      }
       case Op::Argmax: {
         // argmax(matmul(rms_norm(x)))
         const Node& mm = producer(n.inputs[0]);

@@ -221,8 +221,7 @@ void GraphRunner::pack_matmul_weights() {
     for (const graph::Node& n : g.nodes()) {
       int slot = -1;
       if (n.op == graph::Op::Matmul || n.op == graph::Op::MatmulAdd ||
-          n.op == graph::Op::MatmulSplit || n.op == graph::Op::MatmulGeluMul ||
-          n.op == graph::Op::MatmulSiluMul)
+          n.op == graph::Op::MatmulSplit)
         slot = 1;
       if (n.op == graph::Op::NormMatmulArgmax) slot = 2;
       if (slot >= 0) weights_.packed(g.node(n.inputs[slot].node));

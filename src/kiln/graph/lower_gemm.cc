@@ -1,7 +1,7 @@
 // Lowering of the weight-reading ops: embedding lookup, matmul and its fused forms (residual
-// epilogue, merged QKV/gate-up split, gated MLP, greedy LM head), the mixture-of-experts FFN.
-// Weights come pre-packed from the WeightProvider; the scratch for quantized activations is sized
-// here, once, for the exact m.
+// epilogue, merged QKV/gate-up split, greedy LM head), the mixture-of-experts FFN. Weights come
+// pre-packed from the WeightProvider; the scratch for quantized activations is sized here, once,
+// for the exact m.
 #include <cstring>
 
 #include "kiln/base/error.h"
@@ -33,12 +33,6 @@ void run_matmul_split(const Step& s, const MatmulSplitArgs& a, const kernels::Ex
   for (int i = 0; i < kMaxSplitOutputs; ++i) outs[i] = static_cast<float*>(s.out[i]);
   kernels::matmul_split(weight_of(s), static_cast<const float*>(s.in[0]), a.rows, outs, a.cols,
                         a.n_outputs, s.scratch, c);
-}
-
-void run_matmul_gated(const Step& s, const MatmulGatedArgs& a, const kernels::ExecContext& c) {
-  kernels::matmul_gated(weight_of(s), static_cast<const float*>(s.in[0]), a.rows,
-                        a.silu ? kernels::GatedActivation::Silu : kernels::GatedActivation::Gelu,
-                        static_cast<float*>(s.out[0]), s.scratch, c);
 }
 
 void run_moe_ffn(const Step& s, const MatmulArgs& a, const kernels::ExecContext& c) {
@@ -111,15 +105,6 @@ bool lower_gemm(const LowerContext& ctx, const Node& node, Lowered& l) {
       set_kernel<run_matmul_split>(s, args);
       s.state = const_cast<PackedWeight*>(&w);
       l.scratch_bytes = kernels::matmul_scratch_bytes(w, m);
-      return true;
-    }
-    case Op::MatmulGeluMul:
-    case Op::MatmulSiluMul: {
-      const PackedWeight& w = ctx.weights->packed(g.node(node.inputs[1].node));
-      const int64_t m = g.type(node.inputs[0]).shape.rows();
-      set_kernel<run_matmul_gated>(s, {.rows = m, .silu = node.op == Op::MatmulSiluMul});
-      s.state = const_cast<PackedWeight*>(&w);
-      l.scratch_bytes = kernels::matmul_gated_scratch_bytes(w, m, ctx.n_threads);
       return true;
     }
     case Op::MoeFfn: {

@@ -12,8 +12,6 @@ bool is_packed_weight_slot(Op op, size_t input) {
     case Op::Matmul:
     case Op::MatmulAdd:
     case Op::MatmulSplit:
-    case Op::MatmulGeluMul:
-    case Op::MatmulSiluMul:
       return input == 1;
     case Op::NormMatmulArgmax:
       return input == 2;

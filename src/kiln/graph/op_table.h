@@ -100,11 +100,7 @@ enum class OpGroup {
       rope's inputs and attributes of the same names */                                 \
   X(QkNormRopeKvWrite,"qk_norm_rope_kv_write", 8, 2, Fused, false)                      \
   /* (x, norm_w, w) {eps} -> i32[T]: argmax(rms_norm(x) w^T), logits never written */    \
-  X(NormMatmulArgmax, "norm_matmul_argmax", 3, 1, Fused,     false)                     \
-  /* (x, w_gate_up) -> gelu(x w_gate^T) * (x w_up^T), where w_gate_up is a merged param   \
-      of the gate's N rows then the up's N; gate and up are never written */             \
-  X(MatmulGeluMul,    "matmul_gelu_mul",  2, 1, Fused,       false)                     \
-  X(MatmulSiluMul,    "matmul_silu_mul",  2, 1, Fused,       false)
+  X(NormMatmulArgmax, "norm_matmul_argmax", 3, 1, Fused,     false)
 // clang-format on
 
 enum class Op {

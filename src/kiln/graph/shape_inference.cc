@@ -438,15 +438,6 @@ std::vector<ValueType> infer(const Checker& c, Op op, const std::vector<ValueTyp
       c.index_vector(7, "slots", in[0].shape[0]);
       return {in[0], token()};
     }
-    case Op::MatmulGeluMul:
-    case Op::MatmulSiluMul: {
-      activation(c, 0, "x");
-      c.rank(0, "x", 2);
-      c.weight(1, in[0].shape[1]);
-      if (in[1].shape[0] % 2 != 0)
-        c.error("weight {} is not a gate and an up half", type_text(in[1]));
-      return {f32({in[0].shape[0], in[1].shape[0] / 2})};
-    }
     case Op::NormMatmulArgmax: {
       activation(c, 0, "x");
       c.rank(0, "x", 2);

@@ -99,12 +99,6 @@ struct MatmulSplitArgs {
   int64_t cols[kMaxSplitOutputs];  // columns of each output, in output order
 };
 
-// matmul_gelu_mul / matmul_silu_mul over `rows` rows (the merged gate/up weight is the state).
-struct MatmulGatedArgs {
-  int64_t rows;
-  bool silu;  // else gelu
-};
-
 // rms_norm into scratch (its first normed_bytes), then the LM head's argmax per row.
 struct NormMatmulArgmaxArgs {
   int64_t rows;
@@ -165,7 +159,6 @@ struct VocabShardArgs {
   X(MatmulArgs, matmul)                           \
   X(MatmulSplitArgs, matmul_split)                \
   X(NormMatmulArgmaxArgs, norm_matmul_argmax)     \
-  X(MatmulGatedArgs, matmul_gated)                \
   X(TakeRowsArgs, take_rows)                      \
   X(KvWriteArgs, kv_write)                        \
   X(QkNormRopeKvWriteArgs, qk_norm_rope_kv_write) \

@@ -33,6 +33,7 @@ void silu_mul(const float* gate, const float* up, float* out, int64_t n, const E
 enum class GatedActivation { Gelu, Silu };
 // gelu_mul or silu_mul of n elements on the calling thread alone (no ExecContext: a matmul's
 // epilogue calls it on its own tiles), the same bits as the threaded kernels.
-void gated_product(GatedActivation act, const float* gate, const float* up, float* out, int64_t n);
+void gated_product(GatedActivation act, const float* gate, const float* up, float* out,
+                   int64_t n);
 
 }  // namespace kiln::kernels

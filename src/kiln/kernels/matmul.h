@@ -42,8 +42,8 @@ void matmul_split(const PackedWeight& w, const float* x, int64_t m, float* const
 // computes a gate column group and the up group of the same columns one after the other,
 // keeping the gate tile in its share of the scratch until the up tile comes.
 size_t matmul_gated_scratch_bytes(const PackedWeight& w, int64_t m, int nth);
-void matmul_gated(const PackedWeight& w, const float* x, int64_t m, GatedActivation act, float* out,
-                  void* scratch, const ExecContext& ctx);
+void matmul_gated(const PackedWeight& w, const float* x, int64_t m, GatedActivation act,
+                  float* out, void* scratch, const ExecContext& ctx);
 
 // Greedy head: out_ids[i] = argmax over the N outputs of row i, without writing them. Ties go to
 // the lowest column; NaN outputs never win; a row with no non-NaN output gives 0. Equals the

@@ -282,8 +282,6 @@ void collect_pack_jobs(const graph::Graph& g, std::vector<Job>& jobs,
       case graph::Op::Matmul:
       case graph::Op::MatmulAdd:
       case graph::Op::MatmulSplit:
-      case graph::Op::MatmulGeluMul:
-      case graph::Op::MatmulSiluMul:
         add({param(1)}, false);
         break;
       case graph::Op::NormMatmulArgmax:

@@ -11,7 +11,6 @@
 #include "kiln/graph/passes/fuse_gated_activation.h"
 #include "kiln/graph/passes/fuse_lm_head_argmax.h"
 #include "kiln/graph/passes/fuse_matmul_add.h"
-#include "kiln/graph/passes/fuse_matmul_gated.h"
 #include "kiln/graph/passes/fuse_matmul_merge.h"
 #include "kiln/graph/passes/fuse_qk_norm_rope_kv_write.h"
 #include "kiln/graph/passes/inplace.h"
@@ -36,8 +35,6 @@ const std::vector<PassEntry>& pipeline_passes() {
       // merging is the bigger win (x read once, one barrier instead of three).
       {"fuse_matmul_merge", run_fuse_matmul_merge, true},
       {"fuse_gated_activation", run_fuse_gated_activation, true},
-      // After both: it takes the merged gate/up GEMM and the gelu_mul / silu_mul they made.
-      {"fuse_matmul_gated", run_fuse_matmul_gated, true},
       // Before fuse_add_rms_norm: both want the residual add. Folding it into the GEMM's
       // epilogue saves writing and re-reading the projection; add_rms_norm then takes the adds
       // that remain (Gemma's, where a post-norm sits between the GEMM and the add).
