@@ -123,11 +123,4 @@ void silu_mul(const float* gate, const float* up, float* out, int64_t n, const E
   if (r.end > r.begin) fns().silu_mul(gate + r.begin, up + r.begin, out + r.begin, r.end - r.begin);
 }
 
-void gated_product(GatedActivation act, const float* gate, const float* up, float* out,
-                   int64_t n) {
-  if (n <= 0) return;
-  const auto& f = fns();
-  (act == GatedActivation::Gelu ? f.gelu_mul : f.silu_mul)(gate, up, out, n);
-}
-
 }  // namespace kiln::kernels

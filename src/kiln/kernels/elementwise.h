@@ -29,11 +29,4 @@ void gelu_mul(const float* gate, const float* up, float* out, int64_t n, const E
 // silu(gate) * up, bit-identical to silu followed by mul.
 void silu_mul(const float* gate, const float* up, float* out, int64_t n, const ExecContext& ctx);
 
-// The activation of a gated MLP, as gelu_mul / silu_mul compute it.
-enum class GatedActivation { Gelu, Silu };
-// gelu_mul or silu_mul of n elements on the calling thread alone (no ExecContext: a matmul's
-// epilogue calls it on its own tiles), the same bits as the threaded kernels.
-void gated_product(GatedActivation act, const float* gate, const float* up, float* out,
-                   int64_t n);
-
 }  // namespace kiln::kernels

@@ -303,6 +303,17 @@ TilePrefetch pair_tile_prefetch(const uint8_t* next_pair, size_t bytes, int64_t 
   return p;
 }
 
+// The bytes of groups g and g + 1 (the segment of g is searched forward from `from`), clamped
+// to the weight: what a pair tile prefetches for the pair after it.
+std::pair<const uint8_t*, size_t> pair_bytes(const PackedWeight& w, int64_t g, size_t from) {
+  const auto& segs = w.segments();
+  while (g >= segs[from].group0 + segs[from].groups) ++from;
+  const PackedSegment& seg = segs[from];
+  const uint8_t* at = w.data() + seg.offset + (g - seg.group0) * seg.group_bytes;
+  const size_t left = static_cast<size_t>(w.data() + w.bytes() - at);
+  return {at, std::min(2 * seg.group_bytes, left)};
+}
+
 // Rows whose f32 accumulators one pass of chunked_group keeps (in a 4 KiB tile on the stack).
 constexpr int64_t kChunkBlockRows = 64;
 static_assert(kChunkBlockRows % kChunkSlabRows == 0, "a row block is whole slabs");
@@ -346,105 +357,41 @@ void chunked_group(const ChunkTiles& ct, const uint8_t* group, const ActView& a,
   }
 }
 
-// Which packed group the queue's index j stands for: group j, or for a gated matmul (gate_groups
-// > 0: the weight is a gate and an up segment of as many groups) gate group j / 2 for even j and
-// up group j / 2 for odd j. Chunks are even and start at even indices, so one thread computes
-// the gate group and the up group of the same columns one after the other, gate first.
-struct GroupOrder {
-  int64_t gate_groups = 0;
-  int64_t group(int64_t j) const {
-    return gate_groups == 0 ? j : (j % 2 == 0 ? j / 2 : gate_groups + j / 2);
-  }
-};
-
-// One packed group: its bytes and where its columns go.
-struct GroupAt {
-  const PackedSegment* seg = nullptr;
-  const uint8_t* bytes = nullptr;
-  int64_t col = 0;  // first output column
-  int valid = 0;    // columns of the 16 that are real (the segment's last group may have fewer)
-};
-
-GroupAt group_at(const PackedWeight& w, int64_t g) {
-  const auto& segs = w.segments();
-  size_t si = 0;
-  while (g >= segs[si].group0 + segs[si].groups) ++si;  // a handful of segments at most
-  const PackedSegment& seg = segs[si];
-  const int64_t local = g - seg.group0;
-  return {&seg, w.data() + seg.offset + local * seg.group_bytes, seg.col0 + local * R,
-          static_cast<int>(std::min<int64_t>(R, seg.n - local * R))};
-}
-
-// The bytes a pair tile prefetches for the pair after it (groups first and second, or only
-// first), clamped to the weight: one range when the two are adjacent, else one per group.
-struct NextPair {
-  const uint8_t* range[2] = {nullptr, nullptr};
-  size_t bytes[2] = {0, 0};
-};
-
-NextPair next_pair_bytes(const PackedWeight& w, const GroupOrder& order, int64_t j) {
-  NextPair p;
-  if (j < 0) return p;
-  const GroupAt a = group_at(w, order.group(j));
-  const size_t left = static_cast<size_t>(w.data() + w.bytes() - a.bytes);
-  if (order.gate_groups == 0) {
-    p.range[0] = a.bytes;
-    p.bytes[0] = std::min(2 * a.seg->group_bytes, left);
-    return p;
-  }
-  const GroupAt b = group_at(w, order.group(j + 1));
-  p.range[0] = a.bytes;
-  p.bytes[0] = a.seg->group_bytes;
-  p.range[1] = b.bytes;
-  p.bytes[1] = b.seg->group_bytes;
-  return p;
-}
-
-// What row tile `tile_index` of `row_tiles` pulls into L2 of the next pair: an equal share of
-// its range, or with two ranges, even tiles share the first and odd tiles the second.
-TilePrefetch next_pair_prefetch(const NextPair& next, int64_t records, int64_t row_tiles,
-                                int64_t tile_index) {
-  if (next.range[1] == nullptr)
-    return pair_tile_prefetch(next.range[0], next.bytes[0], records, row_tiles, tile_index);
-  const int h = static_cast<int>(tile_index % 2);
-  const int64_t tiles = (row_tiles + 1 - h) / 2;
-  return pair_tile_prefetch(next.range[h], next.bytes[h], records, tiles, tile_index / 2);
-}
-
-// Phase 2: the column groups this thread takes from the queue, in `order`; epi(col,
-// valid_cols, row0, mt, tile) consumes each tile, columns in increasing order for every row
-// (with a gated order: in increasing order within the gate and within the up columns, each
-// gate tile just before the up tile of the same rows and columns).
+// Phase 2: the column groups this thread takes from the queue; epi(col, valid_cols, row0, mt,
+// tile) consumes each tile, columns in increasing order for every row.
 template <typename Epilogue>
 void for_each_tile(const PackedWeight& w, const ActView& a, int64_t m, void* scratch,
-                   const ExecContext& ctx, const GroupOrder& order, Epilogue&& epi) {
+                   const ExecContext& ctx, Epilogue&& epi) {
   GroupQueue queue(scratch, w.groups(), ctx.nth);
+  const auto& segs = w.segments();
+  size_t si = 0;  // chunks come in increasing order, so segments are only searched forward
   SegmentKernels kern;
-  const PackedSegment* kern_seg = nullptr;  // the segment kern was chosen for
   alignas(64) float tile[2][kMaxTileRows * R];
   // Untouched unless a group is expanded: two groups of kExpandBytes for a pair tile, or one
   // chunk of up to kChunkBufferBytes for chunked_group.
   alignas(64) uint8_t expand_buffer[std::max(2 * kExpandBytes, kChunkBufferBytes)];
   for (Range chunk; queue.next(chunk);) {
-    for (int64_t j = chunk.begin; j < chunk.end;) {
-      GroupAt at[2] = {group_at(w, order.group(j)), {}};
-      if (kern_seg == nullptr || at[0].seg->dtype != kern_seg->dtype)
-        kern = kernels_for(w, at[0].seg->dtype, m);
-      kern_seg = at[0].seg;
+    for (int64_t g = chunk.begin; g < chunk.end;) {
+      while (g >= segs[si].group0 + segs[si].groups) {
+        ++si;
+        kern.tile = nullptr;
+      }
+      const PackedSegment& seg = segs[si];
+      if (kern.tile == nullptr) kern = kernels_for(w, seg.dtype, m);
+      const int64_t local = g - seg.group0;
+      const uint8_t* group[2] = {w.data() + seg.offset + local * seg.group_bytes, nullptr};
+      const int64_t col = seg.col0 + local * R;
+      auto valid = [&](int64_t l) { return static_cast<int>(std::min<int64_t>(R, seg.n - l * R)); };
       if (kern.chunk.tile != nullptr) {
-        chunked_group(kern.chunk, at[0].bytes, a, m, at[0].col, at[0].valid, expand_buffer,
+        chunked_group(kern.chunk, group[0], a, m, col, valid(local), expand_buffer,
                       sizeof(expand_buffer), epi);
-        ++j;
+        ++g;
         continue;
       }
-      // Pairs stay within the chunk and one record format.
-      if (kern.pair != nullptr && j + 1 < chunk.end) {
-        const int64_t g1 = order.group(j + 1);
-        if (g1 < w.groups()) at[1] = group_at(w, g1);
-        if (at[1].seg != nullptr && at[1].seg->dtype != at[0].seg->dtype) at[1] = {};
-      }
-      const int n_groups = at[1].seg != nullptr ? 2 : 1;
-      const uint8_t* group[2] = {at[0].bytes, at[1].bytes};
+      // Pairs stay within the chunk and one segment (one record format).
+      const int n_groups =
+          kern.pair != nullptr && g + 1 < chunk.end && local + 1 < seg.groups ? 2 : 1;
+      if (n_groups == 2) group[1] = group[0] + seg.group_bytes;
       if (kern.ex.expand != nullptr) {  // unpack once for all row tiles
         for (int h = 0; h < n_groups; ++h) {
           uint8_t* out = expand_buffer + h * kExpandBytes;
@@ -455,25 +402,27 @@ void for_each_tile(const PackedWeight& w, const ActView& a, int64_t m, void* scr
       if (n_groups == 2) {
         // The two groups this thread computes next: later in this chunk, or the first of the
         // next one, claimed now so that its bytes are on their way while this pair computes.
-        const NextPair next = next_pair_bytes(w, order, j + 2 < chunk.end ? j + 2 : queue.peek());
+        const int64_t next_g = g + 2 < chunk.end ? g + 2 : queue.peek();
+        const auto [next, next_bytes] =
+            next_g >= 0 ? pair_bytes(w, next_g, si) : std::pair<const uint8_t*, size_t>{};
         const int64_t row_tiles = (m + kPairTileRows - 1) / kPairTileRows;
         for (int64_t i0 = 0; i0 < m; i0 += kPairTileRows) {
           const int mt = static_cast<int>(std::min<int64_t>(kPairTileRows, m - i0));
           const TilePrefetch pf =
-              next_pair_prefetch(next, kern.records, row_tiles, i0 / kPairTileRows);
+              pair_tile_prefetch(next, next_bytes, kern.records, row_tiles, i0 / kPairTileRows);
           kern.pair(group[0], group[1], a, i0, mt, pf, tile[0], tile[1]);
-          epi(at[0].col, at[0].valid, i0, mt, tile[0]);
-          epi(at[1].col, at[1].valid, i0, mt, tile[1]);
+          epi(col, valid(local), i0, mt, tile[0]);
+          epi(col + R, valid(local + 1), i0, mt, tile[1]);
         }
       } else {
         const TileFn run = kern.ex.expand != nullptr ? kern.ex.tile : kern.tile;
         for (int64_t i0 = 0; i0 < m; i0 += kMaxTileRows) {
           const int mt = static_cast<int>(std::min<int64_t>(kMaxTileRows, m - i0));
           run(group[0], a, i0, mt, tile[0]);
-          epi(at[0].col, at[0].valid, i0, mt, tile[0]);
+          epi(col, valid(local), i0, mt, tile[0]);
         }
       }
-      j += n_groups;
+      g += n_groups;
     }
   }
 }
@@ -492,7 +441,7 @@ void matmul(const PackedWeight& w, const float* x, int64_t m, float* y, const fl
   if (m == 0) return;
   ActView a = prepare_acts(w, x, m, scratch, ctx);
   const int64_t n = w.n();
-  for_each_tile(w, a, m, scratch, ctx, GroupOrder{},
+  for_each_tile(w, a, m, scratch, ctx,
                 [&](int64_t col, int nv, int64_t i0, int mt, const float* tile) {
                   for (int i = 0; i < mt; ++i) {
                     float* yr = y + (i0 + i) * n + col;
@@ -522,7 +471,7 @@ void matmul_split(const PackedWeight& w, const float* x, int64_t m, float* const
              w.n());
   if (m == 0) return;
   ActView a = prepare_acts(w, x, m, scratch, ctx);
-  for_each_tile(w, a, m, scratch, ctx, GroupOrder{},
+  for_each_tile(w, a, m, scratch, ctx,
                 [&](int64_t col, int nv, int64_t i0, int mt, const float* tile) {
                   // Find the split holding `col`; a group may straddle split boundaries.
                   int s = 0;
@@ -551,52 +500,6 @@ void matmul_split(const PackedWeight& w, const float* x, int64_t m, float* const
                 });
 }
 
-namespace {
-
-// The gate and up segments of a gated weight (matmul_gated), checked.
-const PackedSegment* gated_segments(const PackedWeight& w) {
-  const auto& segs = w.segments();
-  KILN_CHECK(segs.size() == 2 && segs[0].n == segs[1].n && segs[0].dtype == segs[1].dtype,
-             "matmul_gated: the weight must be a gate and an up weight of one shape and dtype");
-  return segs.data();
-}
-
-size_t gated_stage_bytes(int64_t m) { return align64(static_cast<size_t>(m) * R * sizeof(float)); }
-
-}  // namespace
-
-size_t matmul_gated_scratch_bytes(const PackedWeight& w, int64_t m, int nth) {
-  KILN_CHECK(m >= 0 && nth >= 1, "matmul_gated: bad rows {} / threads {}", m, nth);
-  return act_scratch(w, m).end + static_cast<size_t>(nth) * gated_stage_bytes(m);
-}
-
-void matmul_gated(const PackedWeight& w, const float* x, int64_t m, GatedActivation act, float* out,
-                  void* scratch, const ExecContext& ctx) {
-  check_common(w, x, m, scratch, ctx);
-  const PackedSegment* segs = gated_segments(w);
-  KILN_CHECK(m == 0 || out != nullptr, "matmul_gated: null output");
-  if (m == 0) return;
-  ActView a = prepare_acts(w, x, m, scratch, ctx);
-  const int64_t n = segs[0].n, up_col0 = segs[1].col0;
-  // This thread's gate tiles, [m][16], until the up tile of the same rows comes.
-  auto* stage = reinterpret_cast<float*>(static_cast<uint8_t*>(scratch) + act_scratch(w, m).end +
-                                         ctx.tid * gated_stage_bytes(m));
-  for_each_tile(w, a, m, scratch, ctx, GroupOrder{segs[0].groups},
-                [&](int64_t col, int nv, int64_t i0, int mt, const float* tile) {
-                  float* gate = stage + i0 * R;
-                  if (col < up_col0) {
-                    std::copy_n(tile, mt * R, gate);
-                    return;
-                  }
-                  // In place over the staged gate: every element's value depends only on its
-                  // own gate and up, as in gelu_mul / silu_mul over the whole output.
-                  gated_product(act, gate, tile, gate, mt * R);
-                  float* o = out + i0 * n + (col - up_col0);
-                  for (int i = 0; i < mt; ++i)
-                    std::memcpy(o + i * n, gate + i * R, static_cast<size_t>(nv) * sizeof(float));
-                });
-}
-
 size_t matmul_argmax_scratch_bytes(const PackedWeight& w, int64_t m, int nth) {
   KILN_CHECK(m >= 0 && nth >= 1, "matmul_argmax: bad rows {} / threads {}", m, nth);
   return act_scratch(w, m).end + align64(static_cast<size_t>(nth) * m * 8);
@@ -620,31 +523,30 @@ void matmul_argmax(const PackedWeight& w, const float* x, int64_t m, int32_t* ou
     my_where[i] = -1;
   }
   const RowsAboveFn rows_above = rows_above_fn();
-  for_each_tile(w, a, m, scratch, ctx, GroupOrder{},
-                [&](int64_t col, int nv, int64_t i0, int mt, const float* tile) {
-                  // Almost every tile row holds nothing above the running best: such rows are
-                  // skipped after one vector compare each (NaN compares false, as in the loop
-                  // below, which decides everything else).
-                  KILN_CHECK(mt <= 64, "matmul_argmax: a tile of {} rows", mt);
-                  const uint64_t above =
-                      nv == R ? rows_above(tile, mt, my_best + i0) : ~uint64_t{0};
-                  for (int i = 0; i < mt; ++i) {
-                    float b = my_best[i0 + i];
-                    int32_t at = my_where[i0 + i];
-                    const float* t = tile + i * R;
-                    if (at >= 0 && ((above >> i) & 1) == 0) continue;
-                    for (int c = 0; c < nv; ++c) {
-                      // Strictly greater: columns are visited in increasing order, so ties keep the
-                      // lowest.
-                      if (t[c] > b || (at < 0 && t[c] == b)) {
-                        b = t[c];
-                        at = static_cast<int32_t>(col + c);
-                      }
-                    }
-                    my_best[i0 + i] = b;
-                    my_where[i0 + i] = at;
-                  }
-                });
+  for_each_tile(
+      w, a, m, scratch, ctx, [&](int64_t col, int nv, int64_t i0, int mt, const float* tile) {
+        // Almost every tile row holds nothing above the running best: such rows are
+        // skipped after one vector compare each (NaN compares false, as in the loop
+        // below, which decides everything else).
+        KILN_CHECK(mt <= 64, "matmul_argmax: a tile of {} rows", mt);
+        const uint64_t above = nv == R ? rows_above(tile, mt, my_best + i0) : ~uint64_t{0};
+        for (int i = 0; i < mt; ++i) {
+          float b = my_best[i0 + i];
+          int32_t at = my_where[i0 + i];
+          const float* t = tile + i * R;
+          if (at >= 0 && ((above >> i) & 1) == 0) continue;
+          for (int c = 0; c < nv; ++c) {
+            // Strictly greater: columns are visited in increasing order, so ties keep the
+            // lowest.
+            if (t[c] > b || (at < 0 && t[c] == b)) {
+              b = t[c];
+              at = static_cast<int32_t>(col + c);
+            }
+          }
+          my_best[i0 + i] = b;
+          my_where[i0 + i] = at;
+        }
+      });
   ctx.sync();
   // Merge: the greatest value, ties to the lowest column (each thread's own columns were
   // visited in increasing order, but threads took chunks from the queue in any interleaving).

@@ -17,7 +17,6 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kiln/kernels/elementwise.h"
 #include "kiln/kernels/exec_context.h"
 #include "kiln/kernels/packed_weight.h"
 
@@ -35,15 +34,6 @@ void matmul(const PackedWeight& w, const float* x, int64_t m, float* y, const fl
 // [m, split_cols[i]] and receives the next split_cols[i] columns (sum = N).
 void matmul_split(const PackedWeight& w, const float* x, int64_t m, float* const* outs,
                   const int64_t* split_cols, int n_splits, void* scratch, const ExecContext& ctx);
-
-// Gated MLP: out[m, N] = act(x W_gate^T) * (x W_up^T), where w is a pack_concat of the gate
-// and the up weight (two segments of N rows each, one dtype): the bits of matmul_split into
-// gate and up followed by gelu_mul / silu_mul, without writing gate and up. Each thread
-// computes a gate column group and the up group of the same columns one after the other,
-// keeping the gate tile in its share of the scratch until the up tile comes.
-size_t matmul_gated_scratch_bytes(const PackedWeight& w, int64_t m, int nth);
-void matmul_gated(const PackedWeight& w, const float* x, int64_t m, GatedActivation act,
-                  float* out, void* scratch, const ExecContext& ctx);
 
 // Greedy head: out_ids[i] = argmax over the N outputs of row i, without writing them. Ties go to
 // the lowest column; NaN outputs never win; a row with no non-NaN output gives 0. Equals the
