@@ -209,10 +209,21 @@ TEST(Engine, PreemptionUnderATinyPoolFinishesEverythingIdentically) {
     EngineConfig ec;
     ec.enable_prefix_cache = cache;
     Harness h({2, 1, 8, 4, 24}, ec);  // 96 tokens; each request needs up to 40
+    // All eight must be waiting when the scheduler next forms a step, so that several are
+    // admitted together and outgrow the pool (admission keeps a page of headroom per decoding
+    // request, so requests admitted one at a time, as a fast host submitting to an idle engine
+    // can make them, may each finish before the pool runs out): a one-token request's step is
+    // held at the gate while they are queued (as in the JSON preemption test).
+    Gate gate;
+    h.model.before_forward = [&](const StepBatch&) { gate.pass(); };
+    const uint64_t opener = h.submit(make_request(1, 79, 1, 0.0));
+    gate.wait_entered(1);
     std::vector<uint64_t> ids;
     for (int i = 0; i < 8; ++i)
       ids.push_back(h.submit(make_request(10, 80 + i, 30, i % 2 ? 0.8 : 0.0)));
-    ASSERT_TRUE(h.collector.wait(8));
+    gate.release();
+    ASSERT_TRUE(h.collector.wait(9));
+    h.expect_matches_reference(opener);
     for (auto id : ids) h.expect_matches_reference(id);
     EXPECT_GT(h.engine->stats().preemptions, 0) << "cache " << cache;
     h.expect_no_leak();
