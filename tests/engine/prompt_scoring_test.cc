@@ -13,6 +13,7 @@ namespace kiln::engine {
 namespace {
 
 using testing::fake_logits;
+using testing::Gate;
 using testing::Harness;
 using testing::history_hash;
 using testing::kHistorySeed;
@@ -144,12 +145,19 @@ TEST(PromptScoring, ChunkedPrefillAndPreemptionKeepEveryScoreOnce) {
     ec.enable_prefix_cache = cache;
     ec.chunked_prefill_size = 8;
     Harness h({2, 1, 8, 4, 30}, ec);  // 120 tokens of KV; each request needs up to 70
+    // All six are queued behind a held one-token step, so that several are admitted together
+    // and preemption is certain (see Engine.PreemptionUnderATinyPoolFinishesEverythingIdentically).
+    Gate gate;
+    h.model.before_forward = [&](const StepBatch&) { gate.pass(); };
+    h.submit(make_request(1, 9, 1, 0.0));
+    gate.wait_entered(1);
     std::vector<std::pair<uint64_t, GenerateRequest>> reqs;
     for (int i = 0; i < 6; ++i) {
       GenerateRequest r = scoring_request(40, 10 + i, 30, i % 3, 2);
       reqs.emplace_back(h.submit(r), r);
     }
-    ASSERT_TRUE(h.collector.wait(6));
+    gate.release();
+    ASSERT_TRUE(h.collector.wait(7));
     for (auto& [id, r] : reqs) {
       h.expect_matches_reference(id);
       expect_scores(h.collector.get(id), r);
