@@ -173,9 +173,25 @@ class GroupQueue {
 bool many_row_tiles(int64_t m) { return active_isa() == Isa::Avx2 && m >= 2; }
 
 // The activation layout the tiles of m rows read (ActView::slab_rows): slabs of 4 rows, one
-// AVX2 many-row sub-tile each, wherever many_row_tiles picks those tiles; else all rows
-// block-major. (Float segments read the f32 rows, whatever the layout.)
-int64_t act_slab_rows(int64_t m) { return many_row_tiles(m) ? kChunkSlabRows : 0; }
+// AVX2 many-row sub-tile each, wherever many_row_tiles picks those tiles; slabs of kMaxTileRows
+// rows on AVX-512 above that many rows, one 8-row tile or two 4-row pair tiles each, so that a
+// tile reads its rows' codes in address order (all m rows block-major put a tile's blocks 32 m
+// bytes apart: per call, alternating, same bits, at 512 rows Q6_K 8B down 1.12-1.30x, 1B down
+// 1.14x, Q4_K 1.02-1.06x; at 32 and 128 rows 0.98-1.01x); else all rows block-major. (Float
+// segments read the f32 rows, whatever the layout.)
+int64_t act_slab_rows(int64_t m) {
+  if (many_row_tiles(m)) return kChunkSlabRows;
+  if (active_isa() == Isa::Avx512 && m > kMaxTileRows) return kMaxTileRows;
+  return 0;
+}
+
+// The view of the rows from row i0 on that a tile starting at row i0 reads, and i0's row in it:
+// the slab holding i0, or all rows.
+std::pair<ActView, int64_t> tile_view(const ActView& a, int64_t i0) {
+  if (a.slab_rows == 0) return {a, i0};
+  const int64_t first = i0 - i0 % a.slab_rows;
+  return {a.slab(first), i0 - first};
+}
 
 // Phase 1: quantize this thread's share of the rows, then wait for the group. Returns the
 // view every thread's tile kernels read.
@@ -410,7 +426,8 @@ void for_each_tile(const PackedWeight& w, const ActView& a, int64_t m, void* scr
           const int mt = static_cast<int>(std::min<int64_t>(kPairTileRows, m - i0));
           const TilePrefetch pf =
               pair_tile_prefetch(next, next_bytes, kern.records, row_tiles, i0 / kPairTileRows);
-          kern.pair(group[0], group[1], a, i0, mt, pf, tile[0], tile[1]);
+          const auto [view, row0] = tile_view(a, i0);
+          kern.pair(group[0], group[1], view, row0, mt, pf, tile[0], tile[1]);
           epi(col, valid(local), i0, mt, tile[0]);
           epi(col + R, valid(local + 1), i0, mt, tile[1]);
         }
@@ -418,7 +435,8 @@ void for_each_tile(const PackedWeight& w, const ActView& a, int64_t m, void* scr
         const TileFn run = kern.ex.expand != nullptr ? kern.ex.tile : kern.tile;
         for (int64_t i0 = 0; i0 < m; i0 += kMaxTileRows) {
           const int mt = static_cast<int>(std::min<int64_t>(kMaxTileRows, m - i0));
-          run(group[0], a, i0, mt, tile[0]);
+          const auto [view, row0] = tile_view(a, i0);
+          run(group[0], view, row0, mt, tile[0]);
           epi(col, valid(local), i0, mt, tile[0]);
         }
       }

@@ -31,7 +31,8 @@ constexpr int zp_sub_block(int slot) { return slot == 2 ? 16 : 32; }
 // so a tile of rows row0.. reads every row's codes and scales at constant offsets from one
 // pointer (a handful of registers however tall the tile is).
 //
-// With slab_rows > 0 (the AVX2 many-row path, matmul_gemm_avx2.cc) the rows are instead cut into
+// With slab_rows > 0 (the AVX2 many-row path, matmul_gemm_avx2.cc; AVX-512 above kMaxTileRows
+// rows, each tile reading the view of its slab) the rows are instead cut into
 // slabs of slab_rows consecutive rows (the last may be shorter), each block-major on its own and
 // stored one after the other: slab(row0) is the view of one slab, whose arrays the kernels
 // stream sequentially (with all m rows block-major, consecutive blocks of a 4-row tile lie 32 m
