@@ -284,10 +284,13 @@ void attention_run(const AttentionParams& p, const AttentionInputs& in, Attentio
   for (int64_t i = zr.begin; i < zr.end; ++i)
     std::fill_n(in.out + w.inert[i] * row_floats, row_floats, 0.0f);
 
-  for (;;) {
-    int64_t i = w.next_item.fetch_add(1, std::memory_order_relaxed);
-    if (i >= w.n_items_) break;
-    f.run_item(args, w.items[i], ws);
+  // Each thread claims its next item before running the current one, so that the current
+  // one's last block can ask for the next one's first keys.
+  int64_t i = w.next_item.fetch_add(1, std::memory_order_relaxed);
+  while (i < w.n_items_) {
+    const int64_t after = w.next_item.fetch_add(1, std::memory_order_relaxed);
+    f.run_item(args, w.items[i], after < w.n_items_ ? &w.items[after] : nullptr, ws);
+    i = after;
   }
   ctx.sync();
   // Every thread has stopped claiming: re-arm the counter for the next run of this plan.

@@ -31,8 +31,10 @@ struct AttnArgs {
 };
 
 struct AttentionFns {
-  // Computes one item; ws is this thread's workspace (attn_ws_floats).
-  void (*run_item)(const AttnArgs& a, const AttentionWork::Item& item, float* ws);
+  // Computes one item; ws is this thread's workspace (attn_ws_floats). `following` (may be
+  // null) is the item this thread runs next, whose first K block the last V block asks for.
+  void (*run_item)(const AttnArgs& a, const AttentionWork::Item& item,
+                   const AttentionWork::Item* following, float* ws);
   // Folds the stored partials of a split tile (every KV head) and writes its output.
   void (*merge_tile)(const AttnArgs& a, int32_t tile);
 };

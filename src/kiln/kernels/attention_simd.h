@@ -350,17 +350,52 @@ struct AttentionSimd {
     if (next) next->fetch_rows(0, KB);  // no pass ran
   }
 
+  // Each row's range [ra, rb) of `tile` inside chunk c, relative to its start; the union
+  // [ua, ub) over the tile's nr rows.
+  static void tile_chunk_ranges(const AttentionWork& w, const AttentionWork::Tile& tile, int nr,
+                                int c, int* ra, int* rb, int* ua, int* ub) {
+    const int c0 = c * CH;
+    *ua = CH;
+    *ub = 0;
+    for (int i = 0; i < nr; ++i) {
+      ra[i] = imax(w.row_lo[tile.row0 + i], c0) - c0;
+      rb[i] = imin(w.row_hi[tile.row0 + i], c0 + CH) - c0;
+      if (ra[i] < rb[i]) {
+        *ua = imin(*ua, ra[i]);
+        *ub = imax(*ub, rb[i]);
+      }
+    }
+  }
+
+  // The first K block item `it` reads, as its own first QK pass would ask for it.
+  static void following_first_keys(const detail::AttnArgs& a, const AttentionWork::Item& it,
+                                   NextRows* next) {
+    const AttentionWork::Tile& tile = a.w->tiles[it.tile];
+    const Geometry g = geometry(a, tile);
+    int ra[kAttnTileRows], rb[kAttnTileRows], ua = 0, ub = 0;
+    tile_chunk_ranges(*a.w, tile, g.nr, it.chunk_begin, ra, rb, &ua, &ub);
+    const int c0 = it.chunk_begin * CH;
+    next->n = 0;
+    if (ua >= ub) return;
+    if (a.in->kv.dtype == KvDtype::Q8)
+      next_rows(a.in->kv.k8, g, it.kv_head, c0 + ua, c0 + imin(ua + KB, ub), next);
+    else
+      next_rows(a.in->kv.k, g, it.kv_head, c0 + ua, c0 + imin(ua + KB, ub), next);
+  }
+
   // Instantiated with and without the softcap, so an uncapped model runs exactly the code it
   // ran before the cap existed (one branch per item picks the instance).
-  static void run_item(const detail::AttnArgs& a, const AttentionWork::Item& item, float* ws) {
+  static void run_item(const detail::AttnArgs& a, const AttentionWork::Item& item,
+                       const AttentionWork::Item* following, float* ws) {
     if (a.p->softcap > 0.0f)
-      run_item_t<true>(a, item, ws);
+      run_item_t<true>(a, item, following, ws);
     else
-      run_item_t<false>(a, item, ws);
+      run_item_t<false>(a, item, following, ws);
   }
 
   template <bool kCap>
-  static void run_item_t(const detail::AttnArgs& a, const AttentionWork::Item& item, float* ws) {
+  static void run_item_t(const detail::AttnArgs& a, const AttentionWork::Item& item,
+                         const AttentionWork::Item* following, float* ws) {
     const AttentionWork& w = *a.w;
     const AttentionWork::Tile& tile = w.tiles[item.tile];
     const Geometry g = geometry(a, tile);
@@ -411,17 +446,7 @@ struct AttentionSimd {
     // Each row's range [ra, rb) inside chunk c, relative to its start; the union [ua, ub) over
     // the tile.
     auto chunk_ranges = [&](int c, int* ra, int* rb, int* ua, int* ub) {
-      const int c0 = c * CH;
-      *ua = CH;
-      *ub = 0;
-      for (int i = 0; i < g.nr; ++i) {
-        ra[i] = imax(w.row_lo[tile.row0 + i], c0) - c0;
-        rb[i] = imin(w.row_hi[tile.row0 + i], c0 + CH) - c0;
-        if (ra[i] < rb[i]) {
-          *ua = imin(*ua, ra[i]);
-          *ub = imax(*ub, rb[i]);
-        }
-      }
+      tile_chunk_ranges(w, tile, g.nr, c, ra, rb, ua, ub);
     };
 
     for (int c = item.chunk_begin; c < item.chunk_end; ++c) {
@@ -478,6 +503,10 @@ struct AttentionSimd {
           int na[kAttnTileRows], nb[kAttnTileRows], ua1 = 0, ub1 = 0;
           chunk_ranges(c + 1, na, nb, &ua1, &ub1);
           set_next(false, c0 + CH + ua1, c0 + CH + imin(ua1 + KB, ub1));
+        } else if (following != nullptr) {
+          // The thread's next item starts cold (its sequence's keys were last read a step
+          // ago): its first K block is asked for too, as a next chunk's would be.
+          following_first_keys(a, *following, &next);
         } else {
           next.n = 0;
         }
