@@ -185,12 +185,17 @@ int64_t act_slab_rows(int64_t m) {
   return 0;
 }
 
-// The view of the rows from row i0 on that a tile starting at row i0 reads, and i0's row in it:
-// the slab holding i0, or all rows.
-std::pair<ActView, int64_t> tile_view(const ActView& a, int64_t i0) {
-  if (a.slab_rows == 0) return {a, i0};
-  const int64_t first = i0 - i0 % a.slab_rows;
-  return {a.slab(first), i0 - first};
+// What a tile starting at row i0 reads: `a` itself with row0 = i0 (all rows block-major, no
+// copy: at one row this runs for every group), or the slab holding i0, built in `slab`, with
+// i0's row in it.
+const ActView& tile_view(const ActView& a, int64_t i0, ActView& slab, int64_t& row0) {
+  if (a.slab_rows == 0) {
+    row0 = i0;
+    return a;
+  }
+  row0 = i0 % a.slab_rows;
+  slab = a.slab(i0 - row0);
+  return slab;
 }
 
 // Phase 1: quantize this thread's share of the rows, then wait for the group. Returns the
@@ -383,6 +388,7 @@ void for_each_tile(const PackedWeight& w, const ActView& a, int64_t m, void* scr
   size_t si = 0;  // chunks come in increasing order, so segments are only searched forward
   SegmentKernels kern;
   alignas(64) float tile[2][kMaxTileRows * R];
+  ActView slab;  // the slab a tile reads, where the activations are in slabs (tile_view)
   // Untouched unless a group is expanded: two groups of kExpandBytes for a pair tile, or one
   // chunk of up to kChunkBufferBytes for chunked_group.
   alignas(64) uint8_t expand_buffer[std::max(2 * kExpandBytes, kChunkBufferBytes)];
@@ -426,7 +432,8 @@ void for_each_tile(const PackedWeight& w, const ActView& a, int64_t m, void* scr
           const int mt = static_cast<int>(std::min<int64_t>(kPairTileRows, m - i0));
           const TilePrefetch pf =
               pair_tile_prefetch(next, next_bytes, kern.records, row_tiles, i0 / kPairTileRows);
-          const auto [view, row0] = tile_view(a, i0);
+          int64_t row0;
+          const ActView& view = tile_view(a, i0, slab, row0);
           kern.pair(group[0], group[1], view, row0, mt, pf, tile[0], tile[1]);
           epi(col, valid(local), i0, mt, tile[0]);
           epi(col + R, valid(local + 1), i0, mt, tile[1]);
@@ -435,7 +442,8 @@ void for_each_tile(const PackedWeight& w, const ActView& a, int64_t m, void* scr
         const TileFn run = kern.ex.expand != nullptr ? kern.ex.tile : kern.tile;
         for (int64_t i0 = 0; i0 < m; i0 += kMaxTileRows) {
           const int mt = static_cast<int>(std::min<int64_t>(kMaxTileRows, m - i0));
-          const auto [view, row0] = tile_view(a, i0);
+          int64_t row0;
+          const ActView& view = tile_view(a, i0, slab, row0);
           run(group[0], view, row0, mt, tile[0]);
           epi(col, valid(local), i0, mt, tile[0]);
         }
@@ -540,13 +548,15 @@ void matmul_argmax(const PackedWeight& w, const float* x, int64_t m, int32_t* ou
     my_best[i] = -std::numeric_limits<float>::infinity();
     my_where[i] = -1;
   }
+  // Tiles reach the epilogue with at most kMaxTileRows rows, or kChunkBlockRows on the AVX2
+  // many-row path: each fits the scan's 64-bit row mask.
+  static_assert(kMaxTileRows <= 64 && kChunkBlockRows <= 64);
   const RowsAboveFn rows_above = rows_above_fn();
   for_each_tile(
       w, a, m, scratch, ctx, [&](int64_t col, int nv, int64_t i0, int mt, const float* tile) {
         // Almost every tile row holds nothing above the running best: such rows are
         // skipped after one vector compare each (NaN compares false, as in the loop
         // below, which decides everything else).
-        KILN_CHECK(mt <= 64, "matmul_argmax: a tile of {} rows", mt);
         const uint64_t above = nv == R ? rows_above(tile, mt, my_best + i0) : ~uint64_t{0};
         for (int i = 0; i < mt; ++i) {
           float b = my_best[i0 + i];
