@@ -70,8 +70,9 @@ llama_prefill() {  # $1 prompt tokens, $2 output file
     -t $THREADS -o json >"$2" 2>"$2.log"
 }
 kiln_prefill() {
+  # No bandwidth probe: its 1 GiB buffer would be this run's peak resident memory on a 1B model.
   timed "$2.time" $K bench -m "$model" --threads $THREADS --batch-sizes 1 --input-len "$1" \
-    --output-len 4 --modes graph --json "$2" >"$2.log" 2>&1
+    --output-len 4 --modes graph --no-bandwidth-probe --json "$2" >"$2.log" 2>&1
 }
 llama_load() {  # $1 output file
   timed "$1.time" "$bin/llama-simple" -m "$model" -n 1 "Hello" >"$1" 2>"$1.log"

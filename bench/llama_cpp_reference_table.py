@@ -9,7 +9,8 @@ first, so over an even number of rounds a host that drifts steadily favours neit
 Targets are issue 5's for the default model and the smaller shapes: decode at batch 1 / 8 / 32 at
 least 1.8x / 3x / 4x llama.cpp, prefill of 512 tokens at least 2x; for the Llama 3.1 8B shape,
 issue 15's: 1.3x / 2.5x / 3x, prefill 2x. Each run's peak resident memory (from /usr/bin/time) is
-shown too.
+shown too; kiln's at batch 1 includes the 1 GiB buffer of its bandwidth probe (the prefill runs
+skip the probe, so their peak is the model's).
 """
 import json
 import math
@@ -114,6 +115,7 @@ def main() -> None:
         print(f"{name:>15} | {'all':>5} | {'':>9} | {'':>9} | {geomean:>5.2f}x | "
               f"{f'{target:.1f}x' if target else '-':>6} |")
     if "1" in shapes:
+        print("(kiln's peak at batch 1 includes its bandwidth probe's 1 GiB buffer)")
         bandwidth_fractions(out, rounds)
 
 

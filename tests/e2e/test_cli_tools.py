@@ -114,6 +114,21 @@ def test_bench_json_and_plot(tiny_gemma, tmp_path):
     assert root.tag.endswith("svg") and len([e for e in root.iter() if e.tag.endswith("rect")]) >= 5
 
 
+def test_bench_without_bandwidth_probe_reports_no_fraction(tiny_gemma, tmp_path):
+    js = tmp_path / "noprobe.json"
+    r = kiln("bench", "-m", tiny_gemma, "--batch-sizes", 1, "--input-len", 8, "--output-len", 2, "--threads", 2,
+             "--repeats", 1, "--modes", "graph", "--no-bandwidth-probe", "--json", js, timeout=300)
+    assert r.returncode == 0, r.stderr
+    data = json.loads(js.read_text())
+    assert data["bandwidth"]["gbs"] == 0
+    assert "bandwidth_fraction" not in data["results"][0]
+    assert "vs memory bandwidth" not in r.stdout
+    # Measuring nothing and a given figure contradict each other: refused, not silently ignored.
+    r = kiln("bench", "-m", tiny_gemma, "--batch-sizes", 1, "--no-bandwidth-probe", "--bandwidth-gbs", 20,
+             timeout=60)
+    assert r.returncode != 0 and "excludes" in r.stderr + r.stdout
+
+
 def test_bench_rounds_alternate_order_with_cpu_time(tiny_gemma, tmp_path):
     js = tmp_path / "rounds.json"
     r = kiln("bench", "-m", tiny_gemma, "--batch-sizes", "1,2", "--input-len", 8, "--output-len", 4,

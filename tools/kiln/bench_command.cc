@@ -66,12 +66,13 @@ struct BenchArgs {
   bool breakdown = false;
   int breakdown_bs = 0;  // 0: the first batch size
   int repeats = 5;
-  int rounds = 0;              // --rounds: interleaved eager/graph repeats of the decode loop
-  bool paired_steps = false;   // --paired-steps: a decode loop running each step in both modes
-  int host_only_steps = 2000;  // --host-only-steps: no-op replays timed per graph batch size
-  bool op_profile = false;     // print each profiled step's kernel time per op kind
-  int prefill_chunk = 512;     // the engine's default chunked_prefill_size
-  double bandwidth_gbs = 0;    // 0: measure
+  int rounds = 0;                   // --rounds: interleaved eager/graph repeats of the decode loop
+  bool paired_steps = false;        // --paired-steps: a decode loop running each step in both modes
+  int host_only_steps = 2000;       // --host-only-steps: no-op replays timed per graph batch size
+  bool op_profile = false;          // print each profiled step's kernel time per op kind
+  int prefill_chunk = 512;          // the engine's default chunked_prefill_size
+  double bandwidth_gbs = 0;         // 0: measure
+  bool no_bandwidth_probe = false;  // no bandwidth figure at batch 1 (and no 1 GiB probe buffer)
   uint64_t seed = 1;
   std::string log_level = "warn";
 };
@@ -532,7 +533,8 @@ int bench_on_rank(const BenchArgs& a, const Modes& modes, Communicator* group) {
   if (a.bandwidth_gbs > 0) {
     f.bandwidth_gbs = a.bandwidth_gbs;
     f.bandwidth_source = "--bandwidth-gbs";
-  } else if (std::find(a.batch_sizes.begin(), a.batch_sizes.end(), 1) != a.batch_sizes.end()) {
+  } else if (!a.no_bandwidth_probe &&
+             std::find(a.batch_sizes.begin(), a.batch_sizes.end(), 1) != a.batch_sizes.end()) {
     f.bandwidth_gbs = measure_read_bandwidth_gbs(*rt.thread_pool());
     f.bandwidth_source = "measured: 1 GiB read";
   }
@@ -680,6 +682,10 @@ CLI::App* add_bench_command(CLI::App& app) {
   cmd->add_option("--bandwidth-gbs", args->bandwidth_gbs,
                   "Memory bandwidth to compare with (default: measure)")
       ->check(CLI::Range(0.0, 1e6));
+  cmd->add_flag("--no-bandwidth-probe", args->no_bandwidth_probe,
+                "Do not measure the memory bandwidth at batch 1 (its 1 GiB buffer would count in "
+                "the peak resident memory of a run that measures prefill)")
+      ->excludes("--bandwidth-gbs");
   cmd->add_option("--seed", args->seed, "Seed of the random prompts");
   cmd->add_option("--log-level", args->log_level, "trace|debug|info|warn|error|off");
   add_tp_options(cmd, args->tp);
