@@ -111,8 +111,8 @@ std::unique_ptr<PackedWeightsFileWriter> PackedWeightsFileWriter::create(const s
     return fail("reserving space");
   void* base = ::mmap(nullptr, w->reserved_, PROT_READ | PROT_WRITE, MAP_SHARED, w->fd_, 0);
   if (base == MAP_FAILED) return fail("mmap");
-  // The kernels read these pages every step: faulted in as 2 MiB folios, the file maps with
-  // huge pages like the arena (advisory: failure only costs speed).
+  // The kernels read these pages every step: asked for as 2 MiB folios, they are mapped with
+  // huge pages like the arena's (advisory: where refused, it only costs speed).
   ::madvise(base, w->reserved_, MADV_HUGEPAGE);
   const size_t bytes = w->reserved_;
   w->mapping_ = std::shared_ptr<uint8_t>(static_cast<uint8_t*>(base),
