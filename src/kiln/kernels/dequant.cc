@@ -30,6 +30,17 @@ void k_scale_min(const uint8_t* s, int j, int* sc, int* m) {
   }
 }
 
+// The 8 scales d * sc[j] and minimums dmin * m[j] of a Q4_K/Q5_K block.
+void k_scales_mins(uint16_t d16, uint16_t dmin16, const uint8_t* scales, float* scale, float* min) {
+  const float d = f16_to_f32(d16), dmin = f16_to_f32(dmin16);
+  for (int j = 0; j < 8; ++j) {
+    int sc, m;
+    k_scale_min(scales, j, &sc, &m);
+    scale[j] = d * static_cast<float>(sc);
+    min[j] = dmin * static_cast<float>(m);
+  }
+}
+
 void decode_q4_0(const void* p, uint8_t* q, float* scale) {
   auto b = load_block<BlockQ4_0>(p);
   for (int j = 0; j < 16; ++j) {
@@ -58,26 +69,20 @@ void decode_q8_0(const void* p, uint8_t* q, float* scale) {
 
 void decode_q4_k(const void* p, uint8_t* q, float* scale, float* min) {
   auto b = load_block<BlockQ4_K>(p);
-  float d = f16_to_f32(b.d), dmin = f16_to_f32(b.dmin);
-  for (int j = 0; j < 8; ++j) {
-    int sc, m;
-    k_scale_min(b.scales, j, &sc, &m);
-    scale[j] = d * static_cast<float>(sc);
-    min[j] = dmin * static_cast<float>(m);
+  if (scale != nullptr) k_scales_mins(b.d, b.dmin, b.scales, scale, min);
+  for (int j = 0; j < 8; j += 2) {  // a pair of sub-blocks shares 32 bytes: low, then high nibbles
     const uint8_t* qs = b.qs + (j / 2) * 32;
-    int shift = (j % 2) * 4;
-    for (int l = 0; l < 32; ++l) q[j * 32 + l] = (qs[l] >> shift) & 0x0F;
+    for (int l = 0; l < 32; ++l) {
+      q[j * 32 + l] = qs[l] & 0x0F;
+      q[j * 32 + 32 + l] = qs[l] >> 4;
+    }
   }
 }
 
 void decode_q5_k(const void* p, uint8_t* q, float* scale, float* min) {
   auto b = load_block<BlockQ5_K>(p);
-  float d = f16_to_f32(b.d), dmin = f16_to_f32(b.dmin);
+  if (scale != nullptr) k_scales_mins(b.d, b.dmin, b.scales, scale, min);
   for (int j = 0; j < 8; ++j) {
-    int sc, m;
-    k_scale_min(b.scales, j, &sc, &m);
-    scale[j] = d * static_cast<float>(sc);
-    min[j] = dmin * static_cast<float>(m);
     const uint8_t* qs = b.qs + (j / 2) * 32;
     int shift = (j % 2) * 4;
     for (int l = 0; l < 32; ++l)
@@ -87,8 +92,10 @@ void decode_q5_k(const void* p, uint8_t* q, float* scale, float* min) {
 
 void decode_q6_k(const void* p, uint8_t* q, float* scale) {
   auto b = load_block<BlockQ6_K>(p);
-  float d = f16_to_f32(b.d);
-  for (int s = 0; s < 16; ++s) scale[s] = d * static_cast<float>(b.scales[s]);
+  if (scale != nullptr) {
+    const float d = f16_to_f32(b.d);
+    for (int s = 0; s < 16; ++s) scale[s] = d * static_cast<float>(b.scales[s]);
+  }
   // Two halves of 128; in each, element 32c + l takes its low nibble from
   // ql[64h + 32(c&1) + l] (shifted by 4 for c >= 2) and its top 2 bits from qh[32h + l] >> 2c.
   for (int h = 0; h < 2; ++h) {

@@ -64,6 +64,8 @@ const QuantScheme& quant_scheme(DType t);
 // Decodes one block of a quantized type: codes[block_size] (unsigned, < 2^bits),
 // scale[block_size / sub_block], and (has_min types) min[block_size / sub_block]. The values
 // are bit-exact to ggml's dequantization: scale and min are computed as ggml computes d * sc.
+// For the K-quants (Q4_K, Q5_K, Q6_K) scale and min may be null: codes only (the packer keeps
+// their factors from decode_kquant_factors instead).
 void decode_block(DType t, const void* block, uint8_t* codes, float* scale, float* min);
 
 // The two factors of each scale of a K-quant block (Q4_K, Q5_K, Q6_K) as the file stores them:

@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
+#include <memory>
 
 #include "kiln/base/error.h"
 #include "kiln/base/half.h"
@@ -89,19 +91,29 @@ void pack_quant_group(DType t, const PackedLayout& L, const uint8_t* const* rows
   const int S = L.sub_block;
   const int64_t nsub = K / S;
   const int bs = info.block_size, sub_per_block = bs / S;
-  std::vector<uint8_t> codes(static_cast<size_t>(R) * K);
-  std::vector<float> scale(static_cast<size_t>(R) * nsub), min(static_cast<size_t>(R) * nsub);
+  // Every element below is written before it is read (padding rows included), so the buffers
+  // are not zeroed first: 16 x K code bytes a group, a cold start's worth of memset otherwise.
+  // The K-quants' float scales are never computed: their records keep the file's factors.
+  auto codes = std::make_unique_for_overwrite<uint8_t[]>(static_cast<size_t>(R) * K);
+  const size_t n_scales = L.split_scales ? 0 : static_cast<size_t>(R) * nsub;
+  auto scale = std::make_unique_for_overwrite<float[]>(n_scales);
+  auto min = std::make_unique_for_overwrite<float[]>(n_scales);
   std::vector<KQuantFactors> factors(L.split_scales ? static_cast<size_t>(R) * (K / bs) : 0);
   for (int r = 0; r < R; ++r) {
     if (rows[r] == nullptr) {
       std::memset(&codes[static_cast<size_t>(r) * K], L.has_min ? 0 : L.zero_point, K);
+      if (!L.split_scales) std::fill_n(&scale[static_cast<size_t>(r) * nsub], nsub, 0.0f);
       continue;
     }
     for (int64_t b = 0; b < K / bs; ++b) {
       const uint8_t* block = rows[r] + b * info.block_bytes;
-      decode_block(t, block, &codes[r * K + b * bs], &scale[r * nsub + b * sub_per_block],
-                   &min[r * nsub + b * sub_per_block]);
-      if (L.split_scales) factors[r * (K / bs) + b] = decode_kquant_factors(t, block);
+      if (L.split_scales) {
+        decode_block(t, block, &codes[r * K + b * bs], nullptr, nullptr);
+        factors[r * (K / bs) + b] = decode_kquant_factors(t, block);
+      } else {
+        decode_block(t, block, &codes[r * K + b * bs], &scale[r * nsub + b * sub_per_block],
+                     &min[r * nsub + b * sub_per_block]);
+      }
     }
   }
   const PutCodesFn put = put_codes_fn(L);
