@@ -72,7 +72,11 @@ TEST(Engine, ChunkedPrefillGivesTheSameOutputs) {
   for (int i = 0; i < 4; ++i) ids.push_back(h.submit(make_request(150 + 13 * i, 40 + i, 12, 0.7)));
   ASSERT_TRUE(h.collector.wait(4));
   for (auto id : ids) h.expect_matches_reference(id);
-  EXPECT_LE(h.model.max_batch_rows.load(), 40);
+  // max_prefill_tokens bounds a step's prompt rows; a step that mixes in decoding requests adds
+  // one row for each (at most 3 here: the fourth is still prefilling). Whether such a step
+  // happens depends on how fast the requests arrive: it failed once in a full suite run when the
+  // bound was 40 rows in all.
+  EXPECT_LE(h.model.max_batch_rows.load(), 40 + 3);
   h.expect_no_leak();
 }
 
