@@ -65,7 +65,7 @@ const QuantScheme& quant_scheme(DType t);
 // scale[block_size / sub_block], and (has_min types) min[block_size / sub_block]. The values
 // are bit-exact to ggml's dequantization: scale and min are computed as ggml computes d * sc.
 // For the K-quants (Q4_K, Q5_K, Q6_K) scale and min may be null: codes only (the packer keeps
-// their factors from decode_kquant_factors instead).
+// their factors from decode_kquant_factors instead); types without minimums never write min.
 void decode_block(DType t, const void* block, uint8_t* codes, float* scale, float* min);
 
 // The two factors of each scale of a K-quant block (Q4_K, Q5_K, Q6_K) as the file stores them:

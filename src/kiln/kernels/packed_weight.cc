@@ -93,11 +93,11 @@ void pack_quant_group(DType t, const PackedLayout& L, const uint8_t* const* rows
   const int bs = info.block_size, sub_per_block = bs / S;
   // Every element below is written before it is read (padding rows included), so the buffers
   // are not zeroed first: 16 x K code bytes a group, a cold start's worth of memset otherwise.
-  // The K-quants' float scales are never computed: their records keep the file's factors.
+  // The K-quants' float scales are never computed: their records keep the file's factors. The
+  // other types have no minimums, so only their scales are decoded.
   auto codes = std::make_unique_for_overwrite<uint8_t[]>(static_cast<size_t>(R) * K);
   const size_t n_scales = L.split_scales ? 0 : static_cast<size_t>(R) * nsub;
   auto scale = std::make_unique_for_overwrite<float[]>(n_scales);
-  auto min = std::make_unique_for_overwrite<float[]>(n_scales);
   std::vector<KQuantFactors> factors(L.split_scales ? static_cast<size_t>(R) * (K / bs) : 0);
   for (int r = 0; r < R; ++r) {
     if (rows[r] == nullptr) {
@@ -112,7 +112,7 @@ void pack_quant_group(DType t, const PackedLayout& L, const uint8_t* const* rows
         factors[r * (K / bs) + b] = decode_kquant_factors(t, block);
       } else {
         decode_block(t, block, &codes[r * K + b * bs], &scale[r * nsub + b * sub_per_block],
-                     &min[r * nsub + b * sub_per_block]);
+                     nullptr);
       }
     }
   }
