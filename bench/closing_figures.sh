@@ -10,17 +10,15 @@ cd "$(dirname "$0")/.."
 K=build/release/kiln
 O=${1:-build/release/closing-figures}
 mkdir -p "$O"
-limits=../shared/tools/machine-limits
 log() { echo "$* $(date +%T) load $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$O/log"; }
 
 log "start"
-if [[ -d $limits ]]; then
-  gcc -O2 -march=native -fopenmp "$limits/membw.c" -o "$O/membw" &&
-    "$O/membw" 1 6 1024 | tee -a "$O/log" && "$O/membw" 2 6 1024 | tee -a "$O/log"
-  if grep -q avx512_vnni /proc/cpuinfo; then
-    gcc -O2 -march=native -fopenmp "$limits/vnni.c" -o "$O/vnni" && "$O/vnni" 2 | tee -a "$O/log"
-  fi
+# The machine's limits, measured here: read bandwidth, int8 dot and f32 FMA peaks.
+build/release/bench/machine_limits_bench | tee -a "$O/log"
+if grep -q avx512_vnni /proc/cpuinfo; then
+  build/release/bench/contract_ceiling_bench --benchmark_filter=dots_only | tee -a "$O/log"
 fi
+build/release/bench/instruction_rate_bench --benchmark_filter=vfmadd | tee -a "$O/log"
 for bs in 1 8 32; do
   $K bench --threads 2 --batch-sizes $bs --input-len 128 --output-len 64 --breakdown \
     --op-profile --json "$O/bench_bs$bs.json" >"$O/bench_bs$bs.txt" 2>&1

