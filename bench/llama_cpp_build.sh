@@ -34,7 +34,7 @@ llama_cpp_bin_dir() {
         -DGGML_AVX512_BF16=ON)
     fi
     cmake -S "$src" -B "$src/build" -G Ninja -DCMAKE_BUILD_TYPE=Release "${isa[@]}" \
-      -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF >"$logdir/ref_cmake.log"
+      -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=ON >"$logdir/ref_cmake.log"
     ninja -C "$src/build" "$@" >"$logdir/ref_build.log"
   fi
   echo "$src/build/bin"

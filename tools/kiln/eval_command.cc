@@ -1,6 +1,7 @@
-// `kiln eval gsm8k`: few-shot GSM8K against any running server (kiln, SGLang, or anything with
-// SGLang's /generate or OpenAI's /v1/completions), prompted and scored as SGLang's
-// few_shot_gsm8k benchmark, printing the same four result lines.
+// `kiln eval gsm8k`: GSM8K against any running server (kiln, SGLang, llama-server, or anything
+// with SGLang's /generate or OpenAI's endpoints), printing the four result lines of SGLang's
+// few_shot_gsm8k benchmark. Completion mode prompts and scores as that benchmark does; chat
+// mode asks an instruct model through /v1/chat/completions in its own template.
 #include <unistd.h>
 
 #include <atomic>
@@ -27,6 +28,7 @@ using nlohmann::json;
 
 struct EvalOptions {
   std::string url = "http://127.0.0.1:30000";
+  std::string mode = "completion";
   std::string api = "native";
   std::string api_key;
   std::string data_path;
@@ -38,23 +40,14 @@ struct EvalOptions {
   std::string output_jsonl;
 };
 
-// The shared GSM8K copy: <ancestor>/shared/data/gsm8k/train.jsonl for the first ancestor of
-// the executable (or the working directory) that has one.
-std::string default_data_path() {
-  std::vector<fs::path> starts;
-  std::error_code ec;
-  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) starts.push_back(exe.parent_path());
-  starts.push_back(fs::current_path(ec));
-  for (fs::path dir : starts) {
-    for (; !dir.empty(); dir = dir.parent_path()) {
-      fs::path candidate = dir / "shared" / "data" / "gsm8k" / "train.jsonl";
-      if (fs::exists(candidate, ec)) return candidate.string();
-      if (dir == dir.parent_path()) break;
-    }
-  }
-  return {};
-}
+// The GSM8K train split committed with kiln (data/gsm8k, MIT).
+std::string default_data_path() { return std::string(KILN_SOURCE_DIR) + "/data/gsm8k/train.jsonl"; }
+
+// One question as the server is asked it: a completion prompt, or chat messages.
+struct Question {
+  std::string prompt;
+  json messages;
+};
 
 struct Outcome {
   std::string completion;
@@ -62,22 +55,30 @@ struct Outcome {
   std::string error;
 };
 
-Outcome ask(JsonClient& client, const EvalOptions& o, const std::string& model,
-            const std::string& prompt) {
+Outcome ask(JsonClient& client, const EvalOptions& o, const std::string& model, const Question& q) {
   static const json kStop = {"Question", "Assistant:", "<|separator|>"};
   Outcome out;
   try {
-    if (o.api == "native") {
+    if (o.mode == "chat") {
+      // No stop strings: the model's end of turn ends the reply.
+      json r = client.post("/v1/chat/completions", {{"model", model},
+                                                    {"messages", q.messages},
+                                                    {"max_tokens", o.max_new_tokens},
+                                                    {"temperature", 0}});
+      const json& content = r.at("choices").at(0).at("message").at("content");
+      out.completion = content.is_string() ? content.get<std::string>() : "";
+      out.completion_tokens = r.at("usage").at("completion_tokens").get<int>();
+    } else if (o.api == "native") {
       json r = client.post(
           "/generate",
-          {{"text", prompt},
+          {{"text", q.prompt},
            {"sampling_params",
             {{"max_new_tokens", o.max_new_tokens}, {"temperature", 0}, {"stop", kStop}}}});
       out.completion = r.at("text").get<std::string>();
       out.completion_tokens = r.at("meta_info").at("completion_tokens").get<int>();
     } else {
       json r = client.post("/v1/completions", {{"model", model},
-                                               {"prompt", prompt},
+                                               {"prompt", q.prompt},
                                                {"max_tokens", o.max_new_tokens},
                                                {"temperature", 0},
                                                {"stop", kStop}});
@@ -90,11 +91,33 @@ Outcome ask(JsonClient& client, const EvalOptions& o, const std::string& model,
   return out;
 }
 
+// Completion mode: SGLang's few-shot prompt. Chat mode: the shots as earlier exchanges, then
+// the question, each user turn carrying the final-answer instruction (server_gsm8k.h).
+Question make_question(const EvalOptions& o, const std::vector<Gsm8kItem>& shots,
+                       const std::string& prefix, const Gsm8kItem& item) {
+  Question q;
+  if (o.mode != "chat") {
+    q.prompt = prefix + gsm8k_question_prompt(item);
+    return q;
+  }
+  q.messages = json::array();
+  for (const Gsm8kItem& s : shots) {
+    q.messages.push_back({{"role", "user"}, {"content", gsm8k_chat_user_turn(s)}});
+    q.messages.push_back({{"role", "assistant"}, {"content", s.answer}});
+  }
+  q.messages.push_back({{"role", "user"}, {"content", gsm8k_chat_user_turn(item)}});
+  return q;
+}
+
+// The answer in a reply or a reference answer, as the mode reads it.
+std::optional<std::string> answer_value(const EvalOptions& o, const std::string& text) {
+  return o.mode == "chat" ? gsm8k_chat_answer_value(text) : gsm8k_answer_value(text);
+}
+
 void run_gsm8k(const EvalOptions& o) {
   KILN_CHECK(o.api == "native" || o.api == "openai", "--api must be native or openai");
+  KILN_CHECK(o.mode == "completion" || o.mode == "chat", "--mode must be completion or chat");
   std::string data_path = o.data_path.empty() ? default_data_path() : o.data_path;
-  KILN_CHECK(!data_path.empty(),
-             "no GSM8K data found (shared/data/gsm8k/train.jsonl); pass --data-path");
   auto lines = read_gsm8k_jsonl(data_path);
   std::vector<Gsm8kItem> shots;
   size_t first_question = 0;
@@ -116,14 +139,14 @@ void run_gsm8k(const EvalOptions& o) {
                                    lines.begin() + first_question + n);
   std::vector<std::string> labels;
   for (const auto& q : questions) {
-    auto v = gsm8k_answer_value(q.answer);
+    auto v = answer_value(o, q.answer);
     KILN_CHECK(v.has_value(), "a reference answer has no number: {}", q.answer);
     labels.push_back(*v);
   }
   const std::string prefix = gsm8k_few_shot_prefix(shots);
 
   std::string model = "default";
-  if (o.api == "openai") {
+  if (o.api == "openai" || o.mode == "chat") {
     JsonClient c(o.url, o.api_key);
     json models = c.get("/v1/models");
     if (models.contains("data") && !models["data"].empty()) {
@@ -141,7 +164,7 @@ void run_gsm8k(const EvalOptions& o) {
     workers.emplace_back([&] {
       JsonClient client(o.url, o.api_key);
       for (size_t i; (i = next.fetch_add(1)) < n;) {
-        outcomes[i] = ask(client, o, model, prefix + gsm8k_question_prompt(questions[i]));
+        outcomes[i] = ask(client, o, model, make_question(o, shots, prefix, questions[i]));
         bar.advance();
       }
     });
@@ -159,7 +182,7 @@ void run_gsm8k(const EvalOptions& o) {
   }
   for (size_t i = 0; i < n; ++i) {
     const Outcome& oc = outcomes[i];
-    auto pred = gsm8k_answer_value(oc.completion);
+    auto pred = answer_value(o, oc.completion);
     bool ok = pred && *pred == labels[i];
     correct += ok;
     invalid += !pred;
@@ -174,6 +197,13 @@ void run_gsm8k(const EvalOptions& o) {
                   {"completion", oc.completion},
                   {"completion_tokens", oc.completion_tokens}};
       if (!oc.error.empty()) row["error"] = oc.error;
+      // What the server was asked, so a run can be replayed and its prompts checked.
+      const Question q = make_question(o, shots, prefix, questions[i]);
+      if (o.mode == "chat") {
+        row["messages"] = q.messages;
+      } else {
+        row["prompt"] = q.prompt;
+      }
       jsonl << row.dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
     }
   }
@@ -200,14 +230,22 @@ void add_eval_command(CLI::App& app) {
   eval->require_subcommand(1);
   auto opts = std::make_shared<EvalOptions>();
   auto* g = eval->add_subcommand(
-      "gsm8k", "Few-shot GSM8K accuracy, prompted and scored like SGLang's few_shot_gsm8k");
+      "gsm8k",
+      "GSM8K accuracy: few-shot completion prompts scored like SGLang's few_shot_gsm8k, or "
+      "(--mode chat) an instruct model's chat template");
   g->add_option("--url", opts->url, "Server URL")->capture_default_str();
-  g->add_option("--api", opts->api, "native (/generate) or openai (/v1/completions)")
+  g->add_option("--mode", opts->mode,
+                "completion: few-shot prompt text (/generate or /v1/completions); chat: "
+                "/v1/chat/completions, shots as earlier turns, a final-answer instruction")
+      ->check(CLI::IsMember({"completion", "chat"}))
+      ->capture_default_str();
+  g->add_option("--api", opts->api,
+                "Completion mode: native (/generate) or openai (/v1/completions)")
       ->check(CLI::IsMember({"native", "openai"}))
       ->capture_default_str();
   g->add_option("--api-key", opts->api_key, "Bearer token for the server");
   g->add_option("--data-path", opts->data_path,
-                "GSM8K JSONL (default: shared/data/gsm8k/train.jsonl above the kiln binary)");
+                "GSM8K JSONL (default: the train split in kiln's data/gsm8k)");
   g->add_option("--shots-path", opts->shots_path,
                 "JSONL with the few-shot examples (default: the head of --data-path)");
   g->add_option("--num-shots", opts->num_shots, "Few-shot examples")

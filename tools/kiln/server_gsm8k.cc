@@ -61,4 +61,84 @@ std::optional<std::string> gsm8k_answer_value(const std::string& text) {
   return last;
 }
 
+const char* const kGsm8kChatInstruction =
+    "Solve the problem step by step. Write the final answer as a plain number on the last "
+    "line, in the form \"#### <number>\".";
+
+std::string gsm8k_chat_user_turn(const Gsm8kItem& item) {
+  return item.question + "\n\n" + kGsm8kChatInstruction;
+}
+
+namespace {
+
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+// A number starting at text[i] (a digit, or '-' before one): digits with thousands commas, an
+// optional fraction. Returns its canonical form and sets `end` past it.
+std::string read_number(const std::string& text, size_t i, size_t& end) {
+  std::string sign;
+  if (text[i] == '-') {
+    sign = "-";
+    ++i;
+  }
+  std::string whole;
+  for (; i < text.size(); ++i) {
+    if (is_digit(text[i])) {
+      whole.push_back(text[i]);
+    } else if (text[i] == ',' && i + 1 < text.size() && is_digit(text[i + 1])) {
+      continue;  // "1,000"
+    } else {
+      break;
+    }
+  }
+  std::string frac;
+  if (i + 1 < text.size() && text[i] == '.' && is_digit(text[i + 1])) {
+    for (++i; i < text.size() && is_digit(text[i]); ++i) frac.push_back(text[i]);
+  }
+  end = i;
+  while (!frac.empty() && frac.back() == '0') frac.pop_back();  // "18.00" is 18
+  const size_t nz = whole.find_first_not_of('0');
+  whole = nz == std::string::npos ? "0" : whole.substr(nz);
+  if (whole == "0" && frac.empty()) sign.clear();  // "-0" is 0
+  return sign + whole + (frac.empty() ? "" : "." + frac);
+}
+
+bool number_starts_at(const std::string& text, size_t i) {
+  if (is_digit(text[i])) return true;
+  return text[i] == '-' && i + 1 < text.size() && is_digit(text[i + 1]) &&
+         (i == 0 || !is_digit(text[i - 1]));
+}
+
+// Every number in text[begin, end), in order.
+std::vector<std::string> numbers_in(const std::string& text, size_t begin, size_t end) {
+  std::vector<std::string> out;
+  for (size_t i = begin; i < end && i < text.size();) {
+    if (number_starts_at(text, i) && (i == 0 || !is_digit(text[i - 1]))) {
+      size_t next = i;
+      out.push_back(read_number(text, i, next));
+      i = next;
+    } else {
+      ++i;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::optional<std::string> gsm8k_chat_answer_value(const std::string& text) {
+  if (const size_t hashes = text.rfind("####"); hashes != std::string::npos) {
+    auto after = numbers_in(text, hashes + 4, text.size());
+    if (!after.empty()) return after.front();
+  }
+  if (const size_t boxed = text.rfind("\\boxed{"); boxed != std::string::npos) {
+    const size_t close = text.find('}', boxed);
+    auto inside = numbers_in(text, boxed + 7, close == std::string::npos ? text.size() : close);
+    if (!inside.empty()) return inside.back();
+  }
+  auto all = numbers_in(text, 0, text.size());
+  if (all.empty()) return std::nullopt;
+  return all.back();
+}
+
 }  // namespace kiln::cli

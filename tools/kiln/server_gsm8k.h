@@ -23,4 +23,17 @@ std::string gsm8k_question_prompt(const Gsm8kItem& item);
 // The answer as a canonical digit string, or nullopt (invalid).
 std::optional<std::string> gsm8k_answer_value(const std::string& text);
 
+// Chat mode (an instruct model behind an OpenAI chat endpoint, prompted in its own template).
+// Each question is one user turn: the question, a blank line and kGsm8kChatInstruction, which
+// asks for the final answer on a last line "#### <number>" (the reference answers' own form).
+// Few-shot examples are earlier exchanges: the example's user turn and its reference answer
+// (worked solution and "#### N") as the assistant's reply.
+extern const char* const kGsm8kChatInstruction;
+std::string gsm8k_chat_user_turn(const Gsm8kItem& item);
+
+// The answer in a chat reply, as a canonical number ("1,000" and "1000.00" are "1000", "-3"
+// keeps its sign, "0.5" stays): the first number after the last "####", else the number in
+// the last \boxed{...}, else the last number in the text. nullopt: the reply has no number.
+std::optional<std::string> gsm8k_chat_answer_value(const std::string& text);
+
 }  // namespace kiln::cli
