@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "kiln/base/error.h"
+#include "kiln/graph/compile_cache.h"
 
 namespace kiln::cli {
 namespace {
@@ -40,8 +41,30 @@ std::string default_model_path() {
   return path;
 }
 
+std::string installed_models_dir() {
+  const std::string cache = graph::CompileCache::resolve_dir("");
+  return cache.empty() ? std::string() : cache + "/models";
+}
+
+std::string resolve_model_name(const std::string& model) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::exists(model, ec)) return model;
+  // A bare name (no folder, no extension) is a model `kiln pull` installs; anything else is a
+  // path, left for the loader to report as missing.
+  const bool bare_name = model.find('/') == std::string::npos && !model.ends_with(".gguf");
+  if (!bare_name) return model;
+  const std::string dir = installed_models_dir();
+  const std::string installed = dir + "/" + model + ".gguf";
+  KILN_CHECK(!dir.empty() && fs::exists(installed, ec),
+             "no file or folder '{}', and no installed model of that name in {} (`kiln pull {}` "
+             "installs a known model; `kiln pull --list` lists them)",
+             model, dir.empty() ? std::string("the cache") : dir, model);
+  return installed;
+}
+
 std::string model_or_default(const std::string& model) {
-  return model.empty() ? default_model_path() : model;
+  return model.empty() ? default_model_path() : resolve_model_name(model);
 }
 
 void add_model_options(CLI::App* cmd, std::string& model, std::string* quantize) {

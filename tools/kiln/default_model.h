@@ -11,7 +11,15 @@ namespace kiln::cli {
 // installed.
 std::string default_model_path();
 
-// `model` when given (-m), else the default model.
+// Where `kiln pull` installs named models: <kiln cache folder>/models (empty without one).
+std::string installed_models_dir();
+
+// `model` as -m names it: an existing file or folder as it is, else a bare name (no '/', no
+// ".gguf") as the model `kiln pull` installed under that name. Throws kiln::Error naming both
+// readings when a bare name is neither.
+std::string resolve_model_name(const std::string& model);
+
+// `model` when given (-m, resolved by resolve_model_name), else the default model.
 std::string model_or_default(const std::string& model);
 
 // -m/--model, and --quantize when `quantize` is given: how every command that loads a model
