@@ -1,5 +1,6 @@
-"""The default model (Gemma 3 270M Q4_K_M) against Hugging Face transformers running the same
-GGUF file dequantized to float32: top-1 agreement and KL divergence of the next-token
+"""A GGUF model (default: the default model, Gemma 3 270M Q4_K_M; --model takes a path or a name
+`kiln pull` installed, such as qwen2.5-coder-1.5b) against Hugging Face transformers running
+the same GGUF file dequantized to float32: top-1 agreement and KL divergence of the next-token
 distributions at every position of a few hundred tokens of varied text (GSM8K questions and
 answers: prose, numbers, arithmetic). Printed, not asserted: quantized weights make kiln and
 the dequantized float model differ by design, and the figure is for reading next to other
@@ -8,6 +9,7 @@ engines' on the same positions.
 Run by hand in the oracle venv (scripts/oracle_venv.sh) after a release build:
 
     .venv-oracle/bin/python3 bench/default_model_vs_transformers.py [--positions 300]
+        [--model qwen2.5-coder-1.5b] [--llama-perplexity build/llama-cpp-ref/.../llama-perplexity]
 
 kiln's rows come from `kiln logits` (every position through the decode path), in eager and in
 graph mode. transformers' come from `from_pretrained(..., gguf_file=...)`, which dequantizes
@@ -35,13 +37,30 @@ import torch
 import transformers
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-GSM8K = ROOT.parent / "shared" / "data" / "gsm8k" / "train.jsonl"
+GSM8K = ROOT / "data" / "gsm8k" / "train.jsonl"
 
 
 def default_model() -> pathlib.Path:
     out = subprocess.run([str(ROOT / ".venv" / "bin" / "python3"), str(ROOT / "scripts" / "default_model.py")],
                          check=True, capture_output=True, text=True)
     return pathlib.Path(out.stdout.strip())
+
+
+def resolve_model(kiln: str, name: str) -> pathlib.Path:
+    """A GGUF path as it is; a bare name as the file `kiln pull` installed under it."""
+    if pathlib.Path(name).is_file():
+        return pathlib.Path(name)
+    out = subprocess.run([kiln, "pull", name], check=True, capture_output=True, text=True)
+    return pathlib.Path(out.stdout.strip())
+
+
+def kiln_adds_bos(kiln: str, model: pathlib.Path) -> bool:
+    """Whether the model's tokenizer starts a text with BOS (llama-perplexity asks the same)."""
+    def ids(*flags):
+        out = subprocess.run([kiln, "tokenize", "-m", str(model), "--text", "a", *flags],
+                             check=True, capture_output=True, text=True)
+        return json.loads(out.stdout)["ids"]
+    return len(ids("--add-special")) > len(ids())
 
 
 def gsm8k_text() -> str:
@@ -105,10 +124,14 @@ def llama_cpp_side_by_side(args, model, tok, hf, text: str) -> list:
                         "--kl-divergence-base", str(tmp / "base.bin")], check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         n_ctx, tokens, llama_logp, first = read_llama_kld_base(tmp / "base.bin")
-        bos = tok.bos_token_id
+        # llama-perplexity puts BOS first in each window when the model adds one, and keeps the
+        # window's own first token otherwise.
+        bos = tok.bos_token_id if kiln_adds_bos(args.kiln, model) else None
         ref_rows, kiln_rows = [], []
         for c in range(tokens.shape[0]):
-            ids = [bos] + tokens[c, 1:].tolist()
+            ids = tokens[c].tolist()
+            if bos is not None:
+                ids[0] = bos
             with torch.no_grad():
                 ref = hf(torch.tensor([ids])).logits[0].numpy()
             ref_rows.append(ref[first:n_ctx - 1])
@@ -129,13 +152,14 @@ def llama_cpp_side_by_side(args, model, tok, hf, text: str) -> list:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--positions", type=int, default=300)
+    ap.add_argument("--model", help="GGUF file or installed model name (default: the default model)")
     ap.add_argument("--kiln", default=str(ROOT / "build" / "release" / "kiln"))
     ap.add_argument("--json", help="write the figures here")
     ap.add_argument("--llama-perplexity", help="llama.cpp's llama-perplexity binary: compare it too")
     ap.add_argument("--ctx-size", type=int, default=128, help="llama-perplexity window")
     ap.add_argument("--chunks", type=int, default=4, help="llama-perplexity windows")
     args = ap.parse_args()
-    model = default_model()
+    model = resolve_model(args.kiln, args.model) if args.model else default_model()
     torch.set_num_threads(2)
 
     t0 = time.time()

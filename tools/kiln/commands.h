@@ -5,6 +5,7 @@
 namespace kiln::cli {
 
 void add_run_command(CLI::App& app);    // run_command.cc
+void add_chat_command(CLI::App& app);   // chat_command.cc
 void add_serve_command(CLI::App& app);  // serve_command.cc
 void add_eval_command(CLI::App& app);   // eval_command.cc (eval gsm8k)
 // bench_command.cc: `kiln bench` (offline). Returns the bench command so that the online
@@ -15,5 +16,6 @@ void add_graph_command(CLI::App& app);            // graph_command.cc
 void add_logits_command(CLI::App& app);           // logits_command.cc
 void add_perplexity_command(CLI::App& app);       // perplexity_command.cc
 void add_tokenize_command(CLI::App& app);         // tokenize_command.cc
+void add_pull_command(CLI::App& app);             // pull_command.cc (kiln pull NAME)
 
 }  // namespace kiln::cli

@@ -1,5 +1,5 @@
-// The kiln command line: run, serve, bench, eval, graph, logits, perplexity, tokenize. Each
-// subcommand lives in its own file and registers itself here; errors surface as one line and a
+// The kiln command line: run, chat, serve, bench, eval, graph, logits, perplexity, tokenize, pull.
+// Each subcommand lives in its own file and registers itself here; errors surface as one line and a
 // non-zero exit.
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", KILN_VERSION);
   kiln::cli::add_run_command(app);
+  kiln::cli::add_chat_command(app);
   kiln::cli::add_graph_command(app);
   CLI::App* bench = kiln::cli::add_bench_command(app);
   kiln::cli::add_bench_serving_command(*bench);
@@ -20,6 +21,7 @@ int main(int argc, char** argv) {
   kiln::cli::add_logits_command(app);
   kiln::cli::add_perplexity_command(app);
   kiln::cli::add_tokenize_command(app);
+  kiln::cli::add_pull_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

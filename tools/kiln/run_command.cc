@@ -12,10 +12,10 @@
 #include "kiln/engine/engine.h"
 #include "kiln/engine/graph_checker.h"
 #include "kiln/engine/runtime.h"
-#include "kiln/kernels/kv_cache.h"
 #include "kiln/model/chat_template.h"
 #include "kiln/model/model_files.h"
 #include "kiln/model/tokenizer.h"
+#include "local_model_flags.h"
 #include "progress_bar.h"
 #include "tp_group.h"
 
@@ -23,26 +23,12 @@ namespace kiln::cli {
 namespace {
 
 struct RunArgs {
-  std::string model;
-  std::string quantize;          // --quantize
-  std::string kv_dtype = "f16";  // --kv-dtype
+  LocalModelFlags local;
+  SamplingFlags sampling;
   std::string prompt;
   int n_predict = 128;
-  double temperature = 0.0;
-  int top_k = -1;
-  double top_p = 1.0;
-  double min_p = 0.0;
-  int64_t seed = -1;
-  int threads = 0;
   bool ignore_eos = false;
   bool chat = false;
-  std::string graph_mode = "optimize";
-  int max_graph_bs = 32;
-  int ctx_size = 0;
-  std::string log_level = "warn";
-  bool check_graph = false;
-  bool no_compile_cache = false;
-  double cache_max_gb = 8.0;  // --cache-max-gb
   TpArgs tp;
 };
 
@@ -52,20 +38,10 @@ int run_on_rank(const RunArgs& a, Communicator* group) {
   std::optional<model::ChatTemplate> chat_template;
   if (a.chat) {
     chat_template =
-        model::detect_chat_template(model::read_chat_template(model_or_default(a.model)));
+        model::detect_chat_template(model::read_chat_template(model_or_default(a.local.model)));
   }
   ProgressBar bar;
-  engine::RuntimeOptions opts;
-  opts.model_path = model_or_default(a.model);
-  opts.quantize = a.quantize;
-  opts.kv_dtype = kernels::parse_kv_dtype(a.kv_dtype);
-  opts.threads = a.threads;
-  opts.graph_mode = engine::parse_graph_mode(a.graph_mode);
-  opts.max_graph_bs = a.max_graph_bs;
-  opts.context_length = a.ctx_size;
-  opts.check_graph = a.check_graph;
-  opts.compile_cache = !a.no_compile_cache;
-  opts.cache_max_bytes = static_cast<uint64_t>(a.cache_max_gb * 1073741824.0);
+  engine::RuntimeOptions opts = runtime_options(a.local);
   opts.tp = group;
   const bool leader = group == nullptr || group->rank() == 0;
   if (leader) {
@@ -85,11 +61,7 @@ int run_on_rank(const RunArgs& a, Communicator* group) {
   if (chat_template) text = model::apply_chat_template(*chat_template, {{"user", a.prompt}}, true);
   engine::GenerateRequest req;
   req.prompt_ids = tok.encode(text, /*add_special=*/true, /*parse_special=*/true);
-  req.sampling.temperature = a.temperature;
-  req.sampling.top_k = a.top_k;
-  req.sampling.top_p = a.top_p;
-  req.sampling.min_p = a.min_p;
-  if (a.seed >= 0) req.sampling.seed = static_cast<uint64_t>(a.seed);
+  req.sampling = sampling_params(a.sampling);
   req.stop.max_new_tokens = a.n_predict;
   req.stop.ignore_eos = a.ignore_eos;
   KILN_CHECK(static_cast<int64_t>(req.prompt_ids.size()) + a.n_predict <= rt.info().context_length,
@@ -149,7 +121,7 @@ int run_on_rank(const RunArgs& a, Communicator* group) {
 }
 
 int run(const RunArgs& a) {
-  set_log_level(a.log_level);
+  set_log_level(a.local.log_level);
   std::unique_ptr<Communicator> group = open_tp_group(a.tp);
   return run_tp_guarded(group.get(), [&] { return run_on_rank(a, group.get()); });
 }
@@ -159,38 +131,13 @@ int run(const RunArgs& a) {
 void add_run_command(CLI::App& app) {
   auto args = std::make_shared<RunArgs>();
   CLI::App* cmd = app.add_subcommand("run", "Generate text for one prompt");
-  add_model_options(cmd, args->model, &args->quantize);
-  add_kv_dtype_option(cmd, args->kv_dtype);
+  add_local_model_flags(cmd, args->local);
+  add_sampling_flags(cmd, args->sampling);
   cmd->add_option("-p,--prompt", args->prompt, "Prompt text")->required();
   cmd->add_option("-n,--n-predict", args->n_predict, "Tokens to generate")
       ->check(CLI::Range(1, 1 << 20));
-  cmd->add_option("--temp", args->temperature, "Sampling temperature (0: greedy)")
-      ->check(CLI::Range(0.0, 100.0));
-  cmd->add_option("--top-k", args->top_k, "Top-k (-1: off)");
-  cmd->add_option("--top-p", args->top_p, "Top-p")->check(CLI::Range(0.0, 1.0));
-  cmd->add_option("--min-p", args->min_p, "Min-p")->check(CLI::Range(0.0, 1.0));
-  cmd->add_option("--seed", args->seed, "Sampling seed");
-  cmd->add_option("-t,--threads", args->threads, "Threads (default: all cores)")
-      ->check(CLI::Range(0, 1024));
   cmd->add_flag("--ignore-eos", args->ignore_eos, "Keep generating past end-of-sequence");
   cmd->add_flag("--chat", args->chat, "Wrap the prompt in the model's chat template");
-  cmd->add_option("--graph-mode", args->graph_mode, "off | replay | optimize");
-  cmd->add_option("--max-graph-bs", args->max_graph_bs, "Largest captured decode batch")
-      ->check(CLI::Range(1, 512));
-  cmd->add_option("-c,--ctx-size", args->ctx_size,
-                  "Context length (default: the model's, capped by the KV pool)")
-      ->check(CLI::Range(0, 1 << 24));
-  cmd->add_flag("--no-compile-cache", args->no_compile_cache,
-                "Neither read nor write the compile cache and the packed-weight cache");
-  cmd->add_option("--cache-max-gb", args->cache_max_gb,
-                  "After loading, remove the least recently used cache entries (compiled plans, "
-                  "packed weights) until the cache folder holds at most this many GiB; this run's "
-                  "entries are always kept (0: no bound)")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
-  cmd->add_flag("--check-graph", args->check_graph,
-                "Check every graph-mode decode step against eager mode, node by node (slow)");
-  cmd->add_option("--log-level", args->log_level, "trace|debug|info|warn|error|off");
   add_tp_options(cmd, args->tp);
   cmd->callback([args] { std::exit(run(*args)); });
 }

@@ -1,0 +1,76 @@
+#include "chat_line_reader.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+
+namespace kiln::cli {
+namespace {
+
+volatile std::sig_atomic_t g_interrupted = 0;
+
+void on_sigint(int) { g_interrupted = 1; }
+
+}  // namespace
+
+void install_chat_interrupt_handler() {
+  struct sigaction sa = {};
+  sa.sa_handler = on_sigint;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;  // no SA_RESTART: a read blocked at the prompt returns EINTR
+  ::sigaction(SIGINT, &sa, nullptr);
+}
+
+bool chat_interrupted() { return g_interrupted != 0; }
+
+void clear_chat_interrupt() { g_interrupted = 0; }
+
+ChatLineReader::Result ChatLineReader::read_physical_line(std::string& line) {
+  for (;;) {
+    if (const size_t nl = pending_.find('\n'); nl != std::string::npos) {
+      line = pending_.substr(0, nl);
+      pending_.erase(0, nl + 1);
+      return Result::kLine;
+    }
+    char buf[4096];
+    const ssize_t n = ::read(fd_, buf, sizeof buf);
+    if (n > 0) {
+      pending_.append(buf, static_cast<size_t>(n));
+    } else if (n == 0) {
+      if (pending_.empty()) return Result::kEnd;
+      line.swap(pending_);
+      pending_.clear();
+      return Result::kLine;
+    } else if (errno == EINTR) {
+      if (chat_interrupted()) {
+        pending_.clear();
+        clear_chat_interrupt();
+        return Result::kInterrupted;
+      }
+    } else {
+      return Result::kEnd;
+    }
+  }
+}
+
+ChatLineReader::Result ChatLineReader::read(std::string& line) {
+  line.clear();
+  for (;;) {
+    std::string part;
+    const Result r = read_physical_line(part);
+    if (r == Result::kInterrupted) return r;
+    if (r == Result::kEnd) return line.empty() ? Result::kEnd : Result::kLine;
+    if (!part.empty() && part.back() == '\r') part.pop_back();
+    if (!part.empty() && part.back() == '\\') {
+      part.pop_back();
+      line += part;
+      line += '\n';
+      continue;
+    }
+    line += part;
+    return Result::kLine;
+  }
+}
+
+}  // namespace kiln::cli

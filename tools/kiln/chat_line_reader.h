@@ -1,0 +1,32 @@
+// Line input for `kiln chat`: reads lines from a file descriptor (a terminal, or a pipe), with
+// Ctrl-C as an event rather than the end of the program. SIGINT only sets a flag (the handler
+// is installed without SA_RESTART, so a blocked read returns EINTR): at the prompt it discards
+// the line being typed, during a reply the chat loop sees the flag and cancels the reply.
+#pragma once
+#include <string>
+
+namespace kiln::cli {
+
+void install_chat_interrupt_handler();
+bool chat_interrupted();  // Ctrl-C since the last clear
+void clear_chat_interrupt();
+
+class ChatLineReader {
+ public:
+  enum class Result { kLine, kEnd, kInterrupted };
+
+  explicit ChatLineReader(int fd) : fd_(fd) {}
+
+  // One line without its newline. A line ending in a backslash continues on the next one (the
+  // two joined by a newline), so a message can span lines. kEnd: end of input with nothing
+  // pending; kInterrupted: Ctrl-C (the partial line is dropped and the flag cleared).
+  Result read(std::string& line);
+
+ private:
+  Result read_physical_line(std::string& line);
+
+  int fd_;
+  std::string pending_;  // bytes read past the last returned line
+};
+
+}  // namespace kiln::cli
