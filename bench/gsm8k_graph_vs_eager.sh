@@ -5,24 +5,30 @@
 # identical between the modes (greedy decoding: it must be).
 # Usage: bench/gsm8k_graph_vs_eager.sh [OUTDIR]   (default build/release/gsm8k-graph-vs-eager)
 # Environment: ROUNDS (2), QUESTIONS (64), PARALLEL (32), THREADS (2), PORT (31555), FIRST_ROUND (1:
-# FIRST_ROUND=2 ROUNDS=2 adds round 2, eager first, to an OUTDIR that holds round 1).
+# FIRST_ROUND=2 ROUNDS=2 adds round 2, eager first, to an OUTDIR that holds round 1), MODEL (a GGUF
+# path or installed name; default: the default model), MODE (completion or chat: kiln eval's
+# --mode), SHOTS (5 in completion mode, 0 in chat mode).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 K=build/release/kiln
 O=${1:-build/release/gsm8k-graph-vs-eager}
 rounds=${ROUNDS:-2} questions=${QUESTIONS:-64} parallel=${PARALLEL:-32}
-threads=${THREADS:-2} port=${PORT:-31555}
+threads=${THREADS:-2} port=${PORT:-31555} mode=${MODE:-completion}
+shots=${SHOTS:-$([[ $mode == chat ]] && echo 0 || echo 5)}
+model_args=()
+[[ -n ${MODEL:-} ]] && model_args=(-m "$MODEL")
 mkdir -p "$O"
 for round in $(seq "${FIRST_ROUND:-1}" "$rounds"); do
   order="optimize off"
   ((round % 2 == 0)) && order="off optimize"
-  for mode in $order; do
-    $K serve --port "$port" --threads "$threads" --graph-mode "$mode" >"$O/serve_${mode}_$round.log" 2>&1 &
+  for gm in $order; do
+    $K serve "${model_args[@]}" --port "$port" --threads "$threads" --graph-mode "$gm" >"$O/serve_${gm}_$round.log" 2>&1 &
     pid=$!
     for _ in $(seq 1 120); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && break; sleep 1; done
-    echo "== graph-mode $mode, round $round, $(date +%T), load $(cut -d' ' -f1-3 /proc/loadavg)"
-    $K eval gsm8k --url "http://127.0.0.1:$port" --num-questions "$questions" --parallel "$parallel" \
-      --output-jsonl "$O/out_${mode}_$round.jsonl" 2>&1 | grep -E "Accuracy|throughput"
+    echo "== graph-mode $gm, round $round, $(date +%T), load $(cut -d' ' -f1-3 /proc/loadavg)"
+    $K eval gsm8k --url "http://127.0.0.1:$port" --mode "$mode" --num-shots "$shots" --api openai \
+      --num-questions "$questions" --parallel "$parallel" \
+      --output-jsonl "$O/out_${gm}_$round.jsonl" 2>&1 | grep -E "Accuracy|throughput"
     kill -TERM "$pid"
     wait "$pid"
   done

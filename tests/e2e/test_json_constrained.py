@@ -165,6 +165,30 @@ def test_stop_strings_still_apply(client, model_id):
             check(ch.text, BOUNDED)
 
 
+def test_numeric_bounds_hold_in_sampled_output(client, model_id):
+    # minimum / maximum and their exclusive forms, on integers and numbers: a random-weight model
+    # samples digits freely, so each bound is met by the constraint, not by the model; jsonschema
+    # checks every sampled value, over several seeds.
+    schema = {"type": "object", "properties": {
+        "age": {"type": "integer", "minimum": 18, "maximum": 99},
+        "delta": {"type": "integer", "exclusiveMinimum": -5, "exclusiveMaximum": 5},
+        "score": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
+        "price": {"type": "number", "minimum": 10.5, "exclusiveMaximum": 12.25}},
+        "required": ["age", "delta", "score", "price"], "additionalProperties": False}
+    values = []
+    for seed in (1, 2, 3):
+        r = client.chat.completions.create(
+            model=model_id, messages=[{"role": "user", "content": "Numbers."}],
+            response_format=schema_format(schema), temperature=1.0, n=6, seed=seed,
+            max_tokens=MAX_TOKENS)
+        for ch in r.choices:
+            assert ch.finish_reason == "stop", ch.message.content
+            values.append(check(ch.message.content, schema))
+    # Sampling really explores the ranges rather than settling on one value.
+    assert len({v["age"] for v in values}) > 3 and len({v["delta"] for v in values}) > 2
+    assert any(v["score"] != 1 for v in values)
+
+
 def test_bad_schemas_get_a_400_naming_the_field(client, model_id, server):
     with pytest.raises(openai.BadRequestError) as e:
         client.chat.completions.create(
@@ -178,6 +202,6 @@ def test_bad_schemas_get_a_400_naming_the_field(client, model_id, server):
                                   extra_body={"response_format": {"type": "yaml"}})
     assert e.value.body["param"] == "response_format.type"
     r = server.post("/generate", {"text": "x", "sampling_params": {
-        "json_schema": json.dumps({"type": "integer", "minimum": 3})}})
+        "json_schema": json.dumps({"type": "integer", "multipleOf": 3})}})
     assert r.status_code == 400
-    assert r.json()["error"]["param"] == "sampling_params.json_schema.minimum"
+    assert r.json()["error"]["param"] == "sampling_params.json_schema.multipleOf"

@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -150,6 +152,103 @@ TEST(JsonSchema, AnnotationsAreIgnored) {
   EXPECT_TRUE(matches(s, "5"));
 }
 
+TEST(JsonSchema, IntegerBounds) {
+  const auto s = schema(R"({"type": "integer", "minimum": 1, "maximum": 12})");
+  expect_all(s, {"1", "9", "10", "12"}, {"0", "13", "-1", "100", "1.5", "1e1", "01"});
+  EXPECT_FALSE(prefix_ok(s, "-"));   // refused at the sign
+  EXPECT_FALSE(prefix_ok(s, "0"));   // and at a first digit no completion saves
+  EXPECT_FALSE(prefix_ok(s, "13"));  // at the second digit
+  EXPECT_TRUE(prefix_ok(s, "2"));    // in bounds, though no digit may follow it
+  EXPECT_TRUE(prefix_ok(s, "1"));
+  EXPECT_FALSE(prefix_ok(s, "21"));
+  // Exclusive bounds become inclusive integer ones.
+  expect_all(schema(R"({"type": "integer", "exclusiveMinimum": 0.5, "exclusiveMaximum": 3})"),
+             {"1", "2"}, {"0", "3"});
+  // Negative ranges, and the tighter of minimum and exclusiveMinimum.
+  const auto neg =
+      schema(R"({"type": "integer", "minimum": -30, "exclusiveMinimum": -21, "maximum": -10})");
+  expect_all(neg, {"-10", "-15", "-20"}, {"-9", "-21", "-30", "10", "-5", "-0"});
+  EXPECT_TRUE(prefix_ok(neg, "-2"));
+  EXPECT_FALSE(prefix_ok(neg, "-3"));
+  // Large bounds: a digit leads anywhere above it.
+  const auto big = schema(R"({"type": "integer", "minimum": 1000})");
+  expect_all(big, {"1000", "999999", "123456789012345678"}, {"999", "0", "1234567890123456789"});
+  EXPECT_TRUE(prefix_ok(big, "9"));
+}
+
+TEST(JsonSchema, NumberBounds) {
+  const auto s = schema(R"({"type": "number", "exclusiveMinimum": 0, "maximum": 1})");
+  expect_all(s, {"0.5", "1", "1.0", "0.001", "1.00"},
+             {"0", "0.0", "1.5", "-0.1", "2", "1e0", "1.01", "-0"});
+  EXPECT_TRUE(prefix_ok(s, "0.0"));   // 0.0001 is still ahead
+  EXPECT_TRUE(prefix_ok(s, "1."));    // 1.0
+  EXPECT_FALSE(prefix_ok(s, "1.5"));  // refused at the 5
+  EXPECT_FALSE(prefix_ok(s, "1e"));   // no exponents in a bounded number
+  expect_all(schema(R"({"type": ["number", "null"], "minimum": -2.5, "maximum": -2.25})"),
+             {"-2.5", "-2.3", "-2.25", "null"}, {"-2.2", "-2.51", "-3", "2.3"});
+}
+
+// Every prefix the matcher accepts of a bounded number leads to a number in bounds, and every
+// prefix of such a number is accepted (no dead end, nothing in bounds refused): checked against
+// all numbers of up to two integer digits and three fraction digits.
+TEST(JsonSchema, BoundedNumbersHaveNoDeadEnds) {
+  struct Case {
+    const char* schema;
+    double lo, hi;
+    bool lo_open, hi_open, integer;
+  };
+  const Case cases[] = {
+      {R"({"type": "integer", "minimum": -12, "maximum": 7})", -12, 7, false, false, true},
+      {R"({"type": "integer", "minimum": 15, "maximum": 60})", 15, 60, false, false, true},
+      {R"({"type": "number", "exclusiveMinimum": -1.5, "maximum": 2})", -1.5, 2, true, false,
+       false},
+      {R"({"type": "number", "minimum": 0.25, "exclusiveMaximum": 0.5})", 0.25, 0.5, false, true,
+       false},
+      {R"({"type": "number", "minimum": 9.9, "maximum": 10.1})", 9.9, 10.1, false, false, false},
+  };
+  for (const Case& c : cases) {
+    const auto s = schema(c.schema);
+    std::set<std::string> valid_prefixes;
+    int valid = 0;
+    for (int sign = 0; sign < 2; ++sign) {
+      for (int whole = 0; whole < 100; ++whole) {
+        for (int frac_digits = 0; frac_digits <= (c.integer ? 0 : 3); ++frac_digits) {
+          const int steps = frac_digits == 0 ? 1 : static_cast<int>(std::pow(10, frac_digits));
+          for (int f = 0; f < steps; ++f) {
+            std::string text = (sign ? "-" : "") + std::to_string(whole);
+            if (frac_digits > 0) {
+              std::string digits = std::to_string(f);
+              text += "." + std::string(frac_digits - digits.size(), '0') + digits;
+            }
+            const double v = std::stod(text);
+            const bool in =
+                (c.lo_open ? v > c.lo : v >= c.lo) && (c.hi_open ? v < c.hi : v <= c.hi);
+            EXPECT_EQ(matches(s, text), in) << c.schema << " " << text;
+            if (!in) continue;
+            ++valid;
+            for (size_t n = 1; n <= text.size(); ++n) valid_prefixes.insert(text.substr(0, n));
+          }
+        }
+      }
+    }
+    ASSERT_GT(valid, 0) << c.schema;
+    // Every string of up to 4 bytes over the number alphabet: accepted exactly when it is a
+    // prefix of a number in bounds.
+    const std::string alphabet = "-0123456789.";
+    std::vector<std::string> level = {""};
+    for (int len = 1; len <= 4; ++len) {
+      std::vector<std::string> next;
+      for (const auto& p : level) {
+        for (char ch : alphabet) next.push_back(p + ch);
+      }
+      for (const auto& t : next) {
+        EXPECT_EQ(prefix_ok(s, t), valid_prefixes.count(t) > 0) << c.schema << " " << t;
+      }
+      level = std::move(next);
+    }
+  }
+}
+
 // The keyword path the error names, or "(compiled)" when the schema compiles.
 std::string error_path(const char* text) {
   try {
@@ -165,7 +264,13 @@ TEST(JsonSchema, UnsupportedSchemasNameTheKeyword) {
   EXPECT_EQ(error_path(R"({"enum": ["a"], "minLength": 2})"), "minLength");
   EXPECT_EQ(error_path(R"({"properties": {"a": {"type": "string", "pattern": "x"}}})"),
             "properties.a.pattern");
-  EXPECT_EQ(error_path(R"({"type": "integer", "minimum": 0})"), "minimum");
+  EXPECT_EQ(error_path(R"({"type": "integer", "exclusiveMinimum": true})"), "exclusiveMinimum");
+  EXPECT_EQ(error_path(R"({"type": "integer", "minimum": "3"})"), "minimum");
+  EXPECT_EQ(error_path(R"({"enum": [1, 2], "maximum": 1})"), "maximum");
+  EXPECT_EQ(error_path(R"({"type": "integer", "minimum": 5, "maximum": 4})"), "minimum");
+  EXPECT_EQ(error_path(R"({"type": "integer", "minimum": 1.2, "maximum": 1.8})"), "minimum");
+  EXPECT_EQ(error_path(R"({"type": "number", "minimum": 1e19})"), "minimum");
+  EXPECT_EQ(error_path(R"({"type": "integer", "minimum": 0})"), "(compiled)");
   EXPECT_EQ(error_path(R"({"type": "array", "items": [{"type": "string"}]})"), "items");
   EXPECT_EQ(error_path(R"({"oneOf": [{"type": "string"}]})"), "oneOf");
   EXPECT_EQ(error_path(R"({"allOf": [{"type": "string"}]})"), "allOf");

@@ -69,10 +69,10 @@ TEST(JsonResponseFormat, OpenAIErrorsNameTheField) {
   EXPECT_EQ(error_field([] {
               parse_completion_request(
                   json::parse(R"({"prompt": "a", "response_format": {"type": "json_schema",
-                      "json_schema": {"schema": {"type": "number", "minimum": 1}}}})"),
+                      "json_schema": {"schema": {"type": "number", "multipleOf": 1}}}})"),
                   limits());
             }),
-            "response_format.json_schema.schema.minimum");
+            "response_format.json_schema.schema.multipleOf");
 }
 
 TEST(JsonResponseFormat, SGLangJsonSchemaString) {

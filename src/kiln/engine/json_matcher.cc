@@ -32,8 +32,75 @@ enum NumberPhase : uint8_t {
   kNumExp
 };
 
+// next_number_phase's answers beside a phase: the byte is not part of the number (which may
+// end before it), or cannot follow at all.
+constexpr uint8_t kNumEnded = 254, kNumBad = 255;
+
+// The phase after `b`, given the phase before it (JSON's number grammar).
+uint8_t next_number_phase(uint8_t phase, uint8_t b, bool integer) {
+  const bool digit = b >= '0' && b <= '9';
+  switch (phase) {
+    case kNumStart:
+      if (b == '-') return kNumMinus;
+      [[fallthrough]];
+    case kNumMinus:
+      if (b == '0') return kNumZero;
+      return digit ? kNumInt : kNumBad;
+    case kNumInt:
+      if (digit) return kNumInt;
+      [[fallthrough]];
+    case kNumZero:
+      if (!integer && b == '.') return kNumDot;
+      if (!integer && (b == 'e' || b == 'E')) return kNumE;
+      return kNumEnded;
+    case kNumDot:
+      return digit ? kNumFrac : kNumBad;
+    case kNumFrac:
+      if (digit) return kNumFrac;
+      if (b == 'e' || b == 'E') return kNumE;
+      return kNumEnded;
+    case kNumE:
+      if (b == '+' || b == '-') return kNumESign;
+      return digit ? kNumExp : kNumBad;
+    case kNumESign:
+      return digit ? kNumExp : kNumBad;
+    case kNumExp:
+      return digit ? kNumExp : kNumEnded;
+    default:
+      return kNumBad;
+  }
+}
+
 constexpr uint8_t kAnyKey = 255;  // object key that is not a schema property
 constexpr uint8_t kIntegerOnly = 1;
+// A number frame whose schema has bounds: `used` holds its digits as one integer, `pos` the
+// integer digits (low byte) and fraction digits (next byte), `aux` 1 after a minus sign.
+constexpr uint8_t kBounded = 2;
+
+NumberSoFar number_so_far(const JsonFrame& f, uint8_t phase) {
+  NumberSoFar n;
+  n.negative = f.aux != 0;
+  n.mantissa = f.used;
+  n.int_digits = static_cast<int>(f.pos & 0xFF);
+  n.frac_digits = static_cast<int>(f.pos >> 8);
+  switch (phase) {
+    case kNumZero:
+      n.at = NumberPrefix::kZero;
+      break;
+    case kNumInt:
+      n.at = NumberPrefix::kInt;
+      break;
+    case kNumDot:
+      n.at = NumberPrefix::kDot;
+      break;
+    case kNumFrac:
+      n.at = NumberPrefix::kFrac;
+      break;
+    default:
+      n.at = NumberPrefix::kSign;
+  }
+  return n;
+}
 constexpr uint8_t kLowSurrogate = 1;  // the \u being read must be DC00..DFFF
 // A string frame's `used`: this bit when its schema limits the length, and below it the
 // characters read so far.
@@ -176,6 +243,8 @@ class Feeder {
         f.kind = kNumber;
         f.phase = kNumStart;
         f.flags = (n->types & json_type::kNumber) ? 0 : kIntegerOnly;
+        if (n->bounds.active) f.flags |= kBounded;
+        f.aux = 0;
         return kRefeed;
     }
   }
@@ -363,48 +432,36 @@ class Feeder {
   }
 
   Result number(JsonFrame& f, uint8_t b) {
-    const bool integer = f.flags & kIntegerOnly;
-    auto to = [&](uint8_t phase) {
-      f.phase = phase;
-      return kAccept;
-    };
-    switch (f.phase) {
-      case kNumStart:
-        if (b == '-') return to(kNumMinus);
-        [[fallthrough]];
-      case kNumMinus:
-        if (b == '0') return to(kNumZero);
-        if (is_digit(b)) return to(kNumInt);
+    const uint8_t next = next_number_phase(f.phase, b, f.flags & kIntegerOnly);
+    if (next == kNumBad) return kReject;
+    if (next == kNumEnded) {
+      // The byte is not part of the number: the number ends here if it may (and, bounded, is
+      // within its bounds), and the byte goes to the enclosing value.
+      if (!number_may_end(f.phase)) return kReject;
+      if ((f.flags & kBounded) &&
+          !number_in_bounds(schema_.node(f.node).bounds, number_so_far(f, f.phase))) {
         return kReject;
-      case kNumInt:
-        if (is_digit(b)) return kAccept;
-        [[fallthrough]];
-      case kNumZero:
-        if (!integer && b == '.') return to(kNumDot);
-        if (!integer && (b == 'e' || b == 'E')) return to(kNumE);
-        break;
-      case kNumDot:
-        return is_digit(b) ? to(kNumFrac) : kReject;
-      case kNumFrac:
-        if (is_digit(b)) return kAccept;
-        if (b == 'e' || b == 'E') return to(kNumE);
-        break;
-      case kNumE:
-        if (b == '+' || b == '-') return to(kNumESign);
-        return is_digit(b) ? to(kNumExp) : kReject;
-      case kNumESign:
-        return is_digit(b) ? to(kNumExp) : kReject;
-      case kNumExp:
-        if (is_digit(b)) return kAccept;
-        break;
-      default:
-        return kReject;
+      }
+      child_done(-1);
+      return kRefeed;
     }
-    // The byte is not part of the number: the number ends here if it may, and the byte goes to
-    // the enclosing value.
-    if (!number_may_end(f.phase)) return kReject;
-    child_done(-1);
-    return kRefeed;
+    if (f.flags & kBounded) {
+      if (next == kNumE || next == kNumESign || next == kNumExp) return kReject;  // no exponent
+      if (is_digit(b)) {
+        const int frac = f.pos >> 8, whole = f.pos & 0xFF;
+        if (whole + frac >= kMaxBoundedDigits) return kReject;
+        f.used = f.used * 10 + (b - '0');
+        f.pos = next == kNumFrac ? f.pos + 0x100 : f.pos + 1;
+      } else if (b == '-') {
+        f.aux = 1;
+      }
+      if (!number_reachable(schema_.node(f.node).bounds, number_so_far(f, next),
+                            f.flags & kIntegerOnly)) {
+        return kReject;
+      }
+    }
+    f.phase = next;
+    return kAccept;
   }
 
   Result keyword(JsonFrame& f, uint8_t b) {
@@ -475,7 +532,7 @@ bool json_byte_keeps_state(const JsonMatchState& state, uint8_t b) {
            !(f.used & kLengthLimited);
   }
   if (f.kind == kNumber && (f.phase == kNumInt || f.phase == kNumFrac || f.phase == kNumExp)) {
-    return is_digit(b) && state.ws_run == 0;
+    return is_digit(b) && state.ws_run == 0 && !(f.flags & kBounded);  // bounded: digits count
   }
   return false;
 }
@@ -489,7 +546,11 @@ bool json_complete(const JsonSchema& schema, const JsonMatchState& state) {
   if (state.stack.size() != 1) return false;
   const JsonFrame& f = state.stack.back();
   // A top-level number or literal that may end here (it could also go on: 1 -> 12).
-  if (f.kind == kNumber) return number_may_end(f.phase);
+  if (f.kind == kNumber) {
+    return number_may_end(f.phase) &&
+           (!(f.flags & kBounded) ||
+            number_in_bounds(schema.node(f.node).bounds, number_so_far(f, f.phase)));
+  }
   if (f.kind == kLiteral) {
     return schema.trie(static_cast<int32_t>(f.node)).nodes[f.pos].terminal >= 0;
   }

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 #include <string_view>
@@ -179,11 +180,24 @@ class JsonSchemaCompiler {
     for (auto it = s.begin(); it != s.end(); ++it) {
       const std::string& k = it.key();
       if (is_annotation(k)) continue;
-      static const std::set<std::string> kSupported = {
-          "type",      "properties", "required", "additionalProperties",
-          "items",     "minItems",   "maxItems", "minLength",
-          "maxLength", "enum",       "const",    "anyOf",
-          "$defs",     "definitions"};
+      static const std::set<std::string> kSupported = {"type",
+                                                       "properties",
+                                                       "required",
+                                                       "additionalProperties",
+                                                       "items",
+                                                       "minItems",
+                                                       "maxItems",
+                                                       "minLength",
+                                                       "maxLength",
+                                                       "enum",
+                                                       "const",
+                                                       "anyOf",
+                                                       "$defs",
+                                                       "definitions",
+                                                       "minimum",
+                                                       "maximum",
+                                                       "exclusiveMinimum",
+                                                       "exclusiveMaximum"};
       if (!kSupported.count(k)) {
         throw JsonSchemaError(join(path, k), "is not a supported JSON-schema keyword");
       }
@@ -205,7 +219,8 @@ class JsonSchemaCompiler {
       }
     }
     const bool has_enum = keys.count("enum") || keys.count("const");
-    for (const char* k : {"minLength", "maxLength"}) {
+    for (const char* k :
+         {"minLength", "maxLength", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}) {
       // The literals and anyOf's branches are matched by their own frames, which would not
       // see a length limit given here: refused rather than silently not enforced.
       if (keys.count(k) && (has_enum || keys.count("anyOf")))
@@ -225,6 +240,7 @@ class JsonSchemaCompiler {
       compile_object(s, path, n);
       compile_array(s, path, n);
       compile_string(s, path, n);
+      compile_number_bounds(s, path, n);
     }
     out_->nodes_[index] = std::move(n);
   }
@@ -381,6 +397,55 @@ class JsonSchemaCompiler {
     }
     if (n.min_length > n.max_length) {
       throw JsonSchemaError(join(path, "minLength"), "is larger than maxLength");
+    }
+  }
+
+  // minimum / maximum / exclusiveMinimum / exclusiveMaximum: the tighter of each pair.
+  void compile_number_bounds(const json& s, const std::string& path, SchemaNode& n) {
+    NumberBounds& b = n.bounds;
+    auto bound = [&](const char* key, bool upper, bool open) {
+      const auto it = s.find(key);
+      if (it == s.end()) return;
+      if (it->is_boolean()) {
+        throw JsonSchemaError(join(path, key),
+                              "as a boolean (draft 4) is not supported; give the bound itself");
+      }
+      if (!it->is_number()) throw JsonSchemaError(join(path, key), "must be a number");
+      const long double v = it->is_number_integer() ? static_cast<long double>(it->get<int64_t>())
+                                                    : static_cast<long double>(it->get<double>());
+      if (upper) {
+        if (!b.has_hi || v < b.hi || (v == b.hi && open)) {
+          b.hi = v;
+          b.hi_open = open;
+        }
+        b.has_hi = true;
+      } else {
+        if (!b.has_lo || v > b.lo || (v == b.lo && open)) {
+          b.lo = v;
+          b.lo_open = open;
+        }
+        b.has_lo = true;
+      }
+      b.active = true;
+    };
+    bound("minimum", false, false);
+    bound("exclusiveMinimum", false, true);
+    bound("maximum", true, false);
+    bound("exclusiveMaximum", true, true);
+    if (!b.active) return;
+    const bool integer = !(n.types & json_type::kNumber);
+    if (integer) {  // integer bounds, inclusive
+      if (b.has_lo) b.lo = b.lo_open ? std::floor(b.lo) + 1 : std::ceil(b.lo);
+      if (b.has_hi) b.hi = b.hi_open ? std::ceil(b.hi) - 1 : std::floor(b.hi);
+      b.lo_open = b.hi_open = false;
+    }
+    NumberSoFar any_positive, any_negative;
+    any_negative.negative = true;
+    if (!number_reachable(b, any_positive, integer) &&
+        !number_reachable(b, any_negative, integer)) {
+      throw JsonSchemaError(join(path, b.has_lo ? "minimum" : "maximum"),
+                            fmt::format("no {} of at most {} digits is within the bounds",
+                                        integer ? "integer" : "number", kMaxBoundedDigits));
     }
   }
 

@@ -4,7 +4,8 @@
 //
 // Supported keywords: type (object, array, string, number, integer, boolean, null, or a list
 // of them), properties, required, additionalProperties (false, or true without properties),
-// items, minItems, maxItems, minLength, maxLength, enum, const, anyOf (branches must start with
+// items, minItems, maxItems, minLength, maxLength, minimum, maximum, exclusiveMinimum,
+// exclusiveMaximum (json_number_bounds.h), enum, const, anyOf (branches must start with
 // different characters, e.g. {"type": "string"} | {"type": "null"}), $ref to "#", "#/$defs/..." or
 // "#/definitions/...", and $defs/definitions. Annotations that constrain nothing (title,
 // description, $schema, $id, $comment, default, examples) are ignored. Any other keyword is
@@ -22,6 +23,8 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "kiln/engine/json_number_bounds.h"
 
 namespace kiln::engine {
 
@@ -76,6 +79,9 @@ struct SchemaNode {
   uint32_t min_length = 0;
   uint32_t max_length = UINT32_MAX;
   bool length_limited() const { return min_length > 0 || max_length != UINT32_MAX; }
+  // Numbers: minimum / maximum and their exclusive forms (for integers folded to inclusive
+  // integer bounds).
+  NumberBounds bounds;
   // Bytes a value of this node can start with (after whitespace).
   std::array<bool, 256> first_bytes{};
 };
