@@ -1,5 +1,7 @@
 #include "chat_line_reader.h"
 
+#include <fcntl.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -9,12 +11,29 @@ namespace kiln::cli {
 namespace {
 
 volatile std::sig_atomic_t g_interrupted = 0;
+// Self-pipe: the handler also writes a byte here, which wakes the poll() of a reader however
+// close to its start the signal came (a flag checked before a blocking read() leaves a window
+// in which Ctrl-C is lost and the read blocks).
+int g_wake[2] = {-1, -1};
 
-void on_sigint(int) { g_interrupted = 1; }
+void on_sigint(int) {
+  g_interrupted = 1;
+  if (g_wake[1] >= 0) {
+    const char byte = 1;
+    [[maybe_unused]] const ssize_t n = ::write(g_wake[1], &byte, 1);
+  }
+}
+
+void drain_wake_pipe() {
+  char buf[64];
+  while (g_wake[0] >= 0 && ::read(g_wake[0], buf, sizeof buf) > 0) {
+  }
+}
 
 }  // namespace
 
 void install_chat_interrupt_handler() {
+  if (g_wake[0] < 0 && ::pipe2(g_wake, O_NONBLOCK | O_CLOEXEC) != 0) g_wake[0] = g_wake[1] = -1;
   struct sigaction sa = {};
   sa.sa_handler = on_sigint;
   sigemptyset(&sa.sa_mask);
@@ -24,7 +43,10 @@ void install_chat_interrupt_handler() {
 
 bool chat_interrupted() { return g_interrupted != 0; }
 
-void clear_chat_interrupt() { g_interrupted = 0; }
+void clear_chat_interrupt() {
+  g_interrupted = 0;
+  drain_wake_pipe();
+}
 
 ChatLineReader::Result ChatLineReader::read_physical_line(std::string& line) {
   for (;;) {
@@ -33,6 +55,14 @@ ChatLineReader::Result ChatLineReader::read_physical_line(std::string& line) {
       pending_.erase(0, nl + 1);
       return Result::kLine;
     }
+    if (chat_interrupted()) {
+      pending_.clear();
+      clear_chat_interrupt();
+      return Result::kInterrupted;
+    }
+    pollfd fds[2] = {{fd_, POLLIN, 0}, {g_wake[0], POLLIN, 0}};
+    if (::poll(fds, g_wake[0] >= 0 ? 2 : 1, -1) < 0 && errno != EINTR) return Result::kEnd;
+    if ((fds[0].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;  // woken by Ctrl-C
     char buf[4096];
     const ssize_t n = ::read(fd_, buf, sizeof buf);
     if (n > 0) {

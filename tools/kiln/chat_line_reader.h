@@ -1,7 +1,8 @@
 // Line input for `kiln chat`: reads lines from a file descriptor (a terminal, or a pipe), with
-// Ctrl-C as an event rather than the end of the program. SIGINT only sets a flag (the handler
-// is installed without SA_RESTART, so a blocked read returns EINTR): at the prompt it discards
-// the line being typed, during a reply the chat loop sees the flag and cancels the reply.
+// Ctrl-C as an event rather than the end of the program. SIGINT only sets a flag and wakes the
+// reader through a self-pipe (no Ctrl-C is lost between a check and a blocking read): at the
+// prompt it discards the line being typed, during a reply the chat loop sees the flag and
+// cancels the reply.
 #pragma once
 #include <string>
 
