@@ -124,7 +124,9 @@ class FakeModel : public ModelExecutor {
       }
       const uint64_t h = history_hash(prev, b.token_ids[r], pos);
       slots_[static_cast<size_t>(b.slots[r])] = Record{true, pos, h};
-      row_hash[static_cast<size_t>(r)] = h;
+      // Markov: the next token's logits depend on this row's token alone, so greedy output
+      // falls into a cycle (what speculative decoding's proposals can copy).
+      row_hash[static_cast<size_t>(r)] = markov ? history_hash(kHistorySeed, b.token_ids[r], 0) : h;
     }
     // Every position below seq_len must hold that position's K/V.
     for (const StepSequence& s : b.seqs) {
@@ -168,6 +170,7 @@ class FakeModel : public ModelExecutor {
 
   std::function<void(const StepBatch&)> before_forward;  // e.g. block, or count
   int32_t poison_token = -1;                             // forward() throws when it sees it
+  bool markov = false;                                   // logits from the row's token only
   std::vector<std::string> errors;                       // well-formedness violations
   std::atomic<int64_t> steps{0}, decode_steps{0}, greedy_steps{0}, rows{0};
   std::atomic<int64_t> max_batch_seqs{0}, max_batch_rows{0};

@@ -24,12 +24,14 @@
 #include "kiln/model/tokenizer.h"
 #include "local_model_flags.h"
 #include "progress_bar.h"
+#include "speculative_flags.h"
 
 namespace kiln::cli {
 namespace {
 
 struct ChatArgs {
   LocalModelFlags local;
+  SpeculativeFlags speculative;
   SamplingFlags sampling;
   std::string system;
   int n_predict = 0;  // 0: until end of turn or the context is full
@@ -113,7 +115,9 @@ int run_chat(const ChatArgs& a) {
   };
   engine::Runtime rt(opts);
   const model::Tokenizer& tok = rt.tokenizer();
-  engine::Engine eng(rt.executor(), rt.kv_pool(), tok, engine::EngineConfig{});
+  engine::EngineConfig cfg;
+  cfg.speculative = speculative_config(a.speculative);
+  engine::Engine eng(rt.executor(), rt.kv_pool(), tok, cfg);
   const int64_t context = rt.info().context_length;
   const int64_t reserve =
       a.n_predict > 0 ? a.n_predict : std::min<int64_t>(512, std::max<int64_t>(1, context / 4));
@@ -198,6 +202,7 @@ void add_chat_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "chat", "Talk with a model in the terminal (multi-turn, in the model's chat template)");
   add_local_model_flags(cmd, args->local);
+  add_speculative_flags(cmd, args->speculative);
   add_sampling_flags(cmd, args->sampling);
   cmd->add_option("-s,--system", args->system, "System prompt");
   cmd->add_option("-n,--n-predict", args->n_predict,

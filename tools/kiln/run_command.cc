@@ -17,6 +17,7 @@
 #include "kiln/model/tokenizer.h"
 #include "local_model_flags.h"
 #include "progress_bar.h"
+#include "speculative_flags.h"
 #include "tp_group.h"
 
 namespace kiln::cli {
@@ -24,6 +25,7 @@ namespace {
 
 struct RunArgs {
   LocalModelFlags local;
+  SpeculativeFlags speculative;
   SamplingFlags sampling;
   std::string prompt;
   int n_predict = 128;
@@ -69,6 +71,7 @@ int run_on_rank(const RunArgs& a, Communicator* group) {
              req.prompt_ids.size(), a.n_predict, rt.info().context_length);
 
   engine::EngineConfig cfg;
+  cfg.speculative = speculative_config(a.speculative);
   engine::Engine eng(rt.executor(), rt.kv_pool(), tok, cfg);
   std::mutex mu;
   std::condition_variable cv;
@@ -132,6 +135,7 @@ void add_run_command(CLI::App& app) {
   auto args = std::make_shared<RunArgs>();
   CLI::App* cmd = app.add_subcommand("run", "Generate text for one prompt");
   add_local_model_flags(cmd, args->local);
+  add_speculative_flags(cmd, args->speculative);
   add_sampling_flags(cmd, args->sampling);
   cmd->add_option("-p,--prompt", args->prompt, "Prompt text")->required();
   cmd->add_option("-n,--n-predict", args->n_predict, "Tokens to generate")

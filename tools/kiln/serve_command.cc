@@ -27,12 +27,14 @@
 #include "kiln/server/http_server.h"
 #include "progress_bar.h"
 #include "server_tokenizer_codec.h"
+#include "speculative_flags.h"
 #include "tp_group.h"
 
 namespace kiln::cli {
 namespace {
 
 struct ServeArgs {
+  SpeculativeFlags speculative;
   std::string model;
   std::string quantize;          // --quantize
   std::string kv_dtype = "f16";  // --kv-dtype
@@ -127,6 +129,10 @@ int serve_on_rank(const ServeArgs& a, ShutdownSignal& signal, Communicator* grou
   // Before the model loads, so a wrong path fails at once.
   const std::string api_key =
       a.api_key_file.empty() ? a.api_key : server::read_api_key_file(a.api_key_file);
+  const engine::SpeculativeConfig speculative = speculative_config(a.speculative);
+  // Verify steps under tensor parallelism are untested: refused rather than trusted.
+  KILN_CHECK(!speculative.enabled() || group == nullptr,
+             "--speculative-algorithm cannot be combined with --tp yet");
 
   ProgressBar bar;
   engine::RuntimeOptions opts;
@@ -162,6 +168,7 @@ int serve_on_rank(const ServeArgs& a, ShutdownSignal& signal, Communicator* grou
   cfg.chunked_prefill_size = a.chunked_prefill_size;
   cfg.max_prefill_tokens_while_decoding = a.prefill_tokens_while_decoding;
   cfg.mixed_steps = a.mixed_steps == "on";
+  cfg.speculative = speculative;
   cfg.enable_prefix_cache = !a.disable_prefix_cache;
   if (a.random_seed >= 0) cfg.random_seed = static_cast<uint64_t>(a.random_seed);
   engine::TokenizerText text_view(rt.tokenizer());
@@ -281,6 +288,7 @@ void add_serve_command(CLI::App& app) {
                   "Prompt tokens per prefill step while requests are decoding (0: no cap): "
                   "bounds the inter-token latency that arriving prompts add")
       ->check(CLI::Range(0, 1 << 20));
+  add_speculative_flags(cmd, a->speculative);
   cmd->add_option("--mixed-steps", a->mixed_steps,
                   "on: decoding requests get their token in the same step as a prefill chunk; "
                   "off: prefill and decode steps alternate")

@@ -2,11 +2,13 @@
 // radix prefix cache, and runs continuous batching (docs/architecture.md, Terms: "Engine").
 // Thread-safe: the HTTP server's workers call submit/cancel/stats from any thread.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
 
+#include "kiln/engine/ngram_proposer.h"
 #include "kiln/engine/request.h"
 #include "kiln/engine/step_batch.h"
 #include "kiln/engine/token_text.h"
@@ -18,6 +20,19 @@ class Tokenizer;
 namespace kiln::engine {
 
 class KvPool;
+
+// Speculative decoding (docs/speculative-decoding.md): proposed tokens verified in one step,
+// keeping only what plain decoding would have produced (greedy requests: the same tokens).
+struct SpeculativeConfig {
+  static constexpr int kMaxDraftTokens = 16;
+  bool ngram = false;        // --speculative-algorithm ngram: prompt lookup, no draft model
+  int num_draft_tokens = 4;  // most tokens proposed per request and step, [1, kMaxDraftTokens]
+  NgramProposerConfig ngram_match{.min_match = 2, .max_match = 12};
+  // Speculate only while at most this many requests decode: a larger batch already reads each
+  // weight for many rows, and verifying proposals would cost compute it has no room for.
+  int max_batch = 4;
+  bool enabled() const { return ngram; }
+};
 
 struct EngineConfig {
   int max_running_requests = 64;   // decode batch cap
@@ -35,6 +50,7 @@ struct EngineConfig {
   int max_context = 0;  // 0: the model's
   // Seeds the engine RNG that seeds requests without a seed of their own; none: random.
   std::optional<uint64_t> random_seed;
+  SpeculativeConfig speculative;
 };
 
 struct EngineStats {
@@ -52,6 +68,12 @@ struct EngineStats {
   int64_t eager_steps = 0;
   int64_t mixed_steps = 0;  // steps that carried decode rows and prompt rows together
   int64_t preemptions = 0;
+  // Speculative decoding: steps that verified proposals, tokens proposed and accepted, and how
+  // many steps accepted 0, 1, ... kMaxDraftTokens proposals of a request.
+  int64_t spec_verify_steps = 0;
+  int64_t spec_proposed_tokens = 0;
+  int64_t spec_accepted_tokens = 0;
+  std::array<int64_t, SpeculativeConfig::kMaxDraftTokens + 1> spec_accept_histogram{};
 };
 
 class QueueFull : public std::runtime_error {

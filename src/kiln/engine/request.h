@@ -80,6 +80,11 @@ struct RequestEvent {
   int prompt_tokens = 0;
   int completion_tokens = 0;
   int cached_tokens = 0;  // prompt tokens served from the prefix cache
+  // Speculative decoding (only when the engine speculates; -1 otherwise): decode steps this
+  // request took part in, tokens proposed for it and accepted.
+  int spec_verify_ct = -1;
+  int spec_proposed = 0;
+  int spec_accepted = 0;
 };
 
 using EventCallback = std::function<void(const RequestEvent&)>;

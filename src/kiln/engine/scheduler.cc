@@ -8,6 +8,7 @@
 #include "kiln/base/error.h"
 #include "kiln/base/log.h"
 #include "kiln/engine/json_token_mask.h"
+#include "kiln/engine/ngram_proposer.h"
 #include "kiln/engine/sampler.h"
 #include "kiln/engine/stop_checker.h"
 
@@ -43,6 +44,16 @@ struct Sequence {
   int64_t score_from = 0;
   std::vector<TokenLogprob> scores;
   bool scores_sent = false;
+  // Speculative decoding: this step's proposals (empty: a plain decode row), the most it may
+  // propose next (halved on a miss, doubled when all are accepted), steps to sit out after
+  // misses, and the counts reported with the request.
+  std::vector<int32_t> draft;
+  int draft_limit = SpeculativeConfig::kMaxDraftTokens;
+  int draft_misses = 0;
+  int draft_skip = 0;
+  int spec_verify_ct = 0;
+  int spec_proposed = 0;
+  int spec_accepted = 0;
 
   Sequence(uint64_t id_, uint64_t arrival_, GenerateRequest req, EventCallback cb, uint64_t seed,
            const TokenText& tokenizer, std::span<const int32_t> eog_ids)
@@ -88,6 +99,18 @@ Scheduler::Scheduler(ModelExecutor& executor, KvPool& pool, const TokenText& tok
   KILN_CHECK(config.chunked_prefill_size > 0, "chunked_prefill_size must be positive");
   KILN_CHECK(config.max_prefill_tokens > 0, "max_prefill_tokens must be positive");
   KILN_CHECK(vocab_ > 0, "the model reports an empty vocabulary");
+  const SpeculativeConfig& spec = config.speculative;
+  if (spec.enabled()) {
+    KILN_CHECK(spec.num_draft_tokens >= 1 && spec.num_draft_tokens <= spec.kMaxDraftTokens,
+               "speculative num_draft_tokens must be in [1, {}], got {}", spec.kMaxDraftTokens,
+               spec.num_draft_tokens);
+    KILN_CHECK(
+        spec.ngram_match.min_match >= 1 && spec.ngram_match.min_match <= spec.ngram_match.max_match,
+        "the n-gram match window must satisfy 1 <= min ({}) <= max ({})",
+        spec.ngram_match.min_match, spec.ngram_match.max_match);
+    KILN_CHECK(spec.max_batch >= 1, "speculative max_batch must be positive, got {}",
+               spec.max_batch);
+  }
   context_limit_ = executor.context_length();
   if (config.max_context > 0)
     context_limit_ = std::min<int64_t>(context_limit_, config.max_context);
@@ -193,6 +216,11 @@ void Scheduler::emit(Sequence& seq, RequestEvent& ev) {
   ev.prompt_tokens = static_cast<int>(seq.n_prompt);
   ev.completion_tokens = static_cast<int>(seq.generated());
   ev.cached_tokens = std::max(seq.cached_tokens, 0);
+  if (config_.speculative.enabled()) {
+    ev.spec_verify_ct = seq.spec_verify_ct;
+    ev.spec_proposed = seq.spec_proposed;
+    ev.spec_accepted = seq.spec_accepted;
+  }
   if (!seq.on_event) return;
   try {
     seq.on_event(ev);
@@ -403,20 +431,61 @@ bool Scheduler::ensure_decode_pages() {
 }
 
 void Scheduler::add_decode_rows(StepBatch& batch, std::vector<Sequence*>& members) {
+  int64_t decoding = 0;
+  for (const auto& r : running_) decoding += r->state == Sequence::State::Decoding ? 1 : 0;
+  const bool speculate = config_.speculative.enabled() && decoding <= config_.speculative.max_batch;
   for (auto& r : running_) {
     if (r->state != Sequence::State::Decoding) continue;
     Sequence& seq = *r;
-    const int64_t pos = seq.n_kv;
-    batch.token_ids.push_back(seq.tokens.back());
-    batch.positions.push_back(static_cast<int32_t>(pos));
-    batch.token_seq.push_back(static_cast<int32_t>(batch.seqs.size()));
-    batch.slots.push_back(seq.pages[static_cast<size_t>(pos / page_size_)] * page_size_ +
-                          static_cast<int32_t>(pos % page_size_));
+    seq.draft.clear();
+    if (speculate) propose(seq);
+    const auto s = static_cast<int32_t>(batch.seqs.size());
+    const auto n_rows = static_cast<int64_t>(seq.draft.size()) + 1;
+    for (int64_t j = 0; j < n_rows; ++j) {
+      const int64_t pos = seq.n_kv + j;
+      batch.token_ids.push_back(j == 0 ? seq.tokens.back() : seq.draft[static_cast<size_t>(j - 1)]);
+      batch.positions.push_back(static_cast<int32_t>(pos));
+      batch.token_seq.push_back(s);
+      batch.slots.push_back(seq.pages[static_cast<size_t>(pos / page_size_)] * page_size_ +
+                            static_cast<int32_t>(pos % page_size_));
+    }
     StepSequence ss;
     ss.pages = seq.pages;
-    ss.seq_len = static_cast<int32_t>(pos + 1);
+    ss.seq_len = static_cast<int32_t>(seq.n_kv + n_rows);
+    ss.all_logits = n_rows > 1;  // a verify step needs the model's token after every row
     batch.seqs.push_back(std::move(ss));
     members.push_back(&seq);
+  }
+}
+
+void Scheduler::propose(Sequence& seq) {
+  // Only requests whose plain decoding is an argmax of the raw logits: then a verify row picks
+  // exactly the token a plain decode step would (kernels are batch invariant). Sampled,
+  // penalized, biased, logprob-returning and JSON-constrained requests decode plainly.
+  if (!seq.sampler.greedy_fast_path_ok() || !seq.stop.banned_ids().empty() || seq.json) return;
+  if (seq.draft_skip > 0) {
+    --seq.draft_skip;
+    return;
+  }
+  // The token after the last proposal comes from the model for free, so at most
+  // max_new_tokens - generated - 1 proposals can be used.
+  const int64_t left = seq.request.stop.max_new_tokens - seq.generated() - 1;
+  const int64_t k =
+      std::min<int64_t>({config_.speculative.num_draft_tokens, seq.draft_limit, left});
+  if (k <= 0) return;
+  // The lookup covers the last 8192 tokens: bounded work per step on long contexts.
+  constexpr int64_t kLookupWindow = 8192;
+  seq.draft = propose_ngram(seq.tokens, config_.speculative.ngram_match, static_cast<int>(k),
+                            kLookupWindow);
+  // Pages for the proposals' K/V: free pages only. Rows past the pages there are drop off.
+  const auto last_pos = [&] { return seq.n_kv + static_cast<int64_t>(seq.draft.size()); };
+  while (!seq.draft.empty() && static_cast<int64_t>(seq.pages.size()) * page_size_ <= last_pos()) {
+    if (pool_->free_pages() == 0) {
+      seq.draft.resize(static_cast<size_t>(std::max<int64_t>(
+          0, static_cast<int64_t>(seq.pages.size()) * page_size_ - seq.n_kv - 1)));
+      break;
+    }
+    pool_->alloc(1, seq.pages);
   }
 }
 
@@ -542,7 +611,9 @@ void Scheduler::run_batch(StepBatch& batch, const std::vector<Sequence*>& member
   for (int32_t s : batch.token_seq) ++rows_of[static_cast<size_t>(s)];
   for (size_t i = 0; i < members.size(); ++i) {
     if (!batch.seqs[i].want_logits) continue;
-    greedy_only &= !batch.seqs[i].all_logits && members[i]->sampler.greedy_fast_path_ok() &&
+    // Verify rows (proposals) want the argmax of every row: greedy ids serve them too.
+    const bool scoring = batch.seqs[i].all_logits && members[i]->draft.empty();
+    greedy_only &= !scoring && members[i]->sampler.greedy_fast_path_ok() &&
                    members[i]->stop.banned_ids().empty();
   }
   batch.greedy_only = greedy_only && n_logits > 0;
@@ -592,6 +663,12 @@ void Scheduler::run_batch(StepBatch& batch, const std::vector<Sequence*>& member
     const int64_t n_rows = !ss.want_logits ? 0 : ss.all_logits ? rows_of[i] : 1;
     const int64_t first_row = next_row;
     next_row += n_rows;
+    if (!seq.draft.empty()) {
+      accept_proposals(seq, first_row, n_rows, batch.greedy_only);
+      continue;
+    }
+    if (config_.speculative.enabled() && seq.state == Sequence::State::Decoding)
+      ++seq.spec_verify_ct;
     seq.n_kv = ss.seq_len;
     if (ss.all_logits) {
       try {
@@ -666,6 +743,91 @@ void Scheduler::run_batch(StepBatch& batch, const std::vector<Sequence*>& member
     } else {
       emit(seq, ev);
     }
+  }
+}
+
+void Scheduler::accept_proposals(Sequence& seq, int64_t first_row, int64_t n_rows,
+                                 bool greedy_only) {
+  // Row j holds input token j (the last accepted token, then proposal j - 1) at position
+  // n_kv + j; its output is the model's token after it. Proposal j is accepted when it equals
+  // the model's token after row j, and only then is row j + 1's output a token plain decoding
+  // would reach.
+  const int64_t base = seq.n_kv;
+  const auto proposed = static_cast<int64_t>(seq.draft.size());
+  RequestEvent ev;
+  int64_t emitted = 0, accepted = 0;
+  bool finished = false;
+  try {
+    for (int64_t j = 0; j < n_rows; ++j) {
+      int32_t token = 0;
+      if (greedy_only) {
+        token = output_.greedy_ids[static_cast<size_t>(first_row + j)];
+      } else {
+        std::span<float> logits(output_.logits.data() + (first_row + j) * vocab_,
+                                static_cast<size_t>(vocab_));
+        token = seq.sampler.sample(logits, seq.stop.banned_ids(), nullptr);
+      }
+      KILN_CHECK(token >= 0 && token < vocab_, "the executor returned token id {}", token);
+      seq.tokens.push_back(token);
+      seq.sampler.add_output(token);
+      ++emitted;
+      StopUpdate u = seq.stop.on_token(token);
+      ev.new_tokens.push_back(token);
+      ev.text_delta += u.text_delta;
+      if (u.finished) {
+        ev.finish_reason = u.reason;
+        ev.matched_stop = std::move(u.matched_stop);
+        ev.matched_stop_token = u.matched_stop_token;
+        finished = true;
+        break;
+      }
+      if (j + 1 == n_rows || token != seq.draft[static_cast<size_t>(j)]) break;
+      ++accepted;
+    }
+  } catch (const std::exception& e) {
+    ev = RequestEvent{};
+    ev.finish_reason = FinishReason::Abort;
+    ev.error = std::string("sampling failed: ") + e.what();
+    seq.draft.clear();
+    finish(seq, ev);
+    return;
+  }
+  // K/V is kept for the rows whose inputs were accepted tokens: the last token and the
+  // accepted proposals. Pages holding only rejected rows go back to the pool.
+  seq.n_kv = base + emitted;
+  const auto keep =
+      std::max<size_t>(static_cast<size_t>(ceil_div(seq.n_kv, page_size_)), seq.n_cached_pages);
+  if (seq.pages.size() > keep) {
+    std::vector<int32_t> surplus(seq.pages.begin() + static_cast<ptrdiff_t>(keep), seq.pages.end());
+    seq.pages.resize(keep);
+    pool_->free(surplus);
+  }
+  seq.draft.clear();
+  stats_.generated_tokens_total += emitted;
+  ++stats_.spec_verify_steps;
+  stats_.spec_proposed_tokens += proposed;
+  stats_.spec_accepted_tokens += accepted;
+  ++stats_.spec_accept_histogram[static_cast<size_t>(accepted)];
+  ++seq.spec_verify_ct;
+  seq.spec_proposed += static_cast<int>(proposed);
+  seq.spec_accepted += static_cast<int>(accepted);
+  // Adapt: a miss halves what the request may propose next and sits out 2^misses - 1 steps
+  // (at most 7); all accepted doubles it.
+  if (accepted == 0) {
+    seq.draft_misses = std::min(seq.draft_misses + 1, 3);
+    seq.draft_skip = (1 << seq.draft_misses) - 1;
+    seq.draft_limit = std::max(1, seq.draft_limit / 2);
+  } else {
+    seq.draft_misses = 0;
+    seq.draft_limit = accepted == proposed
+                          ? std::min(SpeculativeConfig::kMaxDraftTokens, seq.draft_limit * 2)
+                          : std::max(1, static_cast<int>(accepted) + 1);
+  }
+  cache_computed_prefix(seq);
+  if (finished) {
+    finish(seq, ev);
+  } else {
+    emit(seq, ev);
   }
 }
 

@@ -81,8 +81,16 @@ class Scheduler {
   // Gives every decoding request a page for its next token, preempting the youngest requests
   // when the pool runs out; false when no request is left decoding.
   bool ensure_decode_pages();
-  // One row per decoding request: its last token at position n_kv.
+  // One row per decoding request: its last token at position n_kv, followed by the tokens
+  // proposed for it when it speculates (one row each, all rows' outputs returned).
   void add_decode_rows(StepBatch& batch, std::vector<Sequence*>& members);
+  // Fills seq.draft with this step's proposals (none when the request cannot speculate, backs
+  // off, or no page is free for them: speculation never evicts or preempts).
+  void propose(Sequence& seq);
+  // A verify step's outputs for one request: emits the model's token after each row while the
+  // proposals agree with it (the first disagreement is replaced by the model's own token),
+  // keeps the K/V of the accepted rows only, and returns the pages of the rest.
+  void accept_proposals(Sequence& seq, int64_t first_row, int64_t n_rows, bool greedy_only);
   bool admit(Sequence& seq);
   bool ensure_decode_page(Sequence& seq);
   void preempt_youngest();

@@ -118,6 +118,9 @@ void GenerationJob::apply(const Update& u) {
   r.prompt_tokens = e.prompt_tokens;
   r.completion_tokens = e.completion_tokens;
   r.cached_tokens = e.cached_tokens;
+  r.spec_verify_ct = e.spec_verify_ct;
+  r.spec_proposed = e.spec_proposed;
+  r.spec_accepted = e.spec_accepted;
   if (!e.finished) return;
   r.finished = true;
   r.finished_at = now;

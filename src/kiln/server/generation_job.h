@@ -43,6 +43,9 @@ struct SequenceResult {
   int prompt_tokens = 0;
   int completion_tokens = 0;
   int cached_tokens = 0;
+  int spec_verify_ct = -1;  // -1: the engine does not speculate
+  int spec_proposed = 0;
+  int spec_accepted = 0;
   Clock::time_point submitted{};
   Clock::time_point first_token{};  // epoch until the first token arrives
   Clock::time_point last_token{};

@@ -145,6 +145,19 @@ std::string Metrics::render(const engine::EngineStats& s) const {
   metric(out, "kiln_preemptions_total", "counter",
          "Requests preempted (requeued) because the KV pool ran out of pages.",
          static_cast<double>(s.preemptions));
+  metric(out, "kiln_spec_verify_steps_total", "counter",
+         "Request decode steps that verified speculative proposals.",
+         static_cast<double>(s.spec_verify_steps));
+  metric(out, "kiln_spec_proposed_tokens_total", "counter",
+         "Tokens proposed by speculative decoding.", static_cast<double>(s.spec_proposed_tokens));
+  metric(out, "kiln_spec_accepted_tokens_total", "counter", "Proposed tokens the model accepted.",
+         static_cast<double>(s.spec_accepted_tokens));
+  out += "# HELP kiln_spec_accepted_per_verify_total Verify steps by proposals accepted.\n";
+  out += "# TYPE kiln_spec_accepted_per_verify_total counter\n";
+  for (size_t a = 0; a < s.spec_accept_histogram.size(); ++a) {
+    out += fmt::format("kiln_spec_accepted_per_verify_total{{accepted=\"{}\"}} {}\n", a,
+                       s.spec_accept_histogram[a]);
+  }
   metric(out, "kiln_engine_requests_finished_total", "counter",
          "Requests the engine finished (any route, health checks included).",
          static_cast<double>(s.requests_finished));

@@ -45,6 +45,14 @@ json native_output(const SequenceResult& r, const NativeGenerateRequest& request
                {"completion_tokens", r.completion_tokens},
                {"cached_tokens", r.cached_tokens}};
   if (r.finished) meta["e2e_latency"] = r.e2e_seconds();
+  if (r.spec_verify_ct >= 0) {
+    // SGLang's names: verify steps, and completion tokens per verify step.
+    meta["spec_verify_ct"] = r.spec_verify_ct;
+    meta["spec_accept_length"] =
+        r.spec_verify_ct > 0 ? static_cast<double>(r.completion_tokens) / r.spec_verify_ct : 0.0;
+    meta["spec_num_proposed_drafts"] = r.spec_proposed;
+    meta["spec_num_correct_drafts"] = r.spec_accepted;
+  }
   if (request.return_logprob) {
     const bool with_text = request.return_text_in_logprobs;
     json tokens = json::array();

@@ -1,0 +1,26 @@
+// The speculative-decoding flags of `kiln serve`, `kiln run` and `kiln chat`, with SGLang's
+// names (--speculative-algorithm, --speculative-num-draft-tokens,
+// --speculative-ngram-{min,max}-match-window-size), so a command line carries over.
+#pragma once
+#include <CLI/CLI.hpp>
+#include <string>
+
+#include "kiln/engine/engine.h"
+
+namespace kiln::cli {
+
+struct SpeculativeFlags {
+  std::string algorithm = "none";
+  std::string draft_model_path;
+  int num_draft_tokens = 4;
+  int ngram_min_match = 2;
+  int ngram_max_match = 12;
+  int max_batch = 4;
+};
+
+void add_speculative_flags(CLI::App* cmd, SpeculativeFlags& f);
+
+// The engine's configuration; throws kiln::Error for what kiln cannot run (a draft model).
+engine::SpeculativeConfig speculative_config(const SpeculativeFlags& f);
+
+}  // namespace kiln::cli
