@@ -76,7 +76,7 @@ bool number_reachable(const NumberBounds& b, const NumberSoFar& n, bool integer)
     }
     case NumberPrefix::kZero:
       // "0", or "0." and fraction digits: [0, 1).
-      return meets_signed(b, {0, integer ? 0 : 1, false, !integer}, n.negative);
+      return meets_signed(b, {0, integer ? 0.0L : 1.0L, false, !integer}, n.negative);
     case NumberPrefix::kInt:
       // d more integer digits give [m 10^d, (m+1) 10^d), a fraction filling the gaps.
       // At the digit limit no fraction can follow: integers only.
