@@ -10,8 +10,16 @@ cd "$(dirname "$0")/.."
 seconds=${1:-60}
 shift || true
 
-CC=clang CXX=clang++ cmake --preset fuzz >/dev/null
-cmake --build --preset fuzz -j "${KILN_JOBS:-$(nproc)}" >/dev/null
+# The build's output goes to a log; on failure its last lines say why (a silent exit 1 here once
+# hid a link error from CI's log).
+mkdir -p build/fuzz/logs
+build_log=build/fuzz/logs/build.log
+if ! { CC=clang CXX=clang++ cmake --preset fuzz &&
+  cmake --build --preset fuzz -j "${KILN_JOBS:-$(nproc)}"; } >"$build_log" 2>&1; then
+  grep -E "error|FAILED" "$build_log" | head -20 >&2 || tail -20 "$build_log" >&2
+  echo "fuzz: building the fuzz targets failed; full log: $build_log" >&2
+  exit 1
+fi
 
 all_targets=(native_generate openai_completion openai_chat sampling_params gguf safetensors
   hf_config hf_tokenizer ir_parser chat_template json_constraint)
