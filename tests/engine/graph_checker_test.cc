@@ -89,8 +89,10 @@ TEST(GraphCheckDetects, ReportsFirstDivergingNode) {
   co.atol = -1;
   co.rtol = 0;
   co.report = [&](const std::string& l) { lines.push_back(l); };
+  engine::GraphRunnerOptions captured;
+  captured.batch_sizes = {1, 2, 3, 4};
   engine::GraphChecker checker(rt.model_runner(), *rt.graph_runner(), rt.weights(), rt.kv_pool(),
-                               *rt.thread_pool(), {1, 2, 3, 4}, co);
+                               *rt.thread_pool(), captured, co);
   ModelHarness h(rt.executor(), rt.kv_pool());
   Sequence a;
   h.step({&a}, {{5, 6, 7}});

@@ -8,6 +8,8 @@
 #include <map>
 #include <random>
 
+#include "kiln/engine/graph_checker.h"
+#include "kiln/engine/graph_runner.h"
 #include "kiln/engine/runtime.h"
 #include "kiln/engine/scheduler.h"
 #include "kiln/engine/tokenizer_text.h"
@@ -74,10 +76,16 @@ TEST_P(SpeculativeTiny, GreedyNgramOutputEqualsPlainDecodingInBothModes) {
   ASSERT_TRUE(fs::exists(model)) << "fixture missing (run tests/fixtures/generate_all.py): "
                                  << model;
   engine::Runtime eager(tiny_runtime_options(model, engine::GraphMode::Off, 1));
-  engine::Runtime graph(tiny_runtime_options(model, engine::GraphMode::Optimize, 8));
+  // Graph mode with verify plans for the whole test batch (6 proposals, up to 8 sequences).
+  engine::RuntimeOptions graph_options =
+      tiny_runtime_options(model, engine::GraphMode::Optimize, 8);
+  graph_options.verify_max_seqs = 8;
+  graph_options.verify_max_draft = 6;
+  engine::Runtime graph(graph_options);
   for (int n : {1, 3}) {
     SCOPED_TRACE("requests per wave " + std::to_string(n));
     const RunResult plain = run(graph, n, false);
+    const int64_t verify_replays = graph.graph_runner()->verify_replays();
     const RunResult graph_spec = run(graph, n, true);
     const RunResult eager_spec = run(eager, n, true);
     ASSERT_EQ(plain.tokens.size(), static_cast<size_t>(2 * n));
@@ -87,7 +95,27 @@ TEST_P(SpeculativeTiny, GreedyNgramOutputEqualsPlainDecodingInBothModes) {
     EXPECT_GT(graph_spec.stats.spec_verify_steps, 0);
     EXPECT_GT(graph_spec.stats.spec_accepted_tokens, 0);
     EXPECT_GT(plain.stats.graph_steps, 0);
+    // Verify steps replayed captured plans (those without a prompt chunk beside them).
+    EXPECT_GT(graph.graph_runner()->verify_replays(), verify_replays);
   }
+}
+
+// --check-graph on verify steps: the replay-mode verify plan matches eager node by node and the
+// optimized one matches at its outputs, on every verify step it takes.
+TEST_P(SpeculativeTiny, VerifyPlansMatchEagerUnderTheGraphChecker) {
+  fs::path model = tiny_model(GetParam());
+  ASSERT_TRUE(fs::exists(model)) << "fixture missing (run tests/fixtures/generate_all.py): "
+                                 << model;
+  engine::RuntimeOptions o = tiny_runtime_options(model, engine::GraphMode::Optimize, 8);
+  o.verify_max_seqs = 8;
+  o.verify_max_draft = 6;
+  o.check_graph = true;
+  engine::Runtime checked(o);
+  const RunResult spec = run(checked, 3, true);
+  EXPECT_GT(spec.stats.spec_verify_steps, 0);
+  EXPECT_GT(checked.graph_runner()->verify_replays(), 0);
+  EXPECT_GE(checked.graph_checker()->steps_checked(), checked.graph_runner()->verify_replays());
+  EXPECT_EQ(checked.graph_checker()->steps_failed(), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(TinyModels, SpeculativeTiny, ::testing::ValuesIn(kTinyModels),

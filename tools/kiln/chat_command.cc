@@ -109,14 +109,16 @@ int run_chat(const ChatArgs& a) {
   const model::ChatTemplate tmpl =
       model::detect_chat_template(model::read_chat_template(model_path));
   ProgressBar bar;
+  const engine::SpeculativeConfig speculative = speculative_config(a.speculative);
   engine::RuntimeOptions opts = runtime_options(a.local);
+  add_verify_plans(speculative, opts);
   opts.progress = [&](const char* stage, int64_t done, int64_t total) {
     bar.update(stage, done, total);
   };
   engine::Runtime rt(opts);
   const model::Tokenizer& tok = rt.tokenizer();
   engine::EngineConfig cfg;
-  cfg.speculative = speculative_config(a.speculative);
+  cfg.speculative = speculative;
   engine::Engine eng(rt.executor(), rt.kv_pool(), tok, cfg);
   const int64_t context = rt.info().context_length;
   const int64_t reserve =

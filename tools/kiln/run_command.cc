@@ -43,8 +43,10 @@ int run_on_rank(const RunArgs& a, Communicator* group) {
         model::detect_chat_template(model::read_chat_template(model_or_default(a.local.model)));
   }
   ProgressBar bar;
+  const engine::SpeculativeConfig speculative = speculative_config(a.speculative);
   engine::RuntimeOptions opts = runtime_options(a.local);
   opts.tp = group;
+  add_verify_plans(speculative, opts);
   const bool leader = group == nullptr || group->rank() == 0;
   if (leader) {
     opts.progress = [&](const char* stage, int64_t done, int64_t total) {
@@ -71,7 +73,7 @@ int run_on_rank(const RunArgs& a, Communicator* group) {
              req.prompt_ids.size(), a.n_predict, rt.info().context_length);
 
   engine::EngineConfig cfg;
-  cfg.speculative = speculative_config(a.speculative);
+  cfg.speculative = speculative;
   engine::Engine eng(rt.executor(), rt.kv_pool(), tok, cfg);
   std::mutex mu;
   std::condition_variable cv;
@@ -109,6 +111,16 @@ int run_on_rank(const RunArgs& a, Communicator* group) {
                last.prompt_tokens, last.prompt_tokens / std::max(prefill_s, 1e-9),
                last.completion_tokens, decoded / std::max(decode_s, 1e-9), prefill_s,
                engine::finish_reason_name(last.finish_reason));
+  if (last.spec_verify_ct >= 0) {
+    // SGLang's accept length: completion tokens per decode step of the request.
+    std::fprintf(stderr,
+                 "speculative: %d decode steps, %.2f tokens per step | proposed %d, accepted %d "
+                 "(%.0f%%)\n",
+                 last.spec_verify_ct,
+                 last.completion_tokens / static_cast<double>(std::max(1, last.spec_verify_ct)),
+                 last.spec_proposed, last.spec_accepted,
+                 100.0 * last.spec_accepted / std::max(1, last.spec_proposed));
+  }
   if (group != nullptr) {
     std::fprintf(stderr, "tensor parallel: %d ranks; rank 0: %s\n", group->size(),
                  rt.tp_summary().c_str());

@@ -130,9 +130,6 @@ int serve_on_rank(const ServeArgs& a, ShutdownSignal& signal, Communicator* grou
   const std::string api_key =
       a.api_key_file.empty() ? a.api_key : server::read_api_key_file(a.api_key_file);
   const engine::SpeculativeConfig speculative = speculative_config(a.speculative);
-  // Verify steps under tensor parallelism are untested: refused rather than trusted.
-  KILN_CHECK(!speculative.enabled() || group == nullptr,
-             "--speculative-algorithm cannot be combined with --tp yet");
 
   ProgressBar bar;
   engine::RuntimeOptions opts;
@@ -148,6 +145,7 @@ int serve_on_rank(const ServeArgs& a, ShutdownSignal& signal, Communicator* grou
   opts.context_length = a.context_length;
   opts.compile_cache = !a.no_compile_cache;
   opts.cache_max_bytes = static_cast<uint64_t>(a.cache_max_gb * 1073741824.0);
+  add_verify_plans(speculative, opts);
   opts.progress = [&](const char* stage, int64_t done, int64_t total) {
     bar.update(stage, done, total);
   };

@@ -1,5 +1,7 @@
 #include "speculative_flags.h"
 
+#include <algorithm>
+
 #include "kiln/base/error.h"
 
 namespace kiln::cli {
@@ -52,6 +54,13 @@ engine::SpeculativeConfig speculative_config(const SpeculativeFlags& f) {
   c.ngram_match.max_match = f.ngram_max_match;
   c.max_batch = f.max_batch;
   return c;
+}
+
+void add_verify_plans(const engine::SpeculativeConfig& spec, engine::RuntimeOptions& opts) {
+  if (!spec.enabled()) return;
+  KILN_CHECK(opts.tp == nullptr, "--speculative-algorithm cannot be combined with --tp yet");
+  opts.verify_max_seqs = std::min(spec.max_batch, opts.max_graph_bs);
+  opts.verify_max_draft = spec.num_draft_tokens;
 }
 
 }  // namespace kiln::cli

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "kiln/engine/engine.h"
+#include "kiln/engine/runtime.h"
 
 namespace kiln::cli {
 
@@ -22,5 +23,10 @@ void add_speculative_flags(CLI::App* cmd, SpeculativeFlags& f);
 
 // The engine's configuration; throws kiln::Error for what kiln cannot run (a draft model).
 engine::SpeculativeConfig speculative_config(const SpeculativeFlags& f);
+
+// What the runtime must capture for `spec`: graph-mode verify plans for up to its batch and
+// draft length (nothing when speculation is off). Throws kiln::Error under tensor parallelism
+// (opts.tp set), where verify steps are untested: refused rather than trusted.
+void add_verify_plans(const engine::SpeculativeConfig& spec, engine::RuntimeOptions& opts);
 
 }  // namespace kiln::cli

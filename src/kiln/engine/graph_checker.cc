@@ -111,7 +111,7 @@ std::string GraphCheckResult::describe() const {
 }
 
 GraphChecker::GraphChecker(ModelRunner& runner, GraphRunner& graph, model::WeightStore& weights,
-                           KvPool& pool, ThreadPool& threads, const std::vector<int>& batch_sizes,
+                           KvPool& pool, ThreadPool& threads, const GraphRunnerOptions& captured,
                            GraphCheckOptions options)
     : runner_(runner),
       graph_(graph),
@@ -119,8 +119,8 @@ GraphChecker::GraphChecker(ModelRunner& runner, GraphRunner& graph, model::Weigh
       pool_(pool),
       threads_(threads),
       options_(std::move(options)) {
-  GraphRunnerOptions r;
-  r.batch_sizes = batch_sizes;
+  // The plans `graph` has (decode and verify), made again as traced.
+  GraphRunnerOptions r = captured;
   r.optimize = false;  // the graph as traced: node i here is node i of the eager trace
   r.cache_dir = "";    // a diagnostic capture; never worth caching
   replay_ = std::make_unique<GraphRunner>(runner_, weights_, pool_, threads_, r);

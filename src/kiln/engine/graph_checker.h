@@ -27,6 +27,7 @@
 namespace kiln::engine {
 
 class GraphRunner;
+struct GraphRunnerOptions;
 class ModelRunner;
 
 struct GraphCheckOptions {
@@ -61,9 +62,10 @@ struct GraphCheckResult {
 
 class GraphChecker {
  public:
-  // Captures replay-mode plans for the same batch sizes as `graph` (its own arena).
+  // Captures replay-mode plans of the same kinds as `graph` (`captured`: the options `graph` was
+  // made with), in an arena of its own.
   GraphChecker(ModelRunner& runner, GraphRunner& graph, model::WeightStore& weights, KvPool& pool,
-               ThreadPool& threads, const std::vector<int>& batch_sizes,
+               ThreadPool& threads, const GraphRunnerOptions& captured,
                GraphCheckOptions options = {});
   ~GraphChecker();
 

@@ -64,7 +64,20 @@ void copy_rows(const std::vector<T>& src, Tensor& dst, int64_t live, int64_t pad
   std::fill(d + live, d + padded, pad);
 }
 
+// Template kinds: decode logits, decode greedy, verify (greedy); their names in cache entries.
+constexpr const char* kTemplateNames[] = {"logits", "greedy", "verify"};
+
 }  // namespace
+
+std::vector<int> verify_row_capacities(int seqs, int max_draft) {
+  std::vector<int> rows;
+  if (seqs < 1 || max_draft < 1) return rows;
+  const int per_seq = max_draft + 1;
+  for (int r = 2; r <= per_seq; ++r) rows.push_back(r);
+  for (int r = 2 * per_seq; r < seqs * per_seq; r += per_seq) rows.push_back(r);
+  if (seqs > 1) rows.push_back(seqs * per_seq);
+  return rows;
+}
 
 // Seconds since the previous lap (capture reports where its time goes).
 class GraphRunner::PhaseClock {
@@ -80,14 +93,16 @@ class GraphRunner::PhaseClock {
   std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
 };
 
-// The optimized template of each output kind (logits, greedy), made on first use.
+// The optimized template of each plan kind (decode logits, decode greedy, verify), made on
+// first use.
 struct GraphRunner::Templates {
   struct Kind {
     std::optional<graph::Graph> traced;     // at kTemplateBatch
     std::optional<graph::Graph> optimized;  // after the rewriting passes, before the analyses
     std::vector<graph::PassStats> pass_stats;
   };
-  Kind kinds[2];
+  Kind kinds[3];
+  static int index(const PlanKind& k) { return k.verify ? 2 : (k.greedy ? 1 : 0); }
   std::string pass_report;  // of the first plan
   bool reported_fallback = false;
 };
@@ -104,6 +119,12 @@ GraphRunner::GraphRunner(ModelRunner& runner, model::WeightStore& weights, KvPoo
                              options_.batch_sizes.end());
   KILN_CHECK(!options_.batch_sizes.empty() && options_.batch_sizes.front() >= 1,
              "no batch sizes to capture");
+  std::sort(options_.verify_rows.begin(), options_.verify_rows.end());
+  options_.verify_rows.erase(std::unique(options_.verify_rows.begin(), options_.verify_rows.end()),
+                             options_.verify_rows.end());
+  if (options_.verify_seqs < 1) options_.verify_rows.clear();
+  KILN_CHECK(options_.verify_rows.empty() || options_.verify_rows.front() >= 2,
+             "a verify plan needs room for at least 2 rows");
 }
 
 GraphRunner::~GraphRunner() {
@@ -128,7 +149,13 @@ std::string GraphRunner::cache_description() const {
                    kv.n_kv_heads, kv.head_dim, kernels::kv_dtype_name(kv.dtype),
                    runner_.max_pages_per_seq());
   for (int bs : options_.batch_sizes) d += " " + std::to_string(bs);
-  d += fmt::format(" | logits {} | model ", options_.logits_plans);
+  d += fmt::format(" | logits {} | ", options_.logits_plans);
+  if (!options_.verify_rows.empty()) {
+    d += fmt::format("verify {} seqs, rows", options_.verify_seqs);
+    for (int r : options_.verify_rows) d += " " + std::to_string(r);
+    d += " | ";
+  }
+  d += "model ";
   // The traced graph of the smallest batch names every weight with its dtype and shape and
   // every architectural constant as an attribute: a complete description of the model.
   model::ForwardShape one;
@@ -140,10 +167,10 @@ std::string GraphRunner::cache_description() const {
   return d;
 }
 
-model::ForwardShape GraphRunner::decode_shape(int64_t bs, bool greedy) const {
+model::ForwardShape GraphRunner::plan_shape(int64_t seqs, int64_t tokens, bool greedy) const {
   model::ForwardShape shape;
-  shape.tokens = bs;
-  shape.seqs = bs;
+  shape.tokens = tokens;
+  shape.seqs = seqs;
   shape.max_pages_per_seq = runner_.max_pages_per_seq();
   shape.logit_rows = -1;
   shape.greedy = greedy;
@@ -153,11 +180,18 @@ model::ForwardShape GraphRunner::decode_shape(int64_t bs, bool greedy) const {
   return shape;
 }
 
-graph::Graph GraphRunner::plan_graph(int bs, bool greedy, Templates& templates,
+model::ForwardShape GraphRunner::template_shape(const PlanKind& kind) const {
+  // A decode plan's sequences grow with its rows; a verify plan's sequence slots are fixed.
+  return plan_shape(kind.verify ? kind.bs : graph::kTemplateBatch, graph::kTemplateBatch,
+                    kind.greedy);
+}
+
+graph::Graph GraphRunner::plan_graph(const PlanKind& kind, Templates& templates,
                                      CaptureStats& phases, PhaseClock& clock,
                                      bool* rebatched) const {
   *rebatched = false;
-  graph::Graph traced = runner_.trace(decode_shape(bs, greedy));
+  const int bs = kind.tokens;  // what the template's rows become
+  graph::Graph traced = runner_.trace(plan_shape(kind.bs, kind.tokens, kind.greedy));
   phases.trace_seconds += clock.lap();
   graph::PipelineOptions analyses_only;
   analyses_only.rewrites = false;
@@ -167,9 +201,9 @@ graph::Graph GraphRunner::plan_graph(int bs, bool greedy, Templates& templates,
     return traced;
   }
   // optimize: the template of this kind, optimized once, rebatched to bs.
-  Templates::Kind& t = templates.kinds[greedy ? 1 : 0];
+  Templates::Kind& t = templates.kinds[Templates::index(kind)];
   if (!t.traced) {
-    t.traced = runner_.trace(decode_shape(graph::kTemplateBatch, greedy));
+    t.traced = runner_.trace(template_shape(kind));
     phases.trace_seconds += clock.lap();
     t.optimized = *t.traced;
     graph::PipelineOptions rewrites_only;
@@ -197,9 +231,9 @@ graph::Graph GraphRunner::plan_graph(int bs, bool greedy, Templates& templates,
     // Correct but slow (the pipeline per plan): say so once, where it is seen.
     if (!templates.reported_fallback) {
       KILN_LOG_INFO(
-          "batch {} ({}): the optimized template does not carry over ({}); running the pass "
+          "{} rows ({}): the optimized template does not carry over ({}); running the pass "
           "pipeline for each such plan",
-          bs, greedy ? "greedy" : "logits", why);
+          bs, kTemplateNames[Templates::index(kind)], why);
       templates.reported_fallback = true;
     }
     g = std::move(traced);
@@ -216,7 +250,10 @@ graph::Graph GraphRunner::plan_graph(int bs, bool greedy, Templates& templates,
 // order as one stream, which parallel packing would shuffle.
 void GraphRunner::pack_matmul_weights() {
   for (const auto& e : plans_) {
-    if (e.bs != options_.batch_sizes.back()) continue;  // the largest plan of each kind
+    // The largest plan of each kind.
+    const bool largest = e.kind.verify ? e.kind.tokens == options_.verify_rows.back()
+                                       : e.kind.bs == options_.batch_sizes.back();
+    if (!largest) continue;
     const graph::Graph& g = e.plan->graph();
     for (const graph::Node& n : g.nodes()) {
       int slot = -1;
@@ -278,9 +315,10 @@ void GraphRunner::capture(const std::function<void(int64_t, int64_t)>& progress)
 std::vector<GraphRunner::PlanKind> GraphRunner::plan_kinds() const {
   std::vector<PlanKind> kinds;
   for (int bs : options_.batch_sizes) {
-    kinds.push_back({bs, true});
-    if (options_.logits_plans) kinds.push_back({bs, false});
+    kinds.push_back({bs, bs, true, false});
+    if (options_.logits_plans) kinds.push_back({bs, bs, false, false});
   }
+  for (int rows : options_.verify_rows) kinds.push_back({options_.verify_seqs, rows, true, true});
   return kinds;
 }
 
@@ -294,27 +332,28 @@ bool GraphRunner::load_plans(const std::string& payload, const std::vector<PlanK
     // Plans made from a template are stored as the template (parsed once) and rebuilt by
     // the same deterministic rebatch + analyses the cold capture ran: parsing 64 graphs
     // costs more than rebatching them.
-    std::optional<graph::Graph> templates[2];
+    std::optional<graph::Graph> templates[3];
     for (const auto& e : j.at("plans")) {
       graph::MemoryPlan mem = memory_from_json(e.at("memory"));
-      const int bs = e.at("bs").get<int>();
-      const bool greedy = e.at("greedy").get<bool>();
+      const PlanKind kind{e.at("bs").get<int>(), e.at("tokens").get<int>(),
+                          e.at("greedy").get<bool>(), e.at("verify").get<bool>()};
       std::optional<graph::Graph> g;
       if (e.contains("ir")) {
         g = graph::parse(e.at("ir").get<std::string>());
       } else {
-        std::optional<graph::Graph>& t = templates[greedy ? 1 : 0];
-        if (!t)
-          t = graph::parse(j.at("templates").at(greedy ? "greedy" : "logits").get<std::string>());
+        const int index = Templates::index(kind);
+        std::optional<graph::Graph>& t = templates[index];
+        if (!t) t = graph::parse(j.at("templates").at(kTemplateNames[index]).get<std::string>());
         std::string why;
-        g = graph::rebatch(*t, graph::kTemplateBatch, bs, &why);
-        KILN_CHECK(g.has_value(), "the stored template does not rebatch to {}: {}", bs, why);
+        g = graph::rebatch(*t, graph::kTemplateBatch, kind.tokens, &why);
+        KILN_CHECK(g.has_value(), "the stored template does not rebatch to {}: {}", kind.tokens,
+                   why);
         graph::PipelineOptions analyses_only;
         analyses_only.rewrites = false;
         graph::run_pipeline(*g, analyses_only);
       }
       phases.cache_seconds += clock.lap();
-      plans_.push_back({bs, greedy, graph::Plan::prepare(std::move(*g), options_.plan, mem)});
+      plans_.push_back({kind, graph::Plan::prepare(std::move(*g), options_.plan, mem)});
       phases.prepare_seconds += clock.lap();
       if (progress) progress(static_cast<int64_t>(plans_.size()), total);
     }
@@ -333,24 +372,28 @@ std::string GraphRunner::build_plans(const std::vector<PlanKind>& kinds, Capture
   Json j;
   j["plans"] = Json::array();
   Templates templates;
-  for (auto [bs, greedy] : kinds) {
+  for (const PlanKind& kind : kinds) {
     bool rebatched = false;
-    graph::Graph g = plan_graph(bs, greedy, templates, phases, clock, &rebatched);
+    graph::Graph g = plan_graph(kind, templates, phases, clock, &rebatched);
     auto plan = graph::Plan::prepare(std::move(g), options_.plan);
     phases.prepare_seconds += clock.lap();
-    Json e = {{"bs", bs}, {"greedy", greedy}, {"memory", memory_to_json(plan->memory())}};
+    Json e = {{"bs", kind.bs},
+              {"tokens", kind.tokens},
+              {"greedy", kind.greedy},
+              {"verify", kind.verify},
+              {"memory", memory_to_json(plan->memory())}};
     if (!rebatched) e["ir"] = graph::print(plan->graph());
     j["plans"].push_back(std::move(e));
     phases.cache_seconds += clock.lap();
-    plans_.push_back({bs, greedy, std::move(plan)});
+    plans_.push_back({kind, std::move(plan)});
     if (progress) progress(static_cast<int64_t>(plans_.size()), total);
   }
   stats_.pass_report = templates.pass_report;
   j["pass_report"] = stats_.pass_report;
   j["templates"] = Json::object();
-  for (bool greedy : {false, true}) {
-    const auto& t = templates.kinds[greedy ? 1 : 0].optimized;
-    if (t) j["templates"][greedy ? "greedy" : "logits"] = graph::print(*t);
+  for (int index = 0; index < 3; ++index) {
+    const auto& t = templates.kinds[index].optimized;
+    if (t) j["templates"][kTemplateNames[index]] = graph::print(*t);
   }
   return j.dump();
 }
@@ -370,7 +413,9 @@ void GraphRunner::bind_plans() {
   aligned_free(outputs_);
   outputs_ = aligned_alloc64(output_bytes);
   stats_.output_bytes = output_bytes;
-  shared_lowering_ = std::make_unique<graph::SharedLowering>(options_.batch_sizes.back());
+  int max_tokens = options_.batch_sizes.back();
+  if (!options_.verify_rows.empty()) max_tokens = std::max(max_tokens, options_.verify_rows.back());
+  shared_lowering_ = std::make_unique<graph::SharedLowering>(max_tokens);
   graph::PlanSharing sharing;
   sharing.outputs = outputs_;
   sharing.lowering = shared_lowering_.get();
@@ -401,46 +446,59 @@ void GraphRunner::log_capture() const {
 
 graph::Plan* GraphRunner::plan_for(int bs, bool greedy) const {
   for (const auto& e : plans_) {
-    if (e.bs >= bs && e.greedy == greedy) return e.plan.get();
+    if (!e.kind.verify && e.kind.bs >= bs && e.kind.greedy == greedy) return e.plan.get();
   }
   return nullptr;
 }
 
-bool GraphRunner::can_run(const StepBatch& batch) const {
-  if (!batch.is_decode()) return false;
-  for (const auto& s : batch.seqs) {
-    if (!s.want_logits) return false;
+graph::Plan* GraphRunner::verify_plan_for(int seqs, int rows) const {
+  if (seqs > options_.verify_seqs) return nullptr;
+  for (const auto& e : plans_) {
+    if (e.kind.verify && e.kind.tokens >= rows) return e.plan.get();
   }
-  return plan_for(static_cast<int>(batch.num_seqs()), batch.greedy_only) != nullptr;
+  return nullptr;
 }
 
-void GraphRunner::stage_inputs(const StepBatch& b, graph::Plan& plan, int bs) {
+graph::Plan* GraphRunner::plan_for_batch(const StepBatch& batch) const {
+  // Plans return every row (decode: one per sequence; verify: each sequence's rows in order).
+  if (!batch.returns_every_row()) return nullptr;
+  const auto seqs = static_cast<int>(batch.num_seqs());
+  if (batch.is_decode()) return plan_for(seqs, batch.greedy_only);
+  if (!batch.greedy_only) return nullptr;  // verify plans are greedy
+  return verify_plan_for(seqs, static_cast<int>(batch.num_tokens()));
+}
+
+bool GraphRunner::can_run(const StepBatch& batch) const { return plan_for_batch(batch) != nullptr; }
+
+void GraphRunner::stage_inputs(const StepBatch& b, graph::Plan& plan) {
+  const int64_t rows = b.num_tokens();
+  const int64_t padded_rows = plan.input(in::kTokenIds).type.shape[0];
+  copy_rows(b.token_ids, plan.input(in::kTokenIds).tensor, rows, padded_rows, 0);
+  copy_rows(b.positions, plan.input(in::kPositions).tensor, rows, padded_rows, 0);
+  // Padded rows are inert: no sequence (attention writes zeros), no KV write.
+  copy_rows(b.token_seq, plan.input(in::kTokenSeq).tensor, rows, padded_rows, -1);
+  copy_rows(b.slots, plan.input(in::kSlots).tensor, rows, padded_rows, -1);
   const int64_t live = b.num_seqs();
-  copy_rows(b.token_ids, plan.input(in::kTokenIds).tensor, live, bs, 0);
-  copy_rows(b.positions, plan.input(in::kPositions).tensor, live, bs, 0);
-  copy_rows(b.token_seq, plan.input(in::kTokenSeq).tensor, live, bs, -1);  // padded rows inert
-  copy_rows(b.slots, plan.input(in::kSlots).tensor, live, bs, -1);         // no KV write
-  int32_t* lens = plan.input(in::kSeqLens).tensor.data_as<int32_t>();
+  Tensor& lens_tensor = plan.input(in::kSeqLens).tensor;
+  int32_t* lens = lens_tensor.data_as<int32_t>();
   Tensor& table = plan.input(in::kBlockTable).tensor;
   const int64_t width = table.shape()[1];
-  int32_t* rows = table.data_as<int32_t>();
+  int32_t* table_rows = table.data_as<int32_t>();
   for (int64_t s = 0; s < live; ++s) {
     const auto& seq = b.seqs[s];
     lens[s] = seq.seq_len;
     // Only the pages in use: entries past seq_len are never read, so stale ones are inert.
-    std::memcpy(rows + s * width, seq.pages.data(), sizeof(int32_t) * seq.pages.size());
+    std::memcpy(table_rows + s * width, seq.pages.data(), sizeof(int32_t) * seq.pages.size());
   }
-  std::fill(lens + live, lens + bs, 0);
+  std::fill(lens + live, lens + lens_tensor.shape()[0], 0);
 }
 
 graph::Plan& GraphRunner::stage(const StepBatch& batch) {
-  const int live = static_cast<int>(batch.num_seqs());
-  graph::Plan* plan = plan_for(live, batch.greedy_only);
-  KILN_CHECK(plan != nullptr && batch.is_decode(), "no captured plan for a decode batch of {}",
-             live);
-  const int bs = static_cast<int>(plan->input(in::kTokenIds).type.shape[0]);
+  graph::Plan* plan = plan_for_batch(batch);
+  KILN_CHECK(plan != nullptr, "no captured plan for a step of {} rows over {} sequences",
+             batch.num_tokens(), batch.num_seqs());
   plan->check_state(pool_.data());
-  stage_inputs(batch, *plan, bs);
+  stage_inputs(batch, *plan);
   return *plan;
 }
 
@@ -450,19 +508,19 @@ void GraphRunner::run_host_only(const StepBatch& batch) {
 }
 
 void GraphRunner::run(const StepBatch& batch, StepOutput& out) {
-  const int live = static_cast<int>(batch.num_seqs());
+  const int64_t rows = batch.num_tokens();  // one output row each (decode or verify)
   graph::Plan* plan = &stage(batch);
   plan->replay(threads_);
   ++replays_;
+  if (!batch.is_decode()) ++verify_replays_;
   const Tensor& r = plan->output(0);
   out.vocab = runner_.vocab_size();
   out.used_graph = true;
   if (batch.greedy_only) {
-    out.greedy_ids.assign(r.data_as<int32_t>(), r.data_as<int32_t>() + live);
+    out.greedy_ids.assign(r.data_as<int32_t>(), r.data_as<int32_t>() + rows);
     out.logits.clear();
   } else {
-    out.logits.assign(r.data_as<float>(),
-                      r.data_as<float>() + static_cast<int64_t>(live) * out.vocab);
+    out.logits.assign(r.data_as<float>(), r.data_as<float>() + rows * out.vocab);
     out.greedy_ids.clear();
   }
 }

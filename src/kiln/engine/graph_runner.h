@@ -4,6 +4,13 @@
 // zeros; slot -1: no KV write; seq_len 0) and outputs are sliced back to the live rows.
 // Only the live rows of the per-step inputs are copied into the plan's static buffers; params
 // and the KV pool (state) are never copied.
+//
+// Verify plans (speculative decoding, docs/speculative-decoding.md) run steps in which a
+// sequence may have several rows (its last token and the proposals after it, causal inside
+// the sequence) and every row returns its greedy token. They have a fixed number of sequence
+// slots and one plan per row capacity; a step takes the smallest capacity that holds its rows,
+// and padded rows and sequence slots are inert as above. They are made like the decode plans:
+// one optimized template (traced at kTemplateBatch rows), rebatched to every capacity.
 #pragma once
 #include <functional>
 #include <memory>
@@ -25,7 +32,16 @@ struct GraphRunnerOptions {
   graph::PlanOptions plan;
   std::string cache_dir;     // empty: no compile cache
   bool logits_plans = true;  // also capture logits-producing plans (for sampling)
+  // Verify plans: up to verify_seqs sequences, one plan per row capacity in verify_rows.
+  // 0 / empty: none.
+  int verify_seqs = 0;
+  std::vector<int> verify_rows;
 };
+
+// The row capacities worth capturing for verify steps of up to `seqs` sequences with up to
+// `max_draft` proposals each: every count up to one sequence's largest step (a batch-1 step
+// pays for each padded row), then steps of that size up to the largest batch's rows.
+std::vector<int> verify_row_capacities(int seqs, int max_draft);
 
 struct CaptureStats {
   double seconds = 0;
@@ -57,7 +73,8 @@ class GraphRunner {
   void capture(const std::function<void(int64_t done, int64_t total)>& progress = nullptr);
   const CaptureStats& capture_stats() const { return stats_; }
 
-  // A pure decode batch no larger than the largest captured size, of a captured kind.
+  // A pure decode batch no larger than the largest captured size, of a captured kind; or a
+  // greedy batch that returns every row's token, in row order, that fits a verify plan.
   bool can_run(const StepBatch& batch) const;
   void run(const StepBatch& batch, StepOutput& out);
   // run() with every kernel skipped (graph::Plan::replay_host_only): what graph mode costs on
@@ -68,23 +85,28 @@ class GraphRunner {
   // plan's input buffers, without replaying (--check-graph executes it step by step).
   graph::Plan& stage(const StepBatch& batch);
 
-  // The plan that would run a batch of `bs` sequences (for tools and tests).
+  // The plan that would run a decode batch of `bs` sequences (for tools and tests).
   graph::Plan* plan_for(int bs, bool greedy) const;
+  // The verify plan that would run `seqs` sequences with `rows` rows in all (null: none).
+  graph::Plan* verify_plan_for(int seqs, int rows) const;
+  int64_t verify_replays() const { return verify_replays_; }
   int64_t replays() const { return replays_; }
 
  private:
-  struct Entry {
+  // One plan to capture: its sequence slots, rows (a decode plan has one per sequence) and
+  // output kind.
+  struct PlanKind {
     int bs;
+    int tokens;
     bool greedy;
+    bool verify;
+  };
+  struct Entry {
+    PlanKind kind;
     std::unique_ptr<graph::Plan> plan;
   };
   struct Templates;
   class PhaseClock;
-  // One plan to capture: its batch size and output kind.
-  struct PlanKind {
-    int bs;
-    bool greedy;
-  };
   using CaptureProgress = std::function<void(int64_t done, int64_t total)>;
   // capture()'s phases, in order.
   std::vector<PlanKind> plan_kinds() const;
@@ -102,12 +124,16 @@ class GraphRunner {
   void log_capture() const;
   std::string cache_description() const;
   void pack_matmul_weights();
-  model::ForwardShape decode_shape(int64_t bs, bool greedy) const;
-  // The graph plan (bs, greedy) executes: optimized (or not) and analysed, ready to prepare.
+  model::ForwardShape plan_shape(int64_t seqs, int64_t tokens, bool greedy) const;
+  // The kind's template: traced where the plan has its rows at kTemplateBatch.
+  model::ForwardShape template_shape(const PlanKind& kind) const;
+  // The graph a plan of `kind` executes: optimized (or not) and analysed, ready to prepare.
   // `rebatched`: whether it was made from the kind's template (else by the full pipeline).
-  graph::Graph plan_graph(int bs, bool greedy, Templates& templates, CaptureStats& phases,
+  graph::Graph plan_graph(const PlanKind& kind, Templates& templates, CaptureStats& phases,
                           PhaseClock& clock, bool* rebatched) const;
-  void stage_inputs(const StepBatch& batch, graph::Plan& plan, int bs);
+  // The plan for a batch that can_run() accepts.
+  graph::Plan* plan_for_batch(const StepBatch& batch) const;
+  void stage_inputs(const StepBatch& batch, graph::Plan& plan);
 
   ModelRunner& runner_;
   model::WeightStore& weights_;
@@ -123,6 +149,7 @@ class GraphRunner {
   std::unique_ptr<graph::SharedLowering> shared_lowering_;
   CaptureStats stats_;
   int64_t replays_ = 0;
+  int64_t verify_replays_ = 0;
   int64_t host_only_replays_ = 0;
 };
 

@@ -50,10 +50,8 @@ model::ForwardShape ModelRunner::shape_of(const StepBatch& batch) const {
   s.page_size = pool_.page_size();
   s.kv_dtype = pool_.dtype();
   s.greedy = batch.greedy_only;
-  bool all = true;
-  for (const auto& seq : batch.seqs) all = all && seq.want_logits;
-  // A decode batch where every sequence wants logits keeps every row (no gather).
-  s.logit_rows = (batch.is_decode() && all) ? -1 : batch.logit_rows();
+  // A batch that returns every row (decode, speculative verify) keeps every row (no gather).
+  s.logit_rows = batch.returns_every_row() ? -1 : batch.logit_rows();
   return s;
 }
 

@@ -183,12 +183,17 @@ Runtime::Runtime(const RuntimeOptions& options) : impl_(std::make_unique<Impl>()
     g.optimize = options.graph_mode == GraphMode::Optimize;
     g.plan = options.plan;
     g.cache_dir = cache_dir;
+    // Speculative decoding's verify steps (greedy, several rows per sequence).
+    if (options.verify_max_seqs > 0 && options.verify_max_draft > 0) {
+      g.verify_seqs = options.verify_max_seqs;
+      g.verify_rows = verify_row_capacities(options.verify_max_seqs, options.verify_max_draft);
+    }
     m.graph = std::make_unique<GraphRunner>(*m.runner, *m.weights, *m.pool, *m.threads, g);
     m.graph->capture([&](int64_t done, int64_t total) { progress("capture", done, total); });
     m.runner->set_graph_runner(m.graph.get());
     if (options.check_graph) {
-      m.checker = std::make_unique<GraphChecker>(*m.runner, *m.graph, *m.weights, *m.pool,
-                                                 *m.threads, g.batch_sizes);
+      m.checker =
+          std::make_unique<GraphChecker>(*m.runner, *m.graph, *m.weights, *m.pool, *m.threads, g);
       m.runner->set_graph_checker(m.checker.get());
     }
   } else {

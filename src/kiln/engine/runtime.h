@@ -32,6 +32,10 @@ struct RuntimeOptions {
   int threads = 0;       // 0: all cores
   GraphMode graph_mode = GraphMode::Optimize;
   int max_graph_bs = 32;
+  // Verify plans for speculative decoding: steps of up to verify_max_seqs sequences with up to
+  // verify_max_draft proposals each (0: none; steps beyond them run eagerly).
+  int verify_max_seqs = 0;
+  int verify_max_draft = 0;
   int page_size = 16;
   // KV pool capacity in tokens; 0: the bytes of 65536 f16 tokens, so a q8 cache holds about
   // twice as many tokens in the same memory.

@@ -31,4 +31,11 @@ int64_t StepBatch::logit_rows() const {
   return n;
 }
 
+bool StepBatch::returns_every_row() const {
+  for (std::size_t t = 1; t < token_seq.size(); ++t) {
+    if (token_seq[t] < token_seq[t - 1]) return false;
+  }
+  return logit_rows() == num_tokens();
+}
+
 }  // namespace kiln::engine

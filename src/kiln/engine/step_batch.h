@@ -38,6 +38,10 @@ struct StepBatch {
   int64_t logit_rows() const;
   // The batch rows whose logits are returned, in output order.
   std::vector<int32_t> logit_row_indices() const;
+  // Every row returns its logits (or greedy token) and rows are grouped by sequence in order,
+  // so output row i is batch row i: a decode step, or a speculative verify step (a sequence's
+  // last token and its proposals, the model's token after each).
+  bool returns_every_row() const;
 };
 
 struct StepOutput {
