@@ -102,3 +102,40 @@ def test_chat_without_a_template(tiny_models, tmp_path):
 def test_chat_on_each_tiny_model(tiny_models, model):
     proc = run_kiln("run", "-m", str(tiny_models / f"{model}.gguf"), "-p", "hi", "-n", "4", "--ignore-eos", "--chat")
     assert proc.returncode == 0, proc.stderr
+
+
+def test_speculative_flags_refuse_what_cannot_run(tiny_models):
+    llama = str(tiny_models / "tiny-llama.gguf")
+    base = ("run", "-m", llama, "-p", "hello", "-n", "8", "--ignore-eos")
+    assert_one_error_line(run_kiln(*base, "--speculative-algorithm", "standalone"),
+                          "needs --speculative-draft-model-path")
+    assert_one_error_line(run_kiln(*base, "--speculative-draft-model-path", llama),
+                          "needs --speculative-algorithm standalone")
+    # A draft model whose tokenizer is not the target's.
+    assert_one_error_line(
+        run_kiln(*base, "--speculative-algorithm", "standalone", "--speculative-draft-model-path",
+                 str(tiny_models / "tiny-qwen2.gguf")),
+        "must share the target's tokenizer")
+
+
+@pytest.mark.parametrize("mode", ["optimize", "off"])
+def test_speculative_run_prints_what_it_did_and_keeps_the_text(tiny_models, mode):
+    """Greedy text with n-gram lookup and with a draft model (the model drafting for itself)
+    equals plain decoding's, and the summary line reports the proposals."""
+    llama = str(tiny_models / "tiny-llama.gguf")
+    base = ("run", "-m", llama, "-p", "one two three one two three one two", "-n", "24",
+            "--ignore-eos", "--graph-mode", mode)
+    plain = run_kiln(*base)
+    assert plain.returncode == 0, plain.stderr
+    assert "speculative:" not in plain.stderr
+    for extra in (("--speculative-algorithm", "ngram"),
+                  ("--speculative-algorithm", "standalone", "--speculative-draft-model-path", llama)):
+        spec = run_kiln(*base, *extra)
+        assert spec.returncode == 0, spec.stderr
+        assert spec.stdout == plain.stdout, extra
+        assert "speculative:" in spec.stderr, spec.stderr
+    # The model drafting for itself: every proposal accepted.
+    summary = [l for l in spec.stderr.splitlines() if l.startswith("speculative:")][0]
+    proposed, accepted = (int(x) for x in
+                          summary.split("proposed ")[1].split(" (")[0].split(", accepted "))
+    assert proposed > 0 and accepted == proposed, summary

@@ -8,6 +8,8 @@
 #include <map>
 #include <random>
 
+#include "kiln/base/error.h"
+#include "kiln/engine/draft_model_proposer.h"
 #include "kiln/engine/graph_checker.h"
 #include "kiln/engine/graph_runner.h"
 #include "kiln/engine/runtime.h"
@@ -42,10 +44,15 @@ struct RunResult {
 };
 
 // `n` requests start; after two steps `n` more arrive (mixed steps while the first decode).
-RunResult run(engine::Runtime& rt, int n, bool speculate) {
+// `draft`: propose with this runtime's model (else n-gram lookup when `speculate`).
+RunResult run(engine::Runtime& rt, int n, bool speculate, engine::Runtime* draft = nullptr) {
   engine::EngineConfig ec;
   ec.enable_prefix_cache = false;
-  ec.speculative.ngram = speculate;
+  ec.speculative.ngram = speculate && draft == nullptr;
+  if (speculate && draft != nullptr) {
+    ec.speculative.draft_executor = &draft->executor();
+    ec.speculative.draft_pool = &draft->kv_pool();
+  }
   ec.speculative.num_draft_tokens = 6;
   ec.speculative.max_batch = 8;
   engine::TokenizerText text(rt.tokenizer());
@@ -100,6 +107,39 @@ TEST_P(SpeculativeTiny, GreedyNgramOutputEqualsPlainDecodingInBothModes) {
   }
 }
 
+// A draft model: the tiny model drafting for itself (every proposal accepted, so verify steps
+// carry whole rounds) and, for the eager target, the graph-mode runtime drafting: greedy output
+// is plain decoding's either way. The draft runtime shares the target's threads.
+TEST_P(SpeculativeTiny, GreedyDraftModelOutputEqualsPlainDecoding) {
+  fs::path model = tiny_model(GetParam());
+  ASSERT_TRUE(fs::exists(model)) << "fixture missing (run tests/fixtures/generate_all.py): "
+                                 << model;
+  engine::RuntimeOptions graph_options =
+      tiny_runtime_options(model, engine::GraphMode::Optimize, 8);
+  graph_options.verify_max_seqs = 8;
+  graph_options.verify_max_draft = 6;
+  engine::Runtime graph(graph_options);
+  engine::RuntimeOptions draft_options =
+      tiny_runtime_options(model, engine::GraphMode::Optimize, 8);
+  draft_options.verify_max_seqs = 8;
+  draft_options.verify_max_draft = 3;
+  draft_options.shared_threads = graph.thread_pool();
+  engine::Runtime draft(draft_options);
+  engine::Runtime eager(tiny_runtime_options(model, engine::GraphMode::Off, 1));
+  for (int n : {1, 3}) {
+    SCOPED_TRACE("requests per wave " + std::to_string(n));
+    const RunResult plain = run(graph, n, false);
+    const RunResult graph_spec = run(graph, n, true, &draft);
+    EXPECT_EQ(graph_spec.tokens, plain.tokens);
+    EXPECT_EQ(graph_spec.stats.spec_accepted_tokens, graph_spec.stats.spec_proposed_tokens);
+    EXPECT_GT(graph_spec.stats.spec_accepted_tokens, 0);
+    const RunResult eager_spec = run(eager, n, true, &graph);
+    EXPECT_EQ(eager_spec.tokens, plain.tokens);
+    EXPECT_GT(eager_spec.stats.spec_accepted_tokens, 0);
+    EXPECT_EQ(draft.kv_pool().used_pages(), 0);
+  }
+}
+
 // --check-graph on verify steps: the replay-mode verify plan matches eager node by node and the
 // optimized one matches at its outputs, on every verify step it takes.
 TEST_P(SpeculativeTiny, VerifyPlansMatchEagerUnderTheGraphChecker) {
@@ -116,6 +156,25 @@ TEST_P(SpeculativeTiny, VerifyPlansMatchEagerUnderTheGraphChecker) {
   EXPECT_GT(checked.graph_runner()->verify_replays(), 0);
   EXPECT_GE(checked.graph_checker()->steps_checked(), checked.graph_runner()->verify_replays());
   EXPECT_EQ(checked.graph_checker()->steps_failed(), 0);
+}
+
+// The tiny models have vocabularies of their own: a draft from another family is refused,
+// naming the difference; the same tokenizer passes.
+TEST(SpeculativeDraftVocabulary, AnotherTokenizerIsRefused) {
+  fs::path llama = tiny_model("tiny-llama"), qwen = tiny_model("tiny-qwen2");
+  ASSERT_TRUE(fs::exists(llama) && fs::exists(qwen));
+  engine::Runtime a(tiny_runtime_options(llama, engine::GraphMode::Off, 1));
+  engine::Runtime b(tiny_runtime_options(qwen, engine::GraphMode::Off, 1));
+  EXPECT_NO_THROW(engine::check_draft_vocabulary(a.tokenizer(), a.info().vocab_size, a.tokenizer(),
+                                                 a.info().vocab_size));
+  try {
+    engine::check_draft_vocabulary(a.tokenizer(), a.info().vocab_size, b.tokenizer(),
+                                   b.info().vocab_size);
+    ADD_FAILURE() << "tiny-qwen2 was accepted as a draft for tiny-llama";
+  } catch (const kiln::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("must share the target's tokenizer"), std::string::npos)
+        << e.what();
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(TinyModels, SpeculativeTiny, ::testing::ValuesIn(kTinyModels),

@@ -109,13 +109,15 @@ int run_chat(const ChatArgs& a) {
   const model::ChatTemplate tmpl =
       model::detect_chat_template(model::read_chat_template(model_path));
   ProgressBar bar;
-  const engine::SpeculativeConfig speculative = speculative_config(a.speculative);
+  engine::SpeculativeConfig speculative = speculative_config(a.speculative);
   engine::RuntimeOptions opts = runtime_options(a.local);
-  add_verify_plans(speculative, opts);
+  add_verify_plans(a.speculative, opts);
   opts.progress = [&](const char* stage, int64_t done, int64_t total) {
     bar.update(stage, done, total);
   };
   engine::Runtime rt(opts);
+  const std::unique_ptr<engine::Runtime> draft =
+      load_draft_model(a.speculative, opts, rt, speculative);
   const model::Tokenizer& tok = rt.tokenizer();
   engine::EngineConfig cfg;
   cfg.speculative = speculative;

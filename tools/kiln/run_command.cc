@@ -43,10 +43,10 @@ int run_on_rank(const RunArgs& a, Communicator* group) {
         model::detect_chat_template(model::read_chat_template(model_or_default(a.local.model)));
   }
   ProgressBar bar;
-  const engine::SpeculativeConfig speculative = speculative_config(a.speculative);
+  engine::SpeculativeConfig speculative = speculative_config(a.speculative);
   engine::RuntimeOptions opts = runtime_options(a.local);
   opts.tp = group;
-  add_verify_plans(speculative, opts);
+  add_verify_plans(a.speculative, opts);
   const bool leader = group == nullptr || group->rank() == 0;
   if (leader) {
     opts.progress = [&](const char* stage, int64_t done, int64_t total) {
@@ -59,6 +59,8 @@ int run_on_rank(const RunArgs& a, Communicator* group) {
     rt.run_tp_follower();
     return 0;
   }
+  const std::unique_ptr<engine::Runtime> draft =
+      load_draft_model(a.speculative, opts, rt, speculative);
   const model::Tokenizer& tok = rt.tokenizer();
 
   std::string text = a.prompt;

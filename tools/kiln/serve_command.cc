@@ -129,7 +129,7 @@ int serve_on_rank(const ServeArgs& a, ShutdownSignal& signal, Communicator* grou
   // Before the model loads, so a wrong path fails at once.
   const std::string api_key =
       a.api_key_file.empty() ? a.api_key : server::read_api_key_file(a.api_key_file);
-  const engine::SpeculativeConfig speculative = speculative_config(a.speculative);
+  engine::SpeculativeConfig speculative = speculative_config(a.speculative);
 
   ProgressBar bar;
   engine::RuntimeOptions opts;
@@ -145,7 +145,7 @@ int serve_on_rank(const ServeArgs& a, ShutdownSignal& signal, Communicator* grou
   opts.context_length = a.context_length;
   opts.compile_cache = !a.no_compile_cache;
   opts.cache_max_bytes = static_cast<uint64_t>(a.cache_max_gb * 1073741824.0);
-  add_verify_plans(speculative, opts);
+  add_verify_plans(a.speculative, opts);
   opts.progress = [&](const char* stage, int64_t done, int64_t total) {
     bar.update(stage, done, total);
   };
@@ -159,6 +159,8 @@ int serve_on_rank(const ServeArgs& a, ShutdownSignal& signal, Communicator* grou
     KILN_LOG_INFO("tensor parallel rank {}: stopped after {} steps", rt.tp_rank(), steps);
     return 0;
   }
+  const std::unique_ptr<engine::Runtime> draft =
+      load_draft_model(a.speculative, opts, rt, speculative);
 
   engine::EngineConfig cfg;
   cfg.max_running_requests = a.max_running_requests;

@@ -3,6 +3,7 @@
 // --speculative-ngram-{min,max}-match-window-size), so a command line carries over.
 #pragma once
 #include <CLI/CLI.hpp>
+#include <memory>
 #include <string>
 
 #include "kiln/engine/engine.h"
@@ -24,9 +25,19 @@ void add_speculative_flags(CLI::App* cmd, SpeculativeFlags& f);
 // The engine's configuration; throws kiln::Error for what kiln cannot run (a draft model).
 engine::SpeculativeConfig speculative_config(const SpeculativeFlags& f);
 
-// What the runtime must capture for `spec`: graph-mode verify plans for up to its batch and
-// draft length (nothing when speculation is off). Throws kiln::Error under tensor parallelism
-// (opts.tp set), where verify steps are untested: refused rather than trusted.
-void add_verify_plans(const engine::SpeculativeConfig& spec, engine::RuntimeOptions& opts);
+// What the target's runtime must capture for speculation: graph-mode verify plans for up to
+// --speculative-max-batch requests and --speculative-num-draft-tokens proposals (nothing when
+// speculation is off). Throws kiln::Error under tensor parallelism (opts.tp set), where verify
+// steps are untested: refused rather than trusted.
+void add_verify_plans(const SpeculativeFlags& f, engine::RuntimeOptions& opts);
+
+// --speculative-algorithm standalone: loads the draft model beside `target` (its own KV pool
+// and captured plans, the target's threads), checks that it shares the target's vocabulary
+// (kiln::Error naming the first difference) and points `spec` at it. Null for the other
+// algorithms. The runtime must outlive the engine that uses `spec`.
+std::unique_ptr<engine::Runtime> load_draft_model(const SpeculativeFlags& f,
+                                                  const engine::RuntimeOptions& target_options,
+                                                  engine::Runtime& target,
+                                                  engine::SpeculativeConfig& spec);
 
 }  // namespace kiln::cli

@@ -25,13 +25,17 @@ class KvPool;
 // keeping only what plain decoding would have produced (greedy requests: the same tokens).
 struct SpeculativeConfig {
   static constexpr int kMaxDraftTokens = 16;
-  bool ngram = false;        // --speculative-algorithm ngram: prompt lookup, no draft model
+  bool ngram = false;  // --speculative-algorithm ngram: prompt lookup, no draft model
+  // --speculative-algorithm standalone: a draft model's executor and KV pool (not owned; they
+  // outlive the engine). Its vocabulary must be the target's (check_draft_vocabulary).
+  ModelExecutor* draft_executor = nullptr;
+  KvPool* draft_pool = nullptr;
   int num_draft_tokens = 4;  // most tokens proposed per request and step, [1, kMaxDraftTokens]
   NgramProposerConfig ngram_match{.min_match = 2, .max_match = 12};
   // Speculate only while at most this many requests decode: a larger batch already reads each
   // weight for many rows, and verifying proposals would cost compute it has no room for.
   int max_batch = 4;
-  bool enabled() const { return ngram; }
+  bool enabled() const { return ngram || draft_executor != nullptr; }
 };
 
 struct EngineConfig {

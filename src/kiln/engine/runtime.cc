@@ -66,7 +66,8 @@ struct Runtime::Impl {
   std::unique_ptr<model::Tokenizer> tokenizer;
   std::unique_ptr<model::WeightStore> weights;
   std::unique_ptr<KvPool> pool;
-  std::unique_ptr<ThreadPool> threads;
+  std::unique_ptr<ThreadPool> owned_threads;  // null when options.shared_threads is used
+  ThreadPool* threads = nullptr;
   std::unique_ptr<ModelRunner> runner;
   std::unique_ptr<GraphRunner> graph;
   std::unique_ptr<GraphChecker> checker;
@@ -152,12 +153,17 @@ Runtime::Runtime(const RuntimeOptions& options) : impl_(std::make_unique<Impl>()
 
   int n_threads =
       options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency());
-  m.threads = std::make_unique<ThreadPool>(std::max(1, n_threads));
+  if (options.shared_threads != nullptr) {
+    m.threads = options.shared_threads;
+  } else {
+    m.owned_threads = std::make_unique<ThreadPool>(std::max(1, n_threads));
+    m.threads = m.owned_threads.get();
+  }
   m.runner = std::make_unique<ModelRunner>(m.config, *m.weights, *m.pool, *m.threads, context);
 
   // Repack every matmul weight now, so neither capture nor the first request pays for it;
   // this and capture's merged weights are packed on the (still idle) thread pool.
-  m.weights->set_pack_threads(m.threads.get());
+  m.weights->set_pack_threads(m.threads);
   // Packed weights are cached beside the compiled plans (whatever the graph mode: the packed
   // layout does not depend on it), and the option that disables that cache disables both.
   std::string cache_dir =
@@ -280,7 +286,7 @@ const ModelInfo& Runtime::info() const { return impl_->info; }
 const RuntimeOptions& Runtime::options() const { return impl_->options; }
 GraphRunner* Runtime::graph_runner() { return impl_->graph.get(); }
 ModelRunner& Runtime::model_runner() { return *impl_->runner; }
-ThreadPool* Runtime::thread_pool() { return impl_->threads.get(); }
+ThreadPool* Runtime::thread_pool() { return impl_->threads; }
 model::WeightStore& Runtime::weights() { return *impl_->weights; }
 GraphChecker* Runtime::graph_checker() { return impl_->checker.get(); }
 

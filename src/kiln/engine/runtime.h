@@ -30,6 +30,10 @@ struct RuntimeOptions {
   std::string model_path;
   std::string quantize;  // "q8_0" | "q4_0": quantize an HF directory's matrices at load
   int threads = 0;       // 0: all cores
+  // Run on this pool (not owned; it must outlive the runtime) instead of one of its own: a
+  // draft model shares the target's threads, so one pool's idle spinning never takes a core
+  // from the other's work. `threads` is then ignored.
+  ThreadPool* shared_threads = nullptr;
   GraphMode graph_mode = GraphMode::Optimize;
   int max_graph_bs = 32;
   // Verify plans for speculative decoding: steps of up to verify_max_seqs sequences with up to

@@ -7,6 +7,7 @@
 
 #include "kiln/base/error.h"
 #include "kiln/base/log.h"
+#include "kiln/engine/draft_model_proposer.h"
 #include "kiln/engine/json_token_mask.h"
 #include "kiln/engine/ngram_proposer.h"
 #include "kiln/engine/sampler.h"
@@ -110,6 +111,15 @@ Scheduler::Scheduler(ModelExecutor& executor, KvPool& pool, const TokenText& tok
         spec.ngram_match.min_match, spec.ngram_match.max_match);
     KILN_CHECK(spec.max_batch >= 1, "speculative max_batch must be positive, got {}",
                spec.max_batch);
+    KILN_CHECK(!spec.ngram || spec.draft_executor == nullptr,
+               "speculative decoding takes n-gram lookup or a draft model, not both");
+    if (spec.draft_executor != nullptr) {
+      KILN_CHECK(spec.draft_pool != nullptr, "a draft model needs its KV pool");
+      KILN_CHECK(spec.draft_executor->vocab_size() == vocab_,
+                 "the draft model has {} outputs, the target {}: they must share a vocabulary",
+                 spec.draft_executor->vocab_size(), vocab_);
+      draft_model_ = std::make_unique<DraftModelProposer>(*spec.draft_executor, *spec.draft_pool);
+    }
   }
   context_limit_ = executor.context_length();
   if (config.max_context > 0)
@@ -240,6 +250,7 @@ void Scheduler::finish(Sequence& seq, RequestEvent& ev) {
     // Only a bookkeeping bug gets here; the client still gets its final event.
     KILN_LOG_ERROR("request {}: releasing its KV pages failed: {}", seq.id, e.what());
   }
+  if (draft_model_) draft_model_->release(seq.id);  // a preempted request keeps its draft
   auto owned = take(seq);
   ++stats_.requests_finished;
   emit(seq, ev);
@@ -434,11 +445,23 @@ void Scheduler::add_decode_rows(StepBatch& batch, std::vector<Sequence*>& member
   int64_t decoding = 0;
   for (const auto& r : running_) decoding += r->state == Sequence::State::Decoding ? 1 : 0;
   const bool speculate = config_.speculative.enabled() && decoding <= config_.speculative.max_batch;
+  if (speculate) {
+    std::vector<Sequence*> proposing;
+    std::vector<int64_t> budgets;
+    for (auto& r : running_) {
+      if (r->state != Sequence::State::Decoding) continue;
+      r->draft.clear();
+      const int64_t k = proposal_budget(*r);
+      if (k <= 0) continue;
+      proposing.push_back(r.get());
+      budgets.push_back(k);
+    }
+    propose(proposing, budgets);
+  }
   for (auto& r : running_) {
     if (r->state != Sequence::State::Decoding) continue;
     Sequence& seq = *r;
-    seq.draft.clear();
-    if (speculate) propose(seq);
+    if (!speculate) seq.draft.clear();
     const auto s = static_cast<int32_t>(batch.seqs.size());
     const auto n_rows = static_cast<int64_t>(seq.draft.size()) + 1;
     for (int64_t j = 0; j < n_rows; ++j) {
@@ -458,34 +481,47 @@ void Scheduler::add_decode_rows(StepBatch& batch, std::vector<Sequence*>& member
   }
 }
 
-void Scheduler::propose(Sequence& seq) {
+int64_t Scheduler::proposal_budget(Sequence& seq) {
   // Only requests whose plain decoding is an argmax of the raw logits: then a verify row picks
   // exactly the token a plain decode step would (kernels are batch invariant). Sampled,
   // penalized, biased, logprob-returning and JSON-constrained requests decode plainly.
-  if (!seq.sampler.greedy_fast_path_ok() || !seq.stop.banned_ids().empty() || seq.json) return;
+  if (!seq.sampler.greedy_fast_path_ok() || !seq.stop.banned_ids().empty() || seq.json) return 0;
   if (seq.draft_skip > 0) {
     --seq.draft_skip;
-    return;
+    return 0;
   }
   // The token after the last proposal comes from the model for free, so at most
   // max_new_tokens - generated - 1 proposals can be used.
   const int64_t left = seq.request.stop.max_new_tokens - seq.generated() - 1;
-  const int64_t k =
-      std::min<int64_t>({config_.speculative.num_draft_tokens, seq.draft_limit, left});
-  if (k <= 0) return;
-  // The lookup covers the last 8192 tokens: bounded work per step on long contexts.
-  constexpr int64_t kLookupWindow = 8192;
-  seq.draft = propose_ngram(seq.tokens, config_.speculative.ngram_match, static_cast<int>(k),
-                            kLookupWindow);
-  // Pages for the proposals' K/V: free pages only. Rows past the pages there are drop off.
-  const auto last_pos = [&] { return seq.n_kv + static_cast<int64_t>(seq.draft.size()); };
-  while (!seq.draft.empty() && static_cast<int64_t>(seq.pages.size()) * page_size_ <= last_pos()) {
-    if (pool_->free_pages() == 0) {
-      seq.draft.resize(static_cast<size_t>(std::max<int64_t>(
-          0, static_cast<int64_t>(seq.pages.size()) * page_size_ - seq.n_kv - 1)));
-      break;
+  return std::min<int64_t>({config_.speculative.num_draft_tokens, seq.draft_limit, left});
+}
+
+void Scheduler::propose(std::vector<Sequence*>& seqs, std::vector<int64_t>& budgets) {
+  if (draft_model_) {
+    std::vector<DraftWant> wants(seqs.size());
+    for (size_t i = 0; i < seqs.size(); ++i)
+      wants[i] = {seqs[i]->id, seqs[i]->tokens, static_cast<int>(budgets[i]), &seqs[i]->draft};
+    draft_model_->propose(wants);
+  } else {
+    // The lookup covers the last 8192 tokens: bounded work per step on long contexts.
+    constexpr int64_t kLookupWindow = 8192;
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      seqs[i]->draft = propose_ngram(seqs[i]->tokens, config_.speculative.ngram_match,
+                                     static_cast<int>(budgets[i]), kLookupWindow);
     }
-    pool_->alloc(1, seq.pages);
+  }
+  for (Sequence* seq : seqs) {
+    // Pages for the proposals' K/V: free pages only. Rows past the pages there are drop off.
+    const auto last_pos = [&] { return seq->n_kv + static_cast<int64_t>(seq->draft.size()); };
+    while (!seq->draft.empty() &&
+           static_cast<int64_t>(seq->pages.size()) * page_size_ <= last_pos()) {
+      if (pool_->free_pages() == 0) {
+        seq->draft.resize(static_cast<size_t>(std::max<int64_t>(
+            0, static_cast<int64_t>(seq->pages.size()) * page_size_ - seq->n_kv - 1)));
+        break;
+      }
+      pool_->alloc(1, seq->pages);
+    }
   }
 }
 

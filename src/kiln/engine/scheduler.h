@@ -38,6 +38,7 @@
 namespace kiln::engine {
 
 struct Sequence;
+class DraftModelProposer;
 
 class Scheduler {
  public:
@@ -84,9 +85,13 @@ class Scheduler {
   // One row per decoding request: its last token at position n_kv, followed by the tokens
   // proposed for it when it speculates (one row each, all rows' outputs returned).
   void add_decode_rows(StepBatch& batch, std::vector<Sequence*>& members);
-  // Fills seq.draft with this step's proposals (none when the request cannot speculate, backs
-  // off, or no page is free for them: speculation never evicts or preempts).
-  void propose(Sequence& seq);
+  // How many tokens the request may have proposed this step: 0 when it cannot speculate (not a
+  // plain argmax, backing off, at its token limit).
+  int64_t proposal_budget(Sequence& seq);
+  // Fills each sequence's draft (n-gram lookup or the draft model) within its budget, then
+  // gives the proposals pages: free pages only; rows past them drop off (speculation never
+  // evicts or preempts).
+  void propose(std::vector<Sequence*>& seqs, std::vector<int64_t>& budgets);
   // A verify step's outputs for one request: emits the model's token after each row while the
   // proposals agree with it (the first disagreement is replaced by the model's own token),
   // keeps the K/V of the accepted rows only, and returns the pages of the rest.
@@ -127,7 +132,8 @@ class Scheduler {
   uint64_t next_arrival_ = 0;
   StepOutput output_;  // reused: logits rows can be large
   std::unique_ptr<TokenTrie> token_trie_;
-  std::vector<uint8_t> json_allowed_;  // reused mask, one byte per vocabulary entry
+  std::unique_ptr<DraftModelProposer> draft_model_;  // --speculative-algorithm standalone
+  std::vector<uint8_t> json_allowed_;                // reused mask, one byte per vocabulary entry
   EngineStats stats_;
 };
 
