@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <set>
 #include <vector>
 
 #include "engine/engine_harness.h"
@@ -23,6 +24,7 @@ struct Outcome {
   std::map<uint64_t, std::vector<int32_t>> tokens;
   std::map<uint64_t, std::string> text;
   std::map<uint64_t, RequestEvent> last;  // the final event
+  std::map<uint64_t, std::vector<TokenLogprob>> logprobs;
   EngineStats stats;
   int64_t steps = 0;
   int64_t max_rows = 0;
@@ -54,6 +56,8 @@ Outcome run(const std::vector<GenerateRequest>& requests, const SpeculativeConfi
       auto& t = out.tokens[e.request_id];
       t.insert(t.end(), e.new_tokens.begin(), e.new_tokens.end());
       out.text[e.request_id] += e.text_delta;
+      auto& lp = out.logprobs[e.request_id];
+      lp.insert(lp.end(), e.logprobs.begin(), e.logprobs.end());
       if (e.finished) out.last[e.request_id] = e;
     };
     uint64_t id = 1;
@@ -75,9 +79,12 @@ Outcome run(const std::vector<GenerateRequest>& requests, const SpeculativeConfi
   return out;
 }
 
-void expect_same_output(const Outcome& plain, const Outcome& spec) {
+// `sampled`: requests whose draws differ (the acceptance rule uses the request's RNG too).
+void expect_same_output(const Outcome& plain, const Outcome& spec,
+                        const std::set<uint64_t>& sampled = {}) {
   ASSERT_EQ(plain.tokens.size(), spec.tokens.size());
   for (const auto& [id, tokens] : plain.tokens) {
+    if (sampled.count(id) != 0) continue;
     EXPECT_EQ(spec.tokens.at(id), tokens) << "request " << id;
     EXPECT_EQ(spec.text.at(id), plain.text.at(id)) << "request " << id;
     const RequestEvent& a = plain.last.at(id);
@@ -157,7 +164,7 @@ TEST(SpeculativeDecoding, NonMarkovOutputStillMatchesTheReference) {
 
 TEST(SpeculativeDecoding, SampledLogprobAndStopRequestsBesideGreedyOnes) {
   std::vector<GenerateRequest> requests = greedy_requests(2, 70);
-  requests.push_back(make_request(6, 7, 50, 0.8));  // sampled: decodes plainly
+  requests.push_back(make_request(6, 7, 50, 0.8));  // sampled: the acceptance rule
   GenerateRequest with_logprobs = make_request(4, 8, 50, 0.0);
   with_logprobs.logprobs = 2;  // greedy, but logprobs need every row's distribution
   requests.push_back(with_logprobs);
@@ -171,12 +178,30 @@ TEST(SpeculativeDecoding, SampledLogprobAndStopRequestsBesideGreedyOnes) {
   requests.push_back(stopped);
   GenerateRequest short_one = make_request(5, 10, 3, 0.0);  // max_new_tokens below k
   requests.push_back(short_one);
+  // Sampled at a temperature low enough for the output to cycle (fake logits are ~0.016
+  // apart), so proposals are made and go through the acceptance rule.
+  GenerateRequest cold = make_request(6, 11, 50, 0.001);
+  cold.sampling.top_k = 2;
+  requests.push_back(cold);
 
   const Outcome plain = run(requests, {});
   const Outcome spec = run(requests, ngram(8, /*max_batch=*/8));
-  expect_same_output(plain, spec);
-  EXPECT_EQ(spec.last.at(3).spec_proposed, 0);  // sampled
-  EXPECT_EQ(spec.last.at(4).spec_proposed, 0);  // logprobs
+  expect_same_output(plain, spec, /*sampled=*/{3, 7});
+  // The sampled requests ran to their length, the cycling one with proposals accepted (their
+  // distribution: the acceptance rule's own test); the greedy one with logprobs has plain
+  // decoding's logprobs.
+  EXPECT_EQ(spec.tokens.at(3).size(), 50u);
+  EXPECT_EQ(spec.tokens.at(7).size(), 50u);
+  EXPECT_GT(spec.last.at(7).spec_accepted, 0);
+  EXPECT_GT(spec.last.at(4).spec_accepted, 0);
+  ASSERT_EQ(spec.logprobs.at(4).size(), plain.logprobs.at(4).size());
+  for (size_t i = 0; i < plain.logprobs.at(4).size(); ++i) {
+    const TokenLogprob& a = plain.logprobs.at(4)[i];
+    const TokenLogprob& b = spec.logprobs.at(4)[i];
+    EXPECT_EQ(b.token, a.token) << i;
+    EXPECT_EQ(b.logprob, a.logprob) << i;
+    EXPECT_EQ(b.top, a.top) << i;
+  }
   EXPECT_EQ(spec.last.at(5).finish_reason, FinishReason::Stop);
   EXPECT_GT(spec.last.at(5).spec_accepted, 0);
   EXPECT_EQ(spec.tokens.at(6).size(), 3u);

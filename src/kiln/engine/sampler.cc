@@ -238,6 +238,11 @@ void Sampler::apply_penalties(std::span<float> logits) const {
 
 int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> banned,
                         TokenLogprob* logprob) {
+  return sample_or_accept(logits, -1, nullptr, banned, logprob);
+}
+
+int32_t Sampler::sample_or_accept(std::span<float> logits, int32_t proposed, bool* accepted,
+                                  std::span<const int32_t> banned, TokenLogprob* logprob) {
   const auto vocab = static_cast<int64_t>(logits.size());
   KILN_CHECK(vocab > 0, "sampling from an empty logits row");
   apply_penalties(logits);
@@ -267,9 +272,36 @@ int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> banned
   double z = 0.0;
   if (need_z) z = softmax_weights(logits, max_l, sc.weights);
 
+  // A draw from weights w[ids[i]] (ids null: w[0..n)), or with a proposal the speculative
+  // sampling rule for a deterministic proposer (its distribution q is all on `proposed`): keep
+  // `proposed` with its probability p, else draw from p without it (the residual
+  // max(0, p - q), normalized). The token has the distribution p either way.
+  auto pick = [&](float* w, double total, int64_t n, const int32_t* ids) -> int32_t {
+    if (proposed < 0) return draw(rng_, w, total, n, ids, best);
+    const bool candidate =
+        ids == nullptr ? proposed < n : std::find(ids, ids + n, proposed) != ids + n;
+    const double p = candidate ? static_cast<double>(w[proposed]) : 0.0;
+    if (uniform01(rng_) * total < p) {
+      *accepted = true;
+      return proposed;
+    }
+    *accepted = false;
+    if (!candidate) return draw(rng_, w, total, n, ids, best);
+    const float saved = w[proposed];
+    w[proposed] = 0.0f;
+    int32_t fallback = best;  // for a sum that rounding leaves short: the best other token
+    for (int64_t i = 0; i < n && fallback == best && best == proposed; ++i) {
+      const int32_t id = ids ? ids[i] : static_cast<int32_t>(i);
+      if (w[id] > 0.0f) fallback = id;
+    }
+    const int32_t t = draw(rng_, w, total - p, n, ids, fallback);
+    w[proposed] = saved;
+    return t;
+  };
   int32_t chosen = best;
+  if (greedy && proposed >= 0) *accepted = best == proposed;
   if (!greedy && !truncated) {
-    chosen = draw(rng_, sc.weights.data(), z, vocab, nullptr, best);
+    chosen = pick(sc.weights.data(), z, vocab, nullptr);
   } else if (!greedy) {
     const float* v = logits.data();
     RankDesc rank{v};
@@ -296,7 +328,7 @@ int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> banned
       sc.weights.resize(static_cast<size_t>(vocab));
       for (int32_t id : cand) sc.weights[static_cast<size_t>(id)] = exp_nonpositive(v[id] - max_l);
     }
-    const float* w = sc.weights.data();
+    float* w = sc.weights.data();
     if (use_top_p) {
       // The fewest best tokens whose mass (out of the full z) reaches top_p.
       const double target = params_.top_p * z;
@@ -307,7 +339,7 @@ int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> banned
     }
     double total = 0.0;
     for (int32_t id : cand) total += w[id];
-    chosen = draw(rng_, w, total, static_cast<int64_t>(cand.size()), cand.data(), best);
+    chosen = pick(w, total, static_cast<int64_t>(cand.size()), cand.data());
   }
 
   if (logprob != nullptr && n_logprobs_ >= 0) {

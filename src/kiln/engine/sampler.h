@@ -51,6 +51,14 @@ class Sampler {
   int32_t sample(std::span<float> logits, std::span<const int32_t> banned = {},
                  TokenLogprob* logprob = nullptr);
 
+  // sample() for a verify row whose proposed token is `proposed` (n-gram lookup or a greedy
+  // draft model: proposers that put all their probability on one token): keeps `proposed`
+  // with the probability sample() would give it (*accepted = true), else draws from that
+  // distribution without it. The returned token has sample()'s distribution either way (the
+  // speculative sampling rule); greedy parameters accept exactly when `proposed` is the argmax.
+  int32_t sample_or_accept(std::span<float> logits, int32_t proposed, bool* accepted,
+                           std::span<const int32_t> banned = {}, TokenLogprob* logprob = nullptr);
+
   const SamplingParams& params() const { return params_; }
 
  private:

@@ -482,10 +482,9 @@ void Scheduler::add_decode_rows(StepBatch& batch, std::vector<Sequence*>& member
 }
 
 int64_t Scheduler::proposal_budget(Sequence& seq) {
-  // Only requests whose plain decoding is an argmax of the raw logits: then a verify row picks
-  // exactly the token a plain decode step would (kernels are batch invariant). Sampled,
-  // penalized, biased, logprob-returning and JSON-constrained requests decode plainly.
-  if (!seq.sampler.greedy_fast_path_ok() || !seq.stop.banned_ids().empty() || seq.json) return 0;
+  // Every request may speculate: greedy ones get exactly plain decoding's tokens (kernels are
+  // batch invariant, so a verify row's logits are a decode step's), sampled, penalized and
+  // constrained ones the same distribution (accept_proposals).
   if (seq.draft_skip > 0) {
     --seq.draft_skip;
     return 0;
@@ -754,16 +753,11 @@ void Scheduler::run_batch(StepBatch& batch, const std::vector<Sequence*>& member
       finish(seq, ev);
       continue;
     }
-    if (seq.json) {
-      const bool ends = std::find(seq.json_end_ids.begin(), seq.json_end_ids.end(), token) !=
-                        seq.json_end_ids.end();
-      const std::optional<std::string> bytes = ends ? std::nullopt : tokenizer_->token_bytes(token);
-      if (!ends && !(bytes && seq.json->feed(*bytes))) {  // the mask allowed it: cannot happen
-        ev.finish_reason = FinishReason::Abort;
-        ev.error = fmt::format("internal error: token {} broke the JSON constraint", token);
-        finish(seq, ev);
-        continue;
-      }
+    if (!feed_json(seq, token)) {  // the mask allowed it: cannot happen
+      ev.finish_reason = FinishReason::Abort;
+      ev.error = fmt::format("internal error: token {} broke the JSON constraint", token);
+      finish(seq, ev);
+      continue;
     }
     seq.tokens.push_back(token);
     seq.sampler.add_output(token);
@@ -782,12 +776,23 @@ void Scheduler::run_batch(StepBatch& batch, const std::vector<Sequence*>& member
   }
 }
 
+bool Scheduler::feed_json(Sequence& seq, int32_t token) {
+  if (!seq.json) return true;
+  const bool ends =
+      std::find(seq.json_end_ids.begin(), seq.json_end_ids.end(), token) != seq.json_end_ids.end();
+  if (ends) return true;
+  const std::optional<std::string> bytes = tokenizer_->token_bytes(token);
+  return bytes && seq.json->feed(*bytes);
+}
+
 void Scheduler::accept_proposals(Sequence& seq, int64_t first_row, int64_t n_rows,
                                  bool greedy_only) {
   // Row j holds input token j (the last accepted token, then proposal j - 1) at position
-  // n_kv + j; its output is the model's token after it. Proposal j is accepted when it equals
-  // the model's token after row j, and only then is row j + 1's output a token plain decoding
-  // would reach.
+  // n_kv + j; its output is the model's token after it. Greedy: proposal j is accepted when it
+  // equals the model's token after row j. Sampled: the speculative sampling rule decides
+  // (Sampler::sample_or_accept), each row's distribution after the tokens accepted before it
+  // (penalties, banned ids, the JSON constraint). Only past an accepted proposal is row j + 1's
+  // output one that plain decoding would reach.
   const int64_t base = seq.n_kv;
   const auto proposed = static_cast<int64_t>(seq.draft.size());
   RequestEvent ev;
@@ -795,15 +800,27 @@ void Scheduler::accept_proposals(Sequence& seq, int64_t first_row, int64_t n_row
   bool finished = false;
   try {
     for (int64_t j = 0; j < n_rows; ++j) {
+      const bool has_proposal = j + 1 < n_rows;
+      const int32_t proposal = has_proposal ? seq.draft[static_cast<size_t>(j)] : -1;
       int32_t token = 0;
+      bool accept = false;
       if (greedy_only) {
         token = output_.greedy_ids[static_cast<size_t>(first_row + j)];
+        accept = has_proposal && token == proposal;
       } else {
         std::span<float> logits(output_.logits.data() + (first_row + j) * vocab_,
                                 static_cast<size_t>(vocab_));
-        token = seq.sampler.sample(logits, seq.stop.banned_ids(), nullptr);
+        if (seq.json) constrain_to_json(seq, logits);
+        TokenLogprob lp;
+        TokenLogprob* want_lp = seq.request.logprobs >= 0 ? &lp : nullptr;
+        token = has_proposal ? seq.sampler.sample_or_accept(logits, proposal, &accept,
+                                                            seq.stop.banned_ids(), want_lp)
+                             : seq.sampler.sample(logits, seq.stop.banned_ids(), want_lp);
+        if (want_lp != nullptr) ev.logprobs.push_back(std::move(lp));
       }
       KILN_CHECK(token >= 0 && token < vocab_, "the executor returned token id {}", token);
+      KILN_CHECK(feed_json(seq, token), "internal error: token {} broke the JSON constraint",
+                 token);
       seq.tokens.push_back(token);
       seq.sampler.add_output(token);
       ++emitted;
@@ -817,7 +834,7 @@ void Scheduler::accept_proposals(Sequence& seq, int64_t first_row, int64_t n_row
         finished = true;
         break;
       }
-      if (j + 1 == n_rows || token != seq.draft[static_cast<size_t>(j)]) break;
+      if (!accept) break;
       ++accepted;
     }
   } catch (const std::exception& e) {

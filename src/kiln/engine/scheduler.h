@@ -104,6 +104,9 @@ class Scheduler {
   void cache_computed_prefix(Sequence& seq);
   // The vocabulary's byte trie, built on first use (only JSON-constrained requests need it).
   const TokenTrie& token_trie();
+  // Advances a JSON-constrained sequence's matcher past `token` (end ids end the value); false
+  // when the constraint refuses it. True for unconstrained sequences.
+  bool feed_json(Sequence& seq, int32_t token);
   // Sets the logits of every token the sequence's JSON constraint refuses to -inf; throws
   // kiln::Error when it allows none.
   void constrain_to_json(Sequence& seq, std::span<float> logits);
