@@ -55,6 +55,7 @@ Outcome run(const std::vector<GenerateRequest>& requests, const DraftSetup* draf
     ec.speculative.draft_executor = &*draft_model;
     ec.speculative.draft_pool = &*draft_pool;
     ec.speculative.num_draft_tokens = draft->k;
+    ec.speculative.step_cost = [](int64_t) { return 1.0; };  // the policy never caps (see there)
   }
   Outcome out;
   {

@@ -35,6 +35,9 @@ SpeculativeConfig ngram(int k = 4, int max_batch = 4) {
   s.ngram = true;
   s.num_draft_tokens = k;
   s.max_batch = max_batch;
+  // Every step costs the same whatever its rows: the policy never caps proposals, so these
+  // tests see the mechanism at work (the policy has tests of its own, with other costs).
+  s.step_cost = [](int64_t) { return 1.0; };
   return s;
 }
 

@@ -55,6 +55,8 @@ RunResult run(engine::Runtime& rt, int n, bool speculate, engine::Runtime* draft
   }
   ec.speculative.num_draft_tokens = 6;
   ec.speculative.max_batch = 8;
+  // Rows cost nothing to the policy: it never caps proposals here (it has tests of its own).
+  ec.speculative.step_cost = [](int64_t) { return 1.0; };
   engine::TokenizerText text(rt.tokenizer());
   engine::Scheduler sched(rt.executor(), rt.kv_pool(), text, ec);
   RunResult out;

@@ -4,6 +4,7 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -35,6 +36,9 @@ struct SpeculativeConfig {
   // Speculate only while at most this many requests decode: a larger batch already reads each
   // weight for many rows, and verifying proposals would cost compute it has no room for.
   int max_batch = 4;
+  // Step time by rows for the speculation policy (speculation_policy.h); unset: measured from
+  // the executor's decode and verify steps. Tests set a fake one.
+  std::function<double(int64_t rows)> step_cost;
   bool enabled() const { return ngram || draft_executor != nullptr; }
 };
 

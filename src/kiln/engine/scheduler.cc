@@ -1,6 +1,7 @@
 #include "kiln/engine/scheduler.h"
 
 #include <algorithm>
+#include <chrono>
 #include <exception>
 #include <limits>
 #include <optional>
@@ -456,6 +457,7 @@ void Scheduler::add_decode_rows(StepBatch& batch, std::vector<Sequence*>& member
       proposing.push_back(r.get());
       budgets.push_back(k);
     }
+    cap_budgets(proposing, budgets, decoding - static_cast<int64_t>(proposing.size()));
     propose(proposing, budgets);
   }
   for (auto& r : running_) {
@@ -495,16 +497,54 @@ int64_t Scheduler::proposal_budget(Sequence& seq) {
   return std::min<int64_t>({config_.speculative.num_draft_tokens, seq.draft_limit, left});
 }
 
+void Scheduler::cap_budgets(const std::vector<Sequence*>& seqs, std::vector<int64_t>& budgets,
+                            int64_t plain_rows) {
+  if (seqs.empty()) return;
+  // Acceptance: the request's own record, starting from the engine's (both with one kept and
+  // one missed proposal added, so that no estimate starts at 0 or 1).
+  const double overall = (static_cast<double>(stats_.spec_accepted_tokens) + 1.0) /
+                         (static_cast<double>(stats_.spec_proposed_tokens) + 2.0);
+  std::vector<SpeculationCandidate> candidates;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    const double a = (seqs[i]->spec_accepted + 2.0 * overall) / (seqs[i]->spec_proposed + 2.0);
+    candidates.push_back({budgets[i], a});
+  }
+  std::function<double(int64_t)> cost = config_.speculative.step_cost;
+  if (!cost) {
+    // Before any measurement every size costs the same: speculation is tried, and measured.
+    cost = [this](int64_t rows) { return step_costs_.estimate(rows).value_or(1.0); };
+  }
+  const int64_t cap =
+      choose_proposal_cap(candidates, plain_rows, cost, draft_model_ ? draft_step_seconds_ : 0.0);
+  for (int64_t& b : budgets) b = std::min(b, cap);
+}
+
 void Scheduler::propose(std::vector<Sequence*>& seqs, std::vector<int64_t>& budgets) {
   if (draft_model_) {
-    std::vector<DraftWant> wants(seqs.size());
-    for (size_t i = 0; i < seqs.size(); ++i)
-      wants[i] = {seqs[i]->id, seqs[i]->tokens, static_cast<int>(budgets[i]), &seqs[i]->draft};
-    draft_model_->propose(wants);
+    std::vector<DraftWant> wants;
+    int64_t longest = 0;
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      if (budgets[i] <= 0) continue;
+      wants.push_back(
+          {seqs[i]->id, seqs[i]->tokens, static_cast<int>(budgets[i]), &seqs[i]->draft});
+      longest = std::max(longest, budgets[i]);
+    }
+    if (!wants.empty()) {
+      const auto start = std::chrono::steady_clock::now();
+      draft_model_->propose(wants);
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      // Per draft decode step (a round is about `longest` of them); recent rounds weigh more.
+      const double per_step = seconds / static_cast<double>(longest);
+      draft_step_seconds_ = draft_step_seconds_ == 0.0
+                                ? per_step
+                                : draft_step_seconds_ + 0.2 * (per_step - draft_step_seconds_);
+    }
   } else {
     // The lookup covers the last 8192 tokens: bounded work per step on long contexts.
     constexpr int64_t kLookupWindow = 8192;
     for (size_t i = 0; i < seqs.size(); ++i) {
+      if (budgets[i] <= 0) continue;
       seqs[i]->draft = propose_ngram(seqs[i]->tokens, config_.speculative.ngram_match,
                                      static_cast<int>(budgets[i]), kLookupWindow);
     }
@@ -658,8 +698,16 @@ void Scheduler::run_batch(StepBatch& batch, const std::vector<Sequence*>& member
   output_.vocab = 0;
   output_.used_graph = false;
   std::string error;
+  const auto start = std::chrono::steady_clock::now();
   try {
     executor_->forward(batch, output_);
+    // Decode and verify steps (every row returns a token) teach the speculation policy what
+    // rows cost.
+    if (batch.returns_every_row()) {
+      step_costs_.record(
+          batch.num_tokens(),
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    }
     if (batch.greedy_only) {
       KILN_CHECK(static_cast<int64_t>(output_.greedy_ids.size()) == n_logits,
                  "the executor returned {} greedy ids for {} rows", output_.greedy_ids.size(),

@@ -31,6 +31,7 @@
 #include "kiln/engine/kv_pool.h"
 #include "kiln/engine/radix_cache.h"
 #include "kiln/engine/request.h"
+#include "kiln/engine/speculation_policy.h"
 #include "kiln/engine/step_batch.h"
 #include "kiln/engine/token_text.h"
 #include "kiln/engine/token_trie.h"
@@ -92,6 +93,10 @@ class Scheduler {
   // gives the proposals pages: free pages only; rows past them drop off (speculation never
   // evicts or preempts).
   void propose(std::vector<Sequence*>& seqs, std::vector<int64_t>& budgets);
+  // Caps the budgets where proposals would cost more than they are expected to give
+  // (choose_proposal_cap); `plain_rows`: the step's decode rows that do not speculate.
+  void cap_budgets(const std::vector<Sequence*>& seqs, std::vector<int64_t>& budgets,
+                   int64_t plain_rows);
   // A verify step's outputs for one request: emits the model's token after each row while the
   // proposals agree with it (the first disagreement is replaced by the model's own token),
   // keeps the K/V of the accepted rows only, and returns the pages of the rest.
@@ -136,7 +141,9 @@ class Scheduler {
   StepOutput output_;  // reused: logits rows can be large
   std::unique_ptr<TokenTrie> token_trie_;
   std::unique_ptr<DraftModelProposer> draft_model_;  // --speculative-algorithm standalone
-  std::vector<uint8_t> json_allowed_;                // reused mask, one byte per vocabulary entry
+  StepCostModel step_costs_;                         // decode and verify steps' time by rows
+  double draft_step_seconds_ = 0.0;    // moving average of one draft-model decode step
+  std::vector<uint8_t> json_allowed_;  // reused mask, one byte per vocabulary entry
   EngineStats stats_;
 };
 

@@ -1,0 +1,65 @@
+#include "kiln/engine/speculation_policy.h"
+
+#include <algorithm>
+#include <cmath>
+#include <iterator>
+
+namespace kiln::engine {
+
+void StepCostModel::record(int64_t rows, double seconds) {
+  // Recent steps weigh more: the host's speed drifts, and the first steps pay for warm-up.
+  constexpr double kWeight = 0.2;
+  auto [it, inserted] = seconds_.try_emplace(rows, seconds);
+  if (!inserted) it->second += kWeight * (seconds - it->second);
+}
+
+std::optional<double> StepCostModel::estimate(int64_t rows) const {
+  if (seconds_.empty()) return std::nullopt;
+  auto hi = seconds_.lower_bound(rows);
+  if (hi == seconds_.end()) return std::prev(hi)->second;
+  if (hi->first == rows || hi == seconds_.begin()) return hi->second;
+  auto lo = std::prev(hi);
+  const double t =
+      static_cast<double>(rows - lo->first) / static_cast<double>(hi->first - lo->first);
+  return lo->second + t * (hi->second - lo->second);
+}
+
+double expected_tokens(double acceptance, int64_t k) {
+  const double a = std::clamp(acceptance, 0.0, 1.0);
+  if (a >= 1.0) return static_cast<double>(k + 1);
+  return (1.0 - std::pow(a, static_cast<double>(k + 1))) / (1.0 - a);
+}
+
+int64_t choose_proposal_cap(std::span<const SpeculationCandidate> candidates, int64_t plain_rows,
+                            const std::function<double(int64_t rows)>& step_seconds,
+                            double draft_seconds_per_token) {
+  int64_t largest = 0;
+  for (const auto& c : candidates) largest = std::max(largest, c.budget);
+  const auto n = static_cast<int64_t>(candidates.size());
+  int64_t best_cap = 0;
+  double best_rate = -1.0;
+  for (int64_t cap = 0;; cap = cap == 0 ? 1 : cap * 2) {
+    cap = std::min(cap, largest);
+    double tokens = static_cast<double>(plain_rows);
+    int64_t rows = plain_rows + n;
+    int64_t longest = 0;
+    for (const auto& c : candidates) {
+      const int64_t k = std::min(cap, c.budget);
+      tokens += expected_tokens(c.acceptance, k);
+      rows += k;
+      longest = std::max(longest, k);
+    }
+    // A draft model proposes its tokens one step per position, every candidate at once.
+    const double seconds =
+        step_seconds(rows) + draft_seconds_per_token * static_cast<double>(longest);
+    const double rate = seconds > 0 ? tokens / seconds : tokens;
+    if (rate > best_rate * (1.0 + 1e-9)) {
+      best_rate = rate;
+      best_cap = cap;
+    }
+    if (cap >= largest) break;
+  }
+  return best_cap;
+}
+
+}  // namespace kiln::engine
