@@ -65,13 +65,7 @@ Outcome run(const std::vector<GenerateRequest>& requests, const DraftSetup* draf
       auto& t = out.tokens[e.request_id];
       t.insert(t.end(), e.new_tokens.begin(), e.new_tokens.end());
     };
-    uint64_t id = 1;
-    for (const GenerateRequest& r : requests) {
-      sched.add(id, r, on_event, id);
-      ++id;
-    }
-    for (int guard = 0; !sched.idle() && guard < 100000; ++guard) sched.step();
-    EXPECT_TRUE(sched.idle());
+    testing::run_to_completion(sched, requests, on_event);
     out.stats = sched.stats();
     // Finished requests hold no draft pages.
     if (draft_pool) EXPECT_EQ(draft_pool->used_pages(), 0);

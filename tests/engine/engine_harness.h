@@ -99,6 +99,20 @@ inline GenerateRequest make_request(int prompt_len, uint64_t seed, int max_new, 
   return r;
 }
 
+// Queues `requests` on a scheduler driven directly (ids 1..n, seeded by their id) and steps it
+// until every one has finished.
+template <typename Scheduler>
+void run_to_completion(Scheduler& sched, const std::vector<GenerateRequest>& requests,
+                       const std::function<void(const RequestEvent&)>& on_event) {
+  uint64_t id = 1;
+  for (const GenerateRequest& r : requests) {
+    sched.add(id, r, on_event, id);
+    ++id;
+  }
+  for (int guard = 0; !sched.idle() && guard < 100000; ++guard) sched.step();
+  EXPECT_TRUE(sched.idle());
+}
+
 // Holds every forward() until released, so tests can act while requests are in flight.
 struct Gate {
   std::mutex mu;

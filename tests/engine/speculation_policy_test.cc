@@ -86,16 +86,12 @@ PolicyRun run(int n, std::function<double(int64_t)> cost) {
   }
   Scheduler sched(model, pool, tok, ec);
   PolicyRun out;
-  for (uint64_t id = 1; id <= static_cast<uint64_t>(n); ++id) {
-    sched.add(
-        id, make_request(3 + 2 * static_cast<int>(id), 50 + id, 60, 0.0),
-        [&out](const RequestEvent& e) {
-          auto& t = out.tokens[e.request_id];
-          t.insert(t.end(), e.new_tokens.begin(), e.new_tokens.end());
-        },
-        id);
-  }
-  while (!sched.idle()) sched.step();
+  std::vector<GenerateRequest> requests;
+  for (int i = 1; i <= n; ++i) requests.push_back(make_request(3 + 2 * i, 50 + i, 60, 0.0));
+  testing::run_to_completion(sched, requests, [&out](const RequestEvent& e) {
+    auto& t = out.tokens[e.request_id];
+    t.insert(t.end(), e.new_tokens.begin(), e.new_tokens.end());
+  });
   out.stats = sched.stats();
   return out;
 }

@@ -63,13 +63,7 @@ Outcome run(const std::vector<GenerateRequest>& requests, const SpeculativeConfi
       lp.insert(lp.end(), e.logprobs.begin(), e.logprobs.end());
       if (e.finished) out.last[e.request_id] = e;
     };
-    uint64_t id = 1;
-    for (const GenerateRequest& r : requests) {
-      sched.add(id, r, on_event, id);
-      ++id;
-    }
-    for (int guard = 0; !sched.idle() && guard < 100000; ++guard) sched.step();
-    EXPECT_TRUE(sched.idle());
+    testing::run_to_completion(sched, requests, on_event);
     out.stats = sched.stats();
     // Every page a request held is back, or in the prefix cache, which flushes to nothing.
     EXPECT_EQ(out.stats.kv_pages_used, out.stats.kv_pages_cached);
