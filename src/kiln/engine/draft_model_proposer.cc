@@ -10,8 +10,6 @@
 namespace kiln::engine {
 namespace {
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 // A catch-up of at most this many rows per request asks for every row's token, so the step
 // returns every row and can replay a captured verify plan of the draft model; longer ones (the
 // first round's prompt) run eagerly and return the last row only.

@@ -495,8 +495,10 @@ void GraphRunner::stage_inputs(const StepBatch& b, graph::Plan& plan) {
 
 graph::Plan& GraphRunner::stage(const StepBatch& batch) {
   graph::Plan* plan = plan_for_batch(batch);
-  KILN_CHECK(plan != nullptr, "no captured plan for a step of {} rows over {} sequences",
-             batch.num_tokens(), batch.num_seqs());
+  if (plan == nullptr) {
+    throw Error(fmt::format("no captured plan for a step of {} rows over {} sequences",
+                            batch.num_tokens(), batch.num_seqs()));
+  }
   plan->check_state(pool_.data());
   stage_inputs(batch, *plan);
   return *plan;

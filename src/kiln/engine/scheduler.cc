@@ -317,7 +317,7 @@ void Scheduler::release(Sequence& seq, bool to_cache) {
   if (cache_) cache_->unlock(seq.node);
   std::vector<int32_t> owned(seq.pages.begin() + static_cast<ptrdiff_t>(first_owned),
                              seq.pages.end());
-  pool_->free(owned);
+  pool_->free(owned);  // NOLINT(clang-analyzer-unix.Malloc): KvPool::free, not libc's
   seq.pages.clear();
   seq.n_cached_pages = 0;
   seq.node = nullptr;
@@ -901,7 +901,7 @@ void Scheduler::accept_proposals(Sequence& seq, int64_t first_row, int64_t n_row
   if (seq.pages.size() > keep) {
     std::vector<int32_t> surplus(seq.pages.begin() + static_cast<ptrdiff_t>(keep), seq.pages.end());
     seq.pages.resize(keep);
-    pool_->free(surplus);
+    pool_->free(surplus);  // NOLINT(clang-analyzer-unix.Malloc): KvPool::free, not libc's
   }
   seq.draft.clear();
   stats_.generated_tokens_total += emitted;
