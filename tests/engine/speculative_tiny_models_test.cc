@@ -45,7 +45,9 @@ struct RunResult {
 
 // `n` requests start; after two steps `n` more arrive (mixed steps while the first decode).
 // `draft`: propose with this runtime's model (else n-gram lookup when `speculate`).
-RunResult run(engine::Runtime& rt, int n, bool speculate, engine::Runtime* draft = nullptr) {
+// `temperature` > 0: sampled requests (seeded by their id).
+RunResult run(engine::Runtime& rt, int n, bool speculate, engine::Runtime* draft = nullptr,
+              double temperature = 0.0) {
   engine::EngineConfig ec;
   ec.enable_prefix_cache = false;
   ec.speculative.ngram = speculate && draft == nullptr;
@@ -67,10 +69,15 @@ RunResult run(engine::Runtime& rt, int n, bool speculate, engine::Runtime* draft
   };
   const int64_t vocab = rt.info().vocab_size;
   uint64_t id = 1;
-  for (int i = 0; i < n; ++i, ++id) sched.add(id, request(4 + i, 200 + id, vocab), on_event, id);
+  auto make = [&](int phrase_len) {
+    engine::GenerateRequest r = request(phrase_len, 200 + id, vocab);
+    r.sampling.temperature = temperature;
+    return r;
+  };
+  for (int i = 0; i < n; ++i, ++id) sched.add(id, make(4 + i), on_event, id);
   sched.step();
   sched.step();
-  for (int i = 0; i < n; ++i, ++id) sched.add(id, request(5 + i, 200 + id, vocab), on_event, id);
+  for (int i = 0; i < n; ++i, ++id) sched.add(id, make(5 + i), on_event, id);
   for (int guard = 0; !sched.idle() && guard < 100000; ++guard) sched.step();
   EXPECT_TRUE(sched.idle());
   out.stats = sched.stats();
@@ -140,6 +147,30 @@ TEST_P(SpeculativeTiny, GreedyDraftModelOutputEqualsPlainDecoding) {
     EXPECT_GT(eager_spec.stats.spec_accepted_tokens, 0);
     EXPECT_EQ(draft.kv_pool().used_pages(), 0);
   }
+}
+
+// Sampled requests speculate through the acceptance rule, in graph mode on logits verify plans:
+// the logits are the eager interpreter's bits and the draws the same seeded ones, so graph and
+// eager mode give the same tokens.
+TEST_P(SpeculativeTiny, SampledSpeculationIsTheSameInGraphAndEagerMode) {
+  fs::path model = tiny_model(GetParam());
+  ASSERT_TRUE(fs::exists(model)) << "fixture missing (run tests/fixtures/generate_all.py): "
+                                 << model;
+  engine::RuntimeOptions graph_options =
+      tiny_runtime_options(model, engine::GraphMode::Optimize, 8);
+  graph_options.verify_max_seqs = 8;
+  graph_options.verify_max_draft = 6;
+  engine::Runtime graph(graph_options);
+  engine::Runtime eager(tiny_runtime_options(model, engine::GraphMode::Off, 1));
+  engine::RuntimeOptions draft_options = tiny_runtime_options(model, engine::GraphMode::Off, 1);
+  draft_options.shared_threads = graph.thread_pool();
+  engine::Runtime draft(draft_options);
+  const int64_t before = graph.graph_runner()->verify_replays();
+  const RunResult in_graph = run(graph, 3, true, &draft, 0.8);
+  const RunResult in_eager = run(eager, 3, true, &draft, 0.8);
+  EXPECT_EQ(in_graph.tokens, in_eager.tokens);
+  EXPECT_GT(in_graph.stats.spec_verify_steps, 0);
+  EXPECT_GT(graph.graph_runner()->verify_replays(), before);
 }
 
 // --check-graph on verify steps: the replay-mode verify plan matches eager node by node and the

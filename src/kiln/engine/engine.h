@@ -37,8 +37,11 @@ struct SpeculativeConfig {
   // weight for many rows, and verifying proposals would cost compute it has no room for.
   int max_batch = 4;
   // Step time by rows for the speculation policy (speculation_policy.h); unset: measured from
-  // the executor's decode and verify steps. Tests set a fake one.
+  // the executor's decode and verify steps (and the draft model's steps). Tests set a fake
+  // one, and with it draft_step_cost, one draft-model step's cost in the same units: then no
+  // decision depends on the host's timing.
   std::function<double(int64_t rows)> step_cost;
+  double draft_step_cost = 0.0;
   bool enabled() const { return ngram || draft_executor != nullptr; }
 };
 

@@ -64,8 +64,11 @@ void copy_rows(const std::vector<T>& src, Tensor& dst, int64_t live, int64_t pad
   std::fill(d + live, d + padded, pad);
 }
 
-// Template kinds: decode logits, decode greedy, verify (greedy); their names in cache entries.
-constexpr const char* kTemplateNames[] = {"logits", "greedy", "verify"};
+// Template kinds: decode logits, decode greedy, verify greedy, verify logits; their names in
+// cache entries.
+constexpr int kTemplateKinds = 4;
+constexpr const char* kTemplateNames[kTemplateKinds] = {"logits", "greedy", "verify",
+                                                        "verify_logits"};
 
 }  // namespace
 
@@ -101,8 +104,11 @@ struct GraphRunner::Templates {
     std::optional<graph::Graph> optimized;  // after the rewriting passes, before the analyses
     std::vector<graph::PassStats> pass_stats;
   };
-  Kind kinds[3];
-  static int index(const PlanKind& k) { return k.verify ? 2 : (k.greedy ? 1 : 0); }
+  Kind kinds[kTemplateKinds];
+  static int index(const PlanKind& k) {
+    if (k.verify) return k.greedy ? 2 : 3;
+    return k.greedy ? 1 : 0;
+  }
   std::string pass_report;  // of the first plan
   bool reported_fallback = false;
 };
@@ -318,7 +324,10 @@ std::vector<GraphRunner::PlanKind> GraphRunner::plan_kinds() const {
     kinds.push_back({bs, bs, true, false});
     if (options_.logits_plans) kinds.push_back({bs, bs, false, false});
   }
-  for (int rows : options_.verify_rows) kinds.push_back({options_.verify_seqs, rows, true, true});
+  for (int rows : options_.verify_rows) {
+    kinds.push_back({options_.verify_seqs, rows, true, true});
+    if (options_.logits_plans) kinds.push_back({options_.verify_seqs, rows, false, true});
+  }
   return kinds;
 }
 
@@ -332,7 +341,7 @@ bool GraphRunner::load_plans(const std::string& payload, const std::vector<PlanK
     // Plans made from a template are stored as the template (parsed once) and rebuilt by
     // the same deterministic rebatch + analyses the cold capture ran: parsing 64 graphs
     // costs more than rebatching them.
-    std::optional<graph::Graph> templates[3];
+    std::optional<graph::Graph> templates[kTemplateKinds];
     for (const auto& e : j.at("plans")) {
       graph::MemoryPlan mem = memory_from_json(e.at("memory"));
       const PlanKind kind{e.at("bs").get<int>(), e.at("tokens").get<int>(),
@@ -391,7 +400,7 @@ std::string GraphRunner::build_plans(const std::vector<PlanKind>& kinds, Capture
   stats_.pass_report = templates.pass_report;
   j["pass_report"] = stats_.pass_report;
   j["templates"] = Json::object();
-  for (int index = 0; index < 3; ++index) {
+  for (int index = 0; index < kTemplateKinds; ++index) {
     const auto& t = templates.kinds[index].optimized;
     if (t) j["templates"][kTemplateNames[index]] = graph::print(*t);
   }
@@ -451,10 +460,10 @@ graph::Plan* GraphRunner::plan_for(int bs, bool greedy) const {
   return nullptr;
 }
 
-graph::Plan* GraphRunner::verify_plan_for(int seqs, int rows) const {
+graph::Plan* GraphRunner::verify_plan_for(int seqs, int rows, bool greedy) const {
   if (seqs > options_.verify_seqs) return nullptr;
   for (const auto& e : plans_) {
-    if (e.kind.verify && e.kind.tokens >= rows) return e.plan.get();
+    if (e.kind.verify && e.kind.greedy == greedy && e.kind.tokens >= rows) return e.plan.get();
   }
   return nullptr;
 }
@@ -464,8 +473,7 @@ graph::Plan* GraphRunner::plan_for_batch(const StepBatch& batch) const {
   if (!batch.returns_every_row()) return nullptr;
   const auto seqs = static_cast<int>(batch.num_seqs());
   if (batch.is_decode()) return plan_for(seqs, batch.greedy_only);
-  if (!batch.greedy_only) return nullptr;  // verify plans are greedy
-  return verify_plan_for(seqs, static_cast<int>(batch.num_tokens()));
+  return verify_plan_for(seqs, static_cast<int>(batch.num_tokens()), batch.greedy_only);
 }
 
 bool GraphRunner::can_run(const StepBatch& batch) const { return plan_for_batch(batch) != nullptr; }

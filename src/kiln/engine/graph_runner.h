@@ -7,8 +7,9 @@
 //
 // Verify plans (speculative decoding, docs/speculative-decoding.md) run steps in which a
 // sequence may have several rows (its last token and the proposals after it, causal inside
-// the sequence) and every row returns its greedy token. They have a fixed number of sequence
-// slots and one plan per row capacity; a step takes the smallest capacity that holds its rows,
+// the sequence) and every row returns its greedy token, or its logits (logits plans, for
+// sampled requests). They have a fixed number of sequence slots and one plan per output kind
+// and row capacity; a step takes the smallest capacity that holds its rows,
 // and padded rows and sequence slots are inert as above. They are made like the decode plans:
 // one optimized template (traced at kTemplateBatch rows), rebatched to every capacity.
 #pragma once
@@ -74,7 +75,7 @@ class GraphRunner {
   const CaptureStats& capture_stats() const { return stats_; }
 
   // A pure decode batch no larger than the largest captured size, of a captured kind; or a
-  // greedy batch that returns every row's token, in row order, that fits a verify plan.
+  // batch that returns every row's token or logits, in row order, that fits a verify plan.
   bool can_run(const StepBatch& batch) const;
   void run(const StepBatch& batch, StepOutput& out);
   // run() with every kernel skipped (graph::Plan::replay_host_only): what graph mode costs on
@@ -87,8 +88,9 @@ class GraphRunner {
 
   // The plan that would run a decode batch of `bs` sequences (for tools and tests).
   graph::Plan* plan_for(int bs, bool greedy) const;
-  // The verify plan that would run `seqs` sequences with `rows` rows in all (null: none).
-  graph::Plan* verify_plan_for(int seqs, int rows) const;
+  // The verify plan that would run `seqs` sequences with `rows` rows in all, returning greedy
+  // ids or logits (null: none).
+  graph::Plan* verify_plan_for(int seqs, int rows, bool greedy) const;
   int64_t verify_replays() const { return verify_replays_; }
   int64_t replays() const { return replays_; }
 

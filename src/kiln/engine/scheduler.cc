@@ -510,12 +510,14 @@ void Scheduler::cap_budgets(const std::vector<Sequence*>& seqs, std::vector<int6
     candidates.push_back({budgets[i], a});
   }
   std::function<double(int64_t)> cost = config_.speculative.step_cost;
+  double draft_cost = config_.speculative.draft_step_cost;
   if (!cost) {
     // Before any measurement every size costs the same: speculation is tried, and measured.
     cost = [this](int64_t rows) { return step_costs_.estimate(rows).value_or(1.0); };
+    draft_cost = draft_step_seconds_;
   }
   const int64_t cap =
-      choose_proposal_cap(candidates, plain_rows, cost, draft_model_ ? draft_step_seconds_ : 0.0);
+      choose_proposal_cap(candidates, plain_rows, cost, draft_model_ ? draft_cost : 0.0);
   for (int64_t& b : budgets) b = std::min(b, cap);
 }
 
