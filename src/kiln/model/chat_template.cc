@@ -60,12 +60,19 @@ std::string_view strip_newlines_right(std::string_view s) {
   return s;
 }
 
-void check_roles(ChatTemplateKind kind, Messages messages) {
+void check_roles(const ChatTemplate& tmpl, Messages messages) {
+  const ChatTemplateKind kind = tmpl.kind;
   for (size_t i = 0; i < messages.size(); ++i) {
     const std::string& r = messages[i].role;
+    if (r == "tool" && tmpl.hermes_tools) continue;
     if (r != "system" && r != "user" && r != "assistant") {
-      fail("chat template {} cannot take role '{}' (message {}); roles: system, user, assistant",
-           chat_template_name(kind), r, i);
+      fail("chat template {} cannot take role '{}' (message {}); roles: system, user, assistant{}",
+           chat_template_name(kind), r, i, tmpl.hermes_tools ? ", tool" : "");
+    }
+    if (!messages[i].tool_calls.empty()) {
+      if (r != "assistant") fail("message {}: only assistant messages carry tool calls", i);
+      if (!tmpl.hermes_tools)
+        fail("{} (message {} carries tool calls)", chat_tools_refusal(tmpl), i);
     }
   }
 }
@@ -154,12 +161,65 @@ void append_chatml_turn(std::string& out, std::string_view role, std::string_vie
   out += "<|im_end|>\n";
 }
 
-std::string render_chatml(const ChatTemplate& tmpl, Messages messages, bool add_generation_prompt) {
+// Qwen 2.5's system turn when the request has tools: the system message (or the default one),
+// then the tools, one JSON line each, and the instructions for calling them.
+void append_tools_system_turn(std::string& out, std::string_view system,
+                              const std::vector<std::string>& tools) {
+  out += "<|im_start|>system\n";
+  out += system;
+  out +=
+      "\n\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+      "You are provided with function signatures within <tools></tools> XML tags:\n<tools>";
+  for (const std::string& tool : tools) {
+    out += "\n";
+    out += tool;
+  }
+  out +=
+      "\n</tools>\n\nFor each function call, return a json object with function name and "
+      "arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": "
+      "<function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n";
+}
+
+void append_tool_calls_turn(std::string& out, const ChatMessage& m) {
+  out += "<|im_start|>assistant";
+  if (!m.content.empty()) out += "\n" + m.content;
+  for (const ChatToolCall& call : m.tool_calls) {
+    out += "\n<tool_call>\n{\"name\": \"";
+    out += call.name;
+    out += "\", \"arguments\": ";
+    out += call.arguments;
+    out += "}\n</tool_call>";
+  }
+  out += "<|im_end|>\n";
+}
+
+std::string render_chatml(const ChatTemplate& tmpl, Messages messages, bool add_generation_prompt,
+                          const std::vector<std::string>& tools) {
   std::string out;
-  if (!tmpl.default_system.empty() && !leads_with_system(messages)) {
+  size_t first = 0;
+  if (!tools.empty()) {
+    std::string_view system = tmpl.default_system;
+    if (leads_with_system(messages)) {
+      system = messages[0].content;
+      first = 1;
+    }
+    append_tools_system_turn(out, system, tools);
+  } else if (!tmpl.default_system.empty() && !leads_with_system(messages)) {
     append_chatml_turn(out, "system", tmpl.default_system);
   }
-  for (const ChatMessage& m : messages) append_chatml_turn(out, m.role, m.content);
+  for (size_t i = first; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    if (!m.tool_calls.empty()) {
+      append_tool_calls_turn(out, m);
+    } else if (m.role == "tool") {
+      // Consecutive tool results share one user turn.
+      if (i == 0 || messages[i - 1].role != "tool") out += "<|im_start|>user";
+      out += "\n<tool_response>\n" + m.content + "\n</tool_response>";
+      if (i + 1 == messages.size() || messages[i + 1].role != "tool") out += "<|im_end|>\n";
+    } else {
+      append_chatml_turn(out, m.role, m.content);
+    }
+  }
   if (add_generation_prompt) out += "<|im_start|>assistant\n";
   return out;
 }
@@ -281,11 +341,20 @@ std::string render_phi3(Messages messages, bool add_generation_prompt) {
 
 }  // namespace
 
+std::string chat_tools_refusal(const ChatTemplate& tmpl) {
+  if (tmpl.hermes_tools) return {};
+  return fmt::format(
+      "the model's chat template ({}) has no tool-call format kiln renders; tools work with "
+      "chatml templates that write Qwen 2.5's <tool_call> format",
+      chat_template_name(tmpl.kind));
+}
+
 std::string apply_chat_template(const ChatTemplate& tmpl, const std::vector<ChatMessage>& messages,
-                                bool add_generation_prompt) {
+                                bool add_generation_prompt, const std::vector<std::string>& tools) {
   const ChatTemplateKind kind = tmpl.kind;
   KILN_CHECK(!messages.empty(), "chat template {}: no messages", chat_template_name(kind));
-  check_roles(kind, messages);
+  if (!tools.empty() && !tmpl.hermes_tools) fail("{}", chat_tools_refusal(tmpl));
+  check_roles(tmpl, messages);
   switch (kind) {
     case ChatTemplateKind::kGemma:
     case ChatTemplateKind::kGemma3:
@@ -294,7 +363,7 @@ std::string apply_chat_template(const ChatTemplate& tmpl, const std::vector<Chat
     case ChatTemplateKind::kLlama31:
       return render_llama3(kind, messages, add_generation_prompt);
     case ChatTemplateKind::kChatML:
-      return render_chatml(tmpl, messages, add_generation_prompt);
+      return render_chatml(tmpl, messages, add_generation_prompt, tools);
     case ChatTemplateKind::kQwen3:
       return render_qwen3(messages, add_generation_prompt);
     // Mistral's templates end with [/INST] whatever add_generation_prompt says.
