@@ -43,7 +43,9 @@ TEST(ToolRequest, ToolsAndChoices) {
       json({{"type", "object"}, {"properties", json::object()}, {"additionalProperties", false}}));
   EXPECT_EQ(r.tools.choice, ToolChoice::kAuto);
   EXPECT_TRUE(r.tools.parallel);
-  EXPECT_FALSE(r.options.sampling.json_schema);  // auto: unconstrained
+  // auto: free text, a call the model opens constrained from "<tool_call>" on.
+  EXPECT_TRUE(r.options.sampling.json_schema);
+  EXPECT_EQ(r.options.sampling.json_after, "<tool_call>");
 
   r = parse_chat_request(chat(std::string(R"(, "tools": [)") + kWeather +
                               R"(], "tool_choice": "required", "parallel_tool_calls": false)"),
@@ -63,6 +65,15 @@ TEST(ToolRequest, ToolsAndChoices) {
       chat(std::string(R"(, "tools": [)") + kNow + R"(], "tool_choice": "none")"), limits());
   EXPECT_EQ(r.tools.choice, ToolChoice::kNone);
   EXPECT_FALSE(r.tools.parse_calls());
+  EXPECT_FALSE(r.options.sampling.json_schema);
+
+  // auto with a schema the compiler refuses: calls are parsed unconstrained, not refused.
+  r = parse_chat_request(chat(R"(, "tools": [{"type": "function", "function": {"name": "f",
+      "parameters": {"type": "object", "properties": {"d": {"type": "string", "format":
+      "hostname"}}}}}])"),
+                         limits());
+  EXPECT_FALSE(r.options.sampling.json_schema);
+  EXPECT_TRUE(r.tools.parse_calls());
 }
 
 // The forced call's constraint accepts exactly a call of an allowed tool with valid arguments.

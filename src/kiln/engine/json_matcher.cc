@@ -195,7 +195,9 @@ class Feeder {
   }
 
   Result value(JsonFrame& f, uint8_t b) {
-    if (is_ws(b)) return st_.stack.size() > 1 && whitespace() ? kAccept : kReject;
+    if (is_ws(b)) {
+      return (st_.stack.size() > 1 || st_.leading_space) && whitespace() ? kAccept : kReject;
+    }
     const SchemaNode* n = &schema_.node(f.node);
     uint32_t node = f.node;
     while (!n->any_of.empty()) {  // the branch this first byte belongs to (they are disjoint)

@@ -102,6 +102,8 @@ class Scheduler {
   // Sets the logits of every token the sequence's JSON constraint refuses to -inf; throws
   // kiln::Error when it allows none.
   void constrain_to_json(Sequence& seq, std::span<float> logits);
+  // sampling.json_after: looks for the marker in the output and opens the constraint there.
+  void watch_json_marker(Sequence& seq, int32_t token);
   // Scores the prompt tokens that rows [first_row, first_row + n_rows) of this step's logits
   // predict (the sequence's rows, from position first_pos).
   void score_prompt_rows(Sequence& seq, int64_t first_pos, int64_t n_rows, int64_t first_row);

@@ -108,7 +108,7 @@ void read_response_format(const json& v, const std::string& path, GenerationOpti
 
 void check_json_constraint(const GenerationOptions& out, const std::string& prefix,
                            const char* min_tokens_key) {
-  if (!out.sampling.json_schema) return;
+  if (!out.sampling.json_schema || !out.sampling.json_after.empty()) return;
   if (out.stop.ignore_eos) {
     bad_field(field_path(prefix, "ignore_eos"),
               "cannot be combined with a JSON constraint (it ends the output once the value is "

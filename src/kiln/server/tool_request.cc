@@ -181,4 +181,18 @@ std::shared_ptr<const engine::JsonSchema> compile_forced_call(const ChatTools& t
   }
 }
 
+std::shared_ptr<const engine::JsonSchema> compile_auto_calls(const ChatTools& tools) {
+  std::vector<std::string> names;
+  std::vector<json> parameters;
+  for (const ChatTool& t : tools.tools) {
+    names.push_back(t.name);
+    parameters.push_back(t.parameters);
+  }
+  try {
+    return engine::JsonSchema::compile_tool_call(names, parameters);
+  } catch (const engine::JsonSchemaError&) {
+    return nullptr;
+  }
+}
+
 }  // namespace kiln::server

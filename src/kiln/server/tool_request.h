@@ -33,4 +33,10 @@ std::vector<std::string> render_tool_definitions(const nlohmann::ordered_json& b
 // the keyword in tools[i].function.parameters.
 std::shared_ptr<const engine::JsonSchema> compile_forced_call(const ChatTools& tools);
 
+// tool_choice "auto": the same constraint over every tool, for the JSON the model writes after
+// it opens a call itself (SamplingParams::json_after = "<tool_call>"). Null when a tool's
+// schema uses what the compiler refuses: those calls are then parsed unconstrained, not
+// refused, since the model may not call at all.
+std::shared_ptr<const engine::JsonSchema> compile_auto_calls(const ChatTools& tools);
+
 }  // namespace kiln::server
