@@ -225,3 +225,36 @@ def test_template_without_a_tool_format_refuses_tools(llama_client):
             {"role": "tool", "tool_call_id": "c", "content": "12:00"}])
     r = llama_client.chat.completions.create(model=model_id, messages=ASK, max_tokens=4)
     assert r.choices[0].message.tool_calls is None
+
+
+QWEN3 = (FIXTURES / "chat_templates" / "Qwen-Qwen3-0.6B.jinja").read_text(encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def qwen3_server(server_factory, models, tmp_path_factory):
+    dst = tmp_path_factory.mktemp("tools-qwen3") / "tiny-qwen3-template.gguf"
+    write_variant(models / "tiny-qwen3.gguf", dst, chat_template=QWEN3)
+    return server_factory(dst, "--graph-mode", "off", "--context-length", "8192", name="qwen3-tools")
+
+
+def test_qwen3_template_renders_tools_and_forces_calls(qwen3_server):
+    client = openai.OpenAI(base_url=qwen3_server.url + "/v1", api_key="unused", max_retries=0)
+    model_id = client.models.list().data[0].id
+    messages = [{"role": "system", "content": "Be brief."}] + ASK + [
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "c1", "type": "function",
+             "function": {"name": "now", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "12:00"}]
+    text = cases.environment().from_string(QWEN3).render(
+        messages=json.loads(json.dumps(messages).replace('"arguments": "{}"', '"arguments": {}')),
+        tools=TOOLS, add_generation_prompt=True, bos_token="", eos_token="<|im_end|>")
+    want = qwen3_server.post("/tokenize", {"prompt": text}).json()["count"]
+    r = client.chat.completions.create(model=model_id, messages=messages, tools=TOOLS,
+                                       max_tokens=1)
+    assert r.usage.prompt_tokens == want
+    for seed in range(3):
+        r = client.chat.completions.create(model=model_id, messages=messages, tools=TOOLS,
+                                           tool_choice="required", temperature=1.0, seed=seed,
+                                           max_tokens=MAX_TOKENS)
+        (call,) = r.choices[0].message.tool_calls
+        check_call(call, SCHEMAS)

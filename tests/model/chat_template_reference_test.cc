@@ -134,7 +134,7 @@ TEST_F(ChatTemplateReference, RendersToolsAsTheTemplateDoes) {
     }
   }
   std::printf("chat templates with tools: %d cases byte for byte\n", matched);
-  EXPECT_GE(matched, 12);
+  EXPECT_GE(matched, 30);
 }
 
 // Every other supported template refuses tools, naming its family, rather than rendering them

@@ -161,14 +161,15 @@ void append_chatml_turn(std::string& out, std::string_view role, std::string_vie
   out += "<|im_end|>\n";
 }
 
-// Qwen 2.5's system turn when the request has tools: the system message (or the default one),
-// then the tools, one JSON line each, and the instructions for calling them.
-void append_tools_system_turn(std::string& out, std::string_view system,
+// The system turn when the request has tools: the system message and a blank line (Qwen 2.5:
+// the default one when there is none; Qwen 3: none), then the tools, one JSON line each, and
+// the instructions for calling them.
+void append_tools_system_turn(std::string& out, const std::string* system,
                               const std::vector<std::string>& tools) {
   out += "<|im_start|>system\n";
-  out += system;
+  if (system) out += *system + "\n\n";
   out +=
-      "\n\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+      "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
       "You are provided with function signatures within <tools></tools> XML tags:\n<tools>";
   for (const std::string& tool : tools) {
     out += "\n";
@@ -180,17 +181,29 @@ void append_tools_system_turn(std::string& out, std::string_view system,
       "<function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n";
 }
 
+void append_tool_call(std::string& out, const ChatToolCall& call) {
+  out += "<tool_call>\n{\"name\": \"";
+  out += call.name;
+  out += "\", \"arguments\": ";
+  out += call.arguments;
+  out += "}\n</tool_call>";
+}
+
 void append_tool_calls_turn(std::string& out, const ChatMessage& m) {
   out += "<|im_start|>assistant";
   if (!m.content.empty()) out += "\n" + m.content;
   for (const ChatToolCall& call : m.tool_calls) {
-    out += "\n<tool_call>\n{\"name\": \"";
-    out += call.name;
-    out += "\", \"arguments\": ";
-    out += call.arguments;
-    out += "}\n</tool_call>";
+    out += "\n";
+    append_tool_call(out, call);
   }
   out += "<|im_end|>\n";
+}
+
+// A tool result; consecutive ones share one user turn.
+void append_tool_result(std::string& out, Messages messages, size_t i) {
+  if (i == 0 || messages[i - 1].role != "tool") out += "<|im_start|>user";
+  out += "\n<tool_response>\n" + messages[i].content + "\n</tool_response>";
+  if (i + 1 == messages.size() || messages[i + 1].role != "tool") out += "<|im_end|>\n";
 }
 
 std::string render_chatml(const ChatTemplate& tmpl, Messages messages, bool add_generation_prompt,
@@ -198,9 +211,9 @@ std::string render_chatml(const ChatTemplate& tmpl, Messages messages, bool add_
   std::string out;
   size_t first = 0;
   if (!tools.empty()) {
-    std::string_view system = tmpl.default_system;
+    const std::string* system = &tmpl.default_system;
     if (leads_with_system(messages)) {
-      system = messages[0].content;
+      system = &messages[0].content;
       first = 1;
     }
     append_tools_system_turn(out, system, tools);
@@ -212,10 +225,7 @@ std::string render_chatml(const ChatTemplate& tmpl, Messages messages, bool add_
     if (!m.tool_calls.empty()) {
       append_tool_calls_turn(out, m);
     } else if (m.role == "tool") {
-      // Consecutive tool results share one user turn.
-      if (i == 0 || messages[i - 1].role != "tool") out += "<|im_start|>user";
-      out += "\n<tool_response>\n" + m.content + "\n</tool_response>";
-      if (i + 1 == messages.size() || messages[i + 1].role != "tool") out += "<|im_end|>\n";
+      append_tool_result(out, messages, i);
     } else {
       append_chatml_turn(out, m.role, m.content);
     }
@@ -225,8 +235,11 @@ std::string render_chatml(const ChatTemplate& tmpl, Messages messages, bool add_
 }
 
 // Qwen 3: assistant turns after the last user query show their reasoning in <think> (an empty
-// block for the final turn when there is none); earlier ones lose it.
-std::string render_qwen3(Messages messages, bool add_generation_prompt) {
+// block for the final turn when there is none); earlier ones lose it. Tools as Qwen 2.5's, but
+// no default system message, and calls follow the content on a new line only when there is
+// content.
+std::string render_qwen3(Messages messages, bool add_generation_prompt,
+                         const std::vector<std::string>& tools) {
   size_t last_query = messages.size() - 1;
   for (size_t i = messages.size(); i-- > 0;) {
     const std::string& c = messages[i].content;
@@ -237,8 +250,17 @@ std::string render_qwen3(Messages messages, bool add_generation_prompt) {
     }
   }
   std::string out;
-  for (size_t i = 0; i < messages.size(); ++i) {
+  size_t first = 0;
+  if (!tools.empty()) {
+    first = leads_with_system(messages) ? 1 : 0;
+    append_tools_system_turn(out, first == 1 ? &messages[0].content : nullptr, tools);
+  }
+  for (size_t i = first; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];
+    if (m.role == "tool") {
+      append_tool_result(out, messages, i);
+      continue;
+    }
     if (m.role != "assistant") {
       append_chatml_turn(out, m.role, m.content);
       continue;
@@ -261,6 +283,10 @@ std::string render_qwen3(Messages messages, bool add_generation_prompt) {
       content = strip_newlines_left(content);
     }
     out += content;
+    for (size_t k = 0; k < m.tool_calls.size(); ++k) {
+      if (k > 0 || !content.empty()) out += "\n";
+      append_tool_call(out, m.tool_calls[k]);
+    }
     out += "<|im_end|>\n";
   }
   if (add_generation_prompt) out += "<|im_start|>assistant\n";
@@ -345,7 +371,7 @@ std::string chat_tools_refusal(const ChatTemplate& tmpl) {
   if (tmpl.hermes_tools) return {};
   return fmt::format(
       "the model's chat template ({}) has no tool-call format kiln renders; tools work with "
-      "chatml templates that write Qwen 2.5's <tool_call> format",
+      "chatml and qwen3 templates that write Qwen's <tool_call> format",
       chat_template_name(tmpl.kind));
 }
 
@@ -365,7 +391,7 @@ std::string apply_chat_template(const ChatTemplate& tmpl, const std::vector<Chat
     case ChatTemplateKind::kChatML:
       return render_chatml(tmpl, messages, add_generation_prompt, tools);
     case ChatTemplateKind::kQwen3:
-      return render_qwen3(messages, add_generation_prompt);
+      return render_qwen3(messages, add_generation_prompt, tools);
     // Mistral's templates end with [/INST] whatever add_generation_prompt says.
     case ChatTemplateKind::kMistralV1:
     case ChatTemplateKind::kMistralV3:

@@ -18,7 +18,8 @@
 //            as <tool_call>\n{"name": ..., "arguments": ...}\n</tool_call>, and consecutive
 //            `tool` messages as <tool_response> blocks in one user turn.
 //  qwen3:    chatml; assistant turns after the last user turn get an empty <think> block, and
-//            "<think>...</think>" reasoning is dropped from earlier ones
+//            "<think>...</think>" reasoning is dropped from earlier ones; tools as chatml's
+//            (no default system message; a call follows content on a new line)
 //  mistral-v1:  " [INST] {system}\n\n{user} [/INST] {assistant}</s>"
 //  mistral-v3:  "[INST] {user}[/INST] {assistant|trim}</s>"; the system message goes before
 //               the LAST user message

@@ -106,9 +106,11 @@ std::optional<ChatTemplate> match(std::string_view t) {
   if (has(t, "<|im_start|>")) {
     // Phi-4 (<|im_sep|>) and SmolVLM (<end_of_utterance>) borrow the markers but not the format.
     if (has(t, "<|im_sep|>") || has(t, "<end_of_utterance>")) return std::nullopt;
-    if (has(t, "last_query_index") && has(t, "</think>")) return ChatTemplate{K::kQwen3, {}};
-    // Qwen 2.5's tool format (also Qwen2.5-Coder's): tools, calls and results, all three.
+    // Qwen's tool format (Hermes style): tools, calls and results, all three.
     const bool tools = has(t, "<tools>") && has(t, "<tool_call>") && has(t, "<tool_response>");
+    if (has(t, "last_query_index") && has(t, "</think>")) {
+      return ChatTemplate{K::kQwen3, {}, tools};
+    }
     return ChatTemplate{K::kChatML, chatml_default_system(t), tools};
   }
   if (has(t, "[INST]")) {
