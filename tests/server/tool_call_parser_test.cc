@@ -135,6 +135,27 @@ TEST(ToolCallParser, EveryStreamSplitAssemblesToTheWholeReply) {
   }
 }
 
+// Found by fuzzing: with max_calls 1, the kept call's closing braces arriving with its
+// </tool_call> were never sent (the call counted as past the limit once it had started).
+TEST(ToolCallParser, KeptCallIsCompleteWhenLaterOnesAreDropped) {
+  const std::string text =
+      "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": [1]}}\n</tool_call>\n"
+      "<tool_call>{\"name\": \"g\", \"arguments\": {}}</tool_call>";
+  for (size_t cut = 1; cut < text.size(); ++cut) {
+    ToolCallStream stream(false, 1);
+    std::string args;
+    for (const auto& d :
+         {stream.feed(text.substr(0, cut)), stream.feed(text.substr(cut)), stream.finish()}) {
+      for (const json& c : d.tool_calls) {
+        EXPECT_EQ(c.at("index"), 0) << cut;
+        args += c["function"]["arguments"].get<std::string>();
+      }
+    }
+    EXPECT_EQ(args, R"({"a": [1]})") << cut;
+    ASSERT_EQ(stream.calls().size(), 1u);
+  }
+}
+
 TEST(ToolCallParser, ArgumentsStreamBeforeTheCallCloses) {
   ToolCallStream stream(true);
   auto d = stream.feed(R"({"name": "f", "arguments": {"city": "Par)");

@@ -153,7 +153,7 @@ void ToolCallStream::scan_call(Delta& out, bool at_end) {
   const bool closed = close != std::string::npos || at_end;
   const std::string_view inner =
       std::string_view(pending_).substr(0, close == std::string::npos ? pending_.size() : close);
-  const bool counted = calls_.size() < max_calls_;
+  const bool counted = seen_calls_ < max_calls_;  // this call (the seen_calls_-th) is kept
   if (!header_sent_ && counted) {
     std::string name;
     const size_t end = match_header(inner, name);
