@@ -104,8 +104,8 @@ def test_streamed_call_assembles_as_the_whole_reply(client, model_id):
     for seed, choice in enumerate(["required"] * 2 + [
             {"type": "function", "function": {"name": "lookup"}}] * 2):
         kw = dict(model=model_id, messages=ASK, tools=TOOLS, tool_choice=choice,
-                  temperature=1.0, seed=seed, max_tokens=MAX_TOKENS)
-        whole = client.chat.completions.create(**kw).choices[0]
+                  temperature=1.0, seed=seed, max_tokens=MAX_TOKENS, n=2)
+        wholes = client.chat.completions.create(**kw).choices
         state = ChatCompletionStreamState(input_tools=TOOLS)
         fragments = 0
         for chunk in client.chat.completions.create(stream=True, **kw):
@@ -114,14 +114,15 @@ def test_streamed_call_assembles_as_the_whole_reply(client, model_id):
                 assert not ch.delta.content, "call text leaked into delta.content"
                 for c in ch.delta.tool_calls or []:
                     fragments += bool(c.function.arguments)
-        streamed = state.get_final_completion().choices[0]
         if choice != "required":
-            assert fragments >= 2  # lookup's arguments stream in pieces
-        assert streamed.finish_reason == "tool_calls"
-        (call,) = streamed.message.tool_calls
-        (want,) = whole.message.tool_calls
-        assert check_call(call, SCHEMAS) == check_call(want, SCHEMAS)
-        assert call.function.arguments == want.function.arguments
+            assert fragments >= 4  # lookup's arguments stream in pieces
+        # Both choices (sample i uses seed + i) assemble to the non-streamed ones.
+        for streamed, whole in zip(state.get_final_completion().choices, wholes, strict=True):
+            assert streamed.finish_reason == "tool_calls"
+            (call,) = streamed.message.tool_calls
+            (want,) = whole.message.tool_calls
+            assert check_call(call, SCHEMAS) == check_call(want, SCHEMAS)
+            assert call.function.arguments == want.function.arguments
 
 
 def test_multi_turn_with_a_tool_result(client, model_id):
@@ -178,6 +179,14 @@ def test_prompt_is_the_template_rendered_by_jinja2(tool_server, client, model_id
     want = rendered_prompt_tokens(tool_server, jinja_messages, None)
     r = client.chat.completions.create(model=model_id, messages=messages, max_tokens=1)
     assert r.usage.prompt_tokens == want
+
+
+def test_none_renders_tools_but_reads_no_calls(tool_server, client, model_id):
+    r = client.chat.completions.create(model=model_id, messages=ASK, tools=TOOLS,
+                                       tool_choice="none", max_tokens=16, seed=1)
+    ch = r.choices[0]
+    assert ch.message.tool_calls is None and ch.finish_reason in ("stop", "length")
+    assert r.usage.prompt_tokens == rendered_prompt_tokens(tool_server, ASK, TOOLS)
 
 
 def bad_request(client, model_id, **kw):
