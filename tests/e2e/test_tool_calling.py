@@ -216,23 +216,71 @@ def test_bad_requests_name_the_field(client, model_id):
 
 
 @pytest.fixture(scope="module")
-def llama_client(server_factory, models):
-    server = server_factory(models / "tiny-llama.gguf", "--graph-mode", "off", name="llama-tools")
+def llama_server(server_factory, models):
+    # tiny-llama carries Llama 3.1's template (its JSON tool calls).
+    return server_factory(models / "tiny-llama.gguf", "--graph-mode", "off",
+                          "--context-length", "8192", name="llama-tools")
+
+
+@pytest.fixture(scope="module")
+def llama_client(llama_server):
+    return openai.OpenAI(base_url=llama_server.url + "/v1", api_key="unused", max_retries=0)
+
+
+def test_llama31_json_calls_are_forced_and_validate(llama_server, llama_client):
+    model_id = llama_client.models.list().data[0].id
+    for seed, choice in enumerate(["required", "required",
+                                   {"type": "function", "function": {"name": "lookup"}}]):
+        kw = dict(model=model_id, messages=ASK, tools=TOOLS, tool_choice=choice, seed=seed,
+                  temperature=1.0, max_tokens=MAX_TOKENS)
+        r = llama_client.chat.completions.create(**kw)
+        assert r.choices[0].finish_reason == "tool_calls"
+        (call,) = r.choices[0].message.tool_calls
+        name, _ = check_call(call, SCHEMAS if choice == "required" else {"lookup"})
+        state = ChatCompletionStreamState(input_tools=TOOLS)
+        for chunk in llama_client.chat.completions.create(stream=True, **kw):
+            state.handle_chunk(chunk)
+        (streamed,) = state.get_final_completion().choices[0].message.tool_calls
+        assert streamed.function.arguments == call.function.arguments
+    # A tool result goes back as an ipython turn; the next call is forced again.
+    history = ASK + [r.choices[0].message.model_dump(exclude_none=True),
+                     {"role": "tool", "tool_call_id": call.id, "content": "found 3"}]
+    r = llama_client.chat.completions.create(model=model_id, messages=history, tools=TOOLS,
+                                             tool_choice="required", seed=9, max_tokens=MAX_TOKENS)
+    check_call(r.choices[0].message.tool_calls[0], SCHEMAS)
+    # The prompt is Llama 3.1's template rendered by jinja2 (tools in the first user turn).
+    llama31 = (FIXTURES / "chat_templates" / "meta-llama-Llama-3.1-8B-Instruct.jinja").read_text(
+        encoding="utf-8")
+    jinja_history = json.loads(json.dumps(history))
+    for c in jinja_history[1]["tool_calls"]:
+        c["function"]["arguments"] = json.loads(c["function"]["arguments"])
+    text = cases.environment().from_string(llama31).render(
+        messages=jinja_history, tools=TOOLS, add_generation_prompt=True, bos_token="")
+    want = llama_server.post("/tokenize", {"prompt": text}).json()["count"]
+    r = llama_client.chat.completions.create(model=model_id, messages=history, tools=TOOLS,
+                                             max_tokens=1)
+    assert r.usage.prompt_tokens == want
+
+
+@pytest.fixture(scope="module")
+def mistral_client(server_factory, models):
+    server = server_factory(models / "tiny-mistral.gguf", "--graph-mode", "off",
+                            name="mistral-tools")
     return openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0)
 
 
-def test_template_without_a_tool_format_refuses_tools(llama_client):
-    model_id = llama_client.models.list().data[0].id
-    body = bad_request(llama_client, model_id, messages=ASK, tools=TOOLS)
+def test_template_without_a_tool_format_refuses_tools(mistral_client):
+    model_id = mistral_client.models.list().data[0].id
+    body = bad_request(mistral_client, model_id, messages=ASK, tools=TOOLS)
     assert body["param"] == "tools"
-    assert "(llama3.1) has no tool-call format" in body["message"], body
+    assert "(mistral-v3) has no tool-call format" in body["message"], body
     # A tool result in the history is refused the same way, and plain chat still works.
     with pytest.raises(openai.BadRequestError):
-        llama_client.chat.completions.create(model=model_id, max_tokens=4, messages=ASK + [
+        mistral_client.chat.completions.create(model=model_id, max_tokens=4, messages=ASK + [
             {"role": "assistant", "content": None, "tool_calls": [
                 {"id": "c", "type": "function", "function": {"name": "now", "arguments": "{}"}}]},
             {"role": "tool", "tool_call_id": "c", "content": "12:00"}])
-    r = llama_client.chat.completions.create(model=model_id, messages=ASK, max_tokens=4)
+    r = mistral_client.chat.completions.create(model=model_id, messages=ASK, max_tokens=4)
     assert r.choices[0].message.tool_calls is None
 
 

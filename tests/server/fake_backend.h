@@ -54,6 +54,9 @@ class FakeCodec final : public TextCodec {
     return text + "assistant:";
   }
   std::string tools_refusal() const override { return tools_ok ? "" : "the fake has no tools"; }
+  ToolCallFormat tool_call_format() const override {
+    return tools_ok ? ToolCallFormat::kHermes : ToolCallFormat::kNone;
+  }
   bool tools_ok = true;
   int64_t vocab_size() const override { return 300; }
   size_t max_token_bytes() const override { return 1; }

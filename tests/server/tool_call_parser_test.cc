@@ -169,5 +169,38 @@ TEST(ToolCallParser, ArgumentsStreamBeforeTheCallCloses) {
   EXPECT_EQ(stream.calls()[0].arguments, R"({"city": "Paris"})");
 }
 
+TEST(ToolCallParser, LlamaJsonReplyIsOneCall) {
+  const std::string text = R"(  {"name": "get_weather", "parameters": {"city": "Paris", "n": 2}})";
+  const ToolReply whole = parse_tool_reply(text, false, SIZE_MAX, ToolCallFormat::kLlamaJson);
+  EXPECT_FALSE(whole.content.has_value());
+  ASSERT_EQ(whole.calls.size(), 1u);
+  EXPECT_EQ(whole.calls[0].name, "get_weather");
+  EXPECT_EQ(whole.calls[0].arguments, R"({"city":"Paris","n":2})");
+  for (size_t cut = 0; cut <= text.size(); ++cut) {  // streamed: nothing until the end
+    ToolCallStream stream(false, SIZE_MAX, ToolCallFormat::kLlamaJson);
+    const auto a = stream.feed(text.substr(0, cut));
+    const auto b = stream.feed(text.substr(cut));
+    EXPECT_TRUE(a.content.empty() && a.tool_calls.empty() && b.content.empty()) << cut;
+    const auto d = stream.finish();
+    ASSERT_EQ(d.tool_calls.size(), 2u);
+    EXPECT_EQ(d.tool_calls[0]["function"]["name"], "get_weather");
+    EXPECT_EQ(d.tool_calls[1]["function"]["arguments"], whole.calls[0].arguments);
+  }
+}
+
+TEST(ToolCallParser, LlamaTextOrOtherJsonIsContent) {
+  for (const std::string text : {"Hello {\"name\": 1}", "{\"name\": \"f\"}", "{not json", "  "}) {
+    const ToolReply r = parse_tool_reply(text, false, SIZE_MAX, ToolCallFormat::kLlamaJson);
+    EXPECT_TRUE(r.calls.empty()) << text;
+    EXPECT_EQ(r.content, text);
+    ToolCallStream stream(false, SIZE_MAX, ToolCallFormat::kLlamaJson);
+    std::string content = stream.feed(text.substr(0, 3)).content;
+    content += stream.feed(text.substr(std::min<size_t>(3, text.size()))).content;
+    content += stream.finish().content;
+    EXPECT_EQ(content, text);
+    EXPECT_TRUE(stream.calls().empty());
+  }
+}
+
 }  // namespace
 }  // namespace kiln::server

@@ -123,6 +123,20 @@ TEST(ToolRequest, RequiredCallArgumentsFollowTheNamedFunction) {
   EXPECT_TRUE(prefix_ok(R"({"n)"));
 }
 
+// Llama 3.1's calls: {"name", "parameters"}; auto has no marker to constrain from.
+TEST(ToolRequest, LlamaCallsUseParameters) {
+  ParseLimits l = limits();
+  l.tool_calls = ToolCallFormat::kLlamaJson;
+  auto r = parse_chat_request(
+      chat(std::string(R"(, "tools": [)") + kWeather + R"(], "tool_choice": "required")"), l);
+  engine::JsonMatcher m(r.options.sampling.json_schema);
+  EXPECT_TRUE(m.feed(R"({"name": "get_weather", "parameters": {"city": "Oslo"}})") && m.complete());
+  engine::JsonMatcher a(r.options.sampling.json_schema);
+  EXPECT_FALSE(a.feed(R"({"name": "get_weather", "arguments")"));
+  r = parse_chat_request(chat(std::string(R"(, "tools": [)") + kWeather + "]"), l);
+  EXPECT_FALSE(r.options.sampling.json_schema);
+}
+
 TEST(ToolRequest, Errors) {
   const std::string tools = std::string(R"(, "tools": [)") + kWeather + "]";
   EXPECT_EQ(chat_error(R"(, "tools": {})"), "tools");

@@ -60,6 +60,12 @@ class TokenizerCodec final : public server::TextCodec {
       return "chat is unavailable for this model: " + chat_.unavailable_reason;
     return model::chat_tools_refusal(*chat_.chat_template);
   }
+  server::ToolCallFormat tool_call_format() const override {
+    if (!chat_.chat_template) return server::ToolCallFormat::kNone;
+    if (chat_.chat_template->hermes_tools) return server::ToolCallFormat::kHermes;
+    if (chat_.chat_template->llama_json_tools) return server::ToolCallFormat::kLlamaJson;
+    return server::ToolCallFormat::kNone;
+  }
   int64_t vocab_size() const override { return tokenizer_.vocab_size(); }
   size_t max_token_bytes() const override { return max_token_bytes_; }
   Specials specials() const override {

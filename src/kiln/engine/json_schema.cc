@@ -477,15 +477,16 @@ std::shared_ptr<const JsonSchema> JsonSchema::compile(const json& schema) {
 }
 
 std::shared_ptr<const JsonSchema> JsonSchema::compile_tool_call(
-    const std::vector<std::string>& names, const std::vector<json>& parameters) {
+    const std::vector<std::string>& names, const std::vector<json>& parameters,
+    const std::string& arguments_key) {
   if (names.empty() || names.size() != parameters.size()) {
     throw JsonSchemaError("", fmt::format("a tool call needs one schema per function name ({} "
                                           "names, {} schemas)",
                                           names.size(), parameters.size()));
   }
   const json call = {{"type", "object"},
-                     {"properties", {{"name", {{"enum", names}}}, {"arguments", json::object()}}},
-                     {"required", {"name", "arguments"}},
+                     {"properties", {{"name", {{"enum", names}}}, {arguments_key, json::object()}}},
+                     {"required", {"name", arguments_key}},
                      {"additionalProperties", false}};
   JsonSchemaCompiler compiler(call);
   std::shared_ptr<JsonSchema> out = compiler.run();

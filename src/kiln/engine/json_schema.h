@@ -100,8 +100,10 @@ class JsonSchema {
   // parameters[i]>}, "name" first, so that the arguments are checked against the schema of the
   // function named. Each parameters schema is compiled on its own ("#" is its root). Throws
   // JsonSchemaError as compile() does, its path prefixed by "[i]" for the i-th schema.
+  // `arguments_key`: the member holding the arguments ("parameters" in Llama 3.1's calls).
   static std::shared_ptr<const JsonSchema> compile_tool_call(
-      const std::vector<std::string>& names, const std::vector<nlohmann::json>& parameters);
+      const std::vector<std::string>& names, const std::vector<nlohmann::json>& parameters,
+      const std::string& arguments_key = "arguments");
   // Any JSON value (root_types restricts the top level: json_object mode uses kObject).
   static std::shared_ptr<const JsonSchema> any(uint8_t root_types = json_type::kAny);
 

@@ -5,6 +5,7 @@
 #include <span>
 
 #include "kiln/base/error.h"
+#include "kiln/model/jinja_json.h"
 
 namespace kiln::model {
 namespace {
@@ -64,15 +65,20 @@ void check_roles(const ChatTemplate& tmpl, Messages messages) {
   const ChatTemplateKind kind = tmpl.kind;
   for (size_t i = 0; i < messages.size(); ++i) {
     const std::string& r = messages[i].role;
-    if (r == "tool" && tmpl.hermes_tools) continue;
+    if (r == "tool" && tmpl.takes_tools()) continue;
     if (r != "system" && r != "user" && r != "assistant") {
       fail("chat template {} cannot take role '{}' (message {}); roles: system, user, assistant{}",
-           chat_template_name(kind), r, i, tmpl.hermes_tools ? ", tool" : "");
+           chat_template_name(kind), r, i, tmpl.takes_tools() ? ", tool" : "");
     }
     if (!messages[i].tool_calls.empty()) {
       if (r != "assistant") fail("message {}: only assistant messages carry tool calls", i);
-      if (!tmpl.hermes_tools)
+      if (!tmpl.takes_tools()) {
         fail("{} (message {} carries tool calls)", chat_tools_refusal(tmpl), i);
+      }
+      if (tmpl.llama_json_tools && messages[i].tool_calls.size() > 1) {
+        fail("chat template {} takes one tool call per assistant message (message {} has {})",
+             chat_template_name(kind), i, messages[i].tool_calls.size());
+      }
     }
   }
 }
@@ -132,22 +138,60 @@ void append_llama3_turn(std::string& out, std::string_view role, std::string_vie
   out += "<|eot_id|>";
 }
 
-std::string render_llama3(ChatTemplateKind kind, Messages messages, bool add_generation_prompt) {
+// Llama 3.1's tools open the first user turn (its default tools_in_user_message), each written
+// with tojson(indent=4).
+std::string llama_tools_preamble(const std::vector<std::string>& tools) {
+  std::string out =
+      "Given the following functions, please respond with a JSON for a function call with its "
+      "proper arguments that best answers the given prompt.\n\nRespond in the format "
+      "{\"name\": function name, \"parameters\": dictionary of argument name and its value}."
+      "Do not use variables.\n\n";
+  for (const std::string& tool : tools) {
+    out += jinja_tojson(nlohmann::ordered_json::parse(tool), 4);
+    out += "\n\n";
+  }
+  return out;
+}
+
+std::string render_llama3(const ChatTemplate& tmpl, Messages messages, bool add_generation_prompt,
+                          const std::vector<std::string>& tools) {
+  const ChatTemplateKind kind = tmpl.kind;
   std::string out;
   size_t first = 0;
   if (kind == ChatTemplateKind::kLlama31) {
     // 3.1-3.3 always open with a system turn carrying the knowledge cutoff and a date; the
     // templates take the date from strftime_now or default to this one, which kiln always uses
     // so that a prompt does not depend on the day it is rendered.
-    std::string system = "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n";
+    std::string system = tools.empty() ? "" : "Environment: ipython\n";
+    system += "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n";
     if (leads_with_system(messages)) {
       system += py_strip(messages[0].content);
       first = 1;
     }
     append_llama3_turn(out, "system", system);
   }
+  if (!tools.empty()) {
+    // The template takes the next message as the user's, whatever its role.
+    if (first == messages.size()) {
+      fail("chat template {}: tools need a first user message to go in", chat_template_name(kind));
+    }
+    append_llama3_turn(out, "user",
+                       llama_tools_preamble(tools) + py_strip(messages[first].content));
+    ++first;
+  }
   for (size_t i = first; i < messages.size(); ++i) {
-    append_llama3_turn(out, messages[i].role, py_strip(messages[i].content));
+    const ChatMessage& m = messages[i];
+    if (tmpl.llama_json_tools && !m.tool_calls.empty()) {
+      const ChatToolCall& call = m.tool_calls[0];
+      append_llama3_turn(
+          out, "assistant",
+          "{\"name\": \"" + call.name + "\", \"parameters\": " + call.arguments + "}");
+    } else if (m.role == "tool") {
+      // A string is "iterable" to Jinja, so the template writes the content through tojson.
+      append_llama3_turn(out, "ipython", jinja_tojson(nlohmann::ordered_json(m.content)));
+    } else {
+      append_llama3_turn(out, m.role, py_strip(m.content));
+    }
   }
   if (add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
   return out;
@@ -368,10 +412,11 @@ std::string render_phi3(Messages messages, bool add_generation_prompt) {
 }  // namespace
 
 std::string chat_tools_refusal(const ChatTemplate& tmpl) {
-  if (tmpl.hermes_tools) return {};
+  if (tmpl.takes_tools()) return {};
   return fmt::format(
       "the model's chat template ({}) has no tool-call format kiln renders; tools work with "
-      "chatml and qwen3 templates that write Qwen's <tool_call> format",
+      "chatml and qwen3 templates that write Qwen's <tool_call> format and llama3.1 templates "
+      "with Llama 3.1's JSON calls",
       chat_template_name(tmpl.kind));
 }
 
@@ -379,7 +424,7 @@ std::string apply_chat_template(const ChatTemplate& tmpl, const std::vector<Chat
                                 bool add_generation_prompt, const std::vector<std::string>& tools) {
   const ChatTemplateKind kind = tmpl.kind;
   KILN_CHECK(!messages.empty(), "chat template {}: no messages", chat_template_name(kind));
-  if (!tools.empty() && !tmpl.hermes_tools) fail("{}", chat_tools_refusal(tmpl));
+  if (!tools.empty() && !tmpl.takes_tools()) fail("{}", chat_tools_refusal(tmpl));
   check_roles(tmpl, messages);
   switch (kind) {
     case ChatTemplateKind::kGemma:
@@ -387,7 +432,7 @@ std::string apply_chat_template(const ChatTemplate& tmpl, const std::vector<Chat
       return render_gemma(kind, messages, add_generation_prompt);
     case ChatTemplateKind::kLlama3:
     case ChatTemplateKind::kLlama31:
-      return render_llama3(kind, messages, add_generation_prompt);
+      return render_llama3(tmpl, messages, add_generation_prompt, tools);
     case ChatTemplateKind::kChatML:
       return render_chatml(tmpl, messages, add_generation_prompt, tools);
     case ChatTemplateKind::kQwen3:

@@ -10,7 +10,11 @@
 //            <|start_header_id|>assistant<|end_header_id|>\n\n   (contents trimmed)
 //  llama3.1: as llama3, always opening with a system turn "Cutting Knowledge Date: December
 //            2023\nToday Date: 26 Jul 2024\n\n{system}" (3.1-3.3; kiln writes the date 3.1's
-//            template writes by default, not today's)
+//            template writes by default, not today's). Templates with its JSON tool format
+//            get `llama_json_tools`: "Environment: ipython" in the system turn, the tools
+//            (tojson, indent 4) and instructions opening the first user turn, a call as the
+//            assistant turn {"name": ..., "parameters": ...} (one per turn), results as
+//            ipython turns holding the content as a JSON string.
 //  chatml:   <|im_start|>{role}\n{content}<|im_end|>\n ... <|im_start|>assistant\n
 //            (plus the template's default system message, when it has one, as Qwen 2.5's).
 //            Templates that also write Qwen 2.5's tool format (Hermes style) get `tools`:
@@ -61,6 +65,9 @@ struct ChatTemplate {
   // The template writes Qwen 2.5's (Hermes style) tool format: tools, `tool` messages and
   // assistant tool calls render; other templates refuse them.
   bool hermes_tools = false;
+  // The template writes Llama 3.1's JSON tool calls (llama3.1 only).
+  bool llama_json_tools = false;
+  bool takes_tools() const { return hermes_tools || llama_json_tools; }
 };
 
 // A call the assistant made, as the history carries it back.
@@ -85,8 +92,9 @@ ChatTemplate detect_chat_template(std::string_view jinja_template);
 // Throws kiln::Error where the model's own template raises (roles that do not alternate where the
 // format requires it, a system message the format cannot place), for roles other than system,
 // user and assistant (and tool, with hermes_tools), and for an empty message list.
-// `tools`: the request's tool definitions, each as `| tojson` writes it; a template without a
-// tool format refuses them (and tool calls in the history).
+// `tools`: the request's tool definitions, each as JSON text (`| tojson`, keys in the client's
+// order; formats that indent them re-read it); a template without a tool format refuses them
+// (and tool calls in the history).
 std::string apply_chat_template(const ChatTemplate& tmpl, const std::vector<ChatMessage>& messages,
                                 bool add_generation_prompt,
                                 const std::vector<std::string>& tools = {});

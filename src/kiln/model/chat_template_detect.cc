@@ -101,7 +101,12 @@ std::optional<ChatTemplate> match(std::string_view t) {
     return ChatTemplate{has(t, "first_user_prefix") ? K::kGemma3 : K::kGemma, {}};
   }
   if (has(t, "<|start_header_id|>")) {
-    return ChatTemplate{has(t, "Cutting Knowledge Date") ? K::kLlama31 : K::kLlama3, {}};
+    if (!has(t, "Cutting Knowledge Date")) return ChatTemplate{K::kLlama3, {}};
+    // Llama 3.1's JSON tool calls, with tools in the first user message by default.
+    ChatTemplate llama31{K::kLlama31, {}};
+    llama31.llama_json_tools = has(t, "tools_in_user_message") && has(t, "Environment: ipython") &&
+                               has(t, "\"parameters\": ");
+    return llama31;
   }
   if (has(t, "<|im_start|>")) {
     // Phi-4 (<|im_sep|>) and SmolVLM (<end_of_utterance>) borrow the markers but not the format.

@@ -3,38 +3,45 @@
 namespace kiln::model {
 namespace {
 
-void write(const nlohmann::ordered_json& v, std::string& out) {
-  if (v.is_object()) {
-    out += '{';
+void newline(std::string& out, int indent, int level) {
+  out += '\n';
+  out.append(static_cast<size_t>(indent * level), ' ');
+}
+
+void write(const nlohmann::ordered_json& v, std::string& out, int indent, int level) {
+  const bool container = v.is_object() || v.is_array();
+  if (container && v.empty()) {
+    out += v.is_object() ? "{}" : "[]";
+    return;
+  }
+  if (container) {
+    out += v.is_object() ? '{' : '[';
     bool first = true;
     for (const auto& [key, item] : v.items()) {
-      if (!first) out += ", ";
+      if (!first) out += indent >= 0 ? "," : ", ";
       first = false;
-      out += nlohmann::ordered_json(key).dump(-1, ' ', false);
-      out += ": ";
-      write(item, out);
+      if (indent >= 0) newline(out, indent, level + 1);
+      if (v.is_object()) {
+        out += nlohmann::ordered_json(key).dump(-1, ' ', false);
+        out += ": ";
+      }
+      write(item, out, indent, level + 1);
     }
-    out += '}';
-  } else if (v.is_array()) {
-    out += '[';
-    for (size_t i = 0; i < v.size(); ++i) {
-      if (i > 0) out += ", ";
-      write(v[i], out);
-    }
-    out += ']';
-  } else {
-    // Scalars: nlohmann escapes strings as json.dumps(ensure_ascii=False) does (\n, \", \\,
-    // \u00XX for other control characters) and writes floats as the shortest round trip, as
-    // Python's repr does ("1.0", "1e-05").
-    out += v.dump(-1, ' ', false);
+    if (indent >= 0) newline(out, indent, level);
+    out += v.is_object() ? '}' : ']';
+    return;
   }
+  // Scalars: nlohmann escapes strings as json.dumps(ensure_ascii=False) does (\n, \", \\,
+  // \u00XX for other control characters) and writes floats as the shortest round trip, as
+  // Python's repr does ("1.0", "1e-05").
+  out += v.dump(-1, ' ', false);
 }
 
 }  // namespace
 
-std::string jinja_tojson(const nlohmann::ordered_json& value) {
+std::string jinja_tojson(const nlohmann::ordered_json& value, int indent) {
   std::string out;
-  write(value, out);
+  write(value, out, indent, 0);
   return out;
 }
 

@@ -9,6 +9,8 @@
 namespace kiln::model {
 
 // `value` keeps its keys in the order the client sent them (ordered_json), as Python dicts do.
-std::string jinja_tojson(const nlohmann::ordered_json& value);
+// indent >= 0: `| tojson(indent=N)`, one member per line (Python then separates with "," and
+// ": "; empty objects and arrays stay "{}" and "[]").
+std::string jinja_tojson(const nlohmann::ordered_json& value, int indent = -1);
 
 }  // namespace kiln::model

@@ -10,6 +10,7 @@
 
 #include "kiln/engine/engine.h"  // EngineStats, QueueFull
 #include "kiln/engine/request.h"
+#include "kiln/server/tool_call_format.h"
 
 namespace kiln::server {
 
@@ -51,6 +52,7 @@ class TextCodec {
                                   const std::vector<std::string>& tools) const = 0;
   // Why the model's chat template cannot take tools (naming its format), empty when it can.
   virtual std::string tools_refusal() const = 0;
+  virtual ToolCallFormat tool_call_format() const = 0;
   // The prompt ids for a chat: its rendered text with the model's special tokens.
   std::vector<int32_t> encode_chat(const std::vector<ChatTurn>& turns) const {
     return encode(render_chat(turns, {}), /*add_special=*/true);

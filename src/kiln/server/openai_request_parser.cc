@@ -193,11 +193,11 @@ ChatRequest parse_chat_request(const json& body, const ParseLimits& limits) {
     if (out.options.sampling.json_schema) {
       bad_field("response_format", "cannot be combined with a tool_choice that forces a call");
     }
-    out.options.sampling.json_schema = compile_forced_call(out.tools);
+    out.options.sampling.json_schema = compile_forced_call(out.tools, limits.tool_calls);
   } else if (out.tools.parse_calls() && !out.options.sampling.json_schema &&
              !out.options.stop.ignore_eos && out.options.stop.min_new_tokens == 0) {
     // auto: free text, but a call the model opens is constrained from "<tool_call>" on.
-    if (auto calls = compile_auto_calls(out.tools)) {
+    if (auto calls = compile_auto_calls(out.tools, limits.tool_calls)) {
       out.options.sampling.json_schema = std::move(calls);
       out.options.sampling.json_after = "<tool_call>";
     }

@@ -201,11 +201,14 @@ void handle_chat(ServerState& state, const httplib::Request& req, httplib::Respo
     // keeping it (the request was parsed with sorted keys).
     tool_texts = render_tool_definitions(nlohmann::ordered_json::parse(req.body));
   }
-  // A forced call: the reply opens inside <tool_call> and is constrained to the call's JSON
-  // (parse_chat_request set the schema); the model's turn ends when the JSON is complete.
-  const bool opened = tools.forced();
+  // A forced call is constrained to the call's JSON (parse_chat_request set the schema), and
+  // the model's turn ends when it is complete; in Qwen's format the reply opens inside
+  // <tool_call>, in Llama 3.1's the JSON is the whole reply.
+  const ToolCallFormat format = state.codec.tool_call_format();
+  const bool hermes = format == ToolCallFormat::kHermes;
+  const bool opened = tools.forced() && hermes;
   const size_t max_calls = tools.parallel ? SIZE_MAX : 1;
-  if (tools.parse_calls() && !tools.parallel && !opened) {
+  if (tools.parse_calls() && !tools.parallel && !opened && hermes) {
     parsed.options.stop.stop_strings.push_back("</tool_call>");  // nothing after the first call
   }
   // The rendered chat is bounded like a text prompt before it is tokenized (the messages'
@@ -238,7 +241,7 @@ void handle_chat(ServerState& state, const httplib::Request& req, httplib::Respo
       json message = {{"role", "assistant"}, {"content", r.text}};
       bool called = false;
       if (tools.parse_calls()) {
-        ToolReply reply = parse_tool_reply(r.text, opened, max_calls);
+        ToolReply reply = parse_tool_reply(r.text, opened, max_calls, format);
         message["content"] = reply.content ? json(*reply.content) : json(nullptr);
         if (!reply.calls.empty()) {
           message["tool_calls"] = tool_calls_json(reply.calls);
@@ -275,8 +278,8 @@ void handle_chat(ServerState& state, const httplib::Request& req, httplib::Respo
   // Each choice's reply read for tool calls as it streams (when the request has tools).
   std::shared_ptr<std::vector<ToolCallStream>> call_streams;
   if (tools.parse_calls()) {
-    call_streams = std::make_shared<std::vector<ToolCallStream>>(job->size(),
-                                                                 ToolCallStream(opened, max_calls));
+    call_streams = std::make_shared<std::vector<ToolCallStream>>(
+        job->size(), ToolCallStream(opened, max_calls, format));
   }
   SseRenderer renderer;
   renderer.on_update = [&state, role_sent, logprobs_sent, chunk_of, logprobs, top_n, call_streams](

@@ -89,6 +89,8 @@ struct ParseLimits {
   size_t max_stop_strings = 64;       // in one `stop`
   size_t max_stop_bytes = 64u << 10;  // all of one `stop` together
   size_t max_logit_bias = 1024;       // entries of one logit_bias
+  // The served model's tool-call format: the shape a call's constraint takes.
+  ToolCallFormat tool_calls = ToolCallFormat::kHermes;
 };
 
 }  // namespace kiln::server

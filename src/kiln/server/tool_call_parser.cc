@@ -86,18 +86,67 @@ size_t sure_arguments(std::string_view region) {
 
 }  // namespace
 
-ToolCallStream::ToolCallStream(bool opened, size_t max_calls)
-    : mode_(opened ? Mode::kCall : Mode::kText), max_calls_(max_calls) {}
+ToolCallStream::ToolCallStream(bool opened, size_t max_calls, ToolCallFormat format)
+    : mode_(format == ToolCallFormat::kLlamaJson ? Mode::kUndecided
+            : opened                             ? Mode::kCall
+                                                 : Mode::kText),
+      format_(format),
+      max_calls_(max_calls) {}
 
 ToolCallStream::Delta ToolCallStream::feed(std::string_view text) {
   Delta out;
   pending_ += text;
-  scan(out, false);
+  if (format_ == ToolCallFormat::kLlamaJson) {
+    feed_llama(out, false);
+  } else {
+    scan(out, false);
+  }
   return out;
+}
+
+// Llama 3.1: the first non-space byte decides; a reply starting with "{" waits for its end.
+void ToolCallStream::feed_llama(Delta& out, bool at_end) {
+  if (mode_ == Mode::kUndecided) {
+    const size_t start = pending_.find_first_not_of(" \t\r\n");
+    if (start == std::string::npos && !at_end) return;
+    mode_ = start != std::string::npos && pending_[start] == '{' ? Mode::kJsonReply : Mode::kText;
+  }
+  if (mode_ == Mode::kText) {
+    out.content += pending_;
+    pending_.clear();
+    return;
+  }
+  if (!at_end) return;
+  const auto parsed = nlohmann::ordered_json::parse(pending_, nullptr, /*allow_exceptions=*/false);
+  const bool valid = !parsed.is_discarded() && parsed.is_object() && parsed.size() == 2 &&
+                     parsed.contains("name") && parsed["name"].is_string() &&
+                     parsed.contains("parameters");
+  if (!valid) {  // nothing went out yet: the reply is content after all
+    invalid_ = true;
+    out.content += pending_;
+  } else {
+    add_whole_call(out, parsed["name"].get<std::string>(), parsed["parameters"].dump());
+  }
+  pending_.clear();
+}
+
+// A call sent at once: its header chunk, then all of its arguments.
+void ToolCallStream::add_whole_call(Delta& out, std::string name, std::string arguments) {
+  calls_.push_back({call_id(), std::move(name), std::move(arguments)});
+  out.tool_calls.push_back({{"index", calls_.size() - 1},
+                            {"id", calls_.back().id},
+                            {"type", "function"},
+                            {"function", {{"name", calls_.back().name}, {"arguments", ""}}}});
+  out.tool_calls.push_back(
+      {{"index", calls_.size() - 1}, {"function", {{"arguments", calls_.back().arguments}}}});
 }
 
 ToolCallStream::Delta ToolCallStream::finish() {
   Delta out;
+  if (format_ == ToolCallFormat::kLlamaJson) {
+    feed_llama(out, true);
+    return out;
+  }
   scan(out, true);
   if (mode_ == Mode::kText) {
     out.content += held_space_ + pending_;
@@ -202,18 +251,13 @@ bool ToolCallStream::close_call(Delta& out, std::string_view inner) {
   }
   if (!valid) return false;
   // Not written name first: the call goes out whole.
-  calls_.push_back({call_id(), parsed["name"].get<std::string>(), parsed["arguments"].dump()});
-  out.tool_calls.push_back({{"index", calls_.size() - 1},
-                            {"id", calls_.back().id},
-                            {"type", "function"},
-                            {"function", {{"name", calls_.back().name}, {"arguments", ""}}}});
-  out.tool_calls.push_back(
-      {{"index", calls_.size() - 1}, {"function", {{"arguments", calls_.back().arguments}}}});
+  add_whole_call(out, parsed["name"].get<std::string>(), parsed["arguments"].dump());
   return true;
 }
 
-ToolReply parse_tool_reply(std::string_view text, bool opened, size_t max_calls) {
-  ToolCallStream stream(opened, max_calls);
+ToolReply parse_tool_reply(std::string_view text, bool opened, size_t max_calls,
+                           ToolCallFormat format) {
+  ToolCallStream stream(opened, max_calls, format);
   std::string content = stream.feed(text).content;
   content += stream.finish().content;
   ToolReply out;

@@ -9,12 +9,18 @@
 // re-serialized once the call is complete. A call whose text is not a JSON object with a string
 // "name" and an "arguments" value is invalid: the whole-reply form then gives the reply as
 // content with no calls; a stream cannot take back what it sent, and drops it.
+//
+// Llama 3.1's format (ToolCallFormat::kLlamaJson) has no markers: a reply that starts with "{"
+// is held back whole and, when it is {"name": ..., "parameters": ...}, is one call (arguments
+// re-serialized); any other reply is content as it streams.
 #pragma once
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "kiln/server/tool_call_format.h"
 
 namespace kiln::server {
 
@@ -28,7 +34,8 @@ class ToolCallStream {
  public:
   // `opened`: the reply starts inside a call (the prompt ended with "<tool_call>\n": a forced
   // call). `max_calls`: calls after this many are dropped (parallel_tool_calls false: 1).
-  explicit ToolCallStream(bool opened, size_t max_calls = SIZE_MAX);
+  explicit ToolCallStream(bool opened, size_t max_calls = SIZE_MAX,
+                          ToolCallFormat format = ToolCallFormat::kHermes);
 
   // What one piece of text adds: content to send and delta.tool_calls entries
   // ({"index", "id", "type", "function": {"name", "arguments"}} for a call's first chunk,
@@ -48,8 +55,11 @@ class ToolCallStream {
   void scan_call(Delta& out, bool at_end);
   bool close_call(Delta& out, std::string_view inner);
   void send_arguments(Delta& out, std::string_view args);
+  void feed_llama(Delta& out, bool at_end);
+  void add_whole_call(Delta& out, std::string name, std::string arguments);
 
-  enum class Mode { kText, kCall, kBetween } mode_;
+  enum class Mode { kText, kCall, kBetween, kUndecided, kJsonReply } mode_;
+  ToolCallFormat format_;
   size_t max_calls_;
   std::string pending_;     // text not yet given out
   std::string held_space_;  // trailing whitespace of the content (dropped before a call)
@@ -65,7 +75,8 @@ struct ToolReply {
   std::optional<std::string> content;  // null when a call follows no text
   std::vector<ToolCallOut> calls;
 };
-ToolReply parse_tool_reply(std::string_view text, bool opened, size_t max_calls = SIZE_MAX);
+ToolReply parse_tool_reply(std::string_view text, bool opened, size_t max_calls = SIZE_MAX,
+                           ToolCallFormat format = ToolCallFormat::kHermes);
 
 // OpenAI's message.tool_calls array.
 nlohmann::json tool_calls_json(const std::vector<ToolCallOut>& calls);

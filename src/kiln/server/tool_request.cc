@@ -163,7 +163,14 @@ std::vector<std::string> render_tool_definitions(const nlohmann::ordered_json& b
   return out;
 }
 
-std::shared_ptr<const engine::JsonSchema> compile_forced_call(const ChatTools& tools) {
+namespace {
+const char* arguments_key(ToolCallFormat format) {
+  return format == ToolCallFormat::kLlamaJson ? "parameters" : "arguments";
+}
+}  // namespace
+
+std::shared_ptr<const engine::JsonSchema> compile_forced_call(const ChatTools& tools,
+                                                              ToolCallFormat format) {
   std::vector<std::string> names;
   std::vector<json> parameters;
   for (size_t i = 0; i < tools.tools.size(); ++i) {
@@ -175,13 +182,15 @@ std::shared_ptr<const engine::JsonSchema> compile_forced_call(const ChatTools& t
     parameters.push_back(t.parameters);
   }
   try {
-    return engine::JsonSchema::compile_tool_call(names, parameters);
+    return engine::JsonSchema::compile_tool_call(names, parameters, arguments_key(format));
   } catch (const engine::JsonSchemaError& e) {
     bad_field("tools", "{}", e.what());
   }
 }
 
-std::shared_ptr<const engine::JsonSchema> compile_auto_calls(const ChatTools& tools) {
+std::shared_ptr<const engine::JsonSchema> compile_auto_calls(const ChatTools& tools,
+                                                             ToolCallFormat format) {
+  if (format != ToolCallFormat::kHermes) return nullptr;
   std::vector<std::string> names;
   std::vector<json> parameters;
   for (const ChatTool& t : tools.tools) {

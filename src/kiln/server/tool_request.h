@@ -31,12 +31,16 @@ std::vector<std::string> render_tool_definitions(const nlohmann::ordered_json& b
 // after "<tool_call>\n" is {"name": <an allowed name>, "arguments": <that function's
 // parameters>} (JsonSchema::compile_tool_call). A schema the compiler refuses is a 400 naming
 // the keyword in tools[i].function.parameters.
-std::shared_ptr<const engine::JsonSchema> compile_forced_call(const ChatTools& tools);
+// Llama 3.1's calls hold the arguments under "parameters" and are the whole reply.
+std::shared_ptr<const engine::JsonSchema> compile_forced_call(const ChatTools& tools,
+                                                              ToolCallFormat format);
 
 // tool_choice "auto": the same constraint over every tool, for the JSON the model writes after
 // it opens a call itself (SamplingParams::json_after = "<tool_call>"). Null when a tool's
 // schema uses what the compiler refuses: those calls are then parsed unconstrained, not
-// refused, since the model may not call at all.
-std::shared_ptr<const engine::JsonSchema> compile_auto_calls(const ChatTools& tools);
+// refused, since the model may not call at all. Also null for Llama 3.1's format, whose calls
+// have no marker to start the constraint at.
+std::shared_ptr<const engine::JsonSchema> compile_auto_calls(const ChatTools& tools,
+                                                             ToolCallFormat format);
 
 }  // namespace kiln::server
