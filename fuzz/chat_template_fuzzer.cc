@@ -24,6 +24,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         in.ConsumeIntegralInRange<int>(0, static_cast<int>(ChatTemplateKind::kPhi3)));
     tmpl.default_system = in.ConsumeRandomLengthString(64);
     tmpl.hermes_tools = in.ConsumeBool();
+    tmpl.llama_json_tools = in.ConsumeBool();
   }
   chat_template_name(tmpl.kind);
   static const char* const kRoles[] = {"system", "user", "assistant", "tool", ""};

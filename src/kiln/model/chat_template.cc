@@ -147,7 +147,9 @@ std::string llama_tools_preamble(const std::vector<std::string>& tools) {
       "{\"name\": function name, \"parameters\": dictionary of argument name and its value}."
       "Do not use variables.\n\n";
   for (const std::string& tool : tools) {
-    out += jinja_tojson(nlohmann::ordered_json::parse(tool), 4);
+    const auto value = nlohmann::ordered_json::parse(tool, nullptr, /*allow_exceptions=*/false);
+    if (value.is_discarded()) fail("a tool definition is not JSON: {}", tool.substr(0, 64));
+    out += jinja_tojson(value, 4);
     out += "\n\n";
   }
   return out;

@@ -3,6 +3,10 @@
 namespace kiln::model {
 namespace {
 
+// Text from a request is valid UTF-8 (the body parsed as JSON); anything else (a caller's bytes)
+// becomes U+FFFD rather than an exception, as Python strings cannot hold it either.
+constexpr auto kReplace = nlohmann::ordered_json::error_handler_t::replace;
+
 void newline(std::string& out, int indent, int level) {
   out += '\n';
   out.append(static_cast<size_t>(indent * level), ' ');
@@ -22,7 +26,7 @@ void write(const nlohmann::ordered_json& v, std::string& out, int indent, int le
       first = false;
       if (indent >= 0) newline(out, indent, level + 1);
       if (v.is_object()) {
-        out += nlohmann::ordered_json(key).dump(-1, ' ', false);
+        out += nlohmann::ordered_json(key).dump(-1, ' ', false, kReplace);
         out += ": ";
       }
       write(item, out, indent, level + 1);
@@ -34,7 +38,7 @@ void write(const nlohmann::ordered_json& v, std::string& out, int indent, int le
   // Scalars: nlohmann escapes strings as json.dumps(ensure_ascii=False) does (\n, \", \\,
   // \u00XX for other control characters) and writes floats as the shortest round trip, as
   // Python's repr does ("1.0", "1e-05").
-  out += v.dump(-1, ' ', false);
+  out += v.dump(-1, ' ', false, kReplace);
 }
 
 }  // namespace
