@@ -1,6 +1,6 @@
 // Chat templates: format detection from the template's text, then rendering of a conversation
-// (roles and contents from the input) in the detected format, or in one the input picks when
-// the text matches none.
+// (roles, contents, tool calls and tools from the input) in the detected format, or in one the
+// input picks when the text matches none.
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include <string>
@@ -23,6 +23,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     tmpl.kind = static_cast<ChatTemplateKind>(
         in.ConsumeIntegralInRange<int>(0, static_cast<int>(ChatTemplateKind::kPhi3)));
     tmpl.default_system = in.ConsumeRandomLengthString(64);
+    tmpl.hermes_tools = in.ConsumeBool();
+    tmpl.llama_json_tools = in.ConsumeBool();
   }
   chat_template_name(tmpl.kind);
   static const char* const kRoles[] = {"system", "user", "assistant", "tool", ""};
@@ -30,9 +32,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (auto& m : messages) {
     m.role = kRoles[in.ConsumeIntegralInRange<size_t>(0, std::size(kRoles) - 1)];
     m.content = in.ConsumeRandomLengthString(256);
+    if (in.ConsumeBool()) {  // tool calls (the chat-tools path), refused but by some roles
+      m.tool_calls.push_back({in.ConsumeRandomLengthString(16), in.ConsumeRandomLengthString(64)});
+    }
   }
+  std::vector<std::string> tools(in.ConsumeIntegralInRange<size_t>(0, 2));
+  for (auto& t : tools) t = in.ConsumeRandomLengthString(64);
   const bool add_generation_prompt = in.ConsumeBool();
   kiln::fuzz::refusing_bad_input(
-      [&] { apply_chat_template(tmpl, messages, add_generation_prompt); });
+      [&] { apply_chat_template(tmpl, messages, add_generation_prompt, tools); });
   return 0;
 }

@@ -107,5 +107,49 @@ TEST(JsonConstrainedEngine, ARequestThatCouldNeverEndIsRefused) {
   EXPECT_THROW(h.engine->submit(r, cb), Error);
 }
 
+// json_after: the output is free until the marker, the value after it is constrained, and the
+// constraint lifts once the value is complete, to start again at the next marker (as a tool
+// call's JSON after "<tool_call>"). 'q' is made frequent with a logit bias.
+TEST(JsonConstrainedEngine, ValueAfterAMarkerIsConstrainedThenTheOutputIsFreeAgain) {
+  Harness h;
+  std::vector<uint64_t> ids;
+  for (int i = 0; i < 6; ++i) {
+    GenerateRequest r = make_request(3 + i, 700 + i, 150, 1.0, /*ignore_eos=*/true);
+    r.sampling.top_k = -1;
+    r.sampling.logit_bias = {{FakeTokenizer::letter('q'), 6.0f}};
+    r.sampling.json_schema = boolean_or_null();
+    r.sampling.json_after = "q";
+    ids.push_back(h.submit(r));
+  }
+  ASSERT_TRUE(h.collector.wait(static_cast<int>(ids.size())));
+  int values = 0, free_after_value = 0;
+  for (uint64_t id : ids) {
+    const Result got = h.collector.get(id);
+    EXPECT_TRUE(got.error.empty()) << got.error;
+    const std::string& t = got.text;
+    for (size_t i = t.find('q'); i != std::string::npos; i = t.find('q', i)) {
+      size_t j = i + 1;
+      while (j < t.size() && t[j] == ' ') ++j;
+      const std::string rest = t.substr(j, 5);
+      bool ok = false;
+      for (const std::string v : {"true", "false", "null"}) {
+        if (rest.starts_with(v)) {
+          ok = true;
+          ++values;
+          j += v.size();
+          if (j < t.size() && t[j] != 'q') ++free_after_value;  // unconstrained text again
+        } else if (j + rest.size() == t.size() && v.starts_with(rest)) {
+          ok = true;  // cut off by max_new_tokens inside the value
+        }
+      }
+      EXPECT_TRUE(ok) << "after the marker at " << i << ": " << t;
+      i = j;
+    }
+  }
+  EXPECT_GE(values, 6);
+  EXPECT_GE(free_after_value, 3);
+  h.expect_no_leak();
+}
+
 }  // namespace
 }  // namespace kiln::engine

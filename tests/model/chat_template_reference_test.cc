@@ -10,6 +10,7 @@
 
 #include "kiln/base/error.h"
 #include "kiln/model/chat_template.h"
+#include "kiln/model/jinja_json.h"
 
 namespace kiln::model {
 namespace {
@@ -24,10 +25,13 @@ class ChatTemplateReference : public ::testing::Test {
     const auto path = std::filesystem::path(dir) / "chat_templates" / "cases.json";
     ASSERT_TRUE(std::filesystem::exists(path)) << path;
     std::ifstream in(path);
-    templates_ = json::parse(in).at("templates");
+    ordered_ = nlohmann::ordered_json::parse(in).at("templates");
+    templates_ = json(ordered_);
     ASSERT_FALSE(templates_.empty());
   }
   json templates_;
+  // The same, keys in file order: tools render their keys in the order the client sent them.
+  nlohmann::ordered_json ordered_;
 };
 
 std::string escaped(const std::string& s) { return json(s).dump(); }
@@ -93,6 +97,82 @@ TEST_F(ChatTemplateReference, RendersAsTheTemplateDoes) {
   std::printf("chat templates: %d cases byte for byte, %d refused by both, %d refused by kiln\n",
               matched, both_refuse, kiln_refuses);
   EXPECT_GE(matched, 300);
+}
+
+// Tools, assistant tool calls and tool results, as the client would send them (arguments as
+// the objects transformers hands the template), against the template rendered with tools.
+TEST_F(ChatTemplateReference, RendersToolsAsTheTemplateDoes) {
+  int matched = 0, refused = 0;
+  for (const auto& t : ordered_) {
+    if (!t.contains("tool_cases")) continue;
+    const std::string file = t.at("file");
+    const ChatTemplate tmpl = detect_chat_template(t.at("text").get<std::string>());
+    EXPECT_TRUE(tmpl.takes_tools()) << file;
+    EXPECT_EQ(chat_tools_refusal(tmpl), "") << file;
+    for (const auto& c : t.at("tool_cases")) {
+      std::vector<std::string> tools;
+      if (!c.at("tools").is_null()) {
+        for (const auto& tool : c.at("tools")) tools.push_back(jinja_tojson(tool));
+      }
+      std::vector<ChatMessage> messages;
+      for (const auto& m : c.at("messages")) {
+        ChatMessage msg{m.at("role"), m.at("content").is_null() ? "" : m.at("content")};
+        if (m.contains("tool_calls")) {
+          for (const auto& call : m.at("tool_calls")) {
+            const auto& f = call.at("function");
+            msg.tool_calls.push_back({f.at("name"), jinja_tojson(f.at("arguments"))});
+          }
+        }
+        messages.push_back(std::move(msg));
+      }
+      const bool gen = c.at("add_generation_prompt");
+      const std::string where = file + " / " + c.at("conversation").get<std::string>() +
+                                (gen ? " (generation prompt)" : "");
+      if (c.contains("error")) {  // the template raises: so must kiln
+        EXPECT_THROW(apply_chat_template(tmpl, messages, gen, tools), Error)
+            << where << ": " << c.at("error");
+        ++refused;
+        continue;
+      }
+      try {
+        const std::string got = apply_chat_template(tmpl, messages, gen, tools);
+        EXPECT_EQ(escaped(got), escaped(c.at("expected"))) << where;
+        if (got == c.at("expected")) ++matched;
+      } catch (const Error& e) {
+        ADD_FAILURE() << where << ": kiln refused (" << e.what() << "), Jinja rendered";
+      }
+    }
+  }
+  std::printf("chat templates with tools: %d cases byte for byte, %d refused by both\n", matched,
+              refused);
+  EXPECT_GE(matched, 50);
+}
+
+// Every other supported template refuses tools, naming its family, rather than rendering them
+// in some other model's format.
+TEST_F(ChatTemplateReference, TemplatesWithoutAToolFormatRefuseTools) {
+  int refused = 0;
+  for (const json& t : templates_) {
+    if (t.at("family").is_null() || t.value("tools", false)) continue;
+    const ChatTemplate tmpl = detect_chat_template(t.at("text").get<std::string>());
+    const std::string family = t.at("family");
+    EXPECT_FALSE(tmpl.takes_tools()) << t.at("file");
+    try {
+      apply_chat_template(tmpl, {{"user", "hi"}}, true, {R"({"type": "function"})"});
+      ADD_FAILURE() << t.at("file") << ": rendered tools";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("(" + family + ") has no tool-call format"),
+                std::string::npos)
+          << e.what();
+      ++refused;
+    }
+    try {
+      apply_chat_template(tmpl, {{"user", "hi"}, {"tool", "r"}}, true);
+      ADD_FAILURE() << t.at("file") << ": rendered a tool message";
+    } catch (const Error&) {
+    }
+  }
+  EXPECT_GE(refused, 11);
 }
 
 }  // namespace

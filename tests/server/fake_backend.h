@@ -42,11 +42,22 @@ class FakeCodec final : public TextCodec {
     }
     return s;
   }
-  std::string render_chat(const std::vector<ChatTurn>& turns) const override {
+  std::string render_chat(const std::vector<ChatTurn>& turns,
+                          const std::vector<std::string>& tools) const override {
     std::string text;
-    for (const auto& t : turns) text += t.role + ": " + t.content + "\n";
+    for (const auto& tool : tools) text += "tool: " + tool + "\n";
+    for (const auto& t : turns) {
+      text += t.role + ": " + t.content;
+      for (const auto& c : t.tool_calls) text += " call " + c.name + " " + c.arguments;
+      text += "\n";
+    }
     return text + "assistant:";
   }
+  std::string tools_refusal() const override { return tools_ok ? "" : "the fake has no tools"; }
+  ToolCallFormat tool_call_format() const override {
+    return tools_ok ? ToolCallFormat::kHermes : ToolCallFormat::kNone;
+  }
+  bool tools_ok = true;
   int64_t vocab_size() const override { return 300; }
   size_t max_token_bytes() const override { return 1; }
   Specials specials() const override { return {"<bos>", "<eos>", "<pad>", ""}; }

@@ -197,7 +197,7 @@ TEST(OpenAIParser, ChatErrors) {
       "top_logprobs");
   EXPECT_EQ(
       openai_error(R"({"messages": [{"role": "user", "content": "x"}], "tools": [{}]})", true),
-      "tools");
+      "tools[0].type");
 }
 
 TEST(SamplingParser, LogitBiasInBothApis) {

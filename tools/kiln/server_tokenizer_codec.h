@@ -40,15 +40,31 @@ class TokenizerCodec final : public server::TextCodec {
   std::string decode(const std::vector<int32_t>& ids, bool skip_special) const override {
     return tokenizer_.decode(ids, skip_special);
   }
-  std::string render_chat(const std::vector<server::ChatTurn>& turns) const override {
+  std::string render_chat(const std::vector<server::ChatTurn>& turns,
+                          const std::vector<std::string>& tools) const override {
     // kiln::Error: the routes answer it with 400 invalid_request_error and this message.
     if (!chat_.chat_template)
       fail("chat is unavailable for this model: {}", chat_.unavailable_reason);
     std::vector<model::ChatMessage> messages;
     messages.reserve(turns.size());
-    for (const auto& t : turns) messages.push_back({t.role, t.content});
+    for (const auto& t : turns) {
+      model::ChatMessage m{t.role, t.content};
+      for (const auto& c : t.tool_calls) m.tool_calls.push_back({c.name, c.arguments});
+      messages.push_back(std::move(m));
+    }
     return model::apply_chat_template(*chat_.chat_template, messages,
-                                      /*add_generation_prompt=*/true);
+                                      /*add_generation_prompt=*/true, tools);
+  }
+  std::string tools_refusal() const override {
+    if (!chat_.chat_template)
+      return "chat is unavailable for this model: " + chat_.unavailable_reason;
+    return model::chat_tools_refusal(*chat_.chat_template);
+  }
+  server::ToolCallFormat tool_call_format() const override {
+    if (!chat_.chat_template) return server::ToolCallFormat::kNone;
+    if (chat_.chat_template->hermes_tools) return server::ToolCallFormat::kHermes;
+    if (chat_.chat_template->llama_json_tools) return server::ToolCallFormat::kLlamaJson;
+    return server::ToolCallFormat::kNone;
   }
   int64_t vocab_size() const override { return tokenizer_.vocab_size(); }
   size_t max_token_bytes() const override { return max_token_bytes_; }

@@ -175,6 +175,9 @@ class Feeder {
         p.aux = result < 0 ? kAnyKey : static_cast<uint8_t>(result);
         if (result >= 0) p.used |= uint64_t{1} << result;
       } else {
+        // A tool call's tag: remember which value it took (+1; 0: not yet).
+        if (result >= 0 && schema_.node(p.node).tag == p.aux)
+          p.pos = static_cast<uint32_t>(result) + 1;
         p.phase = kObjAfter;
       }
     } else if (p.kind == kArray) {
@@ -192,7 +195,9 @@ class Feeder {
   }
 
   Result value(JsonFrame& f, uint8_t b) {
-    if (is_ws(b)) return st_.stack.size() > 1 && whitespace() ? kAccept : kReject;
+    if (is_ws(b)) {
+      return (st_.stack.size() > 1 || st_.leading_space) && whitespace() ? kAccept : kReject;
+    }
     const SchemaNode* n = &schema_.node(f.node);
     uint32_t node = f.node;
     while (!n->any_of.empty()) {  // the branch this first byte belongs to (they are disjoint)
@@ -252,11 +257,19 @@ class Feeder {
   bool required_present(const JsonFrame& f) const {
     return (schema_.node(f.node).required & ~f.used) == 0;
   }
+  // Keys that may not be written now: those already present, and a tool call's tagged key
+  // before its tag.
+  uint64_t excluded_keys(const JsonFrame& f) const {
+    const SchemaNode& n = schema_.node(f.node);
+    uint64_t out = f.used;
+    if (n.tagged >= 0 && f.pos == 0) out |= uint64_t{1} << n.tagged;
+    return out;
+  }
   // A key that is not in the object yet can still be written.
   bool key_available(const JsonFrame& f) const {
     const SchemaNode& n = schema_.node(f.node);
     if (!n.has_properties) return true;
-    return (schema_.trie(n.key_trie).nodes[0].subtree & ~f.used) != 0;
+    return (schema_.trie(n.key_trie).nodes[0].subtree & ~excluded_keys(f)) != 0;
   }
 
   Result object(JsonFrame& f, uint8_t b) {
@@ -276,7 +289,7 @@ class Feeder {
           push(kString, kStrNormal, 0);
           return kAccept;
         }
-        const uint64_t used = f.used;
+        const uint64_t used = excluded_keys(f);
         push(kLiteral, 0, static_cast<uint32_t>(n.key_trie));
         st_.stack.back().used = used;
         return kRefeed;
@@ -286,7 +299,8 @@ class Feeder {
         if (b != ':') return kReject;
         f.phase = kObjMember;
         const SchemaNode& n = schema_.node(f.node);
-        const uint32_t member = f.aux == kAnyKey ? schema_.any_node() : n.property_nodes[f.aux];
+        uint32_t member = f.aux == kAnyKey ? schema_.any_node() : n.property_nodes[f.aux];
+        if (f.aux == n.tagged && f.pos > 0) member = n.tagged_nodes[f.pos - 1];
         push(kValue, 0, member);
         return kAccept;
       }

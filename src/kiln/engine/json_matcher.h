@@ -38,6 +38,9 @@ struct JsonFrame {
 struct JsonMatchState {
   std::vector<JsonFrame> stack;
   uint32_t ws_run = 0;  // structural whitespace bytes in a row
+  // Whitespace may precede the top-level value (a constraint that starts after a marker, e.g.
+  // the newline after <tool_call>); still at most kMaxWhitespaceRun bytes.
+  bool leading_space = false;
 };
 
 constexpr uint32_t kMaxWhitespaceRun = 32;
@@ -66,8 +69,10 @@ bool json_add_string_chars(const JsonSchema& schema, JsonMatchState& state, uint
 // The per-request object: a schema and where generation stands in it.
 class JsonMatcher {
  public:
-  explicit JsonMatcher(std::shared_ptr<const JsonSchema> schema)
-      : schema_(std::move(schema)), state_(json_start(*schema_)) {}
+  explicit JsonMatcher(std::shared_ptr<const JsonSchema> schema, bool leading_space = false)
+      : schema_(std::move(schema)), state_(json_start(*schema_)) {
+    state_.leading_space = leading_space;
+  }
 
   // Feeds bytes; on false the matcher is unusable (the constrained decoder never feeds a
   // token it did not allow).

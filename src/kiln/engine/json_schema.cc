@@ -99,7 +99,7 @@ uint32_t read_count(const json& v, const std::string& path) {
 
 class JsonSchemaCompiler {
  public:
-  explicit JsonSchemaCompiler(const json& root) : root_(root) {}
+  explicit JsonSchemaCompiler(const json& root) : root_(&root) {}
 
   std::shared_ptr<JsonSchema> run() {
     out_ = std::make_shared<JsonSchema>();
@@ -107,14 +107,30 @@ class JsonSchemaCompiler {
     refs_["#"] = 0;
     out_->any_node_ = new_node();
     set_first_bytes_of_types(out_->nodes_[out_->any_node_]);
-    if (root_.is_object() && root_.contains("$ref")) {
+    if (root_->is_object() && root_->contains("$ref")) {
       refs_.erase("#");  // "#" inside would mean the reference itself: refused as unsupported
-      out_->root_ = resolve_ref(root_, root_["$ref"], "");
+      out_->root_ = resolve_ref(*root_, (*root_)["$ref"], "");
       refs_["#"] = out_->root_;
     } else {
-      compile_into(0, root_, "");
+      compile_into(0, *root_, "");
     }
     return out_;
+  }
+
+  // Compiles `schema` into the same tables as a document of its own ("#" is its root):
+  // the root of another document. Call after run().
+  uint32_t add_document(const json& schema) {
+    root_ = &schema;
+    refs_.clear();
+    ref_chain_ = 0;
+    if (schema.is_object() && schema.contains("$ref")) {
+      const uint32_t n = resolve_ref(schema, schema["$ref"], "");
+      return n;
+    }
+    const uint32_t n = new_node();
+    refs_["#"] = n;
+    compile_into(n, schema, "");
+    return n;
   }
 
  private:
@@ -151,7 +167,7 @@ class JsonSchemaCompiler {
     }
     const json* target = nullptr;
     try {
-      target = &root_.at(json::json_pointer(r.substr(1)));
+      target = &root_->at(json::json_pointer(r.substr(1)));
     } catch (const std::exception&) {
       throw JsonSchemaError(ref_path, fmt::format("'{}' points to nothing in the schema", r));
     }
@@ -449,7 +465,7 @@ class JsonSchemaCompiler {
     }
   }
 
-  const json& root_;
+  const json* root_;
   std::shared_ptr<JsonSchema> out_;
   std::map<std::string, uint32_t> refs_;
   int ref_chain_ = 0;
@@ -458,6 +474,39 @@ class JsonSchemaCompiler {
 
 std::shared_ptr<const JsonSchema> JsonSchema::compile(const json& schema) {
   return JsonSchemaCompiler(schema).run();
+}
+
+std::shared_ptr<const JsonSchema> JsonSchema::compile_tool_call(
+    const std::vector<std::string>& names, const std::vector<json>& parameters,
+    const std::string& arguments_key) {
+  if (names.empty() || names.size() != parameters.size()) {
+    throw JsonSchemaError("", fmt::format("a tool call needs one schema per function name ({} "
+                                          "names, {} schemas)",
+                                          names.size(), parameters.size()));
+  }
+  const json call = {{"type", "object"},
+                     {"properties", {{"name", {{"enum", names}}}, {arguments_key, json::object()}}},
+                     {"required", {"name", arguments_key}},
+                     {"additionalProperties", false}};
+  JsonSchemaCompiler compiler(call);
+  std::shared_ptr<JsonSchema> out = compiler.run();
+  SchemaNode& root = out->nodes_[out->root_];
+  // Properties are numbered in the order the compiler lists them (nlohmann's: sorted).
+  int32_t index = 0;
+  for (const auto& [key, value] : call["properties"].items()) {
+    (key == "name" ? root.tag : root.tagged) = index++;
+  }
+  std::vector<uint32_t> tagged;
+  for (size_t i = 0; i < parameters.size(); ++i) {
+    try {
+      tagged.push_back(compiler.add_document(parameters[i]));
+    } catch (const JsonSchemaError& e) {
+      throw JsonSchemaError(fmt::format("[{}]{}{}", i, e.path().empty() ? "" : ".", e.path()),
+                            e.what());
+    }
+  }
+  out->nodes_[out->root_].tagged_nodes = std::move(tagged);  // (add_document grew nodes_)
+  return out;
 }
 
 std::shared_ptr<const JsonSchema> JsonSchema::any(uint8_t root_types) {

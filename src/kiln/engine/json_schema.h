@@ -82,6 +82,12 @@ struct SchemaNode {
   // Numbers: minimum / maximum and their exclusive forms (for integers folded to inclusive
   // integer bounds).
   NumberBounds bounds;
+  // Tool calls (JsonSchema::compile_tool_call): the value of property `tag` (an enum) picks the
+  // schema of property `tagged`, tagged_nodes[i] for the enum's value i. The tagged key may
+  // only be written after the tag.
+  int32_t tag = -1;
+  int32_t tagged = -1;
+  std::vector<uint32_t> tagged_nodes;
   // Bytes a value of this node can start with (after whitespace).
   std::array<bool, 256> first_bytes{};
 };
@@ -90,6 +96,14 @@ class JsonSchema {
  public:
   // Compiles `schema` (a JSON-schema object, or true for any value). Throws JsonSchemaError.
   static std::shared_ptr<const JsonSchema> compile(const nlohmann::json& schema);
+  // One function call as a tool call writes it: {"name": names[i], "arguments": <a value of
+  // parameters[i]>}, "name" first, so that the arguments are checked against the schema of the
+  // function named. Each parameters schema is compiled on its own ("#" is its root). Throws
+  // JsonSchemaError as compile() does, its path prefixed by "[i]" for the i-th schema.
+  // `arguments_key`: the member holding the arguments ("parameters" in Llama 3.1's calls).
+  static std::shared_ptr<const JsonSchema> compile_tool_call(
+      const std::vector<std::string>& names, const std::vector<nlohmann::json>& parameters,
+      const std::string& arguments_key = "arguments");
   // Any JSON value (root_types restricts the top level: json_object mode uses kObject).
   static std::shared_ptr<const JsonSchema> any(uint8_t root_types = json_type::kAny);
 

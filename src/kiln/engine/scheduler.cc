@@ -40,6 +40,9 @@ struct Sequence {
   // it once the value is complete (end-of-generation ids and the request's stop ids).
   std::optional<JsonMatcher> json;
   std::vector<int32_t> json_end_ids;
+  // With sampling.json_after: the output's last bytes while no value is open (where the marker
+  // is looked for).
+  std::string json_tail;
   int cached_tokens = -1;  // prompt tokens served by the prefix cache on first admission
   // Prompt scoring: positions [score_from, n_prompt) get a logprob each; scores[i] is
   // position score_from + i's. They survive preemption, so no position is scored twice.
@@ -69,7 +72,7 @@ struct Sequence {
     n_prompt = static_cast<int64_t>(tokens.size());
     sampler.add_prompt(tokens);
     if (request.sampling.json_schema) {
-      json.emplace(request.sampling.json_schema);
+      if (request.sampling.json_after.empty()) json.emplace(request.sampling.json_schema);
       json_end_ids.assign(eog_ids.begin(), eog_ids.end());
       json_end_ids.insert(json_end_ids.end(), request.stop.stop_token_ids.begin(),
                           request.stop.stop_token_ids.end());
@@ -149,7 +152,7 @@ void Scheduler::validate(const GenerateRequest& r) const {
     KILN_CHECK(t < vocab_, "logit_bias token id {} is outside the vocabulary [0, {})", t, vocab_);
   }
   engine::validate(r.stop);
-  if (r.sampling.json_schema) {
+  if (r.sampling.json_schema && r.sampling.json_after.empty()) {
     // The constraint allows end of sequence only once the value is complete, and then nothing
     // else: a request that must not stop there could never finish.
     KILN_CHECK(!r.stop.ignore_eos, "ignore_eos cannot be combined with a JSON constraint");
@@ -670,6 +673,27 @@ const TokenTrie& Scheduler::token_trie() {
   return *token_trie_;
 }
 
+// Opens the constraint when the output reaches sampling.json_after. Bytes of the same token
+// after the marker start the value; where they cannot, this value goes unconstrained (the
+// token is already chosen) and the marker is looked for again.
+void Scheduler::watch_json_marker(Sequence& seq, int32_t token) {
+  const std::string& marker = seq.request.sampling.json_after;
+  const std::optional<std::string> bytes = tokenizer_->token_bytes(token);
+  if (!bytes) return;
+  seq.json_tail += *bytes;
+  const size_t at = seq.json_tail.rfind(marker);
+  if (at == std::string::npos) {
+    if (seq.json_tail.size() >= marker.size()) {
+      seq.json_tail.erase(0, seq.json_tail.size() - (marker.size() - 1));
+    }
+    return;
+  }
+  const std::string rest = seq.json_tail.substr(at + marker.size());
+  seq.json_tail.clear();
+  seq.json.emplace(seq.request.sampling.json_schema, /*leading_space=*/true);
+  if (!seq.json->feed(rest) || seq.json->complete()) seq.json.reset();
+}
+
 void Scheduler::constrain_to_json(Sequence& seq, std::span<float> logits) {
   json_allowed_.resize(logits.size());
   const int64_t n = json_allowed_tokens(token_trie(), *seq.json, seq.json_end_ids, json_allowed_);
@@ -827,12 +851,21 @@ void Scheduler::run_batch(StepBatch& batch, const std::vector<Sequence*>& member
 }
 
 bool Scheduler::feed_json(Sequence& seq, int32_t token) {
-  if (!seq.json) return true;
+  const bool after_marker = !seq.request.sampling.json_after.empty();
+  if (!seq.json) {
+    // A constraint that waits for its marker: this token may complete the marker.
+    if (after_marker) watch_json_marker(seq, token);
+    return true;
+  }
   const bool ends =
       std::find(seq.json_end_ids.begin(), seq.json_end_ids.end(), token) != seq.json_end_ids.end();
   if (ends) return true;
   const std::optional<std::string> bytes = tokenizer_->token_bytes(token);
-  return bytes && seq.json->feed(*bytes);
+  if (!bytes || !seq.json->feed(*bytes)) return false;
+  // After a marker, the constraint lifts once its value is complete (the next marker opens it
+  // again).
+  if (after_marker && seq.json->complete()) seq.json.reset();
+  return true;
 }
 
 void Scheduler::accept_proposals(Sequence& seq, int64_t first_row, int64_t n_rows,

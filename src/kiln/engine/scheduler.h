@@ -109,12 +109,15 @@ class Scheduler {
   void cache_computed_prefix(Sequence& seq);
   // The vocabulary's byte trie, built on first use (only JSON-constrained requests need it).
   const TokenTrie& token_trie();
-  // Advances a JSON-constrained sequence's matcher past `token` (end ids end the value); false
-  // when the constraint refuses it. True for unconstrained sequences.
+  // Advances a JSON-constrained sequence's matcher past `token` (end ids end the value; after
+  // a marker, a complete value lifts the constraint), or, while a constraint waits for its
+  // marker (sampling.json_after), watches for it. False when the constraint refuses `token`.
   bool feed_json(Sequence& seq, int32_t token);
   // Sets the logits of every token the sequence's JSON constraint refuses to -inf; throws
   // kiln::Error when it allows none.
   void constrain_to_json(Sequence& seq, std::span<float> logits);
+  // sampling.json_after: looks for the marker in the output and opens the constraint there.
+  void watch_json_marker(Sequence& seq, int32_t token);
   // Scores the prompt tokens that rows [first_row, first_row + n_rows) of this step's logits
   // predict (the sequence's rows, from position first_pos).
   void score_prompt_rows(Sequence& seq, int64_t first_pos, int64_t n_rows, int64_t first_row);

@@ -5,6 +5,7 @@
 #include <span>
 
 #include "kiln/base/error.h"
+#include "kiln/model/jinja_json.h"
 
 namespace kiln::model {
 namespace {
@@ -60,12 +61,24 @@ std::string_view strip_newlines_right(std::string_view s) {
   return s;
 }
 
-void check_roles(ChatTemplateKind kind, Messages messages) {
+void check_roles(const ChatTemplate& tmpl, Messages messages) {
+  const ChatTemplateKind kind = tmpl.kind;
   for (size_t i = 0; i < messages.size(); ++i) {
     const std::string& r = messages[i].role;
+    if (r == "tool" && tmpl.takes_tools()) continue;
     if (r != "system" && r != "user" && r != "assistant") {
-      fail("chat template {} cannot take role '{}' (message {}); roles: system, user, assistant",
-           chat_template_name(kind), r, i);
+      fail("chat template {} cannot take role '{}' (message {}); roles: system, user, assistant{}",
+           chat_template_name(kind), r, i, tmpl.takes_tools() ? ", tool" : "");
+    }
+    if (!messages[i].tool_calls.empty()) {
+      if (r != "assistant") fail("message {}: only assistant messages carry tool calls", i);
+      if (!tmpl.takes_tools()) {
+        fail("{} (message {} carries tool calls)", chat_tools_refusal(tmpl), i);
+      }
+      if (tmpl.llama_json_tools && messages[i].tool_calls.size() > 1) {
+        fail("chat template {} takes one tool call per assistant message (message {} has {})",
+             chat_template_name(kind), i, messages[i].tool_calls.size());
+      }
     }
   }
 }
@@ -125,22 +138,62 @@ void append_llama3_turn(std::string& out, std::string_view role, std::string_vie
   out += "<|eot_id|>";
 }
 
-std::string render_llama3(ChatTemplateKind kind, Messages messages, bool add_generation_prompt) {
+// Llama 3.1's tools open the first user turn (its default tools_in_user_message), each written
+// with tojson(indent=4).
+std::string llama_tools_preamble(const std::vector<std::string>& tools) {
+  std::string out =
+      "Given the following functions, please respond with a JSON for a function call with its "
+      "proper arguments that best answers the given prompt.\n\nRespond in the format "
+      "{\"name\": function name, \"parameters\": dictionary of argument name and its value}."
+      "Do not use variables.\n\n";
+  for (const std::string& tool : tools) {
+    const auto value = nlohmann::ordered_json::parse(tool, nullptr, /*allow_exceptions=*/false);
+    if (value.is_discarded()) fail("a tool definition is not JSON: {}", tool.substr(0, 64));
+    out += jinja_tojson(value, 4);
+    out += "\n\n";
+  }
+  return out;
+}
+
+std::string render_llama3(const ChatTemplate& tmpl, Messages messages, bool add_generation_prompt,
+                          const std::vector<std::string>& tools) {
+  const ChatTemplateKind kind = tmpl.kind;
   std::string out;
   size_t first = 0;
   if (kind == ChatTemplateKind::kLlama31) {
     // 3.1-3.3 always open with a system turn carrying the knowledge cutoff and a date; the
     // templates take the date from strftime_now or default to this one, which kiln always uses
     // so that a prompt does not depend on the day it is rendered.
-    std::string system = "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n";
+    std::string system = tools.empty() ? "" : "Environment: ipython\n";
+    system += "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n";
     if (leads_with_system(messages)) {
       system += py_strip(messages[0].content);
       first = 1;
     }
     append_llama3_turn(out, "system", system);
   }
+  if (!tools.empty()) {
+    // The template takes the next message as the user's, whatever its role.
+    if (first == messages.size()) {
+      fail("chat template {}: tools need a first user message to go in", chat_template_name(kind));
+    }
+    append_llama3_turn(out, "user",
+                       llama_tools_preamble(tools) + py_strip(messages[first].content));
+    ++first;
+  }
   for (size_t i = first; i < messages.size(); ++i) {
-    append_llama3_turn(out, messages[i].role, py_strip(messages[i].content));
+    const ChatMessage& m = messages[i];
+    if (tmpl.llama_json_tools && !m.tool_calls.empty()) {
+      const ChatToolCall& call = m.tool_calls[0];
+      append_llama3_turn(
+          out, "assistant",
+          "{\"name\": \"" + call.name + "\", \"parameters\": " + call.arguments + "}");
+    } else if (m.role == "tool") {
+      // A string is "iterable" to Jinja, so the template writes the content through tojson.
+      append_llama3_turn(out, "ipython", jinja_tojson(nlohmann::ordered_json(m.content)));
+    } else {
+      append_llama3_turn(out, m.role, py_strip(m.content));
+    }
   }
   if (add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
   return out;
@@ -154,19 +207,85 @@ void append_chatml_turn(std::string& out, std::string_view role, std::string_vie
   out += "<|im_end|>\n";
 }
 
-std::string render_chatml(const ChatTemplate& tmpl, Messages messages, bool add_generation_prompt) {
+// The system turn when the request has tools: the system message and a blank line (Qwen 2.5:
+// the default one when there is none; Qwen 3: none), then the tools, one JSON line each, and
+// the instructions for calling them.
+void append_tools_system_turn(std::string& out, const std::string* system,
+                              const std::vector<std::string>& tools) {
+  out += "<|im_start|>system\n";
+  if (system) out += *system + "\n\n";
+  out +=
+      "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+      "You are provided with function signatures within <tools></tools> XML tags:\n<tools>";
+  for (const std::string& tool : tools) {
+    out += "\n";
+    out += tool;
+  }
+  out +=
+      "\n</tools>\n\nFor each function call, return a json object with function name and "
+      "arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": "
+      "<function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n";
+}
+
+void append_tool_call(std::string& out, const ChatToolCall& call) {
+  out += "<tool_call>\n{\"name\": \"";
+  out += call.name;
+  out += "\", \"arguments\": ";
+  out += call.arguments;
+  out += "}\n</tool_call>";
+}
+
+void append_tool_calls_turn(std::string& out, const ChatMessage& m) {
+  out += "<|im_start|>assistant";
+  if (!m.content.empty()) out += "\n" + m.content;
+  for (const ChatToolCall& call : m.tool_calls) {
+    out += "\n";
+    append_tool_call(out, call);
+  }
+  out += "<|im_end|>\n";
+}
+
+// A tool result; consecutive ones share one user turn.
+void append_tool_result(std::string& out, Messages messages, size_t i) {
+  if (i == 0 || messages[i - 1].role != "tool") out += "<|im_start|>user";
+  out += "\n<tool_response>\n" + messages[i].content + "\n</tool_response>";
+  if (i + 1 == messages.size() || messages[i + 1].role != "tool") out += "<|im_end|>\n";
+}
+
+std::string render_chatml(const ChatTemplate& tmpl, Messages messages, bool add_generation_prompt,
+                          const std::vector<std::string>& tools) {
   std::string out;
-  if (!tmpl.default_system.empty() && !leads_with_system(messages)) {
+  size_t first = 0;
+  if (!tools.empty()) {
+    const std::string* system = &tmpl.default_system;
+    if (leads_with_system(messages)) {
+      system = &messages[0].content;
+      first = 1;
+    }
+    append_tools_system_turn(out, system, tools);
+  } else if (!tmpl.default_system.empty() && !leads_with_system(messages)) {
     append_chatml_turn(out, "system", tmpl.default_system);
   }
-  for (const ChatMessage& m : messages) append_chatml_turn(out, m.role, m.content);
+  for (size_t i = first; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    if (!m.tool_calls.empty()) {
+      append_tool_calls_turn(out, m);
+    } else if (m.role == "tool") {
+      append_tool_result(out, messages, i);
+    } else {
+      append_chatml_turn(out, m.role, m.content);
+    }
+  }
   if (add_generation_prompt) out += "<|im_start|>assistant\n";
   return out;
 }
 
 // Qwen 3: assistant turns after the last user query show their reasoning in <think> (an empty
-// block for the final turn when there is none); earlier ones lose it.
-std::string render_qwen3(Messages messages, bool add_generation_prompt) {
+// block for the final turn when there is none); earlier ones lose it. Tools as Qwen 2.5's, but
+// no default system message, and calls follow the content on a new line only when there is
+// content.
+std::string render_qwen3(Messages messages, bool add_generation_prompt,
+                         const std::vector<std::string>& tools) {
   size_t last_query = messages.size() - 1;
   for (size_t i = messages.size(); i-- > 0;) {
     const std::string& c = messages[i].content;
@@ -177,8 +296,17 @@ std::string render_qwen3(Messages messages, bool add_generation_prompt) {
     }
   }
   std::string out;
-  for (size_t i = 0; i < messages.size(); ++i) {
+  size_t first = 0;
+  if (!tools.empty()) {
+    first = leads_with_system(messages) ? 1 : 0;
+    append_tools_system_turn(out, first == 1 ? &messages[0].content : nullptr, tools);
+  }
+  for (size_t i = first; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];
+    if (m.role == "tool") {
+      append_tool_result(out, messages, i);
+      continue;
+    }
     if (m.role != "assistant") {
       append_chatml_turn(out, m.role, m.content);
       continue;
@@ -201,6 +329,10 @@ std::string render_qwen3(Messages messages, bool add_generation_prompt) {
       content = strip_newlines_left(content);
     }
     out += content;
+    for (size_t k = 0; k < m.tool_calls.size(); ++k) {
+      if (k > 0 || !content.empty()) out += "\n";
+      append_tool_call(out, m.tool_calls[k]);
+    }
     out += "<|im_end|>\n";
   }
   if (add_generation_prompt) out += "<|im_start|>assistant\n";
@@ -281,22 +413,32 @@ std::string render_phi3(Messages messages, bool add_generation_prompt) {
 
 }  // namespace
 
+std::string chat_tools_refusal(const ChatTemplate& tmpl) {
+  if (tmpl.takes_tools()) return {};
+  return fmt::format(
+      "the model's chat template ({}) has no tool-call format kiln renders; tools work with "
+      "chatml and qwen3 templates that write Qwen's <tool_call> format and llama3.1 templates "
+      "with Llama 3.1's JSON calls",
+      chat_template_name(tmpl.kind));
+}
+
 std::string apply_chat_template(const ChatTemplate& tmpl, const std::vector<ChatMessage>& messages,
-                                bool add_generation_prompt) {
+                                bool add_generation_prompt, const std::vector<std::string>& tools) {
   const ChatTemplateKind kind = tmpl.kind;
   KILN_CHECK(!messages.empty(), "chat template {}: no messages", chat_template_name(kind));
-  check_roles(kind, messages);
+  if (!tools.empty() && !tmpl.takes_tools()) fail("{}", chat_tools_refusal(tmpl));
+  check_roles(tmpl, messages);
   switch (kind) {
     case ChatTemplateKind::kGemma:
     case ChatTemplateKind::kGemma3:
       return render_gemma(kind, messages, add_generation_prompt);
     case ChatTemplateKind::kLlama3:
     case ChatTemplateKind::kLlama31:
-      return render_llama3(kind, messages, add_generation_prompt);
+      return render_llama3(tmpl, messages, add_generation_prompt, tools);
     case ChatTemplateKind::kChatML:
-      return render_chatml(tmpl, messages, add_generation_prompt);
+      return render_chatml(tmpl, messages, add_generation_prompt, tools);
     case ChatTemplateKind::kQwen3:
-      return render_qwen3(messages, add_generation_prompt);
+      return render_qwen3(messages, add_generation_prompt, tools);
     // Mistral's templates end with [/INST] whatever add_generation_prompt says.
     case ChatTemplateKind::kMistralV1:
     case ChatTemplateKind::kMistralV3:

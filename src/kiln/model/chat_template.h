@@ -10,11 +10,20 @@
 //            <|start_header_id|>assistant<|end_header_id|>\n\n   (contents trimmed)
 //  llama3.1: as llama3, always opening with a system turn "Cutting Knowledge Date: December
 //            2023\nToday Date: 26 Jul 2024\n\n{system}" (3.1-3.3; kiln writes the date 3.1's
-//            template writes by default, not today's)
+//            template writes by default, not today's). Templates with its JSON tool format
+//            get `llama_json_tools`: "Environment: ipython" in the system turn, the tools
+//            (tojson, indent 4) and instructions opening the first user turn, a call as the
+//            assistant turn {"name": ..., "parameters": ...} (one per turn), results as
+//            ipython turns holding the content as a JSON string.
 //  chatml:   <|im_start|>{role}\n{content}<|im_end|>\n ... <|im_start|>assistant\n
-//            (plus the template's default system message, when it has one, as Qwen 2.5's)
+//            (plus the template's default system message, when it has one, as Qwen 2.5's).
+//            Templates that also write Qwen 2.5's tool format (Hermes style) get `tools`:
+//            a "# Tools" block with one JSON line per tool in the system turn, assistant calls
+//            as <tool_call>\n{"name": ..., "arguments": ...}\n</tool_call>, and consecutive
+//            `tool` messages as <tool_response> blocks in one user turn.
 //  qwen3:    chatml; assistant turns after the last user turn get an empty <think> block, and
-//            "<think>...</think>" reasoning is dropped from earlier ones
+//            "<think>...</think>" reasoning is dropped from earlier ones; tools as chatml's
+//            (no default system message; a call follows content on a new line)
 //  mistral-v1:  " [INST] {system}\n\n{user} [/INST] {assistant}</s>"
 //  mistral-v3:  "[INST] {user}[/INST] {assistant|trim}</s>"; the system message goes before
 //               the LAST user message
@@ -53,11 +62,24 @@ struct ChatTemplate {
   ChatTemplateKind kind = ChatTemplateKind::kChatML;
   // Written as the system message when the conversation has none (chatml, mistral-v7-tekken).
   std::string default_system;
+  // The template writes Qwen 2.5's (Hermes style) tool format: tools, `tool` messages and
+  // assistant tool calls render; other templates refuse them.
+  bool hermes_tools = false;
+  // The template writes Llama 3.1's JSON tool calls (llama3.1 only).
+  bool llama_json_tools = false;
+  bool takes_tools() const { return hermes_tools || llama_json_tools; }
+};
+
+// A call the assistant made, as the history carries it back.
+struct ChatToolCall {
+  std::string name;
+  std::string arguments;  // the arguments as the template's `| tojson` writes them (jinja_json.h)
 };
 
 struct ChatMessage {
-  std::string role;  // "system", "user" or "assistant"
+  std::string role;  // "system", "user", "assistant" or (with hermes_tools) "tool"
   std::string content;
+  std::vector<ChatToolCall> tool_calls = {};  // assistant messages only
 };
 
 std::string_view chat_template_name(ChatTemplateKind kind);
@@ -69,9 +91,16 @@ ChatTemplate detect_chat_template(std::string_view jinja_template);
 
 // Throws kiln::Error where the model's own template raises (roles that do not alternate where the
 // format requires it, a system message the format cannot place), for roles other than system,
-// user and assistant, and for an empty message list.
+// user and assistant (and tool, with hermes_tools), and for an empty message list.
+// `tools`: the request's tool definitions, each as JSON text (`| tojson`, keys in the client's
+// order; formats that indent them re-read it); a template without a tool format refuses them
+// (and tool calls in the history).
 std::string apply_chat_template(const ChatTemplate& tmpl, const std::vector<ChatMessage>& messages,
-                                bool add_generation_prompt);
+                                bool add_generation_prompt,
+                                const std::vector<std::string>& tools = {});
+
+// Why `tmpl` cannot take tools (names its family), or empty when it can.
+std::string chat_tools_refusal(const ChatTemplate& tmpl);
 inline std::string apply_chat_template(ChatTemplateKind kind,
                                        const std::vector<ChatMessage>& messages,
                                        bool add_generation_prompt) {

@@ -101,13 +101,22 @@ std::optional<ChatTemplate> match(std::string_view t) {
     return ChatTemplate{has(t, "first_user_prefix") ? K::kGemma3 : K::kGemma, {}};
   }
   if (has(t, "<|start_header_id|>")) {
-    return ChatTemplate{has(t, "Cutting Knowledge Date") ? K::kLlama31 : K::kLlama3, {}};
+    if (!has(t, "Cutting Knowledge Date")) return ChatTemplate{K::kLlama3, {}};
+    // Llama 3.1's JSON tool calls, with tools in the first user message by default.
+    ChatTemplate llama31{K::kLlama31, {}};
+    llama31.llama_json_tools = has(t, "tools_in_user_message") && has(t, "Environment: ipython") &&
+                               has(t, "\"parameters\": ");
+    return llama31;
   }
   if (has(t, "<|im_start|>")) {
     // Phi-4 (<|im_sep|>) and SmolVLM (<end_of_utterance>) borrow the markers but not the format.
     if (has(t, "<|im_sep|>") || has(t, "<end_of_utterance>")) return std::nullopt;
-    if (has(t, "last_query_index") && has(t, "</think>")) return ChatTemplate{K::kQwen3, {}};
-    return ChatTemplate{K::kChatML, chatml_default_system(t)};
+    // Qwen's tool format (Hermes style): tools, calls and results, all three.
+    const bool tools = has(t, "<tools>") && has(t, "<tool_call>") && has(t, "<tool_response>");
+    if (has(t, "last_query_index") && has(t, "</think>")) {
+      return ChatTemplate{K::kQwen3, {}, tools};
+    }
+    return ChatTemplate{K::kChatML, chatml_default_system(t), tools};
   }
   if (has(t, "[INST]")) {
     if (has(t, "[SYSTEM_PROMPT]")) {

@@ -10,6 +10,7 @@
 
 #include "kiln/engine/engine.h"  // EngineStats, QueueFull
 #include "kiln/engine/request.h"
+#include "kiln/server/tool_call_format.h"
 
 namespace kiln::server {
 
@@ -24,9 +25,16 @@ class GenerationBackend {
   virtual engine::EngineStats stats() const = 0;
 };
 
+// A call an assistant turn made, as the history carries it back.
+struct ChatTurnToolCall {
+  std::string name;
+  std::string arguments;  // as the chat template's `| tojson` writes them (model/jinja_json.h)
+};
+
 struct ChatTurn {
-  std::string role;  // "system" | "user" | "assistant"
+  std::string role;  // "system" | "user" | "assistant" | "tool"
   std::string content;
+  std::vector<ChatTurnToolCall> tool_calls = {};  // assistant turns
 };
 
 class TextCodec {
@@ -39,10 +47,15 @@ class TextCodec {
   // opening of the assistant's turn. Throws kiln::Error when the model has no chat template.
   // Rendering and tokenizing are separate so the server can bound the text's length before
   // paying for its tokenization (request_builder.h).
-  virtual std::string render_chat(const std::vector<ChatTurn>& turns) const = 0;
+  // `tools`: the request's tool definitions as `| tojson` writes them (none: empty).
+  virtual std::string render_chat(const std::vector<ChatTurn>& turns,
+                                  const std::vector<std::string>& tools) const = 0;
+  // Why the model's chat template cannot take tools (naming its format), empty when it can.
+  virtual std::string tools_refusal() const = 0;
+  virtual ToolCallFormat tool_call_format() const = 0;
   // The prompt ids for a chat: its rendered text with the model's special tokens.
   std::vector<int32_t> encode_chat(const std::vector<ChatTurn>& turns) const {
-    return encode(render_chat(turns), /*add_special=*/true);
+    return encode(render_chat(turns, {}), /*add_special=*/true);
   }
   virtual int64_t vocab_size() const = 0;
   // The most bytes of text one token can stand for (0: unknown). encode() of a text of B bytes

@@ -1,8 +1,11 @@
 #include "kiln/server/openai_request_parser.h"
 
+#include <algorithm>
+
 #include "kiln/server/http_error.h"
 #include "kiln/server/json_fields.h"
 #include "kiln/server/sampling_parser.h"
+#include "kiln/server/tool_request.h"
 
 namespace kiln::server {
 
@@ -124,6 +127,9 @@ ChatRequest parse_chat_request(const json& body, const ParseLimits& limits) {
   if (!messages) bad_field("messages", "is required");
   as_array(*messages, "messages");
   if (messages->empty()) bad_field("messages", "must not be empty");
+  // Ids of the calls the last assistant message made, which `tool` messages answer.
+  std::vector<std::string> open_calls;
+  bool calls_open = false;
   for (size_t i = 0; i < messages->size(); ++i) {
     std::string path = fmt::format("messages[{}]", i);
     const json& m = as_object((*messages)[i], path);
@@ -131,12 +137,43 @@ ChatRequest parse_chat_request(const json& body, const ParseLimits& limits) {
     if (!role) bad_field(path + ".role", "is required");
     std::string r = as_string(*role, path + ".role");
     if (r == "developer") r = "system";  // OpenAI's newer name for the system role
-    if (r != "system" && r != "user" && r != "assistant") {
-      bad_field(path + ".role", "'{}' is not supported (system, user, assistant)", r);
+    if (r != "system" && r != "user" && r != "assistant" && r != "tool") {
+      bad_field(path + ".role", "'{}' is not supported (system, user, assistant, tool)", r);
+    }
+    ChatTurn turn{r, {}};
+    const json* calls = r == "assistant" ? field(m, "tool_calls") : nullptr;
+    if (calls && calls->is_array() && calls->empty()) calls = nullptr;  // as if absent
+    if (r != "assistant" && field(m, "tool_calls")) {
+      bad_field(path + ".tool_calls", "is only allowed on assistant messages");
+    }
+    if (r == "tool") {
+      const json* id = field(m, "tool_call_id");
+      if (!id) bad_field(path + ".tool_call_id", "is required on a tool message");
+      const std::string& call_id = as_string(*id, path + ".tool_call_id");
+      if (!calls_open) {
+        bad_field(path + ".role",
+                  "'tool' must answer the tool_calls of a preceding assistant message");
+      }
+      if (!open_calls.empty() &&
+          std::find(open_calls.begin(), open_calls.end(), call_id) == open_calls.end()) {
+        bad_field(path + ".tool_call_id", "'{}' is not the id of a preceding tool call", call_id);
+      }
+    } else {
+      calls_open = false;
+      open_calls.clear();
+    }
+    if (calls) {
+      turn.tool_calls = read_history_tool_calls(*calls, path, open_calls);
+      calls_open = true;
     }
     const json* content = field(m, "content");
-    if (!content) bad_field(path + ".content", "is required");
-    out.messages.push_back({r, read_message_content(*content, path + ".content")});
+    if (content) {
+      turn.content = read_message_content(*content, path + ".content");
+    } else if (!calls) {
+      bad_field(path + ".content", "is required{}",
+                r == "assistant" ? " (it may be null only with tool_calls)" : "");
+    }
+    out.messages.push_back(std::move(turn));
   }
 
   // Chat has no fixed default: generate until the end of turn or the context (as SGLang does).
@@ -151,8 +188,19 @@ ChatRequest parse_chat_request(const json& body, const ParseLimits& limits) {
   if (out.top_logprobs > 0 && !out.logprobs) {
     bad_field("top_logprobs", "needs logprobs set to true");
   }
-  if (const json* v = field(body, "tools")) {
-    if (!as_array(*v, "tools").empty()) bad_field("tools", "(function calling) is not supported");
+  out.tools = read_chat_tools(body);
+  if (out.tools.forced()) {
+    if (out.options.sampling.json_schema) {
+      bad_field("response_format", "cannot be combined with a tool_choice that forces a call");
+    }
+    out.options.sampling.json_schema = compile_forced_call(out.tools, limits.tool_calls);
+  } else if (out.tools.parse_calls() && !out.options.sampling.json_schema &&
+             !out.options.stop.ignore_eos && out.options.stop.min_new_tokens == 0) {
+    // auto: free text, but a call the model opens is constrained from "<tool_call>" on.
+    if (auto calls = compile_auto_calls(out.tools, limits.tool_calls)) {
+      out.options.sampling.json_schema = std::move(calls);
+      out.options.sampling.json_after = "<tool_call>";
+    }
   }
   check_json_constraint(out.options, "", "min_tokens");
   return out;

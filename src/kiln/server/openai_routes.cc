@@ -9,6 +9,8 @@
 #include "kiln/server/openai_responses.h"
 #include "kiln/server/request_builder.h"
 #include "kiln/server/sse_stream.h"
+#include "kiln/server/tool_call_parser.h"
+#include "kiln/server/tool_request.h"
 
 namespace kiln::server {
 
@@ -179,14 +181,41 @@ void handle_completions(ServerState& state, const httplib::Request& req, httplib
 
 // ---- /v1/chat/completions ----
 
+// "tool_calls" when the reply made calls and ended by itself; the engine's reason otherwise.
+json chat_finish_reason(const SequenceResult& r, bool called) {
+  json reason = openai_finish_reason(r);
+  return called && reason == "stop" ? json("tool_calls") : reason;
+}
+
 void handle_chat(ServerState& state, const httplib::Request& req, httplib::Response& res) {
   auto parsed = parse_chat_request(parse_json_body(req), state.parse_limits());
   const int n = parsed.options.n;
   check_sequence_count(n, state.options.max_request_sequences, "n");
+  const ChatTools& tools = parsed.tools;
+  std::vector<std::string> tool_texts;
+  if (!tools.tools.empty()) {
+    if (std::string why = state.codec.tools_refusal(); !why.empty()) {
+      throw HttpError(400, "tools cannot be used: " + why, "tools");
+    }
+    // The template writes each tool with its keys in the client's order: parse them again
+    // keeping it (the request was parsed with sorted keys).
+    tool_texts = render_tool_definitions(nlohmann::ordered_json::parse(req.body));
+  }
+  // A forced call is constrained to the call's JSON (parse_chat_request set the schema), and
+  // the model's turn ends when it is complete; in Qwen's format the reply opens inside
+  // <tool_call>, in Llama 3.1's the JSON is the whole reply.
+  const ToolCallFormat format = state.codec.tool_call_format();
+  const bool hermes = format == ToolCallFormat::kHermes;
+  const bool opened = tools.forced() && hermes;
+  const size_t max_calls = tools.parallel ? SIZE_MAX : 1;
+  if (tools.parse_calls() && !tools.parallel && !opened && hermes) {
+    parsed.options.stop.stop_strings.push_back("</tool_call>");  // nothing after the first call
+  }
   // The rendered chat is bounded like a text prompt before it is tokenized (the messages'
   // own bytes would not do: a template may drop part of a message, e.g. earlier reasoning).
   PromptInput chat_prompt;
-  chat_prompt.text = state.codec.render_chat(parsed.messages);
+  chat_prompt.text = state.codec.render_chat(parsed.messages, tool_texts);
+  if (opened) chat_prompt.text += "<tool_call>\n";
   auto ids = tokenize_prompt(chat_prompt, state.codec, state.prompt_limits(), "messages");
   const int engine_logprobs = parsed.logprobs ? parsed.top_logprobs : -1;
   std::vector<engine::GenerateRequest> requests;
@@ -209,10 +238,20 @@ void handle_chat(ServerState& state, const httplib::Request& req, httplib::Respo
       const auto& r = job->result(i);
       json lp = logprobs ? chat_logprobs(r.logprobs, 0, r.logprobs.size(), top_n, state.codec)
                          : json(nullptr);
+      json message = {{"role", "assistant"}, {"content", r.text}};
+      bool called = false;
+      if (tools.parse_calls()) {
+        ToolReply reply = parse_tool_reply(r.text, opened, max_calls, format);
+        message["content"] = reply.content ? json(*reply.content) : json(nullptr);
+        if (!reply.calls.empty()) {
+          message["tool_calls"] = tool_calls_json(reply.calls);
+          called = true;
+        }
+      }
       choices.push_back({{"index", i},
-                         {"message", {{"role", "assistant"}, {"content", r.text}}},
+                         {"message", std::move(message)},
                          {"logprobs", lp},
-                         {"finish_reason", openai_finish_reason(r)},
+                         {"finish_reason", chat_finish_reason(r, called)},
                          {"matched_stop", matched_stop(r)}});
     }
     set_json(res, {{"id", head.id},
@@ -236,8 +275,14 @@ void handle_chat(ServerState& state, const httplib::Request& req, httplib::Respo
     if (usage) c["usage"] = nullptr;
     return c;
   };
+  // Each choice's reply read for tool calls as it streams (when the request has tools).
+  std::shared_ptr<std::vector<ToolCallStream>> call_streams;
+  if (tools.parse_calls()) {
+    call_streams = std::make_shared<std::vector<ToolCallStream>>(
+        job->size(), ToolCallStream(opened, max_calls, format));
+  }
   SseRenderer renderer;
-  renderer.on_update = [&state, role_sent, logprobs_sent, chunk_of, logprobs, top_n](
+  renderer.on_update = [&state, role_sent, logprobs_sent, chunk_of, logprobs, top_n, call_streams](
                            const GenerationJob& j, const GenerationJob::Update& u) {
     std::vector<json> out;
     const auto& e = u.event;
@@ -253,7 +298,23 @@ void handle_chat(ServerState& state, const httplib::Request& req, httplib::Respo
     // Held-back text: the logprobs wait for the chunk that releases it (as in completions).
     if (e.text_delta.empty() && !e.finished) return out;
     json delta = json::object();
-    if (!e.text_delta.empty()) delta["content"] = e.text_delta;
+    bool called = false;
+    if (call_streams) {
+      // Call text goes out as delta.tool_calls, never as content.
+      ToolCallStream& calls = (*call_streams)[u.index];
+      ToolCallStream::Delta d = calls.feed(e.text_delta);
+      if (e.finished) {
+        ToolCallStream::Delta last = calls.finish();
+        d.content += last.content;
+        for (auto& c : last.tool_calls) d.tool_calls.push_back(std::move(c));
+      }
+      if (!d.content.empty()) delta["content"] = std::move(d.content);
+      if (!d.tool_calls.empty()) delta["tool_calls"] = std::move(d.tool_calls);
+      called = !calls.calls().empty() && !calls.any_invalid();
+      if (delta.empty() && !e.finished) return out;
+    } else if (!e.text_delta.empty()) {
+      delta["content"] = e.text_delta;
+    }
     json lp = nullptr;
     if (logprobs) {
       size_t& sent = (*logprobs_sent)[u.index];
@@ -263,7 +324,7 @@ void handle_chat(ServerState& state, const httplib::Request& req, httplib::Respo
     json choice = {{"index", u.index},
                    {"delta", std::move(delta)},
                    {"logprobs", lp},
-                   {"finish_reason", openai_finish_reason(r)}};
+                   {"finish_reason", chat_finish_reason(r, called)}};
     if (r.finished) choice["matched_stop"] = matched_stop(r);
     out.push_back(chunk_of(std::move(choice)));
     return out;

@@ -2,6 +2,7 @@
 // family; the parsers (native_request_parser.h, openai_request_parser.h) fill them.
 #pragma once
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,23 @@ struct CompletionRequest {
   bool echo = false;  // the prompt precedes the completion (with logprobs: its logprobs too)
 };
 
+// OpenAI function tools of a chat request (tool_request.h).
+enum class ToolChoice { kAuto, kNone, kRequired, kFunction };
+struct ChatTool {
+  std::string name;
+  nlohmann::json parameters;  // the function's JSON schema (no parameters when absent)
+};
+struct ChatTools {
+  std::vector<ChatTool> tools;  // empty: the request has none
+  ToolChoice choice = ToolChoice::kAuto;
+  std::string function;  // the tool kToolChoice::kFunction names
+  bool parallel = true;  // parallel_tool_calls
+  // The model must call (required or a named function): the reply is constrained to one call.
+  bool forced() const { return choice == ToolChoice::kRequired || choice == ToolChoice::kFunction; }
+  // The reply is read for calls (auto or forced; "none" leaves it as text).
+  bool parse_calls() const { return !tools.empty() && choice != ToolChoice::kNone; }
+};
+
 // POST /v1/chat/completions.
 struct ChatRequest {
   std::string model;
@@ -60,6 +78,7 @@ struct ChatRequest {
   bool include_usage = false;
   bool logprobs = false;
   int top_logprobs = 0;
+  ChatTools tools;
 };
 
 // Limits the parsers enforce (from the served model and the server options).
@@ -70,6 +89,8 @@ struct ParseLimits {
   size_t max_stop_strings = 64;       // in one `stop`
   size_t max_stop_bytes = 64u << 10;  // all of one `stop` together
   size_t max_logit_bias = 1024;       // entries of one logit_bias
+  // The served model's tool-call format: the shape a call's constraint takes.
+  ToolCallFormat tool_calls = ToolCallFormat::kHermes;
 };
 
 }  // namespace kiln::server

@@ -69,7 +69,8 @@ std::vector<std::pair<int32_t, float>> read_logit_bias(const json& v, const std:
   return out;
 }
 
-// Compiles a JSON schema; its errors name the keyword under `path`.
+}  // namespace
+
 std::shared_ptr<const engine::JsonSchema> compile_schema(const json& schema,
                                                          const std::string& path) {
   try {
@@ -78,8 +79,6 @@ std::shared_ptr<const engine::JsonSchema> compile_schema(const json& schema,
     bad_field(e.path().empty() ? path : path + "." + e.path(), "{}", e.what());
   }
 }
-
-}  // namespace
 
 void read_response_format(const json& v, const std::string& path, GenerationOptions& out) {
   const json& rf = as_object(v, path);
@@ -109,7 +108,7 @@ void read_response_format(const json& v, const std::string& path, GenerationOpti
 
 void check_json_constraint(const GenerationOptions& out, const std::string& prefix,
                            const char* min_tokens_key) {
-  if (!out.sampling.json_schema) return;
+  if (!out.sampling.json_schema || !out.sampling.json_after.empty()) return;
   if (out.stop.ignore_eos) {
     bad_field(field_path(prefix, "ignore_eos"),
               "cannot be combined with a JSON constraint (it ends the output once the value is "

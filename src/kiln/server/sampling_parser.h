@@ -2,9 +2,11 @@
 // object and the OpenAI top-level fields use mostly the same names; each route says which
 // names it reads, and this file checks each value's type and range the same way everywhere.
 #pragma once
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "kiln/engine/json_schema.h"
 #include "kiln/server/parsed_requests.h"
 
 namespace kiln::server {
@@ -18,6 +20,11 @@ void read_common_sampling(const nlohmann::json& obj, const std::string& prefix,
 // Reads `key` as a max-token count into out.stop.max_new_tokens (marking it given).
 void read_max_tokens(const nlohmann::json& obj, const char* key, const std::string& prefix,
                      GenerationOptions& out);
+
+// Compiles a JSON schema; a schema the compiler refuses is a 400 naming the keyword under
+// `path` ("tools[0].function.parameters.properties.x.pattern").
+std::shared_ptr<const engine::JsonSchema> compile_schema(const nlohmann::json& schema,
+                                                         const std::string& path);
 
 // OpenAI's `response_format` ({"type": "text" | "json_object" | "json_schema", ...}) into
 // out.sampling.json_schema; `path` is its name for errors.

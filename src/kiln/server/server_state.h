@@ -61,6 +61,7 @@ struct ServerState {
     ParseLimits l;
     l.vocab_size = codec.vocab_size();
     l.max_n = options.max_n;
+    l.tool_calls = codec.tool_call_format();
     return l;
   }
   PromptLimits prompt_limits() const { return {model.context_length, options.max_prompt_tokens}; }

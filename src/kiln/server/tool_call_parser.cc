@@ -1,0 +1,283 @@
+#include "kiln/server/tool_call_parser.h"
+
+#include <fmt/format.h>
+
+#include <mutex>
+#include <random>
+
+namespace kiln::server {
+namespace {
+
+constexpr std::string_view kOpen = "<tool_call>";
+constexpr std::string_view kClose = "</tool_call>";
+
+bool is_space(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+
+// Bytes at the end of `s` that could begin `tag` (held back until the next piece decides).
+size_t partial_tag_at_end(std::string_view s, std::string_view tag) {
+  for (size_t n = std::min(s.size(), tag.size() - 1); n > 0; --n) {
+    if (s.substr(s.size() - n) == tag.substr(0, n)) return n;
+  }
+  return 0;
+}
+
+std::string call_id() {
+  static std::mutex mu;
+  static std::mt19937_64 rng{std::random_device{}()};
+  std::lock_guard lock(mu);
+  return fmt::format("call_{:016x}{:08x}", rng(), static_cast<uint32_t>(rng()));
+}
+
+// Matches `{"name": "<name>", "arguments": ` (any whitespace between the tokens) at the start of
+// `s`. Returns the end of the match, 0 when `s` cannot start that way, npos when it may but is
+// still too short to tell.
+constexpr size_t kMore = std::string_view::npos;
+size_t match_header(std::string_view s, std::string& name) {
+  size_t i = 0;
+  auto space = [&] {
+    while (i < s.size() && is_space(s[i])) ++i;
+    return i < s.size();
+  };
+  auto literal = [&](std::string_view lit) -> int {  // 1 matched, 0 mismatch, -1 more needed
+    for (char c : lit) {
+      if (i == s.size()) return -1;
+      if (s[i++] != c) return 0;
+    }
+    return 1;
+  };
+  for (std::string_view lit : {std::string_view("{"), std::string_view("\"name\""),
+                               std::string_view(":"), std::string_view("\"")}) {
+    if (!space()) return kMore;
+    if (int r = literal(lit); r <= 0) return r < 0 ? kMore : 0;
+  }
+  name.clear();
+  for (;; ++i) {  // the name: plain characters only (function names need no escapes)
+    if (i == s.size()) return kMore;
+    if (s[i] == '"') break;
+    if (s[i] == '\\' || static_cast<unsigned char>(s[i]) < 0x20) return 0;
+    name += s[i];
+  }
+  ++i;
+  for (std::string_view lit :
+       {std::string_view(","), std::string_view("\"arguments\""), std::string_view(":")}) {
+    if (!space()) return kMore;
+    if (int r = literal(lit); r <= 0) return r < 0 ? kMore : 0;
+  }
+  if (!space()) return kMore;
+  return i;
+}
+
+// The arguments' text once the call is complete: `region` minus the object's closing brace and
+// the whitespace around it.
+std::string_view final_arguments(std::string_view region) {
+  while (!region.empty() && is_space(region.back())) region.remove_suffix(1);
+  if (!region.empty() && region.back() == '}') region.remove_suffix(1);
+  while (!region.empty() && is_space(region.back())) region.remove_suffix(1);
+  return region;
+}
+
+// The part of an open call's arguments that is surely theirs: up to the last byte that is
+// neither whitespace nor '}' (those may be the closing of the call object).
+size_t sure_arguments(std::string_view region) {
+  size_t n = region.size();
+  while (n > 0 && (is_space(region[n - 1]) || region[n - 1] == '}')) --n;
+  return n;
+}
+
+}  // namespace
+
+ToolCallStream::ToolCallStream(bool opened, size_t max_calls, ToolCallFormat format)
+    : mode_(format == ToolCallFormat::kLlamaJson ? Mode::kUndecided
+            : opened                             ? Mode::kCall
+                                                 : Mode::kText),
+      format_(format),
+      max_calls_(max_calls) {}
+
+ToolCallStream::Delta ToolCallStream::feed(std::string_view text) {
+  Delta out;
+  pending_ += text;
+  if (format_ == ToolCallFormat::kLlamaJson) {
+    feed_llama(out, false);
+  } else {
+    scan(out, false);
+  }
+  return out;
+}
+
+// Llama 3.1: the first non-space byte decides; a reply starting with "{" waits for its end.
+void ToolCallStream::feed_llama(Delta& out, bool at_end) {
+  if (mode_ == Mode::kUndecided) {
+    const size_t start = pending_.find_first_not_of(" \t\r\n");
+    if (start == std::string::npos && !at_end) return;
+    mode_ = start != std::string::npos && pending_[start] == '{' ? Mode::kJsonReply : Mode::kText;
+  }
+  if (mode_ == Mode::kText) {
+    out.content += pending_;
+    pending_.clear();
+    return;
+  }
+  if (!at_end) return;
+  const auto parsed = nlohmann::ordered_json::parse(pending_, nullptr, /*allow_exceptions=*/false);
+  const bool valid = !parsed.is_discarded() && parsed.is_object() && parsed.size() == 2 &&
+                     parsed.contains("name") && parsed["name"].is_string() &&
+                     parsed.contains("parameters");
+  if (!valid) {  // nothing went out yet: the reply is content after all
+    invalid_ = true;
+    out.content += pending_;
+  } else {
+    add_whole_call(out, parsed["name"].get<std::string>(), parsed["parameters"].dump());
+  }
+  pending_.clear();
+}
+
+// A call sent at once: its header chunk, then all of its arguments.
+void ToolCallStream::add_whole_call(Delta& out, std::string name, std::string arguments) {
+  calls_.push_back({call_id(), std::move(name), std::move(arguments)});
+  out.tool_calls.push_back({{"index", calls_.size() - 1},
+                            {"id", calls_.back().id},
+                            {"type", "function"},
+                            {"function", {{"name", calls_.back().name}, {"arguments", ""}}}});
+  out.tool_calls.push_back(
+      {{"index", calls_.size() - 1}, {"function", {{"arguments", calls_.back().arguments}}}});
+}
+
+ToolCallStream::Delta ToolCallStream::finish() {
+  Delta out;
+  if (format_ == ToolCallFormat::kLlamaJson) {
+    feed_llama(out, true);
+    return out;
+  }
+  scan(out, true);
+  if (mode_ == Mode::kText) {
+    out.content += held_space_ + pending_;
+    held_space_.clear();
+    pending_.clear();
+  }
+  return out;
+}
+
+void ToolCallStream::scan(Delta& out, bool at_end) {
+  for (;;) {
+    if (mode_ == Mode::kCall) {
+      const size_t calls_before = seen_calls_;
+      scan_call(out, at_end);
+      if (seen_calls_ == calls_before) return;  // the call is still open
+      continue;
+    }
+    const size_t open = pending_.find(kOpen);
+    if (open == std::string::npos) {
+      if (mode_ == Mode::kBetween) {  // text between calls is not content; keep a partial tag
+        pending_.erase(0, pending_.size() - partial_tag_at_end(pending_, kOpen));
+        return;
+      }
+      const size_t keep = at_end ? 0 : partial_tag_at_end(pending_, kOpen);
+      std::string_view sure = std::string_view(pending_).substr(0, pending_.size() - keep);
+      size_t text_end = sure.size();
+      while (text_end > 0 && is_space(sure[text_end - 1])) --text_end;
+      if (text_end > 0) {
+        out.content += held_space_;
+        out.content.append(sure.substr(0, text_end));
+        held_space_.clear();
+      }
+      held_space_.append(sure.substr(text_end));
+      pending_.erase(0, sure.size());
+      return;
+    }
+    if (mode_ == Mode::kText) {
+      std::string_view before = std::string_view(pending_).substr(0, open);
+      while (!before.empty() && is_space(before.back())) before.remove_suffix(1);
+      if (!before.empty()) out.content += held_space_ + std::string(before);
+      held_space_.clear();
+    }
+    pending_.erase(0, open + kOpen.size());
+    mode_ = Mode::kCall;
+    header_sent_ = false;
+    args_sent_ = 0;
+  }
+}
+
+// pending_ holds the open call's inner text.
+void ToolCallStream::scan_call(Delta& out, bool at_end) {
+  const size_t close = pending_.find(kClose);
+  const bool closed = close != std::string::npos || at_end;
+  const std::string_view inner =
+      std::string_view(pending_).substr(0, close == std::string::npos ? pending_.size() : close);
+  const bool counted = seen_calls_ < max_calls_;  // this call (the seen_calls_-th) is kept
+  if (!header_sent_ && counted) {
+    std::string name;
+    const size_t end = match_header(inner, name);
+    if (end != kMore && end != 0) {
+      header_sent_ = true;
+      args_begin_ = end;
+      calls_.push_back({call_id(), name, ""});
+      out.tool_calls.push_back({{"index", calls_.size() - 1},
+                                {"id", calls_.back().id},
+                                {"type", "function"},
+                                {"function", {{"name", name}, {"arguments", ""}}}});
+    }
+  }
+  if (header_sent_ && counted && !closed) {
+    // Not the start of a closing tag either.
+    std::string_view region = inner.substr(args_begin_);
+    region.remove_suffix(partial_tag_at_end(region, kClose));
+    send_arguments(out, region.substr(0, sure_arguments(region)));
+  }
+  if (!closed) return;
+  if (counted && !close_call(out, inner)) invalid_ = true;
+  ++seen_calls_;
+  pending_.erase(0, close == std::string::npos ? pending_.size() : close + kClose.size());
+  mode_ = Mode::kBetween;
+}
+
+void ToolCallStream::send_arguments(Delta& out, std::string_view args) {
+  if (args.size() <= args_sent_) return;
+  calls_.back().arguments.append(args.substr(args_sent_));
+  out.tool_calls.push_back({{"index", calls_.size() - 1},
+                            {"function", {{"arguments", std::string(args.substr(args_sent_))}}}});
+  args_sent_ = args.size();
+}
+
+// Checks the complete call and sends what is left of it. False: it is not a valid call.
+bool ToolCallStream::close_call(Delta& out, std::string_view inner) {
+  const auto parsed = nlohmann::ordered_json::parse(inner, nullptr, /*allow_exceptions=*/false);
+  const bool valid = !parsed.is_discarded() && parsed.is_object() && parsed.size() == 2 &&
+                     parsed.contains("name") && parsed["name"].is_string() &&
+                     parsed.contains("arguments");
+  if (header_sent_) {
+    const std::string_view args = final_arguments(inner.substr(args_begin_));
+    if (!args.starts_with(calls_.back().arguments)) return false;
+    send_arguments(out, args);
+    return valid && !nlohmann::json::parse(args, nullptr, false).is_discarded();
+  }
+  if (!valid) return false;
+  // Not written name first: the call goes out whole.
+  add_whole_call(out, parsed["name"].get<std::string>(), parsed["arguments"].dump());
+  return true;
+}
+
+ToolReply parse_tool_reply(std::string_view text, bool opened, size_t max_calls,
+                           ToolCallFormat format) {
+  ToolCallStream stream(opened, max_calls, format);
+  std::string content = stream.feed(text).content;
+  content += stream.finish().content;
+  ToolReply out;
+  if (stream.calls().empty() || stream.any_invalid()) {  // no valid call: the reply as text
+    out.content = std::string(text);
+    return out;
+  }
+  if (!content.empty()) out.content = content;
+  out.calls = stream.calls();
+  return out;
+}
+
+nlohmann::json tool_calls_json(const std::vector<ToolCallOut>& calls) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const ToolCallOut& c : calls) {
+    out.push_back({{"id", c.id},
+                   {"type", "function"},
+                   {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+  }
+  return out;
+}
+
+}  // namespace kiln::server

@@ -1,0 +1,84 @@
+// Reads tool calls out of a model's reply in Qwen 2.5's (Hermes style) format:
+//   [text]<tool_call>\n{"name": "f", "arguments": {...}}\n</tool_call>[\n<tool_call>...]
+// incrementally, so that a stream can send OpenAI's delta.tool_calls chunks as the text arrives
+// and never sends a call's text as content. The whole-reply form (parse_tool_reply) feeds the
+// same parser, so a streamed reply assembles to exactly the non-streamed one.
+//
+// Arguments are the model's own text of the "arguments" value (so they can stream as they are
+// generated) when the call is written name first, as the format shows; otherwise the value
+// re-serialized once the call is complete. A call whose text is not a JSON object with a string
+// "name" and an "arguments" value is invalid: the whole-reply form then gives the reply as
+// content with no calls; a stream cannot take back what it sent, and drops it.
+//
+// Llama 3.1's format (ToolCallFormat::kLlamaJson) has no markers: a reply that starts with "{"
+// is held back whole and, when it is {"name": ..., "parameters": ...}, is one call (arguments
+// re-serialized); any other reply is content as it streams.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kiln/server/tool_call_format.h"
+
+namespace kiln::server {
+
+struct ToolCallOut {
+  std::string id;  // "call_<24 hex>"
+  std::string name;
+  std::string arguments;  // JSON text
+};
+
+class ToolCallStream {
+ public:
+  // `opened`: the reply starts inside a call (the prompt ended with "<tool_call>\n": a forced
+  // call). `max_calls`: calls after this many are dropped (parallel_tool_calls false: 1).
+  explicit ToolCallStream(bool opened, size_t max_calls = SIZE_MAX,
+                          ToolCallFormat format = ToolCallFormat::kHermes);
+
+  // What one piece of text adds: content to send and delta.tool_calls entries
+  // ({"index", "id", "type", "function": {"name", "arguments"}} for a call's first chunk,
+  // {"index", "function": {"arguments"}} for the later ones).
+  struct Delta {
+    std::string content;
+    nlohmann::json tool_calls = nlohmann::json::array();
+  };
+  Delta feed(std::string_view text);
+  Delta finish();  // the reply ended: releases held-back text, closes an open call
+
+  const std::vector<ToolCallOut>& calls() const { return calls_; }
+  bool any_invalid() const { return invalid_; }
+
+ private:
+  void scan(Delta& out, bool at_end);
+  void scan_call(Delta& out, bool at_end);
+  bool close_call(Delta& out, std::string_view inner);
+  void send_arguments(Delta& out, std::string_view args);
+  void feed_llama(Delta& out, bool at_end);
+  void add_whole_call(Delta& out, std::string name, std::string arguments);
+
+  enum class Mode { kText, kCall, kBetween, kUndecided, kJsonReply } mode_;
+  ToolCallFormat format_;
+  size_t max_calls_;
+  std::string pending_;     // text not yet given out
+  std::string held_space_;  // trailing whitespace of the content (dropped before a call)
+  bool header_sent_ = false;
+  size_t args_begin_ = 0;  // in pending_ (the call's inner text) once the header is sent
+  size_t args_sent_ = 0;   // bytes of arguments sent
+  std::vector<ToolCallOut> calls_;
+  size_t seen_calls_ = 0;
+  bool invalid_ = false;
+};
+
+struct ToolReply {
+  std::optional<std::string> content;  // null when a call follows no text
+  std::vector<ToolCallOut> calls;
+};
+ToolReply parse_tool_reply(std::string_view text, bool opened, size_t max_calls = SIZE_MAX,
+                           ToolCallFormat format = ToolCallFormat::kHermes);
+
+// OpenAI's message.tool_calls array.
+nlohmann::json tool_calls_json(const std::vector<ToolCallOut>& calls);
+
+}  // namespace kiln::server

@@ -1,0 +1,46 @@
+// The tool-calling side of an OpenAI chat request: `tools`, `tool_choice`,
+// `parallel_tool_calls`, and the history's assistant tool calls and `tool` results. Every
+// malformed field is a 400 naming it. Also what the route derives from them: the tool
+// definitions as the chat template writes them, and the constraint that forces a call.
+#pragma once
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "kiln/engine/json_schema.h"
+#include "kiln/server/parsed_requests.h"
+
+namespace kiln::server {
+
+// tools, tool_choice and parallel_tool_calls of a chat request body.
+ChatTools read_chat_tools(const nlohmann::json& body);
+
+// The tool_calls of an assistant message (`path` is the message's, "messages[2]"): each call's
+// function name and its arguments (a JSON string, as OpenAI sends them) re-encoded as the
+// template's `| tojson` writes them. Also returns the calls' ids in `ids`.
+std::vector<ChatTurnToolCall> read_history_tool_calls(const nlohmann::json& calls,
+                                                      const std::string& path,
+                                                      std::vector<std::string>& ids);
+
+// Each tool definition of the request as `| tojson` writes it, keys in the order the client
+// sent them: `body` is the request parsed with key order kept.
+std::vector<std::string> render_tool_definitions(const nlohmann::ordered_json& body);
+
+// What a forced call (tool_choice "required" or a named function) is constrained to: the text
+// after "<tool_call>\n" is {"name": <an allowed name>, "arguments": <that function's
+// parameters>} (JsonSchema::compile_tool_call). A schema the compiler refuses is a 400 naming
+// the keyword in tools[i].function.parameters.
+// Llama 3.1's calls hold the arguments under "parameters" and are the whole reply.
+std::shared_ptr<const engine::JsonSchema> compile_forced_call(const ChatTools& tools,
+                                                              ToolCallFormat format);
+
+// tool_choice "auto": the same constraint over every tool, for the JSON the model writes after
+// it opens a call itself (SamplingParams::json_after = "<tool_call>"). Null when a tool's
+// schema uses what the compiler refuses: those calls are then parsed unconstrained, not
+// refused, since the model may not call at all. Also null for Llama 3.1's format, whose calls
+// have no marker to start the constraint at.
+std::shared_ptr<const engine::JsonSchema> compile_auto_calls(const ChatTools& tools,
+                                                             ToolCallFormat format);
+
+}  // namespace kiln::server
