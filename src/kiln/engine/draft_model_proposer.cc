@@ -1,6 +1,7 @@
 #include "kiln/engine/draft_model_proposer.h"
 
 #include <algorithm>
+#include <chrono>
 #include <exception>
 
 #include "kiln/base/error.h"
@@ -86,6 +87,7 @@ void DraftModelProposer::run(StepBatch& batch, StepOutput& out) {
 void DraftModelProposer::round(std::vector<Active>& active) {
   // Catch-up: the tokens each request has that the draft has not seen, kCatchUpChunk rows per
   // request and step; the step that feeds a request's last token gives its first proposal.
+  bool fed_prompt = false;  // a long catch-up: this round's time is no measure of a step's
   for (;;) {
     bool pending_long = false;
     for (const Active& a : active) {
@@ -93,6 +95,7 @@ void DraftModelProposer::round(std::vector<Active>& active) {
       pending_long |= len - static_cast<int64_t>(a.state->kv_tokens.size()) > kCatchUpChunk;
     }
     if (!pending_long) break;
+    fed_prompt = true;
     StepBatch chunk;
     for (Active& a : active) {
       const auto fed = static_cast<int64_t>(a.state->kv_tokens.size());
@@ -108,6 +111,9 @@ void DraftModelProposer::round(std::vector<Active>& active) {
   for (const Active& a : active) {
     every_row &= a.want->tokens.size() - a.state->kv_tokens.size() <= kEveryRowLimit;
   }
+  fed_prompt |= !every_row;
+  const auto start = std::chrono::steady_clock::now();
+  const int64_t steps_before = steps_;
   for (Active& a : active)
     add_rows(last, *a.state, a.want->tokens.subspan(a.state->kv_tokens.size()), true, every_row);
   run(last, output_);
@@ -133,6 +139,14 @@ void DraftModelProposer::round(std::vector<Active>& active) {
     run(step, output_);
     for (size_t i = 0; i < members.size(); ++i)
       members[i]->want->out->push_back(output_.greedy_ids[i]);
+  }
+  if (!fed_prompt) {
+    const double per_step =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
+        static_cast<double>(steps_ - steps_before);
+    // Recent rounds weigh more: the host's speed drifts.
+    step_seconds_ =
+        step_seconds_ == 0.0 ? per_step : step_seconds_ + 0.2 * (per_step - step_seconds_);
   }
 }
 

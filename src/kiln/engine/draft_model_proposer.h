@@ -50,6 +50,10 @@ class DraftModelProposer {
 
   int64_t requests() const { return static_cast<int64_t>(states_.size()); }
   int64_t steps() const { return steps_; }  // draft forward steps run
+  // Seconds per draft step of a round, a moving average over the rounds that fed no prompt
+  // chunk (a round's first step feeds a few verified tokens, the others one token each); 0
+  // before the first such round. What the speculation policy charges per proposal position.
+  double step_seconds() const { return step_seconds_; }
   int64_t failed_rounds() const { return failed_rounds_; }
 
  private:
@@ -77,6 +81,7 @@ class DraftModelProposer {
   StepOutput output_;
   int64_t steps_ = 0;
   int64_t failed_rounds_ = 0;
+  double step_seconds_ = 0.0;
 };
 
 // Throws kiln::Error unless the two tokenizers have the same vocabulary (every id the same

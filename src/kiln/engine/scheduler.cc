@@ -517,34 +517,25 @@ void Scheduler::cap_budgets(const std::vector<Sequence*>& seqs, std::vector<int6
   if (!cost) {
     // Before any measurement every size costs the same: speculation is tried, and measured.
     cost = [this](int64_t rows) { return step_costs_.estimate(rows).value_or(1.0); };
-    draft_cost = draft_step_seconds_;
+    draft_cost = draft_model_ ? draft_model_->step_seconds() : 0.0;
   }
-  const int64_t cap =
-      choose_proposal_cap(candidates, plain_rows, cost, draft_model_ ? draft_cost : 0.0);
+  int64_t cap = choose_proposal_cap(candidates, plain_rows, cost, draft_model_ ? draft_cost : 0.0);
+  // Measured costs can mislead (a plan's first replay is slow, the host's speed drifts), and
+  // with speculation off nothing corrects them: every 32nd step it turned off speculates anyway.
+  if (cap == 0 && !config_.speculative.step_cost && ++steps_without_speculation_ % 32 == 0)
+    cap = SpeculativeConfig::kMaxDraftTokens;
   for (int64_t& b : budgets) b = std::min(b, cap);
 }
 
 void Scheduler::propose(std::vector<Sequence*>& seqs, std::vector<int64_t>& budgets) {
   if (draft_model_) {
     std::vector<DraftWant> wants;
-    int64_t longest = 0;
     for (size_t i = 0; i < seqs.size(); ++i) {
       if (budgets[i] <= 0) continue;
       wants.push_back(
           {seqs[i]->id, seqs[i]->tokens, static_cast<int>(budgets[i]), &seqs[i]->draft});
-      longest = std::max(longest, budgets[i]);
     }
-    if (!wants.empty()) {
-      const auto start = std::chrono::steady_clock::now();
-      draft_model_->propose(wants);
-      const double seconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      // Per draft decode step (a round is about `longest` of them); recent rounds weigh more.
-      const double per_step = seconds / static_cast<double>(longest);
-      draft_step_seconds_ = draft_step_seconds_ == 0.0
-                                ? per_step
-                                : draft_step_seconds_ + 0.2 * (per_step - draft_step_seconds_);
-    }
+    if (!wants.empty()) draft_model_->propose(wants);
   } else {
     // The lookup covers the last 8192 tokens: bounded work per step on long contexts.
     constexpr int64_t kLookupWindow = 8192;

@@ -144,8 +144,9 @@ class Scheduler {
   StepOutput output_;  // reused: logits rows can be large
   std::unique_ptr<TokenTrie> token_trie_;
   std::unique_ptr<DraftModelProposer> draft_model_;  // --speculative-algorithm standalone
-  StepCostModel step_costs_;                         // decode and verify steps' time by rows
-  double draft_step_seconds_ = 0.0;    // moving average of one draft-model decode step
+  StepCostModel step_costs_;
+  int64_t steps_without_speculation_ = 0;  // steps the policy turned speculation off // decode and
+                                           // verify steps' time by rows
   std::vector<uint8_t> json_allowed_;  // reused mask, one byte per vocabulary entry
   EngineStats stats_;
 };
