@@ -520,11 +520,18 @@ void Scheduler::cap_budgets(const std::vector<Sequence*>& seqs, std::vector<int6
     draft_cost = draft_model_ ? draft_model_->step_seconds() : 0.0;
   }
   int64_t cap = choose_proposal_cap(candidates, plain_rows, cost, draft_model_ ? draft_cost : 0.0);
-  // Measured costs can mislead (a plan's first replay is slow, the host's speed drifts), and
-  // with speculation off nothing corrects them: every 32nd step it turned off speculates anyway.
-  if (cap == 0 && !config_.speculative.step_cost && ++steps_without_speculation_ % 32 == 0)
-    cap = SpeculativeConfig::kMaxDraftTokens;
+  // Measured costs can mislead (the host's speed drifts), and sizes the policy avoids are never
+  // measured again: every 16th step that capped proposals takes them all, to measure anew.
+  int64_t largest = 0;
+  for (int64_t b : budgets) largest = std::max(largest, b);
+  if (cap < largest && !config_.speculative.step_cost && ++capped_steps_ % 16 == 0) cap = largest;
   for (int64_t& b : budgets) b = std::min(b, cap);
+  KILN_LOG_DEBUG(
+      "speculation: cap {} for {} requests (acceptance {:.2f}, step cost {:.4f} at {} "
+      "rows, {:.4f} at {}, draft step {:.4f})",
+      cap, seqs.size(), candidates[0].acceptance, cost(plain_rows + 1), plain_rows + 1,
+      cost(plain_rows + 1 + candidates[0].budget), plain_rows + 1 + candidates[0].budget,
+      draft_model_ ? draft_cost : 0.0);
 }
 
 void Scheduler::propose(std::vector<Sequence*>& seqs, std::vector<int64_t>& budgets) {

@@ -145,8 +145,8 @@ class Scheduler {
   std::unique_ptr<TokenTrie> token_trie_;
   std::unique_ptr<DraftModelProposer> draft_model_;  // --speculative-algorithm standalone
   StepCostModel step_costs_;
-  int64_t steps_without_speculation_ = 0;  // steps the policy turned speculation off // decode and
-                                           // verify steps' time by rows
+  int64_t capped_steps_ = 0;           // steps whose proposals the policy capped // decode and
+                                       // verify steps' time by rows
   std::vector<uint8_t> json_allowed_;  // reused mask, one byte per vocabulary entry
   EngineStats stats_;
 };

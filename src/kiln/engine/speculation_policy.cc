@@ -6,22 +6,27 @@
 
 namespace kiln::engine {
 
+double StepCostModel::Recent::fastest() const {
+  const size_t n = std::min(count, kWindow);
+  return *std::min_element(seconds, seconds + n);
+}
+
 void StepCostModel::record(int64_t rows, double seconds) {
-  // Recent steps weigh more: the host's speed drifts, and the first steps pay for warm-up.
-  constexpr double kWeight = 0.2;
-  auto [it, inserted] = seconds_.try_emplace(rows, seconds);
-  if (!inserted) it->second += kWeight * (seconds - it->second);
+  Recent& r = recent_[rows];
+  r.seconds[r.count % kWindow] = seconds;
+  ++r.count;
 }
 
 std::optional<double> StepCostModel::estimate(int64_t rows) const {
-  if (seconds_.empty()) return std::nullopt;
-  auto hi = seconds_.lower_bound(rows);
-  if (hi == seconds_.end()) return std::prev(hi)->second;
-  if (hi->first == rows || hi == seconds_.begin()) return hi->second;
+  if (recent_.empty()) return std::nullopt;
+  auto hi = recent_.lower_bound(rows);
+  if (hi == recent_.end()) return std::prev(hi)->second.fastest();
+  if (hi->first == rows || hi == recent_.begin()) return hi->second.fastest();
   auto lo = std::prev(hi);
   const double t =
       static_cast<double>(rows - lo->first) / static_cast<double>(hi->first - lo->first);
-  return lo->second + t * (hi->second - lo->second);
+  const double a = lo->second.fastest(), b = hi->second.fastest();
+  return a + t * (b - a);
 }
 
 double expected_tokens(double acceptance, int64_t k) {

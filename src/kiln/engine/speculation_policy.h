@@ -17,16 +17,24 @@
 
 namespace kiln::engine {
 
-// Seconds per step by rows, from measurements: an average per row count (recent steps weigh
-// more), interpolated linearly between measured counts and flat beyond them.
+// Seconds per step by rows, from measurements: per row count the fastest of its last
+// kWindow steps (a step's time only goes up with interference: a page fault on a plan's first
+// replay, another process, so the minimum of recent ones is its cost, and old ones age out
+// when the host slows down), interpolated linearly between measured counts and flat beyond.
 class StepCostModel {
  public:
+  static constexpr size_t kWindow = 8;
   void record(int64_t rows, double seconds);
   // nullopt before the first measurement.
   std::optional<double> estimate(int64_t rows) const;
 
  private:
-  std::map<int64_t, double> seconds_;  // rows -> moving average
+  struct Recent {
+    double seconds[kWindow] = {};
+    size_t count = 0;  // measurements so far (the ring holds the last kWindow)
+    double fastest() const;
+  };
+  std::map<int64_t, Recent> recent_;
 };
 
 struct SpeculationCandidate {
