@@ -43,13 +43,14 @@ TEST(StepCostModel, InterpolatesBetweenMeasuredSizesAndIsFlatBeyond) {
 }
 
 TEST(SpeculationPolicy, ExpectedTokens) {
-  EXPECT_DOUBLE_EQ(expected_tokens(0.0, 4), 1.0);
-  EXPECT_DOUBLE_EQ(expected_tokens(1.0, 4), 5.0);
-  EXPECT_NEAR(expected_tokens(0.5, 2), 1.75, 1e-12);
+  EXPECT_DOUBLE_EQ(expected_tokens(0.0, 0.0, 4), 1.0);
+  EXPECT_DOUBLE_EQ(expected_tokens(1.0, 1.0, 4), 5.0);
+  EXPECT_NEAR(expected_tokens(0.5, 0.5, 2), 1.75, 1e-12);  // one rate: 1 + a + a^2
+  EXPECT_NEAR(expected_tokens(0.5, 1.0, 4), 3.0, 1e-12);   // half the time, a run of 4
 }
 
 TEST(SpeculationPolicy, TheCapFollowsTheCostOfRows) {
-  const std::vector<SpeculationCandidate> one = {{8, 0.7}};
+  const std::vector<SpeculationCandidate> one = {{8, 0.7, 0.7}};
   EXPECT_EQ(choose_proposal_cap(one, 0, flat, 0.0), 8);
   EXPECT_EQ(choose_proposal_cap(one, 0, linear, 0.0), 0);
   // Batch 1: 4 proposals stay within the flat part (2.77 tokens per unit of time); 8 cost
@@ -57,17 +58,27 @@ TEST(SpeculationPolicy, TheCapFollowsTheCostOfRows) {
   EXPECT_EQ(choose_proposal_cap(one, 0, memory_then_compute, 0.0), 8);
   // At acceptance 0.3 the rows past the flat part are not: 1.43 tokens per unit with 4, 1.27
   // with 8.
-  EXPECT_EQ(
-      choose_proposal_cap(std::vector<SpeculationCandidate>{{8, 0.3}}, 0, memory_then_compute, 0.0),
-      4);
+  EXPECT_EQ(choose_proposal_cap(std::vector<SpeculationCandidate>{{8, 0.3, 0.3}}, 0,
+                                memory_then_compute, 0.0),
+            4);
   // Batch 8 (one candidate, 7 plain rows): every proposal row is paid in full.
   EXPECT_EQ(choose_proposal_cap(one, 7, memory_then_compute, 0.0), 0);
-  const std::vector<SpeculationCandidate> eight(8, {8, 0.7});
+  const std::vector<SpeculationCandidate> eight(8, {8, 0.7, 0.7});
   EXPECT_EQ(choose_proposal_cap(eight, 0, memory_then_compute, 0.0), 0);
   // A draft step costing half a target step: 8 proposals at acceptance 0.3 do not pay for
   // themselves; at 0.95 they do.
-  EXPECT_EQ(choose_proposal_cap(std::vector<SpeculationCandidate>{{8, 0.3}}, 0, flat, 0.5), 0);
-  EXPECT_GT(choose_proposal_cap(std::vector<SpeculationCandidate>{{8, 0.95}}, 0, flat, 0.5), 0);
+  EXPECT_EQ(choose_proposal_cap(std::vector<SpeculationCandidate>{{8, 0.3, 0.3}}, 0, flat, 0.5), 0);
+  EXPECT_GT(choose_proposal_cap(std::vector<SpeculationCandidate>{{8, 0.95, 0.95}}, 0, flat, 0.5),
+            0);
+  // Runs: the first proposal kept 60% of the time, then 95% while the run lasts: 8 proposals
+  // give 4.98 tokens for 9/8 of a step, 4 give 3.23 for one step.
+  const std::vector<SpeculationCandidate> runs = {{8, 0.6, 0.95}};
+  EXPECT_EQ(choose_proposal_cap(runs, 0, memory_then_compute, 0.0), 8);
+  // A cost that jumps past 5 rows: a run-keeping request still takes 8, one with a single rate
+  // of 0.6 stops at 4.
+  const auto jump = [](int64_t rows) { return rows <= 5 ? 1.0 : 1.5; };
+  EXPECT_EQ(choose_proposal_cap(runs, 0, jump, 0.0), 8);
+  EXPECT_EQ(choose_proposal_cap(std::vector<SpeculationCandidate>{{8, 0.6, 0.6}}, 0, jump, 0.0), 4);
 }
 
 struct PolicyRun {

@@ -59,6 +59,7 @@ struct Sequence {
   int spec_verify_ct = 0;
   int spec_proposed = 0;
   int spec_accepted = 0;
+  SpecRuns spec_runs;  // for the speculation policy
 
   Sequence(uint64_t id_, uint64_t arrival_, GenerateRequest req, EventCallback cb, uint64_t seed,
            const TokenText& tokenizer, std::span<const int32_t> eog_ids)
@@ -503,14 +504,18 @@ int64_t Scheduler::proposal_budget(Sequence& seq) {
 void Scheduler::cap_budgets(const std::vector<Sequence*>& seqs, std::vector<int64_t>& budgets,
                             int64_t plain_rows) {
   if (seqs.empty()) return;
-  // Acceptance: the request's own record, starting from the engine's (both with one kept and
-  // one missed proposal added, so that no estimate starts at 0 or 1).
-  const double overall = (static_cast<double>(stats_.spec_accepted_tokens) + 1.0) /
-                         (static_cast<double>(stats_.spec_proposed_tokens) + 2.0);
+  // Rates: the request's own record, starting from the engine's (each with one kept and one
+  // missed proposal added, so that no estimate starts at 0 or 1).
+  const auto rate = [](double hits, double trials, double prior) {
+    return (hits + 2.0 * prior) / (trials + 2.0);
+  };
+  const double first = rate(spec_runs_.first_hits, spec_runs_.rounds, 0.5);
+  const double next = rate(spec_runs_.next_hits, spec_runs_.next_trials, 0.5);
   std::vector<SpeculationCandidate> candidates;
   for (size_t i = 0; i < seqs.size(); ++i) {
-    const double a = (seqs[i]->spec_accepted + 2.0 * overall) / (seqs[i]->spec_proposed + 2.0);
-    candidates.push_back({budgets[i], a});
+    const SpecRuns& r = seqs[i]->spec_runs;
+    candidates.push_back(
+        {budgets[i], rate(r.first_hits, r.rounds, first), rate(r.next_hits, r.next_trials, next)});
   }
   std::function<double(int64_t)> cost = config_.speculative.step_cost;
   double draft_cost = config_.speculative.draft_step_cost;
@@ -527,11 +532,11 @@ void Scheduler::cap_budgets(const std::vector<Sequence*>& seqs, std::vector<int6
   if (cap < largest && !config_.speculative.step_cost && ++capped_steps_ % 16 == 0) cap = largest;
   for (int64_t& b : budgets) b = std::min(b, cap);
   KILN_LOG_DEBUG(
-      "speculation: cap {} for {} requests (acceptance {:.2f}, step cost {:.4f} at {} "
+      "speculation: cap {} for {} requests (first kept {:.2f}, then {:.2f}, step cost {:.4f} at {} "
       "rows, {:.4f} at {}, draft step {:.4f})",
-      cap, seqs.size(), candidates[0].acceptance, cost(plain_rows + 1), plain_rows + 1,
-      cost(plain_rows + 1 + candidates[0].budget), plain_rows + 1 + candidates[0].budget,
-      draft_model_ ? draft_cost : 0.0);
+      cap, seqs.size(), candidates[0].first, candidates[0].next, cost(plain_rows + 1),
+      plain_rows + 1, cost(plain_rows + 1 + candidates[0].budget),
+      plain_rows + 1 + candidates[0].budget, draft_model_ ? draft_cost : 0.0);
 }
 
 void Scheduler::propose(std::vector<Sequence*>& seqs, std::vector<int64_t>& budgets) {
@@ -945,6 +950,10 @@ void Scheduler::accept_proposals(Sequence& seq, int64_t first_row, int64_t n_row
   ++seq.spec_verify_ct;
   seq.spec_proposed += static_cast<int>(proposed);
   seq.spec_accepted += static_cast<int>(accepted);
+  if (proposed > 0) {
+    seq.spec_runs.add(proposed, accepted);
+    spec_runs_.add(proposed, accepted);
+  }
   // Adapt: a miss halves what the request may propose next and sits out 2^misses - 1 steps
   // (at most 7); all accepted doubles it.
   if (accepted == 0) {

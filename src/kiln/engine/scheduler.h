@@ -20,6 +20,7 @@
 // its generated tokens, which are re-prefilled later. The client sees no duplicates: the
 // sampler and stop-checker state survive the preemption.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -40,6 +41,18 @@ namespace kiln::engine {
 
 struct Sequence;
 class DraftModelProposer;
+
+// Verify steps' outcomes as the speculation policy reads them (speculation_policy.h): how often
+// the first proposal was kept, and a later one when the one before it was.
+struct SpecRuns {
+  double rounds = 0, first_hits = 0, next_trials = 0, next_hits = 0;
+  void add(int64_t proposed, int64_t kept) {
+    rounds += 1;
+    first_hits += kept > 0 ? 1 : 0;
+    next_trials += static_cast<double>(std::min(kept, proposed - 1));
+    next_hits += static_cast<double>(std::max<int64_t>(kept - 1, 0));
+  }
+};
 
 class Scheduler {
  public:
@@ -144,10 +157,10 @@ class Scheduler {
   StepOutput output_;  // reused: logits rows can be large
   std::unique_ptr<TokenTrie> token_trie_;
   std::unique_ptr<DraftModelProposer> draft_model_;  // --speculative-algorithm standalone
-  StepCostModel step_costs_;
-  int64_t capped_steps_ = 0;           // steps whose proposals the policy capped // decode and
-                                       // verify steps' time by rows
-  std::vector<uint8_t> json_allowed_;  // reused mask, one byte per vocabulary entry
+  StepCostModel step_costs_;                         // decode and verify steps' time by rows
+  int64_t capped_steps_ = 0;                         // steps whose proposals the policy capped
+  SpecRuns spec_runs_;                               // every request's verify steps
+  std::vector<uint8_t> json_allowed_;                // reused mask, one byte per vocabulary entry
   EngineStats stats_;
 };
 

@@ -29,10 +29,12 @@ std::optional<double> StepCostModel::estimate(int64_t rows) const {
   return a + t * (b - a);
 }
 
-double expected_tokens(double acceptance, int64_t k) {
-  const double a = std::clamp(acceptance, 0.0, 1.0);
-  if (a >= 1.0) return static_cast<double>(k + 1);
-  return (1.0 - std::pow(a, static_cast<double>(k + 1))) / (1.0 - a);
+double expected_tokens(double first, double next, int64_t k) {
+  if (k <= 0) return 1.0;
+  const double f = std::clamp(first, 0.0, 1.0), n = std::clamp(next, 0.0, 1.0);
+  const double run =
+      n >= 1.0 ? static_cast<double>(k) : (1.0 - std::pow(n, static_cast<double>(k))) / (1.0 - n);
+  return 1.0 + f * run;
 }
 
 int64_t choose_proposal_cap(std::span<const SpeculationCandidate> candidates, int64_t plain_rows,
@@ -50,7 +52,7 @@ int64_t choose_proposal_cap(std::span<const SpeculationCandidate> candidates, in
     int64_t longest = 0;
     for (const auto& c : candidates) {
       const int64_t k = std::min(cap, c.budget);
-      tokens += expected_tokens(c.acceptance, k);
+      tokens += expected_tokens(c.first, c.next, k);
       rows += k;
       longest = std::max(longest, k);
     }

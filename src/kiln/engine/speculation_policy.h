@@ -4,8 +4,11 @@
 // of every cap on the proposal length (0: no speculation) under a cost model of step time by
 // rows and keeps the best, so a batch that is already compute bound does not speculate.
 //
-// Expected tokens: a request whose proposals are each kept with probability a gets
-// 1 + a + ... + a^k tokens from k proposals (a verify step always yields at least one). The
+// Expected tokens: a request whose first proposal is kept with probability f, and each later
+// one with probability n when the one before it was, gets 1 + f (1 + n + ... + n^(k-1)) tokens
+// from k proposals (a verify step always yields at least one). Two rates, not one: copied
+// proposals tend to be kept in runs (a lookup that found the right place keeps matching), and
+// one rate would undervalue long proposals. The
 // cost model is measured (StepCostModel: the executor's time for decode and verify steps by
 // rows) or, in tests, given.
 #pragma once
@@ -38,12 +41,13 @@ class StepCostModel {
 };
 
 struct SpeculationCandidate {
-  int64_t budget = 0;       // most proposals this request may have (>= 1)
-  double acceptance = 0.5;  // estimated probability that a proposal is kept
+  int64_t budget = 0;  // most proposals this request may have (>= 1)
+  double first = 0.5;  // estimated probability that its first proposal is kept
+  double next = 0.5;   // ... that a later one is kept when the one before it was
 };
 
-// Expected tokens from one verify step with k proposals kept with probability a each.
-double expected_tokens(double acceptance, int64_t k);
+// Expected tokens from one verify step with k proposals (the rates as above).
+double expected_tokens(double first, double next, int64_t k);
 
 // The cap on every candidate's proposals that maximizes expected tokens per second for a step
 // with `plain_rows` rows besides the candidates' (their own last token included in neither:
