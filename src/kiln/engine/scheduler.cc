@@ -446,10 +446,12 @@ bool Scheduler::ensure_decode_pages() {
   return has_decoding();
 }
 
-void Scheduler::add_decode_rows(StepBatch& batch, std::vector<Sequence*>& members) {
+void Scheduler::add_decode_rows(StepBatch& batch, std::vector<Sequence*>& members,
+                                bool with_proposals) {
   int64_t decoding = 0;
   for (const auto& r : running_) decoding += r->state == Sequence::State::Decoding ? 1 : 0;
-  const bool speculate = config_.speculative.enabled() && decoding <= config_.speculative.max_batch;
+  const bool speculate =
+      with_proposals && config_.speculative.enabled() && decoding <= config_.speculative.max_batch;
   if (speculate) {
     std::vector<Sequence*> proposing;
     std::vector<int64_t> budgets;
@@ -575,7 +577,9 @@ void Scheduler::propose(std::vector<Sequence*>& seqs, std::vector<int64_t>& budg
 bool Scheduler::prefill_step(bool decoding, bool with_decode_rows) {
   StepBatch batch;
   std::vector<Sequence*> members;
-  if (with_decode_rows) add_decode_rows(batch, members);
+  // No proposals beside a prompt chunk: the chunk makes the step compute bound, where every
+  // proposal row is paid in full.
+  if (with_decode_rows) add_decode_rows(batch, members, /*with_proposals=*/false);
   const size_t decode_members = members.size();
   int64_t budget = config_.max_prefill_tokens;
   if (decoding && config_.max_prefill_tokens_while_decoding > 0)
@@ -654,7 +658,7 @@ bool Scheduler::decode_step() {
   if (!ensure_decode_pages()) return false;
   StepBatch batch;
   std::vector<Sequence*> members;
-  add_decode_rows(batch, members);
+  add_decode_rows(batch, members, /*with_proposals=*/true);
   if (members.empty()) return false;
   run_batch(batch, members);
   return true;

@@ -97,8 +97,9 @@ class Scheduler {
   // when the pool runs out; false when no request is left decoding.
   bool ensure_decode_pages();
   // One row per decoding request: its last token at position n_kv, followed by the tokens
-  // proposed for it when it speculates (one row each, all rows' outputs returned).
-  void add_decode_rows(StepBatch& batch, std::vector<Sequence*>& members);
+  // proposed for it when it speculates (one row each, all rows' outputs returned; only in
+  // steps `with_proposals`: pure decode steps).
+  void add_decode_rows(StepBatch& batch, std::vector<Sequence*>& members, bool with_proposals);
   // How many tokens the request may have proposed this step: 0 when it cannot speculate (not a
   // plain argmax, backing off, at its token limit).
   int64_t proposal_budget(Sequence& seq);
