@@ -40,7 +40,7 @@ for round in $(seq 1 "$rounds"); do
       echo "round $round kiln: $(grep -E '^(prompt|speculative):' "$O/kiln_$round.log" | tr '\n' ' ')"
     else
       "$bin/llama-speculative" -m "$target_gguf" -md "$draft_gguf" -p "$chat" -n "$tokens" \
-        -t "$threads" -td "$threads" --draft-max "$draft" --draft-min 0 --temp 0 -c 4096 \
+        -t "$threads" -td "$threads" --spec-draft-n-max "$draft" --spec-draft-n-min 0 --temp 0 -c 4096 \
         -ngl 0 >"$O/llama_$round.txt" 2>"$O/llama_$round.log" || true
       echo "round $round llama.cpp: $(grep -hE 'decoded .* tokens in|^n_draft|^n_predict|^n_accept|^accept' "$O/llama_$round.txt" "$O/llama_$round.log" | tr '\n' ' ')"
     fi
