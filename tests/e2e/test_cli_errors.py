@@ -139,3 +139,20 @@ def test_speculative_run_prints_what_it_did_and_keeps_the_text(tiny_models, mode
     proposed, accepted = (int(x) for x in
                           summary.split("proposed ")[1].split(" (")[0].split(", accepted "))
     assert proposed > 0 and accepted == proposed, summary
+
+
+def test_bench_speculative_alternates_and_keeps_the_text(tiny_models):
+    """`kiln bench speculative` runs every prompt plain and speculative each round and says the
+    texts are identical (greedy); without an algorithm it refuses with one line."""
+    llama = str(tiny_models / "tiny-llama.gguf")
+    base = ("bench", "speculative", "-m", llama, "-p", "one two three one two three", "-p", "hello",
+            "-n", "16", "--rounds", "2")
+    for extra in (("--speculative-algorithm", "ngram"),
+                  ("--speculative-algorithm", "standalone", "--speculative-draft-model-path", llama)):
+        proc = run_kiln(*base, *extra)
+        assert proc.returncode == 0, proc.stderr
+        rounds = [l for l in proc.stdout.splitlines() if l.startswith("round ")]
+        assert len(rounds) == 4, proc.stdout
+        summary = [l for l in proc.stdout.splitlines() if l.startswith("prompt ") and "tok/s" not in l]
+        assert len(summary) == 2 and all("identical" in l for l in summary), proc.stdout
+    assert_one_error_line(run_kiln(*base), "name one")

@@ -12,10 +12,12 @@ void add_eval_command(CLI::App& app);   // eval_command.cc (eval gsm8k)
 // benchmark can hang off it as `kiln bench serving` (add_bench_serving_command).
 CLI::App* add_bench_command(CLI::App& app);
 void add_bench_serving_command(CLI::App& bench);  // bench_serving_command.cc: `kiln bench serving`
-void add_graph_command(CLI::App& app);            // graph_command.cc
-void add_logits_command(CLI::App& app);           // logits_command.cc
-void add_perplexity_command(CLI::App& app);       // perplexity_command.cc
-void add_tokenize_command(CLI::App& app);         // tokenize_command.cc
-void add_pull_command(CLI::App& app);             // pull_command.cc (kiln pull NAME)
+// bench_speculative_command.cc: `kiln bench speculative`
+void add_bench_speculative_command(CLI::App& bench);
+void add_graph_command(CLI::App& app);       // graph_command.cc
+void add_logits_command(CLI::App& app);      // logits_command.cc
+void add_perplexity_command(CLI::App& app);  // perplexity_command.cc
+void add_tokenize_command(CLI::App& app);    // tokenize_command.cc
+void add_pull_command(CLI::App& app);        // pull_command.cc (kiln pull NAME)
 
 }  // namespace kiln::cli

@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   kiln::cli::add_graph_command(app);
   CLI::App* bench = kiln::cli::add_bench_command(app);
   kiln::cli::add_bench_serving_command(*bench);
+  kiln::cli::add_bench_speculative_command(*bench);
   kiln::cli::add_serve_command(app);
   kiln::cli::add_eval_command(app);
   kiln::cli::add_logits_command(app);
