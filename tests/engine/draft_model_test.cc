@@ -153,6 +153,47 @@ TEST(DraftModel, AFailingDraftStepCostsOnlyThatRoundsProposals) {
   EXPECT_GT(spec.stats.spec_accepted_tokens, 0);  // rounds before the poison still paid
 }
 
+TEST(DraftModel, CancellingASpeculatingRequestReturnsEveryPage) {
+  // Two requests speculate with a draft; the first is cancelled mid-generation (a client
+  // disconnect): it ends with finish_reason abort, its target and draft pages go back, and the
+  // other request's output is plain decoding's.
+  const auto requests = greedy_requests(2, 60);
+  const Outcome plain = run(requests, nullptr);
+  KvPool pool({2, 1, 8, 4, 256});
+  FakeModel model(pool, kVocab);
+  model.markov = true;
+  KvPool draft_pool({2, 1, 8, 4, 256});
+  FakeModel draft(draft_pool, kVocab);
+  draft.markov = true;
+  FakeTokenizer tok(kVocab);
+  EngineConfig ec;
+  ec.enable_prefix_cache = false;
+  ec.speculative.draft_executor = &draft;
+  ec.speculative.draft_pool = &draft_pool;
+  ec.speculative.step_cost = [](int64_t) { return 1.0; };
+  Scheduler sched(model, pool, tok, ec);
+  std::map<uint64_t, std::vector<int32_t>> tokens;
+  std::map<uint64_t, RequestEvent> last;
+  auto on_event = [&](const RequestEvent& e) {
+    tokens[e.request_id].insert(tokens[e.request_id].end(), e.new_tokens.begin(),
+                                e.new_tokens.end());
+    if (e.finished) last[e.request_id] = e;
+  };
+  sched.add(1, requests[0], on_event, 1);
+  sched.add(2, requests[1], on_event, 2);
+  while (tokens[1].size() < 20) sched.step();
+  EXPECT_GT(draft_pool.used_pages(), 0);
+  sched.cancel(1);
+  EXPECT_EQ(last.at(1).finish_reason, FinishReason::Abort);
+  while (!sched.idle()) sched.step();
+  EXPECT_EQ(tokens.at(2), plain.tokens.at(2));
+  EXPECT_GT(sched.stats().spec_accepted_tokens, 0);
+  EXPECT_EQ(pool.used_pages(), 0);
+  EXPECT_EQ(draft_pool.used_pages(), 0);
+  EXPECT_TRUE(model.errors_copy().empty());
+  EXPECT_TRUE(draft.errors_copy().empty());
+}
+
 TEST(DraftModel, AnotherVocabularyIsRefused) {
   KvPool pool({2, 1, 8, 4, 64});
   FakeModel model(pool, kVocab);
