@@ -38,6 +38,14 @@ engine::GenerateRequest request(int phrase_len, uint64_t seed, int64_t vocab) {
   return r;
 }
 
+// Graph mode with verify plans for the whole test batch (6 proposals, up to 8 sequences).
+engine::RuntimeOptions graph_with_verify_plans(const fs::path& model) {
+  engine::RuntimeOptions o = tiny_runtime_options(model, engine::GraphMode::Optimize, 8);
+  o.verify_max_seqs = 8;
+  o.verify_max_draft = 6;
+  return o;
+}
+
 struct RunResult {
   std::map<uint64_t, std::vector<int32_t>> tokens;
   engine::EngineStats stats;
@@ -92,11 +100,7 @@ TEST_P(SpeculativeTiny, GreedyNgramOutputEqualsPlainDecodingInBothModes) {
   ASSERT_TRUE(fs::exists(model)) << "fixture missing (run tests/fixtures/generate_all.py): "
                                  << model;
   engine::Runtime eager(tiny_runtime_options(model, engine::GraphMode::Off, 1));
-  // Graph mode with verify plans for the whole test batch (6 proposals, up to 8 sequences).
-  engine::RuntimeOptions graph_options =
-      tiny_runtime_options(model, engine::GraphMode::Optimize, 8);
-  graph_options.verify_max_seqs = 8;
-  graph_options.verify_max_draft = 6;
+  engine::RuntimeOptions graph_options = graph_with_verify_plans(model);
   engine::Runtime graph(graph_options);
   for (int n : {1, 3}) {
     SCOPED_TRACE("requests per wave " + std::to_string(n));
@@ -123,10 +127,7 @@ TEST_P(SpeculativeTiny, GreedyDraftModelOutputEqualsPlainDecoding) {
   fs::path model = tiny_model(GetParam());
   ASSERT_TRUE(fs::exists(model)) << "fixture missing (run tests/fixtures/generate_all.py): "
                                  << model;
-  engine::RuntimeOptions graph_options =
-      tiny_runtime_options(model, engine::GraphMode::Optimize, 8);
-  graph_options.verify_max_seqs = 8;
-  graph_options.verify_max_draft = 6;
+  engine::RuntimeOptions graph_options = graph_with_verify_plans(model);
   engine::Runtime graph(graph_options);
   engine::RuntimeOptions draft_options =
       tiny_runtime_options(model, engine::GraphMode::Optimize, 8);
@@ -156,10 +157,7 @@ TEST_P(SpeculativeTiny, SampledSpeculationIsTheSameInGraphAndEagerMode) {
   fs::path model = tiny_model(GetParam());
   ASSERT_TRUE(fs::exists(model)) << "fixture missing (run tests/fixtures/generate_all.py): "
                                  << model;
-  engine::RuntimeOptions graph_options =
-      tiny_runtime_options(model, engine::GraphMode::Optimize, 8);
-  graph_options.verify_max_seqs = 8;
-  graph_options.verify_max_draft = 6;
+  engine::RuntimeOptions graph_options = graph_with_verify_plans(model);
   engine::Runtime graph(graph_options);
   engine::Runtime eager(tiny_runtime_options(model, engine::GraphMode::Off, 1));
   engine::RuntimeOptions draft_options = tiny_runtime_options(model, engine::GraphMode::Off, 1);
@@ -179,9 +177,7 @@ TEST_P(SpeculativeTiny, VerifyPlansMatchEagerUnderTheGraphChecker) {
   fs::path model = tiny_model(GetParam());
   ASSERT_TRUE(fs::exists(model)) << "fixture missing (run tests/fixtures/generate_all.py): "
                                  << model;
-  engine::RuntimeOptions o = tiny_runtime_options(model, engine::GraphMode::Optimize, 8);
-  o.verify_max_seqs = 8;
-  o.verify_max_draft = 6;
+  engine::RuntimeOptions o = graph_with_verify_plans(model);
   o.check_graph = true;
   engine::Runtime checked(o);
   const RunResult spec = run(checked, 3, true);
