@@ -533,12 +533,15 @@ void Scheduler::cap_budgets(const std::vector<Sequence*>& seqs, std::vector<int6
   for (int64_t b : budgets) largest = std::max(largest, b);
   if (cap < largest && !config_.speculative.step_cost && ++capped_steps_ % 16 == 0) cap = largest;
   for (int64_t& b : budgets) b = std::min(b, cap);
-  KILN_LOG_DEBUG(
-      "speculation: cap {} for {} requests (first kept {:.2f}, then {:.2f}, step cost {:.4f} at {} "
-      "rows, {:.4f} at {}, draft step {:.4f})",
-      cap, seqs.size(), candidates[0].first, candidates[0].next, cost(plain_rows + 1),
-      plain_rows + 1, cost(plain_rows + 1 + candidates[0].budget),
-      plain_rows + 1 + candidates[0].budget, draft_model_ ? draft_cost : 0.0);
+  // The arguments cost two estimates per step: only when they are printed.
+  if (spdlog::should_log(spdlog::level::debug)) {
+    KILN_LOG_DEBUG(
+        "speculation: cap {} for {} requests (first kept {:.2f}, then {:.2f}, step cost {:.4f} at "
+        "{} rows, {:.4f} at {}, draft step {:.4f})",
+        cap, seqs.size(), candidates[0].first, candidates[0].next, cost(plain_rows + 1),
+        plain_rows + 1, cost(plain_rows + 1 + candidates[0].budget),
+        plain_rows + 1 + candidates[0].budget, draft_model_ ? draft_cost : 0.0);
+  }
 }
 
 void Scheduler::propose(std::vector<Sequence*>& seqs, std::vector<int64_t>& budgets) {
@@ -735,8 +738,8 @@ void Scheduler::run_batch(StepBatch& batch, const std::vector<Sequence*>& member
   try {
     executor_->forward(batch, output_);
     // Decode and verify steps (every row returns a token) teach the speculation policy what
-    // rows cost.
-    if (batch.returns_every_row()) {
+    // rows cost; without speculation nobody reads it.
+    if (config_.speculative.enabled() && batch.returns_every_row()) {
       step_costs_.record(
           batch.num_tokens(),
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
