@@ -189,14 +189,77 @@ def test_numeric_bounds_hold_in_sampled_output(client, model_id):
     assert any(v["score"] != 1 for v in values)
 
 
+# Every format kiln enforces is checked by jsonschema's draft 2020-12 format checker (the
+# generic FormatChecker() reads "time" as draft 3 did, without fraction or offset); date-time
+# and time only when rfc3339-validator is installed (scripts/requirements.txt), otherwise the
+# checker would pass anything: the test makes sure it is there.
+FORMATS = ("date", "time", "date-time", "uuid", "email", "ipv4", "ipv6")
+
+
+def format_checker():
+    checker = jsonschema.Draft202012Validator.FORMAT_CHECKER
+    missing = [f for f in FORMATS if f not in checker.checkers]
+    assert not missing, f"jsonschema cannot check {missing}"
+    return checker
+
+
+def sampled_values(client, model_id, schema, seeds=(1, 2, 3), n=6, max_tokens=800):
+    """Sampled choices over several seeds; each one that finished validates (formats too)."""
+    values, stopped = [], 0
+    for seed in seeds:
+        r = client.chat.completions.create(
+            model=model_id, messages=[{"role": "user", "content": "Fill it in."}],
+            response_format=schema_format(schema), temperature=1.0, n=n, seed=seed,
+            max_tokens=max_tokens)
+        for ch in r.choices:
+            if ch.finish_reason != "stop":
+                continue
+            stopped += 1
+            value = json.loads(ch.message.content)
+            jsonschema.validate(value, schema, format_checker=format_checker())
+            values.append(value)
+    assert stopped >= len(seeds) * n // 2, f"only {stopped} choices finished"
+    return values
+
+
+def test_patterns_hold_in_sampled_output(client, model_id):
+    # A random-weight model samples any allowed token, so each pattern is met by the
+    # constraint, not by the model; unanchored patterns may have anything around them.
+    schema = {"type": "object", "properties": {
+        "code": {"type": "string", "pattern": "^[A-Z]{2,3}-\\d{2,4}$"},
+        "hex": {"type": "string", "pattern": "^(0x)?[0-9a-f]{1,6}$"},
+        "word": {"type": "string", "pattern": "^(red|green|blue)(-[a-z])?$"},
+        "mark": {"type": "string", "pattern": "ok", "maxLength": 6},
+        "zip": {"type": "string", "pattern": "^\\d{5}$"}},
+        "required": ["code", "hex", "word", "mark", "zip"], "additionalProperties": False}
+    values = sampled_values(client, model_id, schema)
+    # Sampling explores the language rather than settling on one string.
+    assert len({v["code"] for v in values}) > 3 and len({v["hex"] for v in values}) > 3
+    assert any(len(v["mark"]) > 2 for v in values)  # text around the unanchored "ok"
+
+
+def test_formats_hold_in_sampled_output(client, model_id):
+    for fmt in FORMATS:
+        schema = {"type": "object", "properties": {"v": {"type": "string", "format": fmt}},
+                  "required": ["v"], "additionalProperties": False}
+        values = sampled_values(client, model_id, schema, seeds=(1, 2), n=6)
+        assert len({v["v"] for v in values}) > 2, (fmt, values)
+
+
 def test_bad_schemas_get_a_400_naming_the_field(client, model_id, server):
     with pytest.raises(openai.BadRequestError) as e:
         client.chat.completions.create(
             model=model_id, messages=[{"role": "user", "content": "x"}], max_tokens=4,
             response_format=schema_format({"type": "object", "properties": {
-                "name": {"type": "string", "pattern": "^a"}}}))
+                "name": {"type": "string", "pattern": "(a)\\1"}}}))
     assert e.value.body["param"] == "response_format.json_schema.schema.properties.name.pattern"
-    assert "not a supported JSON-schema keyword" in e.value.body["message"]
+    assert "backreference (not supported)" in e.value.body["message"]
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(
+            model=model_id, messages=[{"role": "user", "content": "x"}], max_tokens=4,
+            response_format=schema_format({"type": "string", "format": "uri"}))
+    assert e.value.body["param"] == "response_format.json_schema.schema.format"
+    assert "supported: date, time, date-time, uuid, email, ipv4, ipv6" in e.value.body["message"]
     with pytest.raises(openai.BadRequestError) as e:
         client.completions.create(model=model_id, prompt="x", max_tokens=4,
                                   extra_body={"response_format": {"type": "yaml"}})

@@ -209,10 +209,33 @@ def test_bad_requests_name_the_field(client, model_id):
     assert body["param"] == "messages[1].tool_calls[0].function.arguments"
     body = bad_request(client, model_id, messages=ASK, tool_choice="required", tools=[
         {"type": "function", "function": {"name": "f", "parameters": {
-            "type": "object", "properties": {"a": {"type": "string", "pattern": "^x"}}}}}])
+            "type": "object", "properties": {"a": {"type": "string", "pattern": "(?=x)"}}}}}])
     assert body["param"] == "tools[0].function.parameters.properties.a.pattern"
     body = bad_request(client, model_id, messages=ASK, tools=[{"type": "function"}])
     assert body["param"] == "tools[0].function"
+
+
+def test_patterned_tool_arguments_validate(client, model_id):
+    # The same keywords in a tool's parameters: a forced call's arguments validate.
+    params = {"type": "object", "properties": {
+        "when": {"type": "string", "format": "date"},
+        "room": {"type": "string", "pattern": "^[A-D][0-9]{3}$"}},
+        "required": ["when", "room"], "additionalProperties": False}
+    tools = [{"type": "function", "function": {"name": "book", "parameters": params}}]
+    checker = jsonschema.Draft202012Validator.FORMAT_CHECKER
+    assert "date" in checker.checkers
+    rooms = set()
+    for seed in range(4):
+        r = client.chat.completions.create(
+            model=model_id, messages=[{"role": "user", "content": "Book a room."}], tools=tools,
+            tool_choice="required", temperature=1.0, seed=seed, max_tokens=MAX_TOKENS)
+        ch = r.choices[0]
+        assert ch.finish_reason == "tool_calls", ch
+        for call in ch.message.tool_calls:
+            args = json.loads(call.function.arguments)
+            jsonschema.validate(args, params, format_checker=checker)
+            rooms.add(args["room"])
+    assert len(rooms) > 1
 
 
 @pytest.fixture(scope="module")

@@ -249,6 +249,81 @@ TEST(JsonSchema, BoundedNumbersHaveNoDeadEnds) {
   }
 }
 
+TEST(JsonSchema, PatternsHoldOnTheDecodedString) {
+  const auto s = schema(R"({"type": "string", "pattern": "^[a-c]{2}-(\\d|\u00e9)\\n?$"})");
+  expect_all(s, {R"("ab-1")", R"("cc-9\n")", "\"ab-\xC3\xA9\""},
+             {R"("ab1")", R"("ab-")", R"("abc-1")", R"("ab-1\t")",
+              R"("ab-\u00e9")",  // no \u escapes in patterned strings
+              R"("\u0061b-1")", "\"ab-\xC3\xA8\""});
+  // Escapes decode before the pattern sees them: \" is one quote character, \/ a slash.
+  expect_all(schema(R"({"type": "string", "pattern": "^\"/$"})"), {R"("\"\/")", R"("\"/")"},
+             {R"("\\"")"});
+  // Refused at the first byte that cannot lead anywhere: a lead byte of characters the
+  // pattern has no room for.
+  EXPECT_FALSE(prefix_ok(s, "\"ab-\xE2"));
+  EXPECT_TRUE(prefix_ok(s, "\"ab-\xC3"));
+  EXPECT_FALSE(prefix_ok(s, "\"ab-\xC3\xA8"));
+  EXPECT_FALSE(prefix_ok(s, "\"ab\\"));  // no escape can continue here
+  // Only strings are patterned; other types pass as they are.
+  expect_all(schema(R"({"type": ["string", "integer"], "pattern": "^x$"})"), {R"("x")", "12"},
+             {R"("y")"});
+}
+
+TEST(JsonSchema, FormatsAndLengthsCombine) {
+  const auto s = schema(R"({"type": "object", "properties": {
+      "day": {"type": "string", "format": "date"},
+      "id": {"type": "string", "format": "uuid"},
+      "code": {"type": "string", "pattern": "^[A-Z]+$", "minLength": 2, "maxLength": 3}},
+      "required": ["day", "id", "code"], "additionalProperties": false})");
+  const std::string id = R"("id": "123e4567-e89b-12d3-a456-426614174000")";
+  expect_all(s,
+             {R"({"day": "2024-02-29", )" + id + R"(, "code": "AB"})",
+              R"({"code": "XYZ", "day": "2023-12-31", )" + id + "}"},
+             {R"({"day": "2023-02-29", )" + id + R"(, "code": "AB"})",
+              R"({"day": "2024-02-29", )" + id + R"(, "code": "A"})",
+              R"({"day": "2024-02-29", )" + id + R"(, "code": "ABCD"})",
+              R"({"day": "2024-02-29", )" + id + R"(, "code": "ab"})"});
+  // A pattern on a string key of a map-like object is not confused with the key itself.
+  expect_all(schema(R"({"type": "object", "additionalProperties": true})"), {R"({"k": 1})"}, {});
+}
+
+// Every byte string a patterned schema accepts can still be finished: a depth-first search
+// for a completion over the same alphabet finds one from every accepted prefix.
+bool can_finish(const JsonMatcher& m, const std::string& alphabet, int depth) {
+  if (m.complete()) return true;
+  if (depth == 0) return false;
+  for (char c : alphabet) {
+    JsonMatcher copy = m;
+    if (copy.feed(std::string(1, c)) && can_finish(copy, alphabet, depth - 1)) return true;
+  }
+  return false;
+}
+
+TEST(JsonSchema, PatternedStringsHaveNoDeadEnds) {
+  const std::string alphabet = "\"ab1\\n\xC3\xA9\xA8\xE2\x82\xAC";
+  for (const char* text : {R"({"type": "string", "pattern": "^(ab|\u00e9)+1?$"})",
+                           R"({"type": "string", "pattern": "b\\n", "maxLength": 3})",
+                           R"({"type": "string", "pattern": "^\u20ac?[ab]{1,2}$"})"}) {
+    const auto s = schema(text);
+    std::vector<std::string> level = {""};
+    int accepted = 0;
+    for (int len = 1; len <= 5; ++len) {
+      std::vector<std::string> next;
+      for (const auto& p : level) {
+        for (char c : alphabet) {
+          JsonMatcher m(s);
+          if (!m.feed(p + c)) continue;
+          ++accepted;
+          EXPECT_TRUE(can_finish(m, alphabet, 8)) << text << " after " << p + c;
+          next.push_back(p + c);
+        }
+      }
+      level = std::move(next);
+    }
+    EXPECT_GT(accepted, 5) << text;
+  }
+}
+
 // The keyword path the error names, or "(compiled)" when the schema compiles.
 std::string error_path(const char* text) {
   try {
@@ -260,9 +335,14 @@ std::string error_path(const char* text) {
 }
 
 TEST(JsonSchema, UnsupportedSchemasNameTheKeyword) {
-  EXPECT_EQ(error_path(R"({"type": "string", "format": "date-time"})"), "format");
+  EXPECT_EQ(error_path(R"({"type": "string", "format": "uri"})"), "format");
+  EXPECT_EQ(error_path(R"({"type": "string", "format": 3})"), "format");
+  EXPECT_EQ(error_path(R"({"type": "string", "pattern": "(a)\\1"})"), "pattern");
+  EXPECT_EQ(error_path(R"({"type": "string", "pattern": "^a{5}$", "maxLength": 4})"), "pattern");
+  EXPECT_EQ(error_path(R"({"enum": ["a"], "pattern": "a"})"), "pattern");
+  EXPECT_EQ(error_path(R"({"anyOf": [{"type": "null"}], "format": "date"})"), "format");
   EXPECT_EQ(error_path(R"({"enum": ["a"], "minLength": 2})"), "minLength");
-  EXPECT_EQ(error_path(R"({"properties": {"a": {"type": "string", "pattern": "x"}}})"),
+  EXPECT_EQ(error_path(R"j({"properties": {"a": {"type": "string", "pattern": "(?=x)"}}})j"),
             "properties.a.pattern");
   EXPECT_EQ(error_path(R"({"type": "integer", "exclusiveMinimum": true})"), "exclusiveMinimum");
   EXPECT_EQ(error_path(R"({"type": "integer", "minimum": "3"})"), "minimum");

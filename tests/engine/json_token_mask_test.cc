@@ -83,6 +83,12 @@ TEST(JsonTokenMask, TrieWalkMatchesTokenByTokenCheck) {
                      R"({"type": "object", "properties": {"name": {"type": "string",
                          "minLength": 2, "maxLength": 4}}, "required": ["name"]})")),
                  "{\"name\":\"ab\xC3\xA9\"}");
+  // A patterned string walks the whole trie too (each character moves its automaton), with
+  // multi-byte characters split across byte tokens and an escape.
+  check_document(JsonSchema::compile(nlohmann::json::parse(
+                     R"({"type": "object", "properties": {"name": {"type": "string",
+                         "pattern": "^(ab|\u00e9|\u20ac)+\\n?[0-9]*$"}}, "required": ["name"]})")),
+                 "{\"name\":\"ab\xC3\xA9\xE2\x82\xAC\\n12\"}");
 }
 
 TEST(JsonTokenMask, ByteTokensCompleteACharacterOnlyInsideStrings) {

@@ -60,7 +60,7 @@ TEST(JsonResponseFormat, OpenAIErrorsNameTheField) {
             "response_format.json_schema.schema");
   EXPECT_EQ(chat_error(R"("response_format": {"type": "json_schema", "json_schema":
       {"name": "n", "schema": {"type": "object", "properties":
-       {"name": {"type": "string", "pattern": "^a"}}}}})"),
+       {"name": {"type": "string", "pattern": "(a)\\1"}}}}})"),
             "response_format.json_schema.schema.properties.name.pattern");
   EXPECT_EQ(chat_error(R"("response_format": {"type": "json_object"}, "min_tokens": 3)"),
             "min_tokens");
@@ -89,7 +89,7 @@ TEST(JsonResponseFormat, SGLangJsonSchemaString) {
   };
   EXPECT_EQ(native_error(R"({"json_schema": "{not json"})"), "sampling_params.json_schema");
   EXPECT_EQ(native_error(R"({"json_schema": {"type": "object"}})"), "sampling_params.json_schema");
-  EXPECT_EQ(native_error(R"({"json_schema": "{\"type\": \"string\", \"format\": \"date\"}"})"),
+  EXPECT_EQ(native_error(R"({"json_schema": "{\"type\": \"string\", \"format\": \"uri\"}"})"),
             "sampling_params.json_schema.format");
   EXPECT_EQ(native_error(R"({"json_schema": "{}", "ignore_eos": true})"),
             "sampling_params.ignore_eos");

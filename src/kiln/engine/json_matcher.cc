@@ -1,5 +1,7 @@
 #include "kiln/engine/json_matcher.h"
 
+#include <algorithm>
+
 namespace kiln::engine {
 
 namespace {
@@ -105,6 +107,11 @@ constexpr uint8_t kLowSurrogate = 1;  // the \u being read must be DC00..DFFF
 // A string frame's `used`: this bit when its schema limits the length, and below it the
 // characters read so far.
 constexpr uint64_t kLengthLimited = uint64_t{1} << 63;
+// A string frame whose schema has an automaton (pattern / format): `used` holds this bit, the
+// automaton state in its low 32 bits and, inside a multi-byte character, the bits read so far
+// from bit 32 on (`aux` counts the bytes still to come, `pos` their next byte's range).
+constexpr uint64_t kPatterned = uint64_t{1} << 62;
+constexpr int kPartialShift = 32;
 
 const char* const kKeywords[] = {"true", "false", "null"};
 
@@ -236,7 +243,11 @@ class Feeder {
       case '"':
         f.kind = kString;
         f.phase = kStrNormal;
-        if (n->length_limited()) f.used = kLengthLimited;
+        if (n->automaton >= 0) {
+          f.used = kPatterned | StringAutomaton::start();
+        } else if (n->length_limited()) {
+          f.used = kLengthLimited;
+        }
         return kAccept;
       case 't':
       case 'f':
@@ -363,6 +374,7 @@ class Feeder {
   }
 
   Result string(JsonFrame& f, uint8_t b) {
+    if (f.used & kPatterned) return patterned_string(f, b);
     switch (f.phase) {
       case kStrNormal:
         if (b == '"') {
@@ -445,6 +457,81 @@ class Feeder {
     }
   }
 
+  // A string whose characters follow an automaton: each decoded character must have an edge,
+  // and a multi-byte character's lead and continuation bytes are accepted only while some
+  // character they can still become has one. No \u escapes (see string_automaton.h).
+  Result patterned_string(JsonFrame& f, uint8_t b) {
+    const StringAutomaton& a = schema_.automaton(schema_.node(f.node).automaton);
+    const auto state = static_cast<uint32_t>(f.used);
+    auto take = [&](uint32_t cp) {
+      const int64_t next = a.next(state, cp);
+      if (next < 0) return kReject;
+      f.used = kPatterned | static_cast<uint64_t>(next);
+      f.phase = kStrNormal;
+      return kAccept;
+    };
+    switch (f.phase) {
+      case kStrNormal: {
+        if (b == '"') {
+          if (!a.accepting(state)) return kReject;
+          child_done(-1);
+          return kAccept;
+        }
+        if (b < 0x20) return kReject;
+        if (b == '\\') {
+          for (char c : std::string_view("\"\\/\b\f\n\r\t")) {
+            if (a.next(state, static_cast<uint8_t>(c)) >= 0) {
+              f.phase = kStrEscape;
+              return kAccept;
+            }
+          }
+          return kReject;
+        }
+        if (b < 0x80) return take(b);
+        // The lead byte: the code points it can start (well-formed UTF-8, as string() checks).
+        uint32_t lo = 0, hi = 0, range = byte_range(0x80, 0xBF), count = 0, bits = 0;
+        if (b >= 0xC2 && b <= 0xDF) {
+          count = 1, bits = b & 0x1Fu, lo = bits << 6, hi = lo | 0x3F;
+        } else if (b >= 0xE0 && b <= 0xEF) {
+          count = 2, bits = b & 0x0Fu, lo = bits << 12, hi = lo | 0xFFF;
+          if (b == 0xE0) lo = 0x800, range = byte_range(0xA0, 0xBF);
+          if (b == 0xED) hi = 0xD7FF, range = byte_range(0x80, 0x9F);
+        } else if (b >= 0xF0 && b <= 0xF4) {
+          count = 3, bits = b & 0x07u, lo = bits << 18, hi = std::min(lo | 0x3FFFFu, 0x10FFFFu);
+          if (b == 0xF0) lo = 0x10000, range = byte_range(0x90, 0xBF);
+          if (b == 0xF4) range = byte_range(0x80, 0x8F);
+        } else {
+          return kReject;
+        }
+        if (!a.has_edge_within(state, lo, hi)) return kReject;
+        f.phase = kStrUtf8;
+        f.aux = static_cast<uint8_t>(count);
+        f.pos = range;
+        f.used = kPatterned | (uint64_t{bits} << kPartialShift) | state;
+        return kAccept;
+      }
+      case kStrUtf8: {
+        if (b < (f.pos >> 8) || b > (f.pos & 0xFF)) return kReject;
+        const auto bits =
+            static_cast<uint32_t>((f.used & ~kPatterned) >> kPartialShift) << 6 | (b & 0x3Fu);
+        if (--f.aux == 0) return take(bits);
+        const uint32_t lo = bits << (6 * f.aux), hi = lo | ((1u << (6 * f.aux)) - 1);
+        if (!a.has_edge_within(state, lo, hi)) return kReject;
+        f.pos = byte_range(0x80, 0xBF);
+        f.used = kPatterned | (uint64_t{bits} << kPartialShift) | state;
+        return kAccept;
+      }
+      case kStrEscape: {
+        const std::string_view from("\"\\/bfnrt"), to("\"\\/\b\f\n\r\t");
+        const size_t i = from.find(static_cast<char>(b));
+        if (i == std::string_view::npos) return kReject;  // \u among them
+        return take(static_cast<uint8_t>(to[i]));
+      }
+      default:
+        return kReject;
+    }
+  }
+
   Result number(JsonFrame& f, uint8_t b) {
     const uint8_t next = next_number_phase(f.phase, b, f.flags & kIntegerOnly);
     if (next == kNumBad) return kReject;
@@ -520,7 +607,7 @@ JsonMatchState json_start(const JsonSchema& schema) {
 bool json_in_plain_string(const JsonMatchState& state) {
   if (state.stack.empty() || state.ws_run != 0) return false;
   const JsonFrame& f = state.stack.back();
-  return f.kind == kString && f.phase == kStrNormal;
+  return f.kind == kString && f.phase == kStrNormal && !(f.used & kPatterned);
 }
 
 uint32_t json_string_room(const JsonSchema& schema, const JsonMatchState& state) {
@@ -543,7 +630,7 @@ bool json_byte_keeps_state(const JsonMatchState& state, uint8_t b) {
   if (f.kind == kString && f.phase == kStrNormal) {
     // ws_run is 0 inside a string (the opening quote reset it), so a plain byte changes nothing.
     return b >= 0x20 && b < 0x80 && b != '"' && b != '\\' && state.ws_run == 0 &&
-           !(f.used & kLengthLimited);
+           !(f.used & (kLengthLimited | kPatterned));
   }
   if (f.kind == kNumber && (f.phase == kNumInt || f.phase == kNumFrac || f.phase == kNumExp)) {
     return is_digit(b) && state.ws_run == 0 && !(f.flags & kBounded);  // bounded: digits count

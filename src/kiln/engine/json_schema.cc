@@ -5,8 +5,12 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <set>
 #include <string_view>
+
+#include "kiln/engine/regex_subset.h"
+#include "kiln/engine/string_formats.h"
 
 namespace kiln::engine {
 
@@ -213,7 +217,9 @@ class JsonSchemaCompiler {
                                                        "minimum",
                                                        "maximum",
                                                        "exclusiveMinimum",
-                                                       "exclusiveMaximum"};
+                                                       "exclusiveMaximum",
+                                                       "pattern",
+                                                       "format"};
       if (!kSupported.count(k)) {
         throw JsonSchemaError(join(path, k), "is not a supported JSON-schema keyword");
       }
@@ -235,8 +241,8 @@ class JsonSchemaCompiler {
       }
     }
     const bool has_enum = keys.count("enum") || keys.count("const");
-    for (const char* k :
-         {"minLength", "maxLength", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}) {
+    for (const char* k : {"minLength", "maxLength", "minimum", "maximum", "exclusiveMinimum",
+                          "exclusiveMaximum", "pattern", "format"}) {
       // The literals and anyOf's branches are matched by their own frames, which would not
       // see a length limit given here: refused rather than silently not enforced.
       if (keys.count(k) && (has_enum || keys.count("anyOf")))
@@ -414,6 +420,51 @@ class JsonSchemaCompiler {
     if (n.min_length > n.max_length) {
       throw JsonSchemaError(join(path, "minLength"), "is larger than maxLength");
     }
+    compile_string_automaton(s, path, n);
+  }
+
+  // pattern and format, as one automaton with the length limits folded in.
+  void compile_string_automaton(const json& s, const std::string& path, SchemaNode& n) {
+    const auto pattern = s.find("pattern");
+    const auto format = s.find("format");
+    if (pattern == s.end() && format == s.end()) return;
+    std::string where = join(path, pattern != s.end() ? "pattern" : "format");
+    std::optional<StringAutomaton> a;
+    auto add = [&](StringAutomaton next) {
+      a = a ? StringAutomaton::intersect(*a, next) : std::move(next);
+    };
+    try {
+      if (pattern != s.end()) {
+        if (!pattern->is_string()) throw JsonSchemaError(where, "must be a string");
+        try {
+          add(compile_pattern(pattern->get<std::string>()));
+        } catch (const RegexError& e) {
+          throw JsonSchemaError(where, fmt::format("{} {}", pattern->dump(), e.what()));
+        }
+      }
+      if (format != s.end()) {
+        const std::string fpath = join(path, "format");
+        if (!format->is_string()) throw JsonSchemaError(fpath, "must be a string");
+        const char* p = string_format_pattern(format->get<std::string>());
+        if (p == nullptr) {
+          throw JsonSchemaError(fpath, fmt::format("{} is not a supported format (supported: {})",
+                                                   format->dump(), supported_string_formats()));
+        }
+        add(compile_pattern(p));
+      }
+      if (n.length_limited()) add(StringAutomaton::length_between(n.min_length, n.max_length));
+    } catch (const std::length_error&) {
+      throw JsonSchemaError(where, fmt::format("with the string's other keywords needs more "
+                                               "than {} automaton states",
+                                               StringAutomaton::kMaxStates));
+    }
+    if (!a->trim()) {
+      throw JsonSchemaError(where, "allows no string together with the string's other keywords");
+    }
+    n.min_length = 0;
+    n.max_length = UINT32_MAX;
+    out_->automata_.push_back(std::move(*a));
+    n.automaton = static_cast<int32_t>(out_->automata_.size() - 1);
   }
 
   // minimum / maximum / exclusiveMinimum / exclusiveMaximum: the tighter of each pair.

@@ -5,8 +5,10 @@
 // Supported keywords: type (object, array, string, number, integer, boolean, null, or a list
 // of them), properties, required, additionalProperties (false, or true without properties),
 // items, minItems, maxItems, minLength, maxLength, minimum, maximum, exclusiveMinimum,
-// exclusiveMaximum (json_number_bounds.h), enum, const, anyOf (branches must start with
-// different characters, e.g. {"type": "string"} | {"type": "null"}), $ref to "#", "#/$defs/..." or
+// exclusiveMaximum (json_number_bounds.h), pattern (regex_subset.h), format (date, time,
+// date-time, uuid, email, ipv4, ipv6: string_formats.h), enum, const, anyOf (branches must start
+// with different characters, e.g. {"type": "string"} | {"type": "null"}), $ref to "#",
+// "#/$defs/..." or
 // "#/definitions/...", and $defs/definitions. Annotations that constrain nothing (title,
 // description, $schema, $id, $comment, default, examples) are ignored. Any other keyword is
 // an error naming it: a keyword silently ignored would let outputs through that the client
@@ -25,6 +27,7 @@
 #include <vector>
 
 #include "kiln/engine/json_number_bounds.h"
+#include "kiln/engine/string_automaton.h"
 
 namespace kiln::engine {
 
@@ -79,6 +82,9 @@ struct SchemaNode {
   uint32_t min_length = 0;
   uint32_t max_length = UINT32_MAX;
   bool length_limited() const { return min_length > 0 || max_length != UINT32_MAX; }
+  // pattern / format: the automaton (JsonSchema::automaton) a string must follow, lengths
+  // folded in (min_length and max_length are then left unlimited).
+  int32_t automaton = -1;
   // Numbers: minimum / maximum and their exclusive forms (for integers folded to inclusive
   // integer bounds).
   NumberBounds bounds;
@@ -113,11 +119,13 @@ class JsonSchema {
   uint32_t any_node() const { return any_node_; }
   const SchemaNode& node(uint32_t i) const { return nodes_[i]; }
   const LiteralTrie& trie(int32_t i) const { return tries_[static_cast<size_t>(i)]; }
+  const StringAutomaton& automaton(int32_t i) const { return automata_[static_cast<size_t>(i)]; }
 
  private:
   friend class JsonSchemaCompiler;
   std::vector<SchemaNode> nodes_;
   std::vector<LiteralTrie> tries_;
+  std::vector<StringAutomaton> automata_;
   uint32_t root_ = 0;
   uint32_t any_node_ = 0;
 };

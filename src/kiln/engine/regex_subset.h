@@ -1,0 +1,33 @@
+// JSON schema's `pattern`: the regular-expression subset that OpenAI's structured outputs and
+// llama.cpp's schema converter accept, compiled to a StringAutomaton (string_automaton.h).
+//
+// Supported: literals (UTF-8), `.`, classes `[...]` / `[^...]` with ranges, the escapes
+// \d \w \s \D \W \S \t \n \r \f \v \xHH \uHHHH and escaped punctuation, groups `(...)` and
+// `(?:...)`, alternation `|`, quantifiers `* + ? {n} {n,} {n,m}` (lazy forms too: they match
+// the same strings), and `^` / `$` at the start / end of a top-level alternative. As JSON
+// Schema says, a pattern need not match the whole string: an alternative without `^` may be
+// preceded by anything, one without `$` followed by anything.
+//
+// Semantics are those both ECMA-262 (what JSON Schema names) and Python's `re` (what the
+// `jsonschema` package runs) agree on: \d is [0-9], \w [A-Za-z0-9_], \s ASCII whitespace, and
+// \D \W \S (and negated classes holding a shorthand) are their ASCII complements; `.` is any
+// character but \n, \r, U+2028 and U+2029. Whatever the two read differently is refused:
+// backreferences, lookaround, word boundaries, named groups, inline flags, `[]`, `{,n}`.
+#pragma once
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include "kiln/engine/string_automaton.h"
+
+namespace kiln::engine {
+
+class RegexError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Throws RegexError naming what is not supported (and where), or that no JSON string matches.
+StringAutomaton compile_pattern(std::string_view pattern);
+
+}  // namespace kiln::engine
