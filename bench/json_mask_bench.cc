@@ -69,6 +69,18 @@ const char* kLimitedSchema = R"({"type": "object",
     "properties": {"name": {"type": "string", "maxLength": 40}, "age": {"type": "integer"}},
     "required": ["name", "age"], "additionalProperties": false})";
 
+// A pattern that loops on almost every character (the whole trie is walked, most bytes keep
+// the automaton's state) and a format that allows few tokens at each point.
+const char* kPatternSchema = R"({"type": "object",
+    "properties": {"name": {"type": "string", "pattern": "^[^<>]*$"}, "age": {"type": "integer"}},
+    "required": ["name", "age"], "additionalProperties": false})";
+const char* kUnanchoredSchema = R"({"type": "object",
+    "properties": {"name": {"type": "string", "pattern": "ab"}},
+    "required": ["name"], "additionalProperties": false})";
+const char* kFormatSchema = R"({"type": "object",
+    "properties": {"day": {"type": "string", "format": "date-time"}},
+    "required": ["day"], "additionalProperties": false})";
+
 void BM_TrieBuild(benchmark::State& state) {
   Vocab& v = vocab();
   for (auto _ : state) {
@@ -102,6 +114,12 @@ BENCHMARK_CAPTURE(mask_after, key_start, kPersonSchema, "{\"")->Unit(benchmark::
 BENCHMARK_CAPTURE(mask_after, in_string, kPersonSchema, "{\"name\": \"Jo")
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(mask_after, in_length_limited_string, kLimitedSchema, "{\"name\": \"Jo")
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(mask_after, in_permissive_pattern, kPatternSchema, "{\"name\": \"Jo")
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(mask_after, after_unanchored_match, kUnanchoredSchema, "{\"name\": \"xab")
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(mask_after, in_date_time, kFormatSchema, "{\"day\": \"2024-0")
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(mask_after, in_number, kPersonSchema, "{\"name\": \"Jo\", \"age\": 4")
     ->Unit(benchmark::kMicrosecond);

@@ -172,6 +172,15 @@ TEST(RegexSubset, EveryStateCanFinish) {
   }
 }
 
+TEST(RegexSubset, StatesThatLoopOnEverythingAreKnown) {
+  const StringAutomaton a = compile_pattern("ab");  // anything, "ab", anything
+  uint32_t s = StringAutomaton::start();
+  EXPECT_FALSE(a.loops_on_everything(s));
+  for (char c : std::string("xab")) s = static_cast<uint32_t>(a.next(s, static_cast<uint8_t>(c)));
+  EXPECT_TRUE(a.loops_on_everything(s));
+  EXPECT_FALSE(compile_pattern("^.*$").loops_on_everything(0));  // `.` leaves out line breaks
+}
+
 TEST(RegexSubset, LengthLimitsAndIntersection) {
   const StringAutomaton digits = compile_pattern("^[0-9]+$");
   StringAutomaton a = StringAutomaton::intersect(digits, StringAutomaton::length_between(2, 3));

@@ -604,10 +604,13 @@ JsonMatchState json_start(const JsonSchema& schema) {
   return s;
 }
 
-bool json_in_plain_string(const JsonMatchState& state) {
+bool json_in_plain_string(const JsonSchema& schema, const JsonMatchState& state) {
   if (state.stack.empty() || state.ws_run != 0) return false;
   const JsonFrame& f = state.stack.back();
-  return f.kind == kString && f.phase == kStrNormal && !(f.used & kPatterned);
+  if (f.kind != kString || f.phase != kStrNormal) return false;
+  if (!(f.used & kPatterned)) return true;
+  return schema.automaton(schema.node(f.node).automaton)
+      .loops_on_everything(static_cast<uint32_t>(f.used));
 }
 
 uint32_t json_string_room(const JsonSchema& schema, const JsonMatchState& state) {
@@ -624,13 +627,16 @@ bool json_add_string_chars(const JsonSchema& schema, JsonMatchState& state, uint
   return true;
 }
 
-bool json_byte_keeps_state(const JsonMatchState& state, uint8_t b) {
+bool json_byte_keeps_state(const JsonSchema& schema, const JsonMatchState& state, uint8_t b) {
   if (state.stack.empty()) return false;
   const JsonFrame& f = state.stack.back();
   if (f.kind == kString && f.phase == kStrNormal) {
     // ws_run is 0 inside a string (the opening quote reset it), so a plain byte changes nothing.
-    return b >= 0x20 && b < 0x80 && b != '"' && b != '\\' && state.ws_run == 0 &&
-           !(f.used & (kLengthLimited | kPatterned));
+    const bool plain = b >= 0x20 && b < 0x80 && b != '"' && b != '\\' && state.ws_run == 0;
+    if (!plain || (f.used & kLengthLimited)) return false;
+    if (!(f.used & kPatterned)) return true;
+    const auto at = static_cast<uint32_t>(f.used);
+    return schema.automaton(schema.node(f.node).automaton).next(at, b) == at;
   }
   if (f.kind == kNumber && (f.phase == kNumInt || f.phase == kNumFrac || f.phase == kNumExp)) {
     return is_digit(b) && state.ws_run == 0 && !(f.flags & kBounded);  // bounded: digits count

@@ -55,11 +55,13 @@ bool json_feed(const JsonSchema& schema, JsonMatchState& state, uint8_t byte);
 bool json_complete(const JsonSchema& schema, const JsonMatchState& state);
 JsonMatchState json_start(const JsonSchema& schema);
 // True when feeding `byte` is accepted and leaves `state` exactly as it is (a plain character
-// inside a string, a digit inside a number's digits): lets the vocabulary walk skip the copy.
-// False says nothing (json_feed decides).
-bool json_byte_keeps_state(const JsonMatchState& state, uint8_t byte);
+// inside a string, or inside a patterned string one its automaton loops on; a digit inside a
+// number's digits): lets the vocabulary walk skip the copy. False says nothing (json_feed
+// decides).
+bool json_byte_keeps_state(const JsonSchema& schema, const JsonMatchState& state, uint8_t byte);
 // Inside a string, past any escape or partial character (where plain content may follow).
-bool json_in_plain_string(const JsonMatchState& state);
+// A patterned string counts when its automaton loops on every character from here.
+bool json_in_plain_string(const JsonSchema& schema, const JsonMatchState& state);
 // Inside a string: how many more characters its schema's maxLength allows (UINT32_MAX when it
 // has none), and the state after `chars` more plain characters (false when that is too many).
 // Plain content of a length-limited string changes its state only by this count.

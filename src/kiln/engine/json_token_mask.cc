@@ -20,7 +20,7 @@ int64_t json_allowed_tokens(const TokenTrie& trie, const JsonMatcher& matcher,
   const JsonMatchState& start = matcher.state();
   // Inside a string, plain-content tokens are accepted without running the automaton
   // (TokenTrie::string_class); only the rest of the trie is walked.
-  const bool in_string = json_in_plain_string(start);
+  const bool in_string = json_in_plain_string(schema, start);
   // at[d]: the state after the path to the latest node at depth d; rooms[d] holds it when it
   // differs from its parent's. Reused across steps: no allocation once warm.
   thread_local std::vector<JsonMatchState> rooms;
@@ -38,7 +38,7 @@ int64_t json_allowed_tokens(const TokenTrie& trie, const JsonMatcher& matcher,
       const JsonMatchState* parent = at[d - 1];
       const uint8_t b = trie.byte(i);
       const JsonMatchState* s = nullptr;
-      if (json_byte_keeps_state(*parent, b)) {
+      if (json_byte_keeps_state(schema, *parent, b)) {
         s = parent;
       } else {
         rooms[d] = *parent;

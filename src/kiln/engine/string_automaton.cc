@@ -91,6 +91,51 @@ void StringAutomaton::add_edge(uint32_t from, uint32_t lo, uint32_t hi, uint32_t
   }
 }
 
+void StringAutomaton::merge_universal_states(const std::vector<uint8_t>& live) {
+  // Universal: accepting, and every writable character leads to a universal state (the
+  // greatest such set, by removing states until none breaks the rule). All accept the same
+  // strings (all of them), so they become one state that loops on itself: an unanchored
+  // pattern's tail is then recognisable (loops_on_everything) however it was reached.
+  const size_t n = edges_.size();
+  const CodePointSet& all = writable_code_points();
+  std::vector<uint8_t> universal(n, 0);
+  for (uint32_t s = 0; s < n; ++s) {
+    if (!live[s] || !accepting_[s]) continue;
+    CodePointSet covered;
+    for (const Edge& e : edges_[s]) covered.push_back({e.lo, e.hi});
+    covered = normalized(std::move(covered));
+    universal[s] = std::equal(covered.begin(), covered.end(), all.begin(), all.end(),
+                              [](const CodePointRange& a, const CodePointRange& b) {
+                                return a.lo == b.lo && a.hi == b.hi;
+                              });
+  }
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (uint32_t s = 0; s < n; ++s) {
+      if (!universal[s]) continue;
+      for (const Edge& e : edges_[s]) {
+        if (!universal[e.to]) {
+          universal[s] = 0;
+          changed = true;
+          break;
+        }
+      }
+    }
+  }
+  uint32_t rep = UINT32_MAX;
+  for (uint32_t s = 0; s < n && rep == UINT32_MAX; ++s) {
+    if (universal[s]) rep = s;
+  }
+  if (rep == UINT32_MAX) return;
+  for (uint32_t s = 0; s < n; ++s) {
+    for (Edge& e : edges_[s]) {
+      if (universal[e.to]) e.to = rep;
+    }
+  }
+  edges_[rep].clear();
+  for (const CodePointRange& r : all) edges_[rep].push_back({r.lo, r.hi, rep});
+}
+
 bool StringAutomaton::trim() {
   const size_t n = edges_.size();
   if (n == 0) return false;
@@ -116,6 +161,7 @@ bool StringAutomaton::trim() {
     accepting_.clear();
     return false;
   }
+  merge_universal_states(live);
   // Renumber the live states reachable from the start, in the order they are found.
   std::vector<int64_t> index(n, -1);
   std::vector<uint32_t> order = {0};
@@ -135,6 +181,16 @@ bool StringAutomaton::trim() {
       if (live[e.to])
         out.add_edge(static_cast<uint32_t>(k), e.lo, e.hi, static_cast<uint32_t>(index[e.to]));
     }
+  }
+  const CodePointSet& all = writable_code_points();
+  out.universal_.assign(out.edges_.size(), 0);
+  for (uint32_t st = 0; st < out.edges_.size(); ++st) {
+    const auto& e = out.edges_[st];
+    out.universal_[st] =
+        e.size() == all.size() &&
+        std::equal(e.begin(), e.end(), all.begin(), [st](const Edge& x, const CodePointRange& r) {
+          return x.to == st && x.lo == r.lo && x.hi == r.hi;
+        });
   }
   *this = std::move(out);
   return true;

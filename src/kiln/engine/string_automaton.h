@@ -41,6 +41,11 @@ class StringAutomaton {
   // Some code point in lo..hi continues from `state` (a partial UTF-8 character's range).
   bool has_edge_within(uint32_t state, uint32_t lo, uint32_t hi) const;
   bool accepting(uint32_t state) const { return accepting_[state] != 0; }
+  // Every writable character leads back to `state` (an unanchored pattern's tail): strings go
+  // on as if unconstrained. Known after trim().
+  bool loops_on_everything(uint32_t state) const {
+    return state < universal_.size() && universal_[state] != 0;
+  }
   static constexpr uint32_t start() { return 0; }
   size_t size() const { return edges_.size(); }
   const std::vector<Edge>& edges(uint32_t state) const { return edges_[state]; }
@@ -60,8 +65,11 @@ class StringAutomaton {
   static StringAutomaton length_between(uint32_t min_chars, uint32_t max_chars);
 
  private:
+  void merge_universal_states(const std::vector<uint8_t>& live);
+
   std::vector<std::vector<Edge>> edges_;
   std::vector<uint8_t> accepting_;
+  std::vector<uint8_t> universal_;
 };
 
 }  // namespace kiln::engine
