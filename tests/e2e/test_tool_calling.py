@@ -238,6 +238,15 @@ def test_patterned_tool_arguments_validate(client, model_id):
     assert len(rooms) > 1
 
 
+def test_native_generate_refuses_tools_and_says_where_they_work(tool_server):
+    for name, value in (("tools", TOOLS), ("tool_choice", "auto")):
+        r = tool_server.post("/generate", {"text": "x", name: value})
+        assert r.status_code == 400, r.text
+        error = r.json()["error"]
+        assert error["param"] == name
+        assert "/v1/chat/completions" in error["message"]
+
+
 @pytest.fixture(scope="module")
 def llama_server(server_factory, models):
     # tiny-llama carries Llama 3.1's template (its JSON tool calls).

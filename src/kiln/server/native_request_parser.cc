@@ -46,6 +46,16 @@ void read_prompts(const json& body, const ParseLimits& limits, NativeGenerateReq
 NativeGenerateRequest parse_native_generate(const json& body, const ParseLimits& limits) {
   if (!body.is_object()) throw HttpError(400, "the request body must be a JSON object");
   NativeGenerateRequest out;
+  // SGLang's /generate takes a prompt already rendered and has no tool calling: refused rather
+  // than ignored, so a client that sends tools learns where they work.
+  for (const char* name : {"tools", "tool_choice"}) {
+    if (field(body, name) != nullptr) {
+      bad_field(name,
+                "is not taken by /generate (a rendered prompt, as in SGLang); tool calling is "
+                "served on /v1/chat/completions, and /generate output can be constrained with "
+                "sampling_params.json_schema");
+    }
+  }
   read_prompts(body, limits, out);
 
   const json* sp = field(body, "sampling_params");
