@@ -211,7 +211,7 @@ void append_chatml_turn(std::string& out, std::string_view role, std::string_vie
 // the default one when there is none; Qwen 3: none), then the tools, one JSON line each, and
 // the instructions for calling them.
 void append_tools_system_turn(std::string& out, const std::string* system,
-                              const std::vector<std::string>& tools) {
+                              const std::vector<std::string>& tools, bool doubled_braces) {
   out += "<|im_start|>system\n";
   if (system) out += *system + "\n\n";
   out +=
@@ -223,8 +223,11 @@ void append_tools_system_turn(std::string& out, const std::string* system,
   }
   out +=
       "\n</tools>\n\nFor each function call, return a json object with function name and "
-      "arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": "
-      "<function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n";
+      "arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n";
+  out += doubled_braces ? "{{" : "{";
+  out += "\"name\": <function-name>, \"arguments\": <args-json-object>";
+  out += doubled_braces ? "}}" : "}";
+  out += "\n</tool_call><|im_end|>\n";
 }
 
 void append_tool_call(std::string& out, const ChatToolCall& call) {
@@ -262,7 +265,7 @@ std::string render_chatml(const ChatTemplate& tmpl, Messages messages, bool add_
       system = &messages[0].content;
       first = 1;
     }
-    append_tools_system_turn(out, system, tools);
+    append_tools_system_turn(out, system, tools, tmpl.hermes_doubled_braces);
   } else if (!tmpl.default_system.empty() && !leads_with_system(messages)) {
     append_chatml_turn(out, "system", tmpl.default_system);
   }
@@ -299,7 +302,7 @@ std::string render_qwen3(Messages messages, bool add_generation_prompt,
   size_t first = 0;
   if (!tools.empty()) {
     first = leads_with_system(messages) ? 1 : 0;
-    append_tools_system_turn(out, first == 1 ? &messages[0].content : nullptr, tools);
+    append_tools_system_turn(out, first == 1 ? &messages[0].content : nullptr, tools, false);
   }
   for (size_t i = first; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];

@@ -65,6 +65,9 @@ struct ChatTemplate {
   // The template writes Qwen 2.5's (Hermes style) tool format: tools, `tool` messages and
   // assistant tool calls render; other templates refuse them.
   bool hermes_tools = false;
+  // Qwen2.5-Coder's template writes its call example as {{"name": ...}} (a jinja string keeps
+  // both braces), where Qwen 2.5's writes {"name": ...}.
+  bool hermes_doubled_braces = false;
   // The template writes Llama 3.1's JSON tool calls (llama3.1 only).
   bool llama_json_tools = false;
   bool takes_tools() const { return hermes_tools || llama_json_tools; }

@@ -116,7 +116,9 @@ std::optional<ChatTemplate> match(std::string_view t) {
     if (has(t, "last_query_index") && has(t, "</think>")) {
       return ChatTemplate{K::kQwen3, {}, tools};
     }
-    return ChatTemplate{K::kChatML, chatml_default_system(t), tools};
+    ChatTemplate chatml{K::kChatML, chatml_default_system(t), tools};
+    chatml.hermes_doubled_braces = tools && has(t, "<tool_call>\\n{{\\\"name\\\": <function-name>");
+    return chatml;
   }
   if (has(t, "[INST]")) {
     if (has(t, "[SYSTEM_PROMPT]")) {
