@@ -135,6 +135,37 @@ TEST(ToolCallParser, EveryStreamSplitAssemblesToTheWholeReply) {
   }
 }
 
+// Qwen2.5-Coder writes its calls in a ```json fence: read as calls in kHermesFenced, streamed
+// or whole, beside <tool_call> ones; in plain kHermes a fence stays content.
+TEST(ToolCallParser, FencedCallsInTheCoderFormat) {
+  const std::string text =
+      "Sure.\n```json\n{\n  \"name\": \"get_weather\",\n  \"arguments\": {\"city\": "
+      "\"Oslo\", \"q\": \"``\"}\n}\n```\n<tool_call>\n{\"name\": \"now\", \"arguments\": "
+      "{}}\n</tool_call>";
+  const ToolReply whole = parse_tool_reply(text, false, SIZE_MAX, ToolCallFormat::kHermesFenced);
+  ASSERT_EQ(whole.calls.size(), 2u);
+  EXPECT_EQ(whole.content, "Sure.");
+  EXPECT_EQ(whole.calls[0].name, "get_weather");
+  EXPECT_EQ(json::parse(whole.calls[0].arguments), json::parse(R"({"city": "Oslo", "q": "``"})"));
+  EXPECT_EQ(whole.calls[1].name, "now");
+  for (size_t step = 1; step <= 5; ++step) {
+    ToolCallStream stream(false, SIZE_MAX, ToolCallFormat::kHermesFenced);
+    std::vector<ToolCallStream::Delta> deltas;
+    for (size_t i = 0; i < text.size(); i += step)
+      deltas.push_back(stream.feed(text.substr(i, step)));
+    deltas.push_back(stream.finish());
+    const Assembled a = assemble(deltas);
+    EXPECT_EQ(a.content, "Sure.") << step;
+    ASSERT_EQ(a.calls.size(), 2u) << step;
+    EXPECT_EQ(a.calls[0]["function"]["arguments"], whole.calls[0].arguments) << step;
+  }
+  // Other fences are text; in Qwen 2.5's format a json fence is too.
+  const std::string code = "Here:\n```python\nprint(1)\n```";
+  EXPECT_EQ(parse_tool_reply(code, false, SIZE_MAX, ToolCallFormat::kHermesFenced).content, code);
+  const ToolReply plain = parse_tool_reply(text.substr(0, text.find("<tool_call>")), false);
+  EXPECT_TRUE(plain.calls.empty());
+}
+
 // Found by fuzzing: with max_calls 1, the kept call's closing braces arriving with its
 // </tool_call> were never sent (the call counted as past the limit once it had started).
 TEST(ToolCallParser, KeptCallIsCompleteWhenLaterOnesAreDropped) {

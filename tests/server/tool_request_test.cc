@@ -45,7 +45,7 @@ TEST(ToolRequest, ToolsAndChoices) {
   EXPECT_TRUE(r.tools.parallel);
   // auto: free text, a call the model opens constrained from "<tool_call>" on.
   EXPECT_TRUE(r.options.sampling.json_schema);
-  EXPECT_EQ(r.options.sampling.json_after, "<tool_call>");
+  EXPECT_EQ(r.options.sampling.json_after, std::vector<std::string>{"<tool_call>"});
 
   r = parse_chat_request(chat(std::string(R"(, "tools": [)") + kWeather +
                               R"(], "tool_choice": "required", "parallel_tool_calls": false)"),
@@ -159,9 +159,9 @@ TEST(ToolRequest, Errors) {
   EXPECT_EQ(chat_error(tools + R"(, "parallel_tool_calls": "yes")"), "parallel_tool_calls");
   // A forced call's schema must compile: the error names the keyword in the tool's parameters.
   EXPECT_EQ(chat_error(R"(, "tools": [{"type": "function", "function": {"name": "f", "parameters":
-              {"type": "object", "properties": {"a": {"type": "string", "pattern": "^x"}}}}}],
+              {"type": "object", "properties": {"a": {"type": "string", "format": "uri"}}}}}],
               "tool_choice": "required")"),
-            "tools[0].function.parameters.properties.a.pattern");
+            "tools[0].function.parameters.properties.a.format");
   EXPECT_EQ(chat_error(tools + R"(, "tool_choice": "required", "response_format":
               {"type": "json_object"})"),
             "response_format");

@@ -62,7 +62,10 @@ class TokenizerCodec final : public server::TextCodec {
   }
   server::ToolCallFormat tool_call_format() const override {
     if (!chat_.chat_template) return server::ToolCallFormat::kNone;
-    if (chat_.chat_template->hermes_tools) return server::ToolCallFormat::kHermes;
+    if (chat_.chat_template->hermes_tools) {
+      return chat_.chat_template->hermes_doubled_braces ? server::ToolCallFormat::kHermesFenced
+                                                        : server::ToolCallFormat::kHermes;
+    }
     if (chat_.chat_template->llama_json_tools) return server::ToolCallFormat::kLlamaJson;
     return server::ToolCallFormat::kNone;
   }

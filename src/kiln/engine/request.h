@@ -28,11 +28,11 @@ struct SamplingParams {
   // prefix of a JSON value this schema accepts, and end of sequence once the value is complete
   // (json_token_mask.h). Shared, immutable: the n sequences of a request use one compiled copy.
   std::shared_ptr<const JsonSchema> json_schema;
-  // With json_schema: the constraint waits until the output ends with this text, applies to
-  // the value that follows (whitespace may precede it), and lifts once the value is complete,
-  // to start again at the next occurrence (a tool call's JSON after "<tool_call>"). End of
-  // sequence is allowed except inside a value. Empty: the whole output is one value.
-  std::string json_after;
+  // With json_schema: the constraint waits until the output ends with one of these texts,
+  // applies to the value that follows (whitespace may precede it), and lifts once the value is
+  // complete, to start again at the next occurrence (a tool call's JSON after "<tool_call>").
+  // End of sequence is allowed except inside a value. Empty: the whole output is one value.
+  std::vector<std::string> json_after;
   bool is_greedy() const { return temperature <= 0.0 || top_k == 1; }
 };
 

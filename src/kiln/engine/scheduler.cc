@@ -683,22 +683,30 @@ const TokenTrie& Scheduler::token_trie() {
   return *token_trie_;
 }
 
-// Opens the constraint when the output reaches sampling.json_after. Bytes of the same token
+// Opens the constraint when the output reaches one of sampling.json_after. Bytes of the same token
 // after the marker start the value; where they cannot, this value goes unconstrained (the
 // token is already chosen) and the marker is looked for again.
 void Scheduler::watch_json_marker(Sequence& seq, int32_t token) {
-  const std::string& marker = seq.request.sampling.json_after;
   const std::optional<std::string> bytes = tokenizer_->token_bytes(token);
   if (!bytes) return;
   seq.json_tail += *bytes;
-  const size_t at = seq.json_tail.rfind(marker);
-  if (at == std::string::npos) {
-    if (seq.json_tail.size() >= marker.size()) {
-      seq.json_tail.erase(0, seq.json_tail.size() - (marker.size() - 1));
+  // The marker that ends last (markers may overlap: the latest one opens the value).
+  size_t value_at = std::string::npos, longest = 0;
+  for (const std::string& marker : seq.request.sampling.json_after) {
+    longest = std::max(longest, marker.size());
+    const size_t at = seq.json_tail.rfind(marker);
+    if (at != std::string::npos &&
+        (value_at == std::string::npos || at + marker.size() > value_at)) {
+      value_at = at + marker.size();
+    }
+  }
+  if (value_at == std::string::npos) {
+    if (seq.json_tail.size() >= longest) {
+      seq.json_tail.erase(0, seq.json_tail.size() - (longest - 1));
     }
     return;
   }
-  const std::string rest = seq.json_tail.substr(at + marker.size());
+  const std::string rest = seq.json_tail.substr(value_at);
   seq.json_tail.clear();
   seq.json.emplace(seq.request.sampling.json_schema, /*leading_space=*/true);
   if (!seq.json->feed(rest) || seq.json->complete()) seq.json.reset();

@@ -199,7 +199,10 @@ ChatRequest parse_chat_request(const json& body, const ParseLimits& limits) {
     // auto: free text, but a call the model opens is constrained from "<tool_call>" on.
     if (auto calls = compile_auto_calls(out.tools, limits.tool_calls)) {
       out.options.sampling.json_schema = std::move(calls);
-      out.options.sampling.json_after = "<tool_call>";
+      out.options.sampling.json_after = {"<tool_call>"};
+      if (limits.tool_calls == ToolCallFormat::kHermesFenced) {
+        out.options.sampling.json_after.push_back("```json\n");
+      }
     }
   }
   check_json_constraint(out.options, "", "min_tokens");

@@ -205,7 +205,7 @@ void handle_chat(ServerState& state, const httplib::Request& req, httplib::Respo
   // the model's turn ends when it is complete; in Qwen's format the reply opens inside
   // <tool_call>, in Llama 3.1's the JSON is the whole reply.
   const ToolCallFormat format = state.codec.tool_call_format();
-  const bool hermes = format == ToolCallFormat::kHermes;
+  const bool hermes = hermes_style(format);
   const bool opened = tools.forced() && hermes;
   const size_t max_calls = tools.parallel ? SIZE_MAX : 1;
   if (tools.parse_calls() && !tools.parallel && !opened && hermes) {

@@ -8,6 +8,14 @@ enum class ToolCallFormat {
   kNone,
   kHermes,     // Qwen: <tool_call>\n{"name": ..., "arguments": ...}\n</tool_call>
   kLlamaJson,  // Llama 3.1: the reply is {"name": ..., "parameters": ...}
+  // Qwen2.5-Coder: Hermes, and calls written in a Markdown fence as well,
+  // ```json\n{"name": ..., "arguments": ...}\n```, which is how its instruct models write them
+  // under their own template (whose example reads {{"name": ...}}).
+  kHermesFenced,
 };
+
+inline bool hermes_style(ToolCallFormat f) {
+  return f == ToolCallFormat::kHermes || f == ToolCallFormat::kHermesFenced;
+}
 
 }  // namespace kiln::server

@@ -2,14 +2,20 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <mutex>
 #include <random>
 
 namespace kiln::server {
 namespace {
 
-constexpr std::string_view kOpen = "<tool_call>";
-constexpr std::string_view kClose = "</tool_call>";
+// A call's opening and closing text.
+struct CallTags {
+  std::string_view open, close;
+};
+constexpr CallTags kHermesTags = {"<tool_call>", "</tool_call>"};
+constexpr CallTags kFenceTags = {"```json\n", "```"};
+constexpr CallTags tag(size_t t) { return t == 0 ? kHermesTags : kFenceTags; }
 
 bool is_space(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
 
@@ -93,6 +99,29 @@ ToolCallStream::ToolCallStream(bool opened, size_t max_calls, ToolCallFormat for
       format_(format),
       max_calls_(max_calls) {}
 
+// The earliest opening tag in pending_ (npos: none), and which one it is.
+size_t ToolCallStream::find_open(size_t& which) const {
+  size_t best = std::string::npos;
+  for (size_t t = 0; t < tag_count(); ++t) {
+    const size_t at = pending_.find(tag(t).open);
+    if (at < best) best = at, which = t;
+  }
+  return best;
+}
+
+// Bytes at the end of pending_ that could begin an opening tag.
+size_t ToolCallStream::partial_open_at_end() const {
+  size_t n = 0;
+  for (size_t t = 0; t < tag_count(); ++t) {
+    n = std::max(n, partial_tag_at_end(pending_, tag(t).open));
+  }
+  return n;
+}
+
+size_t ToolCallStream::tag_count() const {
+  return format_ == ToolCallFormat::kHermesFenced ? 2 : 1;
+}
+
 ToolCallStream::Delta ToolCallStream::feed(std::string_view text) {
   Delta out;
   pending_ += text;
@@ -164,13 +193,14 @@ void ToolCallStream::scan(Delta& out, bool at_end) {
       if (seen_calls_ == calls_before) return;  // the call is still open
       continue;
     }
-    const size_t open = pending_.find(kOpen);
+    size_t which = 0;
+    const size_t open = find_open(which);
     if (open == std::string::npos) {
       if (mode_ == Mode::kBetween) {  // text between calls is not content; keep a partial tag
-        pending_.erase(0, pending_.size() - partial_tag_at_end(pending_, kOpen));
+        pending_.erase(0, pending_.size() - partial_open_at_end());
         return;
       }
-      const size_t keep = at_end ? 0 : partial_tag_at_end(pending_, kOpen);
+      const size_t keep = at_end ? 0 : partial_open_at_end();
       std::string_view sure = std::string_view(pending_).substr(0, pending_.size() - keep);
       size_t text_end = sure.size();
       while (text_end > 0 && is_space(sure[text_end - 1])) --text_end;
@@ -189,7 +219,8 @@ void ToolCallStream::scan(Delta& out, bool at_end) {
       if (!before.empty()) out.content += held_space_ + std::string(before);
       held_space_.clear();
     }
-    pending_.erase(0, open + kOpen.size());
+    pending_.erase(0, open + tag(which).open.size());
+    call_tag_ = which;
     mode_ = Mode::kCall;
     header_sent_ = false;
     args_sent_ = 0;
@@ -198,7 +229,8 @@ void ToolCallStream::scan(Delta& out, bool at_end) {
 
 // pending_ holds the open call's inner text.
 void ToolCallStream::scan_call(Delta& out, bool at_end) {
-  const size_t close = pending_.find(kClose);
+  const std::string_view close_tag = tag(call_tag_).close;
+  const size_t close = pending_.find(close_tag);
   const bool closed = close != std::string::npos || at_end;
   const std::string_view inner =
       std::string_view(pending_).substr(0, close == std::string::npos ? pending_.size() : close);
@@ -219,13 +251,13 @@ void ToolCallStream::scan_call(Delta& out, bool at_end) {
   if (header_sent_ && counted && !closed) {
     // Not the start of a closing tag either.
     std::string_view region = inner.substr(args_begin_);
-    region.remove_suffix(partial_tag_at_end(region, kClose));
+    region.remove_suffix(partial_tag_at_end(region, close_tag));
     send_arguments(out, region.substr(0, sure_arguments(region)));
   }
   if (!closed) return;
   if (counted && !close_call(out, inner)) invalid_ = true;
   ++seen_calls_;
-  pending_.erase(0, close == std::string::npos ? pending_.size() : close + kClose.size());
+  pending_.erase(0, close == std::string::npos ? pending_.size() : close + close_tag.size());
   mode_ = Mode::kBetween;
 }
 

@@ -10,6 +10,8 @@
 // "name" and an "arguments" value is invalid: the whole-reply form then gives the reply as
 // content with no calls; a stream cannot take back what it sent, and drops it.
 //
+// ToolCallFormat::kHermesFenced also takes a call written as ```json\n{...}\n``` (Qwen2.5-Coder).
+//
 // Llama 3.1's format (ToolCallFormat::kLlamaJson) has no markers: a reply that starts with "{"
 // is held back whole and, when it is {"name": ..., "parameters": ...}, is one call (arguments
 // re-serialized); any other reply is content as it streams.
@@ -57,12 +59,16 @@ class ToolCallStream {
   void send_arguments(Delta& out, std::string_view args);
   void feed_llama(Delta& out, bool at_end);
   void add_whole_call(Delta& out, std::string name, std::string arguments);
+  size_t find_open(size_t& which) const;
+  size_t partial_open_at_end() const;
+  size_t tag_count() const;
 
   enum class Mode { kText, kCall, kBetween, kUndecided, kJsonReply } mode_;
   ToolCallFormat format_;
   size_t max_calls_;
   std::string pending_;     // text not yet given out
   std::string held_space_;  // trailing whitespace of the content (dropped before a call)
+  size_t call_tag_ = 0;     // the open call's tags (0: <tool_call>, 1: a ```json fence)
   bool header_sent_ = false;
   size_t args_begin_ = 0;  // in pending_ (the call's inner text) once the header is sent
   size_t args_sent_ = 0;   // bytes of arguments sent

@@ -190,7 +190,7 @@ std::shared_ptr<const engine::JsonSchema> compile_forced_call(const ChatTools& t
 
 std::shared_ptr<const engine::JsonSchema> compile_auto_calls(const ChatTools& tools,
                                                              ToolCallFormat format) {
-  if (format != ToolCallFormat::kHermes) return nullptr;
+  if (!hermes_style(format)) return nullptr;
   std::vector<std::string> names;
   std::vector<json> parameters;
   for (const ChatTool& t : tools.tools) {
