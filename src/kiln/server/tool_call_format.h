@@ -8,6 +8,7 @@ enum class ToolCallFormat {
   kNone,
   kHermes,     // Qwen: <tool_call>\n{"name": ..., "arguments": ...}\n</tool_call>
   kLlamaJson,  // Llama 3.1: the reply is {"name": ..., "parameters": ...}
+  kMistral,    // Mistral Nemo, Large 2407: [TOOL_CALLS][{"name": ..., "arguments": ...}, ...]
 };
 
 }  // namespace kiln::server

@@ -1,71 +1,17 @@
 #include "kiln/server/tool_call_parser.h"
 
-#include <fmt/format.h>
-
-#include <mutex>
-#include <random>
+#include "kiln/server/tool_call_text.h"
 
 namespace kiln::server {
 namespace {
 
-constexpr std::string_view kOpen = "<tool_call>";
 constexpr std::string_view kClose = "</tool_call>";
 
-bool is_space(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
-
-// Bytes at the end of `s` that could begin `tag` (held back until the next piece decides).
-size_t partial_tag_at_end(std::string_view s, std::string_view tag) {
-  for (size_t n = std::min(s.size(), tag.size() - 1); n > 0; --n) {
-    if (s.substr(s.size() - n) == tag.substr(0, n)) return n;
-  }
-  return 0;
-}
-
-std::string call_id() {
-  static std::mutex mu;
-  static std::mt19937_64 rng{std::random_device{}()};
-  std::lock_guard lock(mu);
-  return fmt::format("call_{:016x}{:08x}", rng(), static_cast<uint32_t>(rng()));
-}
-
-// Matches `{"name": "<name>", "arguments": ` (any whitespace between the tokens) at the start of
-// `s`. Returns the end of the match, 0 when `s` cannot start that way, npos when it may but is
-// still too short to tell.
-constexpr size_t kMore = std::string_view::npos;
-size_t match_header(std::string_view s, std::string& name) {
-  size_t i = 0;
-  auto space = [&] {
-    while (i < s.size() && is_space(s[i])) ++i;
-    return i < s.size();
-  };
-  auto literal = [&](std::string_view lit) -> int {  // 1 matched, 0 mismatch, -1 more needed
-    for (char c : lit) {
-      if (i == s.size()) return -1;
-      if (s[i++] != c) return 0;
-    }
-    return 1;
-  };
-  for (std::string_view lit : {std::string_view("{"), std::string_view("\"name\""),
-                               std::string_view(":"), std::string_view("\"")}) {
-    if (!space()) return kMore;
-    if (int r = literal(lit); r <= 0) return r < 0 ? kMore : 0;
-  }
-  name.clear();
-  for (;; ++i) {  // the name: plain characters only (function names need no escapes)
-    if (i == s.size()) return kMore;
-    if (s[i] == '"') break;
-    if (s[i] == '\\' || static_cast<unsigned char>(s[i]) < 0x20) return 0;
-    name += s[i];
-  }
-  ++i;
-  for (std::string_view lit :
-       {std::string_view(","), std::string_view("\"arguments\""), std::string_view(":")}) {
-    if (!space()) return kMore;
-    if (int r = literal(lit); r <= 0) return r < 0 ? kMore : 0;
-  }
-  if (!space()) return kMore;
-  return i;
-}
+using tool_text::call_id;
+using tool_text::is_space;
+using tool_text::kMore;
+using tool_text::match_header;
+using tool_text::partial_tag_at_end;
 
 // The arguments' text once the call is complete: `region` minus the object's closing brace and
 // the whitespace around it.
@@ -91,7 +37,13 @@ ToolCallStream::ToolCallStream(bool opened, size_t max_calls, ToolCallFormat for
             : opened                             ? Mode::kCall
                                                  : Mode::kText),
       format_(format),
-      max_calls_(max_calls) {}
+      max_calls_(max_calls) {
+  if (opened && format == ToolCallFormat::kMistral) open_array();
+}
+
+std::string_view ToolCallStream::open_marker() const {
+  return format_ == ToolCallFormat::kMistral ? kMistralMarker : std::string_view("<tool_call>");
+}
 
 ToolCallStream::Delta ToolCallStream::feed(std::string_view text) {
   Delta out;
@@ -157,11 +109,17 @@ ToolCallStream::Delta ToolCallStream::finish() {
 }
 
 void ToolCallStream::scan(Delta& out, bool at_end) {
+  const std::string_view kOpen = open_marker();
   for (;;) {
     if (mode_ == Mode::kCall) {
       const size_t calls_before = seen_calls_;
       scan_call(out, at_end);
       if (seen_calls_ == calls_before) return;  // the call is still open
+      continue;
+    }
+    if (mode_ == Mode::kArray) {
+      scan_array(out, at_end);
+      if (mode_ == Mode::kArray) return;  // the array is still open
       continue;
     }
     const size_t open = pending_.find(kOpen);
@@ -190,6 +148,10 @@ void ToolCallStream::scan(Delta& out, bool at_end) {
       held_space_.clear();
     }
     pending_.erase(0, open + kOpen.size());
+    if (format_ == ToolCallFormat::kMistral) {
+      open_array();
+      continue;
+    }
     mode_ = Mode::kCall;
     header_sent_ = false;
     args_sent_ = 0;
