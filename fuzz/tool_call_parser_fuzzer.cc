@@ -1,9 +1,10 @@
 // Tool-call parsing of a model reply: the text, cut into pieces where the input says, streamed
 // through ToolCallStream must assemble to what parse_tool_reply gives for the whole text (when
 // every call is valid), and no streamed content may hold an opening <tool_call> tag (Qwen's
-// format; Llama 3.1's is chosen by the input too).
+// format) or [TOOL_CALLS] marker (Mistral's); the input also picks Llama 3.1's format.
 #include <fuzzer/FuzzedDataProvider.h>
 
+#include <array>
 #include <cstdlib>
 #include <string>
 
@@ -14,7 +15,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FuzzedDataProvider in(data, size);
   const bool opened = in.ConsumeBool();
   const ToolCallFormat format =
-      in.ConsumeBool() ? ToolCallFormat::kHermes : ToolCallFormat::kLlamaJson;
+      std::array{ToolCallFormat::kHermes, ToolCallFormat::kLlamaJson,
+                 ToolCallFormat::kMistral}[in.ConsumeIntegralInRange<size_t>(0, 2)];
   const size_t max_calls = in.ConsumeIntegralInRange<size_t>(1, 4);
   std::vector<size_t> cuts(in.ConsumeIntegralInRange<size_t>(0, 16));
   for (size_t& c : cuts) c = in.ConsumeIntegralInRange<size_t>(1, 64);
@@ -40,6 +42,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   take(stream.finish());
   if (format == ToolCallFormat::kHermes && content.find("<tool_call>") != std::string::npos) {
+    std::abort();
+  }
+  if (format == ToolCallFormat::kMistral && content.find(kMistralMarker) != std::string::npos) {
     std::abort();
   }
   if (stream.any_invalid()) return 0;

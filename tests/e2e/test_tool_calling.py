@@ -1,5 +1,6 @@
 """OpenAI tool calling through `kiln serve`, with the official `openai` client, on the tiny
-random-weight Qwen2 carrying Qwen 2.5's real chat template (its tool format). A random model
+random-weight Qwen2 carrying Qwen 2.5's real chat template (its tool format), and the tiny Llama
+and Mistral carrying Llama 3.1's and Mistral Nemo's. A random model
 never writes a tool call by itself, so every forced call (tool_choice "required" or a named
 function) that parses and whose arguments validate with the `jsonschema` package (an oracle kiln
 did not write), over many seeds at temperature 1, shows the call constraint at work. The prompt
@@ -294,26 +295,175 @@ def test_llama31_json_calls_are_forced_and_validate(llama_server, llama_client):
     assert r.usage.prompt_tokens == want
 
 
+MISTRAL_V7 = (FIXTURES / "chat_templates" / "mistralai-Mistral-Large-Instruct-2411.jinja").read_text(
+    encoding="utf-8")
+
+
 @pytest.fixture(scope="module")
-def mistral_client(server_factory, models):
-    server = server_factory(models / "tiny-mistral.gguf", "--graph-mode", "off",
-                            name="mistral-tools")
+def mistral_v7_client(server_factory, models, tmp_path_factory):
+    # Mistral Large 2411's template (mistral-v7) writes no tool format.
+    dst = tmp_path_factory.mktemp("tools-v7") / "tiny-mistral-v7-template.gguf"
+    write_variant(models / "tiny-mistral.gguf", dst, chat_template=MISTRAL_V7)
+    server = server_factory(dst, "--graph-mode", "off", name="mistral-v7-tools")
     return openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0)
 
 
-def test_template_without_a_tool_format_refuses_tools(mistral_client):
-    model_id = mistral_client.models.list().data[0].id
-    body = bad_request(mistral_client, model_id, messages=ASK, tools=TOOLS)
+def test_template_without_a_tool_format_refuses_tools(mistral_v7_client):
+    client = mistral_v7_client
+    model_id = client.models.list().data[0].id
+    body = bad_request(client, model_id, messages=ASK, tools=TOOLS)
     assert body["param"] == "tools"
-    assert "(mistral-v3) has no tool-call format" in body["message"], body
+    assert "(mistral-v7) has no tool-call format" in body["message"], body
     # A tool result in the history is refused the same way, and plain chat still works.
     with pytest.raises(openai.BadRequestError):
-        mistral_client.chat.completions.create(model=model_id, max_tokens=4, messages=ASK + [
+        client.chat.completions.create(model=model_id, max_tokens=4, messages=ASK + [
             {"role": "assistant", "content": None, "tool_calls": [
                 {"id": "c", "type": "function", "function": {"name": "now", "arguments": "{}"}}]},
             {"role": "tool", "tool_call_id": "c", "content": "12:00"}])
-    r = mistral_client.chat.completions.create(model=model_id, messages=ASK, max_tokens=4)
+    r = client.chat.completions.create(model=model_id, messages=ASK, max_tokens=4)
     assert r.choices[0].message.tool_calls is None
+
+
+# Mistral's [TOOL_CALLS] format, on the tiny random-weight Mistral carrying Mistral Nemo's
+# template. Its small vocabulary has no [TOOL_CALLS] token (real Mistral vocabularies do, as a
+# control token): here the marker is plain text, tokenized piece by piece, in the prompt of a
+# forced call as in the history.
+NEMO = (FIXTURES / "chat_templates" / "mistralai-Mistral-Nemo-Instruct-2407.jinja").read_text(
+    encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def nemo_server(server_factory, models, tmp_path_factory):
+    dst = tmp_path_factory.mktemp("tools-nemo") / "tiny-mistral-nemo-template.gguf"
+    write_variant(models / "tiny-mistral.gguf", dst, chat_template=NEMO)
+    return server_factory(dst, "--graph-mode", "off", "--context-length", "8192",
+                          name="nemo-tools")
+
+
+@pytest.fixture(scope="module")
+def nemo_client(nemo_server):
+    return openai.OpenAI(base_url=nemo_server.url + "/v1", api_key="unused", max_retries=0)
+
+
+def nemo_prompt_tokens(server, messages, tools):
+    """The prompt jinja2 renders from Nemo's template for the messages as a transformers-based
+    server passes them (arguments decoded, ids mapped as kiln maps them), counted by /tokenize."""
+    jinja_messages = json.loads(json.dumps(messages))
+    for m in jinja_messages:
+        for c in m.get("tool_calls", []):
+            c["function"]["arguments"] = json.loads(c["function"]["arguments"])
+    text = cases.environment().from_string(NEMO).render(
+        messages=cases.with_mistral_ids(jinja_messages), tools=tools, add_generation_prompt=True,
+        bos_token="", eos_token="</s>")
+    r = server.post("/tokenize", {"prompt": text})
+    assert r.status_code == 200, r.text
+    return r.json()["count"]
+
+
+def test_mistral_forced_calls_parse_and_validate(nemo_client):
+    client = nemo_client
+    model_id = client.models.list().data[0].id
+    names, counts = set(), set()
+    for seed in range(5):
+        r = client.chat.completions.create(model=model_id, messages=ASK, tools=TOOLS,
+                                           tool_choice="required", temperature=1.0, seed=seed,
+                                           n=2, max_tokens=MAX_TOKENS)
+        for ch in r.choices:
+            assert ch.finish_reason == "tool_calls", ch
+            assert ch.message.content is None
+            assert ch.message.tool_calls, ch
+            counts.add(len(ch.message.tool_calls))
+            for call in ch.message.tool_calls:
+                names.add(check_call(call, SCHEMAS)[0])
+    assert len(names) >= 2, names
+    # parallel_tool_calls false: the array holds one call; a named function: only that one.
+    for seed in range(3):
+        r = client.chat.completions.create(
+            model=model_id, messages=ASK, tools=TOOLS, temperature=1.0, seed=20 + seed,
+            parallel_tool_calls=False, max_tokens=MAX_TOKENS,
+            tool_choice={"type": "function", "function": {"name": "lookup"}})
+        (call,) = r.choices[0].message.tool_calls
+        check_call(call, {"lookup"})
+
+
+def test_mistral_parallel_calls_and_stream(nemo_client):
+    client = nemo_client
+    model_id = client.models.list().data[0].id
+    several = 0
+    for seed in range(4):
+        kw = dict(model=model_id, messages=ASK, tools=TOOLS, tool_choice="required",
+                  temperature=1.0, seed=40 + seed, max_tokens=MAX_TOKENS)
+        whole = client.chat.completions.create(**kw).choices[0]
+        state = ChatCompletionStreamState(input_tools=TOOLS)
+        for chunk in client.chat.completions.create(stream=True, **kw):
+            state.handle_chunk(chunk)
+            for ch in chunk.choices:
+                assert not ch.delta.content, "call text leaked into delta.content"
+        streamed = state.get_final_completion().choices[0]
+        assert streamed.finish_reason == "tool_calls"
+        assert len(streamed.message.tool_calls) == len(whole.message.tool_calls)
+        for got, want in zip(streamed.message.tool_calls, whole.message.tool_calls):
+            assert check_call(got, SCHEMAS) == check_call(want, SCHEMAS)
+            assert got.function.arguments == want.function.arguments
+        several += len(whole.message.tool_calls) > 1
+    # A random model ends the array early or late: some replies hold several calls.
+    assert several >= 1
+
+
+def test_mistral_multi_turn_prompt_is_the_template(nemo_server, nemo_client):
+    client = nemo_client
+    model_id = client.models.list().data[0].id
+    first = client.chat.completions.create(model=model_id, messages=ASK, tools=TOOLS,
+                                           tool_choice="required", seed=3, max_tokens=MAX_TOKENS)
+    msg = first.choices[0].message
+    history = ASK + [msg.model_dump(exclude_none=True)] + [
+        {"role": "tool", "tool_call_id": c.id, "content": f"result {i}"}
+        for i, c in enumerate(msg.tool_calls)]
+    # kiln's call_... ids become the 9 characters the template takes, the same for the call and
+    # its result: the prompt is Nemo's template rendered by jinja2 with the ids mapped so.
+    want = nemo_prompt_tokens(nemo_server, history, TOOLS)
+    r = client.chat.completions.create(model=model_id, messages=history, tools=TOOLS,
+                                       max_tokens=1)
+    assert r.usage.prompt_tokens == want
+    second = client.chat.completions.create(
+        model=model_id, messages=history, tools=TOOLS, temperature=1.0, seed=4,
+        tool_choice={"type": "function", "function": {"name": "get_weather"}},
+        max_tokens=MAX_TOKENS)
+    for call in second.choices[0].message.tool_calls:
+        check_call(call, {"get_weather"})
+    # auto on a random model: whatever it writes comes back as text or parsed calls.
+    third = client.chat.completions.create(model=model_id, messages=history, tools=TOOLS,
+                                           max_tokens=8)
+    assert third.choices[0].finish_reason in ("length", "stop", "tool_calls")
+    # A system message and the tools with no call yet.
+    messages = [{"role": "system", "content": "Be brief."}] + ASK
+    r = client.chat.completions.create(model=model_id, messages=messages, tools=TOOLS,
+                                       max_tokens=1)
+    assert r.usage.prompt_tokens == nemo_prompt_tokens(nemo_server, messages, TOOLS)
+
+
+def test_mistral_bad_requests_name_the_field(nemo_client):
+    client = nemo_client
+    model_id = client.models.list().data[0].id
+    call = {"id": "call_x", "type": "function", "function": {"name": "now", "arguments": "{}"}}
+    body = bad_request(client, model_id, tools=TOOLS, messages=ASK + [
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "content": "12:00"}])
+    assert body["param"] == "messages[2].tool_call_id"
+    body = bad_request(client, model_id, tools=TOOLS, messages=ASK + [
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_y", "content": "12:00"}])
+    assert body["param"] == "messages[2].tool_call_id"
+    body = bad_request(client, model_id, tools=TOOLS, messages=ASK + [
+        {"role": "assistant", "content": None, "tool_calls": [
+            dict(call, function={"name": "now", "arguments": "{x"})]}])
+    assert body["param"] == "messages[1].tool_calls[0].function.arguments"
+    # As the template raises: after a tool result the assistant answers before the user speaks.
+    body = bad_request(client, model_id, tools=TOOLS, messages=ASK + [
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_x", "content": "12:00"},
+        {"role": "user", "content": "and?"}])
+    assert "must alternate" in body["message"], body
 
 
 QWEN3 = (FIXTURES / "chat_templates" / "Qwen-Qwen3-0.6B.jinja").read_text(encoding="utf-8")

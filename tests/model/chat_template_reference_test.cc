@@ -120,9 +120,13 @@ TEST_F(ChatTemplateReference, RendersToolsAsTheTemplateDoes) {
         if (m.contains("tool_calls")) {
           for (const auto& call : m.at("tool_calls")) {
             const auto& f = call.at("function");
-            msg.tool_calls.push_back({f.at("name"), jinja_tojson(f.at("arguments"))});
+            msg.tool_calls.push_back(
+                {f.at("name"), jinja_tojson(f.at("arguments")), call.value("id", std::string())});
           }
         }
+        // The ids as the client sent them: Mistral's templates get them mapped
+        // (mistral_call_id.h), as the generator mapped them before rendering.
+        msg.tool_call_id = m.value("tool_call_id", std::string());
         messages.push_back(std::move(msg));
       }
       const bool gen = c.at("add_generation_prompt");
@@ -145,7 +149,7 @@ TEST_F(ChatTemplateReference, RendersToolsAsTheTemplateDoes) {
   }
   std::printf("chat templates with tools: %d cases byte for byte, %d refused by both\n", matched,
               refused);
-  EXPECT_GE(matched, 50);
+  EXPECT_GE(matched, 80);
 }
 
 // Every other supported template refuses tools, naming its family, rather than rendering them
@@ -164,6 +168,12 @@ TEST_F(ChatTemplateReference, TemplatesWithoutAToolFormatRefuseTools) {
       EXPECT_NE(std::string(e.what()).find("(" + family + ") has no tool-call format"),
                 std::string::npos)
           << e.what();
+      // Mistral Small 3.2 and Devstral write a newer [TOOL_CALLS] layout: the refusal says so.
+      const std::string text = t.at("text");
+      if (text.find("[ARGS]") != std::string::npos) {
+        EXPECT_NE(std::string(e.what()).find("[TOOL_CALLS]name[ARGS]"), std::string::npos)
+            << e.what();
+      }
       ++refused;
     }
     try {
@@ -172,7 +182,7 @@ TEST_F(ChatTemplateReference, TemplatesWithoutAToolFormatRefuseTools) {
     } catch (const Error&) {
     }
   }
-  EXPECT_GE(refused, 11);
+  EXPECT_GE(refused, 9);
 }
 
 }  // namespace

@@ -49,7 +49,8 @@ class TokenizerCodec final : public server::TextCodec {
     messages.reserve(turns.size());
     for (const auto& t : turns) {
       model::ChatMessage m{t.role, t.content};
-      for (const auto& c : t.tool_calls) m.tool_calls.push_back({c.name, c.arguments});
+      for (const auto& c : t.tool_calls) m.tool_calls.push_back({c.name, c.arguments, c.id});
+      m.tool_call_id = t.tool_call_id;
       messages.push_back(std::move(m));
     }
     return model::apply_chat_template(*chat_.chat_template, messages,
@@ -67,6 +68,7 @@ class TokenizerCodec final : public server::TextCodec {
                                                         : server::ToolCallFormat::kHermes;
     }
     if (chat_.chat_template->llama_json_tools) return server::ToolCallFormat::kLlamaJson;
+    if (chat_.chat_template->mistral_tools) return server::ToolCallFormat::kMistral;
     return server::ToolCallFormat::kNone;
   }
   int64_t vocab_size() const override { return tokenizer_.vocab_size(); }

@@ -530,6 +530,18 @@ std::shared_ptr<const JsonSchema> JsonSchema::compile(const json& schema) {
 std::shared_ptr<const JsonSchema> JsonSchema::compile_tool_call(
     const std::vector<std::string>& names, const std::vector<json>& parameters,
     const std::string& arguments_key) {
+  return compile_tool_calls(names, parameters, arguments_key, 0);
+}
+
+std::shared_ptr<const JsonSchema> JsonSchema::compile_tool_call_array(
+    const std::vector<std::string>& names, const std::vector<json>& parameters,
+    uint32_t max_calls) {
+  return compile_tool_calls(names, parameters, "arguments", std::max<uint32_t>(max_calls, 1));
+}
+
+std::shared_ptr<const JsonSchema> JsonSchema::compile_tool_calls(
+    const std::vector<std::string>& names, const std::vector<json>& parameters,
+    const std::string& arguments_key, uint32_t max_calls) {
   if (names.empty() || names.size() != parameters.size()) {
     throw JsonSchemaError("", fmt::format("a tool call needs one schema per function name ({} "
                                           "names, {} schemas)",
@@ -539,13 +551,20 @@ std::shared_ptr<const JsonSchema> JsonSchema::compile_tool_call(
                      {"properties", {{"name", {{"enum", names}}}, {arguments_key, json::object()}}},
                      {"required", {"name", arguments_key}},
                      {"additionalProperties", false}};
-  JsonSchemaCompiler compiler(call);
+  json root_schema = call;
+  if (max_calls > 0) {
+    root_schema = {{"type", "array"}, {"items", call}, {"minItems", 1}};
+    if (max_calls != UINT32_MAX) root_schema["maxItems"] = max_calls;
+  }
+  JsonSchemaCompiler compiler(root_schema);
   std::shared_ptr<JsonSchema> out = compiler.run();
-  SchemaNode& root = out->nodes_[out->root_];
+  const uint32_t call_node =
+      max_calls > 0 ? static_cast<uint32_t>(out->nodes_[out->root_].items) : out->root_;
+  SchemaNode& node = out->nodes_[call_node];
   // Properties are numbered in the order the compiler lists them (nlohmann's: sorted).
   int32_t index = 0;
   for (const auto& [key, value] : call["properties"].items()) {
-    (key == "name" ? root.tag : root.tagged) = index++;
+    (key == "name" ? node.tag : node.tagged) = index++;
   }
   std::vector<uint32_t> tagged;
   for (size_t i = 0; i < parameters.size(); ++i) {
@@ -556,7 +575,7 @@ std::shared_ptr<const JsonSchema> JsonSchema::compile_tool_call(
                             e.what());
     }
   }
-  out->nodes_[out->root_].tagged_nodes = std::move(tagged);  // (add_document grew nodes_)
+  out->nodes_[call_node].tagged_nodes = std::move(tagged);  // (add_document grew nodes_)
   return out;
 }
 

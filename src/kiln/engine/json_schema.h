@@ -110,6 +110,10 @@ class JsonSchema {
   static std::shared_ptr<const JsonSchema> compile_tool_call(
       const std::vector<std::string>& names, const std::vector<nlohmann::json>& parameters,
       const std::string& arguments_key = "arguments");
+  // A JSON array of 1 to max_calls such calls (Mistral's [TOOL_CALLS] format).
+  static std::shared_ptr<const JsonSchema> compile_tool_call_array(
+      const std::vector<std::string>& names, const std::vector<nlohmann::json>& parameters,
+      uint32_t max_calls);
   // Any JSON value (root_types restricts the top level: json_object mode uses kObject).
   static std::shared_ptr<const JsonSchema> any(uint8_t root_types = json_type::kAny);
 
@@ -123,6 +127,10 @@ class JsonSchema {
 
  private:
   friend class JsonSchemaCompiler;
+  // compile_tool_call (max_calls 0) and compile_tool_call_array (an array of 1 to max_calls).
+  static std::shared_ptr<const JsonSchema> compile_tool_calls(
+      const std::vector<std::string>& names, const std::vector<nlohmann::json>& parameters,
+      const std::string& arguments_key, uint32_t max_calls);
   std::vector<SchemaNode> nodes_;
   std::vector<LiteralTrie> tries_;
   std::vector<StringAutomaton> automata_;

@@ -33,6 +33,9 @@ struct SamplingParams {
   // complete, to start again at the next occurrence (a tool call's JSON after "<tool_call>").
   // End of sequence is allowed except inside a value. Empty: the whole output is one value.
   std::vector<std::string> json_after;
+  // Without json_after: whitespace may precede the value (at most 32 bytes, as after a
+  // marker), e.g. the space Mistral Large writes after a forced [TOOL_CALLS].
+  bool json_leading_space = false;
   bool is_greedy() const { return temperature <= 0.0 || top_k == 1; }
 };
 

@@ -73,7 +73,9 @@ struct Sequence {
     n_prompt = static_cast<int64_t>(tokens.size());
     sampler.add_prompt(tokens);
     if (request.sampling.json_schema) {
-      if (request.sampling.json_after.empty()) json.emplace(request.sampling.json_schema);
+      if (request.sampling.json_after.empty()) {
+        json.emplace(request.sampling.json_schema, request.sampling.json_leading_space);
+      }
       json_end_ids.assign(eog_ids.begin(), eog_ids.end());
       json_end_ids.insert(json_end_ids.end(), request.stop.stop_token_ids.begin(),
                           request.stop.stop_token_ids.end());
@@ -687,9 +689,11 @@ const TokenTrie& Scheduler::token_trie() {
 // after the marker start the value; where they cannot, this value goes unconstrained (the
 // token is already chosen) and the marker is looked for again.
 void Scheduler::watch_json_marker(Sequence& seq, int32_t token) {
-  const std::optional<std::string> bytes = tokenizer_->token_bytes(token);
-  if (!bytes) return;
-  seq.json_tail += *bytes;
+  // The markers as the output shows them: with skip_special_tokens false a control token's text
+  // counts ("[TOOL_CALLS]" is one in Mistral's vocabularies).
+  const size_t before = seq.json_tail.size();
+  tokenizer_->append_token_text(token, seq.request.skip_special_tokens, seq.json_tail);
+  if (seq.json_tail.size() == before) return;
   // The marker that ends last (markers may overlap: the latest one opens the value).
   size_t value_at = std::string::npos, longest = 0;
   for (const std::string& marker : seq.request.sampling.json_after) {

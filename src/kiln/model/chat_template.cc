@@ -6,6 +6,7 @@
 
 #include "kiln/base/error.h"
 #include "kiln/model/jinja_json.h"
+#include "kiln/model/mistral_call_id.h"
 
 namespace kiln::model {
 namespace {
@@ -372,6 +373,91 @@ std::string render_mistral_inst(ChatTemplateKind kind, Messages messages) {
   return out;
 }
 
+// One tool as Mistral's [TOOL_CALLS] templates write it: only the tool's "function" object,
+// each member but "return" as `"key": value`, where a string value goes in between quotes as it
+// is (not escaped: a quote or newline in a description is written raw, as there) and any other
+// value through tojson.
+std::string mistral_tool(const std::string& tool) {
+  const auto value = nlohmann::ordered_json::parse(tool, nullptr, /*allow_exceptions=*/false);
+  if (value.is_discarded() || !value.is_object() || !value.contains("function") ||
+      !value["function"].is_object()) {
+    fail("a tool definition is not a function object: {}", tool.substr(0, 64));
+  }
+  std::string out = "{\"type\": \"function\", \"function\": {";
+  bool first = true;
+  for (const auto& [key, val] : value["function"].items()) {
+    if (key == "return") continue;
+    if (!first) out += ", ";
+    first = false;
+    out += "\"" + key + "\": ";
+    out += val.is_string() ? "\"" + val.get<std::string>() + "\"" : jinja_tojson(val);
+  }
+  return out + "}}";
+}
+
+// Mistral Nemo's and Large 2407's templates with their tool format (mistral_tools): as
+// render_mistral_inst, plus the tools before the last user message (every user message equal to
+// it, as the template compares them by value), assistant calls and tool results. The
+// alternation check skips tool results and assistant calls; a call turn drops its content.
+std::string render_mistral_tools(const ChatTemplate& tmpl, Messages messages,
+                                 const std::vector<std::string>& tools) {
+  const std::string sp = tmpl.kind == ChatTemplateKind::kMistralV3 ? " " : "";
+  const bool system = leads_with_system(messages);
+  const size_t first = system ? 1 : 0;
+  size_t turn = 0;
+  const ChatMessage* last_user = nullptr;
+  for (size_t i = first; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    if (m.role == "user") last_user = &m;
+    if (m.role == "tool" || !m.tool_calls.empty()) continue;
+    if ((m.role == "user") != (turn++ % 2 == 0)) {
+      fail(
+          "chat template {}: after an optional leading system message, roles must alternate "
+          "user/assistant (tool calls and results aside) starting with user (message {} is '{}')",
+          chat_template_name(tmpl.kind), i, m.role);
+    }
+  }
+  std::string available;
+  if (!tools.empty()) {
+    available = "[AVAILABLE_TOOLS]" + sp + "[";
+    for (size_t k = 0; k < tools.size(); ++k) {
+      available += (k > 0 ? ", " : "") + mistral_tool(tools[k]);
+    }
+    available += "][/AVAILABLE_TOOLS]";
+  }
+  std::string out;
+  for (size_t i = first; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    if (m.role == "user") {
+      if (!available.empty() && m.content == last_user->content) out += available;
+      out += "[INST]" + sp;
+      if (system && i + 1 == messages.size()) out += messages[0].content + "\n\n";
+      out += m.content + "[/INST]";
+    } else if (!m.tool_calls.empty()) {
+      // The template writes `function | tojson` without its closing brace, then the id.
+      out += "[TOOL_CALLS]" + sp + "[";
+      for (size_t k = 0; k < m.tool_calls.size(); ++k) {
+        const ChatToolCall& c = m.tool_calls[k];
+        if (k > 0) out += ", ";
+        out += "{\"name\": " + jinja_tojson(c.name) + ", \"arguments\": " + c.arguments +
+               ", \"id\": \"" + mistral_call_id(c.id) + "\"}";
+      }
+      out += "]</s>";
+    } else if (m.role == "assistant") {
+      out += sp.empty() ? m.content : " " + py_strip(m.content);
+      out += "</s>";
+    } else if (m.role == "tool") {
+      // The content goes in as it is, not as a JSON string (the template's `content|string`).
+      out += "[TOOL_RESULTS]" + sp + "{\"content\": " + m.content + ", \"call_id\": \"" +
+             mistral_call_id(m.tool_call_id) + "\"}[/TOOL_RESULTS]";
+    } else {
+      fail("chat template {} takes a system message only as the first message (message {})",
+           chat_template_name(tmpl.kind), i);
+    }
+  }
+  return out;
+}
+
 // v7, v7-tekken: system messages are [SYSTEM_PROMPT] blocks wherever they stand.
 std::string render_mistral_v7(const ChatTemplate& tmpl, Messages messages) {
   const bool tekken = tmpl.kind == ChatTemplateKind::kMistralV7Tekken;
@@ -419,10 +505,12 @@ std::string render_phi3(Messages messages, bool add_generation_prompt) {
 std::string chat_tools_refusal(const ChatTemplate& tmpl) {
   if (tmpl.takes_tools()) return {};
   return fmt::format(
-      "the model's chat template ({}) has no tool-call format kiln renders; tools work with "
-      "chatml and qwen3 templates that write Qwen's <tool_call> format and llama3.1 templates "
-      "with Llama 3.1's JSON calls",
-      chat_template_name(tmpl.kind));
+      "the model's chat template ({}) has no tool-call format kiln renders{}; tools work with "
+      "chatml and qwen3 templates that write Qwen's <tool_call> format, llama3.1 templates "
+      "with Llama 3.1's JSON calls and mistral-v3/v3-tekken templates with Mistral's "
+      "[TOOL_CALLS] JSON array (Mistral Nemo, Large 2407)",
+      chat_template_name(tmpl.kind),
+      tmpl.unsupported_tools.empty() ? "" : " (it writes " + tmpl.unsupported_tools + ")");
 }
 
 std::string apply_chat_template(const ChatTemplate& tmpl, const std::vector<ChatMessage>& messages,
@@ -446,6 +534,7 @@ std::string apply_chat_template(const ChatTemplate& tmpl, const std::vector<Chat
     case ChatTemplateKind::kMistralV1:
     case ChatTemplateKind::kMistralV3:
     case ChatTemplateKind::kMistralV3Tekken:
+      if (tmpl.mistral_tools) return render_mistral_tools(tmpl, messages, tools);
       return render_mistral_inst(kind, messages);
     case ChatTemplateKind::kMistralV7:
     case ChatTemplateKind::kMistralV7Tekken:

@@ -28,6 +28,12 @@
 //  mistral-v3:  "[INST] {user}[/INST] {assistant|trim}</s>"; the system message goes before
 //               the LAST user message
 //  mistral-v3-tekken: "[INST]{user}[/INST]{assistant}</s>"; system as in v3
+//               Templates of both that write Mistral's [TOOL_CALLS] JSON format (Mistral Nemo,
+//               Large 2407) get `mistral_tools`: "[AVAILABLE_TOOLS][{tools}][/AVAILABLE_TOOLS]"
+//               before the last user turn, a call turn "[TOOL_CALLS][{"name": ..., "arguments":
+//               ..., "id": ...}, ...]</s>", results "[TOOL_RESULTS]{"content": ..., "call_id":
+//               ...}[/TOOL_RESULTS]" (v3 puts a space after each opening marker); call ids are
+//               mapped to the 9 letters and digits the templates require (mistral_call_id.h)
 //  mistral-v7:  "[SYSTEM_PROMPT] {system}[/SYSTEM_PROMPT][INST] {user}[/INST] {assistant}</s>"
 //  mistral-v7-tekken: "[SYSTEM_PROMPT]{system}[/SYSTEM_PROMPT][INST]{user}[/INST]{assistant}</s>"
 //               (plus the template's default system message when it is a plain literal)
@@ -70,19 +76,26 @@ struct ChatTemplate {
   bool hermes_doubled_braces = false;
   // The template writes Llama 3.1's JSON tool calls (llama3.1 only).
   bool llama_json_tools = false;
-  bool takes_tools() const { return hermes_tools || llama_json_tools; }
+  // The template writes Mistral's [TOOL_CALLS] JSON array format (mistral-v3, -v3-tekken).
+  bool mistral_tools = false;
+  // For a template that writes some tool format kiln does not render: what it is, for the
+  // refusal (Mistral Small 3.2's "[TOOL_CALLS]name[ARGS]{...}").
+  std::string unsupported_tools;
+  bool takes_tools() const { return hermes_tools || llama_json_tools || mistral_tools; }
 };
 
 // A call the assistant made, as the history carries it back.
 struct ChatToolCall {
   std::string name;
   std::string arguments;  // the arguments as the template's `| tojson` writes them (jinja_json.h)
+  std::string id = {};    // the call's id as the client sent it (Mistral's templates write it)
 };
 
 struct ChatMessage {
   std::string role;  // "system", "user", "assistant" or (with hermes_tools) "tool"
   std::string content;
   std::vector<ChatToolCall> tool_calls = {};  // assistant messages only
+  std::string tool_call_id = {};              // tool messages: the call answered
 };
 
 std::string_view chat_template_name(ChatTemplateKind kind);

@@ -122,16 +122,30 @@ std::optional<ChatTemplate> match(std::string_view t) {
   }
   if (has(t, "[INST]")) {
     if (has(t, "[SYSTEM_PROMPT]")) {
-      if (has(t, "[SYSTEM_PROMPT] ")) return ChatTemplate{K::kMistralV7, {}};
-      return ChatTemplate{K::kMistralV7Tekken, mistral_default_system(t)};
+      ChatTemplate v7{has(t, "[SYSTEM_PROMPT] ") ? K::kMistralV7 : K::kMistralV7Tekken, {}};
+      if (v7.kind == K::kMistralV7Tekken) v7.default_system = mistral_default_system(t);
+      if (has(t, "[TOOL_CALLS]")) {
+        v7.unsupported_tools = has(t, "[ARGS]")
+                                   ? "Mistral's [TOOL_CALLS]name[ARGS]{...} format (Mistral Small "
+                                     "3.2, Devstral), which kiln does not render"
+                                   : "a [TOOL_CALLS] layout kiln has not been checked against";
+      }
+      return v7;
     }
     if (has_literal(t, " [INST] ")) return ChatTemplate{K::kMistralV1, {}};
+    // Mistral's [TOOL_CALLS] JSON format (Nemo, Large 2407): tools, calls with their ids and
+    // results, all written by the template.
+    const bool tools = has(t, "[AVAILABLE_TOOLS]") && has(t, "[TOOL_CALLS]") &&
+                       has(t, "[TOOL_RESULTS]") && has(t, "\"call_id\": \"") && !has(t, "[ARGS]");
     // Llama 2 style templates also write '[INST] ' but close with ' [/INST]'.
+    std::optional<ChatTemplate> v3;
     if (has_literal(t, "[INST] ") && !has_literal(t, " [/INST]")) {
-      return ChatTemplate{K::kMistralV3, {}};
+      v3 = ChatTemplate{K::kMistralV3, {}};
+    } else if (has_literal(t, "[INST]")) {
+      v3 = ChatTemplate{K::kMistralV3Tekken, {}};
     }
-    if (has_literal(t, "[INST]")) return ChatTemplate{K::kMistralV3Tekken, {}};
-    return std::nullopt;
+    if (v3) v3->mistral_tools = tools;
+    return v3;
   }
   // Phi-3 templates that write the role generically or a system turn; Phi-3-mini's first
   // template dropped system messages and is not this format.

@@ -29,12 +29,14 @@ class GenerationBackend {
 struct ChatTurnToolCall {
   std::string name;
   std::string arguments;  // as the chat template's `| tojson` writes them (model/jinja_json.h)
+  std::string id = {};    // as the client sent it (empty when it sent none)
 };
 
 struct ChatTurn {
   std::string role;  // "system" | "user" | "assistant" | "tool"
   std::string content;
   std::vector<ChatTurnToolCall> tool_calls = {};  // assistant turns
+  std::string tool_call_id = {};                  // tool turns: the call they answer
 };
 
 class TextCodec {

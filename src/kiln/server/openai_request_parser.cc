@@ -5,6 +5,7 @@
 #include "kiln/server/http_error.h"
 #include "kiln/server/json_fields.h"
 #include "kiln/server/sampling_parser.h"
+#include "kiln/server/tool_call_parser.h"
 #include "kiln/server/tool_request.h"
 
 namespace kiln::server {
@@ -150,6 +151,7 @@ ChatRequest parse_chat_request(const json& body, const ParseLimits& limits) {
       const json* id = field(m, "tool_call_id");
       if (!id) bad_field(path + ".tool_call_id", "is required on a tool message");
       const std::string& call_id = as_string(*id, path + ".tool_call_id");
+      turn.tool_call_id = call_id;
       if (!calls_open) {
         bad_field(path + ".role",
                   "'tool' must answer the tool_calls of a preceding assistant message");
@@ -196,12 +198,17 @@ ChatRequest parse_chat_request(const json& body, const ParseLimits& limits) {
     out.options.sampling.json_schema = compile_forced_call(out.tools, limits.tool_calls);
   } else if (out.tools.parse_calls() && !out.options.sampling.json_schema &&
              !out.options.stop.ignore_eos && out.options.stop.min_new_tokens == 0) {
-    // auto: free text, but a call the model opens is constrained from "<tool_call>" on.
+    // auto: free text, but a call the model opens is constrained from "<tool_call>" on
+    // (Mistral: the array after "[TOOL_CALLS]").
     if (auto calls = compile_auto_calls(out.tools, limits.tool_calls)) {
       out.options.sampling.json_schema = std::move(calls);
-      out.options.sampling.json_after = {"<tool_call>"};
-      if (limits.tool_calls == ToolCallFormat::kHermesFenced) {
-        out.options.sampling.json_after.push_back("```json\n");
+      if (limits.tool_calls == ToolCallFormat::kMistral) {
+        out.options.sampling.json_after = {std::string(kMistralMarker)};
+      } else {
+        out.options.sampling.json_after = {"<tool_call>"};
+        if (limits.tool_calls == ToolCallFormat::kHermesFenced) {
+          out.options.sampling.json_after.push_back("```json\n");
+        }
       }
     }
   }

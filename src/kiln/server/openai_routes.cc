@@ -203,10 +203,18 @@ void handle_chat(ServerState& state, const httplib::Request& req, httplib::Respo
   }
   // A forced call is constrained to the call's JSON (parse_chat_request set the schema), and
   // the model's turn ends when it is complete; in Qwen's format the reply opens inside
-  // <tool_call>, in Llama 3.1's the JSON is the whole reply.
+  // <tool_call>, in Mistral's after [TOOL_CALLS], in Llama 3.1's the JSON is the whole reply.
   const ToolCallFormat format = state.codec.tool_call_format();
   const bool hermes = hermes_style(format);
-  const bool opened = tools.forced() && hermes;
+  const bool mistral = format == ToolCallFormat::kMistral;
+  const bool opened = tools.forced() && (hermes || mistral);
+  if (mistral && tools.parse_calls()) {
+    // [TOOL_CALLS] is a control token in Mistral's vocabularies: kept in the text so that the
+    // parser (and the auto constraint's marker) can see it.
+    parsed.options.skip_special_tokens = false;
+    // Mistral Large 2407's template writes a space after the marker: the array may follow one.
+    if (opened) parsed.options.sampling.json_leading_space = true;
+  }
   const size_t max_calls = tools.parallel ? SIZE_MAX : 1;
   if (tools.parse_calls() && !tools.parallel && !opened && hermes) {
     parsed.options.stop.stop_strings.push_back("</tool_call>");  // nothing after the first call
@@ -215,7 +223,7 @@ void handle_chat(ServerState& state, const httplib::Request& req, httplib::Respo
   // own bytes would not do: a template may drop part of a message, e.g. earlier reasoning).
   PromptInput chat_prompt;
   chat_prompt.text = state.codec.render_chat(parsed.messages, tool_texts);
-  if (opened) chat_prompt.text += "<tool_call>\n";
+  if (opened) chat_prompt.text += mistral ? std::string(kMistralMarker) : "<tool_call>\n";
   auto ids = tokenize_prompt(chat_prompt, state.codec, state.prompt_limits(), "messages");
   const int engine_logprobs = parsed.logprobs ? parsed.top_logprobs : -1;
   std::vector<engine::GenerateRequest> requests;

@@ -12,6 +12,7 @@ enum class ToolCallFormat {
   // ```json\n{"name": ..., "arguments": ...}\n```, which is how its instruct models write them
   // under their own template (whose example reads {{"name": ...}}).
   kHermesFenced,
+  kMistral,  // Mistral Nemo, Large 2407: [TOOL_CALLS][{"name": ..., "arguments": ...}, ...]
 };
 
 inline bool hermes_style(ToolCallFormat f) {

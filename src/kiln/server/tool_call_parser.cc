@@ -1,77 +1,20 @@
 #include "kiln/server/tool_call_parser.h"
 
-#include <fmt/format.h>
-
 #include <algorithm>
-#include <mutex>
-#include <random>
+
+#include "kiln/server/tool_call_text.h"
 
 namespace kiln::server {
 namespace {
 
-// A call's opening and closing text.
-struct CallTags {
-  std::string_view open, close;
-};
-constexpr CallTags kHermesTags = {"<tool_call>", "</tool_call>"};
-constexpr CallTags kFenceTags = {"```json\n", "```"};
-constexpr CallTags tag(size_t t) { return t == 0 ? kHermesTags : kFenceTags; }
+constexpr ToolCallTags kHermesTags = {"<tool_call>", "</tool_call>"};
+constexpr ToolCallTags kFenceTags = {"```json\n", "```"};
 
-bool is_space(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
-
-// Bytes at the end of `s` that could begin `tag` (held back until the next piece decides).
-size_t partial_tag_at_end(std::string_view s, std::string_view tag) {
-  for (size_t n = std::min(s.size(), tag.size() - 1); n > 0; --n) {
-    if (s.substr(s.size() - n) == tag.substr(0, n)) return n;
-  }
-  return 0;
-}
-
-std::string call_id() {
-  static std::mutex mu;
-  static std::mt19937_64 rng{std::random_device{}()};
-  std::lock_guard lock(mu);
-  return fmt::format("call_{:016x}{:08x}", rng(), static_cast<uint32_t>(rng()));
-}
-
-// Matches `{"name": "<name>", "arguments": ` (any whitespace between the tokens) at the start of
-// `s`. Returns the end of the match, 0 when `s` cannot start that way, npos when it may but is
-// still too short to tell.
-constexpr size_t kMore = std::string_view::npos;
-size_t match_header(std::string_view s, std::string& name) {
-  size_t i = 0;
-  auto space = [&] {
-    while (i < s.size() && is_space(s[i])) ++i;
-    return i < s.size();
-  };
-  auto literal = [&](std::string_view lit) -> int {  // 1 matched, 0 mismatch, -1 more needed
-    for (char c : lit) {
-      if (i == s.size()) return -1;
-      if (s[i++] != c) return 0;
-    }
-    return 1;
-  };
-  for (std::string_view lit : {std::string_view("{"), std::string_view("\"name\""),
-                               std::string_view(":"), std::string_view("\"")}) {
-    if (!space()) return kMore;
-    if (int r = literal(lit); r <= 0) return r < 0 ? kMore : 0;
-  }
-  name.clear();
-  for (;; ++i) {  // the name: plain characters only (function names need no escapes)
-    if (i == s.size()) return kMore;
-    if (s[i] == '"') break;
-    if (s[i] == '\\' || static_cast<unsigned char>(s[i]) < 0x20) return 0;
-    name += s[i];
-  }
-  ++i;
-  for (std::string_view lit :
-       {std::string_view(","), std::string_view("\"arguments\""), std::string_view(":")}) {
-    if (!space()) return kMore;
-    if (int r = literal(lit); r <= 0) return r < 0 ? kMore : 0;
-  }
-  if (!space()) return kMore;
-  return i;
-}
+using tool_text::call_id;
+using tool_text::is_space;
+using tool_text::kMore;
+using tool_text::match_header;
+using tool_text::partial_tag_at_end;
 
 // The arguments' text once the call is complete: `region` minus the object's closing brace and
 // the whitespace around it.
@@ -97,7 +40,16 @@ ToolCallStream::ToolCallStream(bool opened, size_t max_calls, ToolCallFormat for
             : opened                             ? Mode::kCall
                                                  : Mode::kText),
       format_(format),
-      max_calls_(max_calls) {}
+      max_calls_(max_calls) {
+  if (opened && format == ToolCallFormat::kMistral) open_array();
+}
+
+// The opening and closing texts of the t-th call syntax of this format (Mistral's array has no
+// closing text: scan_array finds its end).
+ToolCallTags ToolCallStream::tag(size_t t) const {
+  if (format_ == ToolCallFormat::kMistral) return {kMistralMarker, ""};
+  return t == 0 ? kHermesTags : kFenceTags;
+}
 
 // The earliest opening tag in pending_ (npos: none), and which one it is.
 size_t ToolCallStream::find_open(size_t& which) const {
@@ -193,6 +145,11 @@ void ToolCallStream::scan(Delta& out, bool at_end) {
       if (seen_calls_ == calls_before) return;  // the call is still open
       continue;
     }
+    if (mode_ == Mode::kArray) {
+      scan_array(out, at_end);
+      if (mode_ == Mode::kArray) return;  // the array is still open
+      continue;
+    }
     size_t which = 0;
     const size_t open = find_open(which);
     if (open == std::string::npos) {
@@ -221,6 +178,10 @@ void ToolCallStream::scan(Delta& out, bool at_end) {
     }
     pending_.erase(0, open + tag(which).open.size());
     call_tag_ = which;
+    if (format_ == ToolCallFormat::kMistral) {
+      open_array();
+      continue;
+    }
     mode_ = Mode::kCall;
     header_sent_ = false;
     args_sent_ = 0;

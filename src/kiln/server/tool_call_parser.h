@@ -15,6 +15,13 @@
 // Llama 3.1's format (ToolCallFormat::kLlamaJson) has no markers: a reply that starts with "{"
 // is held back whole and, when it is {"name": ..., "parameters": ...}, is one call (arguments
 // re-serialized); any other reply is content as it streams.
+//
+// Mistral's format (ToolCallFormat::kMistral): [text][TOOL_CALLS][{"name": "f", "arguments":
+// {...}}, ...] (whitespace allowed around the JSON; each object may also carry a string "id",
+// which is ignored: replies get kiln's ids). The array's objects are read one by one as the
+// text arrives, arguments streaming as for Qwen's format; text after the array is dropped and
+// a later [TOOL_CALLS] opens another array. An array that is not valid JSON of call objects
+// (or is cut off) makes the reply invalid as above.
 #pragma once
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -26,16 +33,26 @@
 
 namespace kiln::server {
 
+// The marker Mistral's replies open their calls with (a control token in Mistral's own
+// vocabularies: the route decodes the reply with special tokens kept so that it shows).
+inline constexpr std::string_view kMistralMarker = "[TOOL_CALLS]";
+
 struct ToolCallOut {
   std::string id;  // "call_<24 hex>"
   std::string name;
   std::string arguments;  // JSON text
 };
 
+// A call syntax's opening and closing text (<tool_call> ... </tool_call>).
+struct ToolCallTags {
+  std::string_view open, close;
+};
+
 class ToolCallStream {
  public:
   // `opened`: the reply starts inside a call (the prompt ended with "<tool_call>\n": a forced
-  // call). `max_calls`: calls after this many are dropped (parallel_tool_calls false: 1).
+  // call; Mistral: the prompt ended with "[TOOL_CALLS]" and the reply starts with the array).
+  // `max_calls`: calls after this many are dropped (parallel_tool_calls false: 1).
   explicit ToolCallStream(bool opened, size_t max_calls = SIZE_MAX,
                           ToolCallFormat format = ToolCallFormat::kHermes);
 
@@ -59,11 +76,18 @@ class ToolCallStream {
   void send_arguments(Delta& out, std::string_view args);
   void feed_llama(Delta& out, bool at_end);
   void add_whole_call(Delta& out, std::string name, std::string arguments);
+  ToolCallTags tag(size_t t) const;
   size_t find_open(size_t& which) const;
   size_t partial_open_at_end() const;
   size_t tag_count() const;
+  // Mistral's call array (tool_call_parser_mistral.cc).
+  void open_array();
+  void scan_array(Delta& out, bool at_end);
+  bool scan_array_call(Delta& out, bool at_end);
+  bool close_array_call(Delta& out, std::string_view object);
+  void fail_array();
 
-  enum class Mode { kText, kCall, kBetween, kUndecided, kJsonReply } mode_;
+  enum class Mode { kText, kCall, kBetween, kUndecided, kJsonReply, kArray } mode_;
   ToolCallFormat format_;
   size_t max_calls_;
   std::string pending_;     // text not yet given out
@@ -75,6 +99,13 @@ class ToolCallStream {
   std::vector<ToolCallOut> calls_;
   size_t seen_calls_ = 0;
   bool invalid_ = false;
+  // Mistral's array: what comes next, and the structure of the call object being read.
+  enum class ArrayStep { kOpen, kItem, kCall, kAfter } step_ = ArrayStep::kOpen;
+  bool array_empty_ = true;  // no item yet ("[]" closes it)
+  size_t scanned_ = 0;       // bytes of the call object (at pending_'s start) scanned
+  int depth_ = 0;
+  bool in_string_ = false, escaped_ = false;
+  size_t args_end_ = std::string::npos;  // where the arguments value ends, once seen
 };
 
 struct ToolReply {

@@ -137,11 +137,14 @@ std::vector<ChatTurnToolCall> read_history_tool_calls(const json& calls, const s
     const std::string p = fmt::format("{}[{}]", cpath, i);
     as_object(calls[i], p);
     check_type_function(calls[i], p, false);
-    if (const json* id = field(calls[i], "id")) ids.push_back(as_string(*id, p + ".id"));
+    ChatTurnToolCall call;
+    if (const json* id = field(calls[i], "id")) {
+      call.id = as_string(*id, p + ".id");
+      ids.push_back(call.id);
+    }
     const json* function = field(calls[i], "function");
     if (!function) bad_field(p + ".function", "is required");
     as_object(*function, p + ".function");
-    ChatTurnToolCall call;
     call.name = read_function_name(*function, p + ".function");
     const json* args = field(*function, "arguments");
     if (!args) bad_field(p + ".function.arguments", "is required (a JSON string)");
@@ -167,6 +170,14 @@ namespace {
 const char* arguments_key(ToolCallFormat format) {
   return format == ToolCallFormat::kLlamaJson ? "parameters" : "arguments";
 }
+
+// Mistral's calls are one JSON array: with parallel_tool_calls false it holds one call.
+std::shared_ptr<const engine::JsonSchema> compile_call_array(const std::vector<std::string>& names,
+                                                             const std::vector<json>& parameters,
+                                                             const ChatTools& tools) {
+  return engine::JsonSchema::compile_tool_call_array(names, parameters,
+                                                     tools.parallel ? UINT32_MAX : 1);
+}
 }  // namespace
 
 std::shared_ptr<const engine::JsonSchema> compile_forced_call(const ChatTools& tools,
@@ -182,6 +193,7 @@ std::shared_ptr<const engine::JsonSchema> compile_forced_call(const ChatTools& t
     parameters.push_back(t.parameters);
   }
   try {
+    if (format == ToolCallFormat::kMistral) return compile_call_array(names, parameters, tools);
     return engine::JsonSchema::compile_tool_call(names, parameters, arguments_key(format));
   } catch (const engine::JsonSchemaError& e) {
     bad_field("tools", "{}", e.what());
@@ -190,7 +202,7 @@ std::shared_ptr<const engine::JsonSchema> compile_forced_call(const ChatTools& t
 
 std::shared_ptr<const engine::JsonSchema> compile_auto_calls(const ChatTools& tools,
                                                              ToolCallFormat format) {
-  if (!hermes_style(format)) return nullptr;
+  if (!hermes_style(format) && format != ToolCallFormat::kMistral) return nullptr;
   std::vector<std::string> names;
   std::vector<json> parameters;
   for (const ChatTool& t : tools.tools) {
@@ -198,6 +210,7 @@ std::shared_ptr<const engine::JsonSchema> compile_auto_calls(const ChatTools& to
     parameters.push_back(t.parameters);
   }
   try {
+    if (format == ToolCallFormat::kMistral) return compile_call_array(names, parameters, tools);
     return engine::JsonSchema::compile_tool_call(names, parameters);
   } catch (const engine::JsonSchemaError&) {
     return nullptr;

@@ -31,12 +31,15 @@ std::vector<std::string> render_tool_definitions(const nlohmann::ordered_json& b
 // after "<tool_call>\n" is {"name": <an allowed name>, "arguments": <that function's
 // parameters>} (JsonSchema::compile_tool_call). A schema the compiler refuses is a 400 naming
 // the keyword in tools[i].function.parameters.
-// Llama 3.1's calls hold the arguments under "parameters" and are the whole reply.
+// Llama 3.1's calls hold the arguments under "parameters" and are the whole reply. Mistral's
+// are a JSON array of such objects (at most one with parallel_tool_calls false) after
+// "[TOOL_CALLS]", which ends the prompt.
 std::shared_ptr<const engine::JsonSchema> compile_forced_call(const ChatTools& tools,
                                                               ToolCallFormat format);
 
 // tool_choice "auto": the same constraint over every tool, for the JSON the model writes after
-// it opens a call itself (SamplingParams::json_after = "<tool_call>"). Null when a tool's
+// it opens a call itself (SamplingParams::json_after = "<tool_call>", Mistral: the array after
+// "[TOOL_CALLS]"). Null when a tool's
 // schema uses what the compiler refuses: those calls are then parsed unconstrained, not
 // refused, since the model may not call at all. Also null for Llama 3.1's format, whose calls
 // have no marker to start the constraint at.

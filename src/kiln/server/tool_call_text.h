@@ -1,0 +1,23 @@
+// Text helpers the tool-call parsers share (tool_call_parser.cc for Qwen's and Llama 3.1's
+// formats, tool_call_parser_mistral.cc for Mistral's).
+#pragma once
+#include <string>
+#include <string_view>
+
+namespace kiln::server::tool_text {
+
+inline bool is_space(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+
+// Bytes at the end of `s` that could begin `tag` (held back until the next piece decides).
+size_t partial_tag_at_end(std::string_view s, std::string_view tag);
+
+// A fresh OpenAI call id, "call_<24 hex>".
+std::string call_id();
+
+// Matches `{"name": "<name>", "arguments": ` (any whitespace between the tokens) at the start of
+// `s`. Returns the end of the match, 0 when `s` cannot start that way, kMore when it may but is
+// still too short to tell.
+constexpr size_t kMore = std::string_view::npos;
+size_t match_header(std::string_view s, std::string& name);
+
+}  // namespace kiln::server::tool_text
