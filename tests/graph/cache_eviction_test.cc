@@ -1,4 +1,4 @@
-#include "kiln/graph/cache_eviction.h"
+#include "kiln/base/cache_eviction.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -11,6 +11,7 @@
 #include "kiln/graph/compile_cache.h"
 
 namespace kiln::graph {
+using cache_file::evict_least_recently_used;
 namespace {
 
 namespace fs = std::filesystem;

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "kiln/base/cache_eviction.h"
 #include "kiln/base/error.h"
 #include "kiln/base/log.h"
 #include "kiln/base/resident_memory.h"
@@ -14,7 +15,6 @@
 #include "kiln/engine/graph_runner.h"
 #include "kiln/engine/model_runner.h"
 #include "kiln/engine/tp_step_channel.h"
-#include "kiln/graph/cache_eviction.h"
 #include "kiln/graph/compile_cache.h"
 #include "kiln/model/fused_tensors.h"
 #include "kiln/model/model_config.h"
@@ -210,8 +210,8 @@ Runtime::Runtime(const RuntimeOptions& options) : impl_(std::make_unique<Impl>()
 
   // Rank 0 alone bounds the shared folder (every rank's entries were used after `started`).
   if (!cache_dir.empty() && options.cache_max_bytes > 0 && (tp == nullptr || tp->rank() == 0))
-    graph::evict_least_recently_used(graph::CompileCache::resolve_dir(options.cache_dir),
-                                     options.cache_max_bytes, started);
+    cache_file::evict_least_recently_used(graph::CompileCache::resolve_dir(options.cache_dir),
+                                          options.cache_max_bytes, started);
 
   if (tp != nullptr && tp->rank() == 0)
     m.tp_leader = std::make_unique<TpLeaderExecutor>(*m.runner, *tp);

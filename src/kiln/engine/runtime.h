@@ -48,7 +48,7 @@ struct RuntimeOptions {
   std::string cache_dir;      // compile + packed-weight cache; empty: $KILN_CACHE_DIR or XDG
   bool compile_cache = true;  // false: capture and pack cold, never read or write the caches
   // After loading, least recently used cache entries are removed until the folder holds at most
-  // this many bytes (this run's entries are always kept; graph/cache_eviction.h). 0: no bound.
+  // this many bytes (this run's entries are always kept; base/cache_eviction.h). 0: no bound.
   uint64_t cache_max_bytes = uint64_t{8} << 30;
   bool check_graph = false;  // run decode steps through a GraphChecker (graph_checker.h)
   graph::PlanOptions plan;   // barriers per level, worker groups

@@ -1,7 +1,5 @@
 #include "kiln/graph/compile_cache.h"
 
-#include <fcntl.h>
-#include <unistd.h>
 #include <xxhash.h>
 
 #include <cstdlib>
@@ -10,8 +8,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "kiln/base/cache_file.h"
 #include "kiln/base/log.h"
-#include "kiln/graph/cache_eviction.h"
 
 namespace kiln::graph {
 namespace {
@@ -54,8 +52,8 @@ std::string CompileCache::resolve_dir(const std::string& flag_value) {
 
 std::string CompileCache::path_for(uint64_t key) const {
   char name[32];
-  std::snprintf(name, sizeof name, "%016llx.kgc", static_cast<unsigned long long>(key));
-  return dir_ + "/" + name;
+  std::snprintf(name, sizeof name, "%016llx", static_cast<unsigned long long>(key));
+  return dir_ + "/" + name + std::string(cache_file::kCompiledPlanExtension);
 }
 
 std::optional<std::string> CompileCache::load(uint64_t key) const {
@@ -67,9 +65,7 @@ std::optional<std::string> CompileCache::load(uint64_t key) const {
   buf << in.rdbuf();
   const std::string data = buf.str();
   auto reject = [&](const char* why) -> std::optional<std::string> {
-    KILN_LOG_WARN("compile cache entry {} is {}; rebuilding it", path, why);
-    std::error_code ec;
-    std::filesystem::remove(path, ec);
+    cache_file::discard(path, "compile cache entry", why, "rebuilding it");
     return std::nullopt;
   };
   if (data.size() < kMagic.size() + sizeof(Header) || data.compare(0, kMagic.size(), kMagic) != 0)
@@ -80,9 +76,9 @@ std::optional<std::string> CompileCache::load(uint64_t key) const {
   if (h.key != key) return reject("for another key");
   if (data.size() - body != h.payload_bytes) return reject("truncated");
   std::string payload = data.substr(body);
-  if (XXH3_64bits(payload.data(), payload.size()) != h.checksum)
+  if (cache_file::checksum(payload.data(), payload.size()) != h.checksum)
     return reject("corrupted (checksum mismatch)");
-  touch_cache_entry(path);
+  cache_file::touch(path);
   return payload;
 }
 
@@ -91,29 +87,10 @@ void CompileCache::store(uint64_t key, std::string_view payload) const {
   std::error_code ec;
   std::filesystem::create_directories(dir_, ec);
   const std::string path = path_for(key);
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  Header h{key, payload.size(), XXH3_64bits(payload.data(), payload.size())};
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    KILN_LOG_WARN("cannot write compile cache entry {}: {}", tmp, std::strerror(errno));
-    return;
-  }
-  auto write_all = [&](const void* p, size_t n) {
-    const char* c = static_cast<const char*>(p);
-    while (n > 0) {
-      ssize_t w = ::write(fd, c, n);
-      if (w <= 0) return false;
-      c += w;
-      n -= static_cast<size_t>(w);
-    }
-    return true;
-  };
-  bool ok = write_all(kMagic.data(), kMagic.size()) && write_all(&h, sizeof h) &&
-            write_all(payload.data(), payload.size()) && ::fsync(fd) == 0;
-  ::close(fd);
-  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
+  const Header h{key, payload.size(), cache_file::checksum(payload.data(), payload.size())};
+  const std::string_view header(reinterpret_cast<const char*>(&h), sizeof h);
+  if (!cache_file::write_atomically(path, {kMagic, header, payload})) {
     KILN_LOG_WARN("cannot write compile cache entry {}: {}", path, std::strerror(errno));
-    ::unlink(tmp.c_str());
   }
 }
 

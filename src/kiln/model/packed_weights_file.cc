@@ -1,7 +1,6 @@
 #include "kiln/model/packed_weights_file.h"
 
 #include <fcntl.h>
-#include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -14,9 +13,9 @@
 #include <mutex>
 #include <string_view>
 
+#include "kiln/base/cache_file.h"
 #include "kiln/base/log.h"
 #include "kiln/base/mmap_file.h"
-#include "kiln/graph/cache_eviction.h"
 
 namespace kiln::model {
 namespace {
@@ -67,25 +66,6 @@ class TocReader {
   size_t pos_ = 0;
 };
 
-// Removes `<name>.tmp.<pid>` files of processes that no longer run (killed mid-write): each is
-// as large as the packed weights.
-void remove_orphaned_temporaries(const std::string& path) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  const fs::path entry(path);
-  const std::string prefix = entry.filename().string() + ".tmp.";
-  for (const auto& e : fs::directory_iterator(entry.parent_path(), ec)) {
-    const std::string name = e.path().filename().string();
-    if (name.compare(0, prefix.size(), prefix) != 0) continue;
-    const std::string pid = name.substr(prefix.size());
-    if (pid.empty() || pid.size() > 9 || pid.find_first_not_of("0123456789") != std::string::npos)
-      continue;
-    if (::kill(static_cast<pid_t>(std::stol(pid)), 0) != 0 && errno == ESRCH) {
-      fs::remove(e.path(), ec);
-    }
-  }
-}
-
 }  // namespace
 
 std::unique_ptr<PackedWeightsFileWriter> PackedWeightsFileWriter::create(const std::string& path,
@@ -93,10 +73,10 @@ std::unique_ptr<PackedWeightsFileWriter> PackedWeightsFileWriter::create(const s
                                                                          size_t max_data_bytes) {
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
-  remove_orphaned_temporaries(path);
+  cache_file::remove_orphaned_temporaries(path);
   std::unique_ptr<PackedWeightsFileWriter> w(new PackedWeightsFileWriter);
   w->path_ = path;
-  w->tmp_ = path + ".tmp." + std::to_string(::getpid());
+  w->tmp_ = cache_file::temporary_path(path);
   w->key_ = key;
   w->reserved_ = align_up(kDataOffset + max_data_bytes, kPage);
   auto fail = [&](const char* what) -> std::unique_ptr<PackedWeightsFileWriter> {
@@ -182,7 +162,7 @@ bool PackedWeightsFileWriter::finish(const std::vector<NamedPackedWeight>& weigh
   const bool ok = pwrite_all(toc.data(), toc.size(), toc_offset) &&
                   pwrite_all(kMagic, sizeof kMagic, 0) && pwrite_all(&h, sizeof h, sizeof kMagic) &&
                   ::ftruncate(fd_, static_cast<off_t>(toc_offset + toc.size())) == 0 &&
-                  ::rename(tmp_.c_str(), path_.c_str()) == 0;
+                  cache_file::rename_into_place(tmp_, path_);
   if (!ok) return fail(std::strerror(errno));
   finished_ = true;
   return true;
@@ -200,8 +180,7 @@ std::optional<std::vector<std::pair<std::string, kernels::PackedWeight>>> load_p
     return std::nullopt;
   }
   auto reject = [&](const char* why) {
-    KILN_LOG_WARN("packed weights cache {} is {}; repacking and rewriting it", path, why);
-    std::filesystem::remove(path, ec);
+    cache_file::discard(path, "packed weights cache", why, "repacking and rewriting it");
     return std::nullopt;
   };
   const size_t size = file->size();
@@ -219,7 +198,7 @@ std::optional<std::vector<std::pair<std::string, kernels::PackedWeight>>> load_p
   // verifying reads every page, and the weights are used from these pages.
   ::madvise(const_cast<uint8_t*>(base), size, MADV_HUGEPAGE);
   ::madvise(const_cast<uint8_t*>(base), size, MADV_WILLNEED);
-  if (XXH3_64bits(base + kBody, size - kBody) != h.checksum)
+  if (cache_file::checksum(base + kBody, size - kBody) != h.checksum)
     return reject("corrupted (checksum mismatch)");
 
   TocReader toc(std::string_view(reinterpret_cast<const char*>(base + h.toc_offset), h.toc_bytes));
@@ -242,7 +221,7 @@ std::optional<std::vector<std::pair<std::string, kernels::PackedWeight>>> load_p
     out.emplace_back(std::string(name), std::move(*w));
   }
   if (!toc.done()) return reject("inconsistent (table of contents)");
-  graph::touch_cache_entry(path);  // used now: eviction keeps it longest
+  cache_file::touch(path);  // used now: eviction keeps it longest
   return out;
 }
 

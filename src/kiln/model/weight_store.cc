@@ -7,6 +7,7 @@
 #include <functional>
 #include <unordered_set>
 
+#include "kiln/base/cache_file.h"
 #include "kiln/base/cpu_features.h"
 #include "kiln/base/error.h"
 #include "kiln/base/log.h"
@@ -375,7 +376,7 @@ std::string WeightStore::weights_file_path(const std::vector<PackJob>& jobs, uin
     }
   }
   key = graph::cache_key(description);
-  return fmt::format("{}/{:016x}.kpw", pack_cache_dir_, key);
+  return fmt::format("{}/{:016x}{}", pack_cache_dir_, key, cache_file::kPackedWeightsExtension);
 }
 
 bool WeightStore::load_weights_file(const std::string& path, uint64_t key,

@@ -1,4 +1,4 @@
-#include "kiln/graph/cache_eviction.h"
+#include "kiln/base/cache_eviction.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -6,9 +6,10 @@
 #include <algorithm>
 #include <vector>
 
+#include "kiln/base/cache_file.h"
 #include "kiln/base/log.h"
 
-namespace kiln::graph {
+namespace kiln::cache_file {
 namespace {
 
 struct Entry {
@@ -19,7 +20,7 @@ struct Entry {
 
 bool is_cache_entry(const std::filesystem::path& p) {
   const auto ext = p.extension();
-  return ext == ".kgc" || ext == ".kpw";
+  return ext == kCompiledPlanExtension || ext == kPackedWeightsExtension;
 }
 
 std::vector<Entry> list_entries(const std::string& dir) {
@@ -73,6 +74,4 @@ CacheEvictionReport evict_least_recently_used(const std::string& dir, uint64_t m
   return report;
 }
 
-void touch_cache_entry(const std::string& path) { ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0); }
-
-}  // namespace kiln::graph
+}  // namespace kiln::cache_file

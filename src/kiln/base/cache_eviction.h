@@ -4,7 +4,7 @@
 // weights; plans are small but numerous).
 //
 // Least recently used goes first: a hit refreshes an entry's modification time
-// (touch_cache_entry), a store writes a new file, so the time says when an entry last served.
+// (cache_file::touch), a store writes a new file, so the time says when an entry last served.
 // Entries used since `protect_since` (the process's start: what this run loaded or wrote) are
 // never removed, even when they alone exceed the bound, so a run never evicts its own entries
 // and repacks them next time. Removing an entry another running process has mapped is safe on
@@ -14,7 +14,7 @@
 #include <filesystem>
 #include <string>
 
-namespace kiln::graph {
+namespace kiln::cache_file {
 
 struct CacheEvictionReport {
   int64_t files_removed = 0;
@@ -29,8 +29,4 @@ struct CacheEvictionReport {
 CacheEvictionReport evict_least_recently_used(const std::string& dir, uint64_t max_bytes,
                                               std::filesystem::file_time_type protect_since);
 
-// Marks an entry as used now (its modification time), so eviction keeps it longest. Failures
-// (read-only folder) are ignored: the entry is then only older than it should be.
-void touch_cache_entry(const std::string& path);
-
-}  // namespace kiln::graph
+}  // namespace kiln::cache_file
