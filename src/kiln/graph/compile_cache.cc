@@ -2,6 +2,7 @@
 
 #include <xxhash.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
