@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <optional>
+
 #include "kiln/server/client_watch.h"
 #include "kiln/server/generation_job.h"
 #include "kiln/server/http_error.h"
@@ -27,6 +29,20 @@ struct ResponseHeader {
 
 ResponseHeader make_header(const char* prefix, const ServerState& state) {
   return {random_id(prefix), unix_time_now(), state.model.id};
+}
+
+// The envelope around every response object and stream chunk of a request: id, `object`,
+// created, model, choices, and `usage` when given (null in stream chunks when the client asked
+// for usage at the end; the last chunk then carries it).
+json envelope(const ResponseHeader& head, const char* object, json choices,
+              std::optional<json> usage = std::nullopt) {
+  json out = {{"id", head.id},
+              {"object", object},
+              {"created", head.created},
+              {"model", head.model},
+              {"choices", std::move(choices)}};
+  if (usage) out["usage"] = std::move(*usage);
+  return out;
 }
 
 void throw_if_engine_failed(const GenerationJob& job) {
@@ -104,12 +120,7 @@ void handle_completions(ServerState& state, const httplib::Request& req, httplib
                          {"finish_reason", openai_finish_reason(r)},
                          {"matched_stop", matched_stop(r)}});
     }
-    set_json(res, {{"id", head.id},
-                   {"object", "text_completion"},
-                   {"created", head.created},
-                   {"model", head.model},
-                   {"choices", choices},
-                   {"usage", openai_usage(*job, n)}});
+    set_json(res, envelope(head, "text_completion", choices, openai_usage(*job, n)));
     return;
   }
 
@@ -129,19 +140,13 @@ void handle_completions(ServerState& state, const httplib::Request& req, httplib
     std::vector<json> chunks;
     auto chunk_of = [&](const std::string& text, json lp, const SequenceResult& r,
                         bool final_fields) {
-      json chunk = {
-          {"id", head.id},
-          {"object", "text_completion"},
-          {"created", head.created},
-          {"model", head.model},
-          {"choices",
-           json::array({{{"index", u.index},
-                         {"text", text},
-                         {"logprobs", std::move(lp)},
-                         {"finish_reason", final_fields ? openai_finish_reason(r) : json(nullptr)},
-                         {"matched_stop", final_fields ? matched_stop(r) : json(nullptr)}}})}};
-      if (usage) chunk["usage"] = nullptr;
-      return chunk;
+      json choice = {{"index", u.index},
+                     {"text", text},
+                     {"logprobs", std::move(lp)},
+                     {"finish_reason", final_fields ? openai_finish_reason(r) : json(nullptr)},
+                     {"matched_stop", final_fields ? matched_stop(r) : json(nullptr)}};
+      return envelope(head, "text_completion", json::array({std::move(choice)}),
+                      usage ? std::optional<json>(nullptr) : std::nullopt);
     };
     const auto& r = j.result(u.index);
     const std::string prefix = echoed->empty() ? std::string() : (*echoed)[u.index];
@@ -168,12 +173,8 @@ void handle_completions(ServerState& state, const httplib::Request& req, httplib
   };
   if (usage) {
     renderer.on_finish = [head, n](const GenerationJob& j) {
-      return std::vector<json>{{{"id", head.id},
-                                {"object", "text_completion"},
-                                {"created", head.created},
-                                {"model", head.model},
-                                {"choices", json::array()},
-                                {"usage", openai_usage(j, n)}}};
+      return std::vector<json>{
+          envelope(head, "text_completion", json::array(), openai_usage(j, n))};
     };
   }
   stream_job(res, std::move(job), state, std::move(renderer));
@@ -262,12 +263,7 @@ void handle_chat(ServerState& state, const httplib::Request& req, httplib::Respo
                          {"finish_reason", chat_finish_reason(r, called)},
                          {"matched_stop", matched_stop(r)}});
     }
-    set_json(res, {{"id", head.id},
-                   {"object", "chat.completion"},
-                   {"created", head.created},
-                   {"model", head.model},
-                   {"choices", choices},
-                   {"usage", openai_usage(*job, n)}});
+    set_json(res, envelope(head, "chat.completion", choices, openai_usage(*job, n)));
     return;
   }
 
@@ -275,13 +271,8 @@ void handle_chat(ServerState& state, const httplib::Request& req, httplib::Respo
   auto role_sent = std::make_shared<std::vector<bool>>(job->size(), false);
   auto logprobs_sent = std::make_shared<std::vector<size_t>>(job->size(), 0);
   auto chunk_of = [head, usage](json choice) {
-    json c = {{"id", head.id},
-              {"object", "chat.completion.chunk"},
-              {"created", head.created},
-              {"model", head.model},
-              {"choices", json::array({std::move(choice)})}};
-    if (usage) c["usage"] = nullptr;
-    return c;
+    return envelope(head, "chat.completion.chunk", json::array({std::move(choice)}),
+                    usage ? std::optional<json>(nullptr) : std::nullopt);
   };
   // Each choice's reply read for tool calls as it streams (when the request has tools).
   std::shared_ptr<std::vector<ToolCallStream>> call_streams;
@@ -339,12 +330,8 @@ void handle_chat(ServerState& state, const httplib::Request& req, httplib::Respo
   };
   if (usage) {
     renderer.on_finish = [head, n](const GenerationJob& j) {
-      return std::vector<json>{{{"id", head.id},
-                                {"object", "chat.completion.chunk"},
-                                {"created", head.created},
-                                {"model", head.model},
-                                {"choices", json::array()},
-                                {"usage", openai_usage(j, n)}}};
+      return std::vector<json>{
+          envelope(head, "chat.completion.chunk", json::array(), openai_usage(j, n))};
     };
   }
   stream_job(res, std::move(job), state, std::move(renderer));
