@@ -14,6 +14,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source bench/llama_cpp_build.sh
+source bench/server_health.sh
 K=build/release/kiln
 model=${1:?usage: bench/gsm8k_vs_llama_server.sh MODEL [OUTDIR]}
 O=${2:-build/release/gsm8k-vs-llama-server}
@@ -35,13 +36,7 @@ start_server() {  # engine log
       -c $((parallel * ctx_per_slot)) --jinja >"$2" 2>&1 & ;;
   esac
   pid=$!
-  for _ in $(seq 1 600); do
-    curl -sf "$url/health" >/dev/null && return 0
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 1
-  done
-  echo "$1 did not start (see $2)"
-  return 1
+  wait_until_healthy "$url" "$pid" "$1" "$2"
 }
 
 for mode in ${MODES:-completion chat}; do

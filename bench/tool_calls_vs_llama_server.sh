@@ -10,6 +10,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source bench/llama_cpp_build.sh
+source bench/server_health.sh
 K=build/release/kiln
 model=${1:-qwen2.5-coder-1.5b}
 O=${2:-build/release/tool-calls}
@@ -29,13 +30,7 @@ start_server() {  # engine log
       --jinja >"$2" 2>&1 & ;;
   esac
   pid=$!
-  for _ in $(seq 1 600); do
-    curl -sf "$url/health" >/dev/null && return 0
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 1
-  done
-  echo "$1 did not start (see $2)"
-  return 1
+  wait_until_healthy "$url" "$pid" "$1" "$2"
 }
 
 files=()
