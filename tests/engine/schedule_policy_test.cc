@@ -39,7 +39,7 @@ std::vector<size_t> order_of(const ScheduleConfig& config, const std::vector<Sch
 }
 
 TEST(SchedulePolicyOrder, FcfsIsArrivalOrderAndNeverLooksAtTheCache) {
-  ScheduleConfig fcfs;
+  ScheduleConfig fcfs{.policy = SchedulePolicy::kFcfs};
   bool matched = false;
   const auto order = admission_order(fcfs, tickets({0, 0, 0, 0}), [&](size_t) {
     matched = true;

@@ -34,7 +34,10 @@ SchedulePolicy parse_schedule_policy(std::string_view name);
 const char* schedule_policy_name(SchedulePolicy policy);
 
 struct ScheduleConfig {
-  SchedulePolicy policy = SchedulePolicy::kFcfs;
+  // lpm: on a shared-prefix load whose prefixes do not all fit in the KV pool it keeps the
+  // cached ones in use (docs/http-server.md has the figures); with nothing to share it is
+  // fcfs plus a bounded number of prefix matches per step.
+  SchedulePolicy policy = SchedulePolicy::kLpm;
   // Bounded wait: a waiting request that this many newer requests were admitted ahead of (for
   // their priority or their cached prefix) goes to the front of the queue.
   int64_t max_times_overtaken = 64;
