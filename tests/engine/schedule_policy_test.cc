@@ -301,6 +301,35 @@ TEST(SchedulePolicyEngine, LpmWaitIsBoundedForAnUncachedPrompt) {
   run.expect_outputs_match_the_reference();
 }
 
+// The workload lpm is for: eight groups of requests share a system prompt each, arriving in
+// turns, with a pool that holds the pages of the running requests and about two more prompts.
+// fcfs runs the groups in turn, so every prompt is evicted before its group comes back; lpm
+// runs the groups whose prompt is cached first.
+TEST(SchedulePolicyEngine, LpmRaisesTheHitRateWhenThePrefixesDoNotAllFit) {
+  std::map<SchedulePolicy, int64_t> hits;
+  for (SchedulePolicy policy : {SchedulePolicy::kFcfs, SchedulePolicy::kLpm}) {
+    SCOPED_TRACE(schedule_policy_name(policy));
+    EngineConfig ec;
+    ec.max_running_requests = 2;
+    ec.schedule.policy = policy;
+    PolicyRun run(ec, {2, 1, 8, 4, 36});  // 144 tokens; a request needs 40
+    std::vector<GenerateRequest> prompts;
+    for (int g = 0; g < 8; ++g) prompts.push_back(make_request(32, 60 + g, 1, 0.0));
+    for (int i = 0; i < 32; ++i) {
+      GenerateRequest r = sharing_prefix(prompts[i % 8], 32, 4, 70 + i);
+      r.stop.max_new_tokens = 4;
+      run.add(r);
+    }
+    ASSERT_NO_FATAL_FAILURE(run.run_until_idle());
+    run.expect_outputs_match_the_reference();
+    hits[policy] = run.sched.stats().prefix_cache_hit_tokens;
+  }
+  // lpm reaches the best there is: every request but its group's first finds the group's 32
+  // tokens. fcfs finds none (0 when written).
+  EXPECT_EQ(hits[SchedulePolicy::kLpm], 24 * 32);
+  EXPECT_LE(hits[SchedulePolicy::kFcfs], 4 * 32);
+}
+
 // Two requests outgrow a small pool together: the lower priority one is preempted although it
 // is the older (with equal priorities the younger would be), so the other finishes first.
 TEST(SchedulePolicyEngine, TheLowerPriorityRequestIsPreemptedFirst) {
