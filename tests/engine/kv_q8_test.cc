@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <random>
 
-#include "kiln/engine/graph_runner.h"
+#include "kiln/engine/graph_mode/graph_runner.h"
 #include "kiln/engine/runtime.h"
 #include "model_harness.h"
 #include "tiny_runtime.h"

@@ -9,7 +9,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "kiln/engine/graph_runner.h"
+#include "kiln/engine/graph_mode/graph_runner.h"
 #include "kiln/engine/model_runner.h"
 #include "kiln/engine/runtime.h"
 #include "model_harness.h"

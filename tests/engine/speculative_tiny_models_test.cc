@@ -10,8 +10,8 @@
 
 #include "kiln/base/error.h"
 #include "kiln/engine/draft_model_proposer.h"
-#include "kiln/engine/graph_checker.h"
-#include "kiln/engine/graph_runner.h"
+#include "kiln/engine/graph_mode/graph_checker.h"
+#include "kiln/engine/graph_mode/graph_runner.h"
 #include "kiln/engine/runtime.h"
 #include "kiln/engine/scheduler.h"
 #include "kiln/engine/tokenizer_text.h"

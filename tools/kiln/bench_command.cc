@@ -34,7 +34,7 @@
 #include "kiln/base/cpu_features.h"
 #include "kiln/base/error.h"
 #include "kiln/base/log.h"
-#include "kiln/engine/graph_runner.h"
+#include "kiln/engine/graph_mode/graph_runner.h"
 #include "kiln/engine/model_runner.h"
 #include "kiln/engine/runtime.h"
 #include "kiln/kernels/kv_cache.h"

@@ -1,7 +1,10 @@
 // `kiln bench serving`: an online serving benchmark against a running server, measured like
 // SGLang's bench_serving: N streaming requests with random prompts of --input-len tokens, each
 // generating exactly --output-len tokens (ignore_eos), sent all at once, at a Poisson
-// --request-rate, and/or capped at --max-concurrency in flight.
+// --request-rate, and/or capped at --max-concurrency in flight. --dataset shared-prefix puts
+// one of --shared-prefix-groups random "system prompts" of --shared-prefix-len tokens before
+// each prompt, the groups taking turns in the order of sending (what the prefix cache and
+// --schedule-policy lpm are for).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -40,6 +43,9 @@ struct ServingOptions {
   double request_rate = std::numeric_limits<double>::infinity();
   int max_concurrency = 0;  // 0: unlimited
   std::string prompt_kind = "ids";
+  std::string dataset = "random";  // or shared-prefix
+  int shared_prefix_groups = 8;
+  int shared_prefix_len = 512;
   int64_t vocab_size = 0;
   uint64_t seed = 1;
   bool disable_ignore_eos = false;
@@ -53,10 +59,22 @@ std::vector<std::vector<int32_t>> random_prompts(const ServingOptions& o, int64_
   // Skip the lowest ids, where tokenizers keep their control tokens (pad, bos, eos, ...).
   int64_t lo = std::min<int64_t>(vocab / 2, 256);
   std::uniform_int_distribution<int64_t> dist(lo, vocab - 1);
+  const auto random_ids = [&](int n) {
+    std::vector<int32_t> ids(static_cast<size_t>(n));
+    for (auto& t : ids) t = static_cast<int32_t>(dist(rng));
+    return ids;
+  };
   std::vector<std::vector<int32_t>> out(o.num_prompts);
-  for (auto& p : out) {
-    p.resize(o.input_len);
-    for (auto& t : p) t = static_cast<int32_t>(dist(rng));
+  for (auto& p : out) p = random_ids(o.input_len);
+  if (o.dataset == "shared-prefix") {
+    // Drawn after the prompts, so the prompts are the same ones the random dataset sends.
+    std::vector<std::vector<int32_t>> prefixes;
+    for (int g = 0; g < o.shared_prefix_groups; ++g)
+      prefixes.push_back(random_ids(o.shared_prefix_len));
+    for (size_t i = 0; i < out.size(); ++i) {
+      const auto& prefix = prefixes[i % prefixes.size()];
+      out[i].insert(out[i].begin(), prefix.begin(), prefix.end());
+    }
   }
   return out;
 }
@@ -88,34 +106,39 @@ ServingRequestRecord run_one(const ServingOptions& o, const std::string& url, co
   bool first = true;
   int seen_tokens = 0;
   try {
-    client.post_stream(o.api == "native" ? "/generate" : "/v1/completions", body,
-                       [&](const json& ev, Clock::time_point t) {
-                         bool has_output = false;
-                         if (o.api == "native") {
-                           const auto& m = ev.at("meta_info");
-                           int done = m.value("completion_tokens", 0);
-                           has_output = done > seen_tokens;
-                           seen_tokens = std::max(seen_tokens, done);
-                           rec.output_len = done;
-                           rec.prompt_len = m.value("prompt_tokens", 0);
-                         } else {
-                           if (ev.contains("usage") && ev["usage"].is_object()) {
-                             rec.output_len = ev["usage"].value("completion_tokens", 0);
-                             rec.prompt_len = ev["usage"].value("prompt_tokens", 0);
-                           }
-                           const auto& ch = ev.value("choices", json::array());
-                           has_output = !ch.empty() && !ch[0].value("text", "").empty();
-                         }
-                         if (!has_output) return;
-                         double dt = std::chrono::duration<double>(t - last).count();
-                         if (first) {
-                           rec.ttft = std::chrono::duration<double>(t - start).count();
-                           first = false;
-                         } else {
-                           rec.itl.push_back(dt);
-                         }
-                         last = t;
-                       });
+    client.post_stream(
+        o.api == "native" ? "/generate" : "/v1/completions", body,
+        [&](const json& ev, Clock::time_point t) {
+          bool has_output = false;
+          if (o.api == "native") {
+            const auto& m = ev.at("meta_info");
+            int done = m.value("completion_tokens", 0);
+            has_output = done > seen_tokens;
+            seen_tokens = std::max(seen_tokens, done);
+            rec.output_len = done;
+            rec.prompt_len = m.value("prompt_tokens", 0);
+            rec.cached_len = m.value("cached_tokens", 0);
+          } else {
+            if (ev.contains("usage") && ev["usage"].is_object()) {
+              const json& u = ev["usage"];
+              rec.output_len = u.value("completion_tokens", 0);
+              rec.prompt_len = u.value("prompt_tokens", 0);
+              rec.cached_len =
+                  u.value("prompt_tokens_details", json::object()).value("cached_tokens", 0);
+            }
+            const auto& ch = ev.value("choices", json::array());
+            has_output = !ch.empty() && !ch[0].value("text", "").empty();
+          }
+          if (!has_output) return;
+          double dt = std::chrono::duration<double>(t - last).count();
+          if (first) {
+            rec.ttft = std::chrono::duration<double>(t - start).count();
+            first = false;
+          } else {
+            rec.itl.push_back(dt);
+          }
+          last = t;
+        });
     rec.latency = std::chrono::duration<double>(Clock::now() - start).count();
     rec.success = !first;
     if (first) rec.error = "no output";
@@ -196,11 +219,12 @@ ServingResult run_against(const ServingOptions& o, const std::string& url, const
 }
 
 // --compare-url: both servers, the same requests, rounds alternating which goes first; each
-// round's output throughput and P99 ITL, then medians and the B/A throughput ratio's spread.
+// round's output throughput, P99 ITL and prefix cache hit rate, then medians, their ranges and
+// the B/A throughput ratio's spread.
 void compare_rounds(const ServingOptions& o, const Workload& w) {
-  std::vector<double> a_tok, b_tok, ratio, a_itl, b_itl;
-  std::printf("%5s %6s | %12s %10s | %12s %10s | %6s\n", "round", "first", "A out tok/s",
-              "A P99 ITL", "B out tok/s", "B P99 ITL", "B/A");
+  std::vector<double> a_tok, b_tok, ratio, a_itl, b_itl, a_hit, b_hit;
+  std::printf("%5s %6s | %12s %10s %6s | %12s %10s %6s | %6s\n", "round", "first", "A out tok/s",
+              "A P99 ITL", "A hit", "B out tok/s", "B P99 ITL", "B hit", "B/A");
   for (int r = 1; r <= o.rounds; ++r) {
     const bool b_first = r % 2 == 0;
     // Every round sends the same prompts: without a flush, later rounds would be served from
@@ -217,8 +241,11 @@ void compare_rounds(const ServingOptions& o, const Workload& w) {
     ratio.push_back(b.output_throughput / a.output_throughput);
     a_itl.push_back(a.itl_ms.p99);
     b_itl.push_back(b.itl_ms.p99);
-    std::printf("%5d %6s | %12.1f %8.1f ms | %12.1f %8.1f ms | %5.2fx\n", r, b_first ? "B" : "A",
-                a.output_throughput, a.itl_ms.p99, b.output_throughput, b.itl_ms.p99, ratio.back());
+    a_hit.push_back(a.prefix_cache_hit_rate);
+    b_hit.push_back(b.prefix_cache_hit_rate);
+    std::printf("%5d %6s | %12.1f %8.1f ms %5.1f%% | %12.1f %8.1f ms %5.1f%% | %5.2fx\n", r,
+                b_first ? "B" : "A", a.output_throughput, a.itl_ms.p99, 100 * a_hit.back(),
+                b.output_throughput, b.itl_ms.p99, 100 * b_hit.back(), ratio.back());
     std::fflush(stdout);
   }
   std::printf(
@@ -227,10 +254,25 @@ void compare_rounds(const ServingOptions& o, const Workload& w) {
       o.url.c_str(), o.compare_url.c_str(), o.rounds, median(a_tok), median(a_itl), median(b_tok),
       median(b_itl), median(ratio), *std::min_element(ratio.begin(), ratio.end()),
       *std::max_element(ratio.begin(), ratio.end()));
+  const auto range = [](const std::vector<double>& v, double scale) {
+    return fmt::format("{:.1f} [{:.1f}, {:.1f}]", scale * median(v),
+                       scale * *std::min_element(v.begin(), v.end()),
+                       scale * *std::max_element(v.begin(), v.end()));
+  };
+  std::printf("medians [ranges]: A %s tok/s, prefix cache hit %s%%; B %s tok/s, hit %s%%\n",
+              range(a_tok, 1).c_str(), range(a_hit, 100).c_str(), range(b_tok, 1).c_str(),
+              range(b_hit, 100).c_str());
   if (!o.json_path.empty()) {
-    json j = {{"url_a", o.url},          {"url_b", o.compare_url},  {"rounds", o.rounds},
-              {"a_output_tok_s", a_tok}, {"b_output_tok_s", b_tok}, {"b_over_a", ratio},
-              {"a_p99_itl_ms", a_itl},   {"b_p99_itl_ms", b_itl}};
+    json j = {{"url_a", o.url},
+              {"url_b", o.compare_url},
+              {"rounds", o.rounds},
+              {"a_output_tok_s", a_tok},
+              {"b_output_tok_s", b_tok},
+              {"b_over_a", ratio},
+              {"a_p99_itl_ms", a_itl},
+              {"b_p99_itl_ms", b_itl},
+              {"a_prefix_cache_hit", a_hit},
+              {"b_prefix_cache_hit", b_hit}};
     std::ofstream out(o.json_path);
     KILN_CHECK(out, "cannot write {}", o.json_path);
     out << j.dump(2) << "\n";
@@ -256,6 +298,11 @@ void run_bench_serving(const ServingOptions& o) {
     j["num_prompts"] = o.num_prompts;
     j["input_len"] = o.input_len;
     j["output_len"] = o.output_len;
+    j["dataset"] = o.dataset;
+    if (o.dataset == "shared-prefix") {
+      j["shared_prefix_groups"] = o.shared_prefix_groups;
+      j["shared_prefix_len"] = o.shared_prefix_len;
+    }
     std::ofstream out(o.json_path);
     KILN_CHECK(out, "cannot write {}", o.json_path);
     out << j.dump(2) << "\n";
@@ -291,6 +338,19 @@ void add_bench_serving_command(CLI::App& bench) {
   s->add_option("--prompt-kind", o->prompt_kind,
                 "ids: random token ids; text: the same ids detokenized by the server")
       ->check(CLI::IsMember({"ids", "text"}))
+      ->capture_default_str();
+  s->add_option("--dataset", o->dataset,
+                "random: random prompts; shared-prefix: each prompt after one of "
+                "--shared-prefix-groups shared prefixes, the groups taking turns")
+      ->check(CLI::IsMember({"random", "shared-prefix"}))
+      ->capture_default_str();
+  s->add_option("--shared-prefix-groups", o->shared_prefix_groups,
+                "Shared prefixes (system prompts) of --dataset shared-prefix")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  s->add_option("--shared-prefix-len", o->shared_prefix_len,
+                "Tokens of each shared prefix (--input-len tokens of its own follow it)")
+      ->check(CLI::Range(1, 1 << 24))
       ->capture_default_str();
   s->add_option("--vocab-size", o->vocab_size, "Vocabulary size (default: from /get_model_info)");
   s->add_option("--seed", o->seed, "Seed for prompts and arrivals")->capture_default_str();

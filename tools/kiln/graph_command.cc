@@ -1,7 +1,7 @@
 // `kiln graph`: the decode graph of a model as the compiler sees it. Prints the IR before and
 // after passes, the per-pass statistics, the memory plan and the schedule, and writes Graphviz
 // DOT (and SVG through the `dot` program when it is installed). Reads only the GGUF metadata
-// and tensor infos (engine/graph_inspector.h), so it answers in well under a second.
+// and tensor infos (engine/graph_mode/graph_inspector.h), so it answers in well under a second.
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -12,7 +12,7 @@
 #include "commands.h"
 #include "default_model.h"
 #include "kiln/base/error.h"
-#include "kiln/engine/graph_inspector.h"
+#include "kiln/engine/graph_mode/graph_inspector.h"
 #include "kiln/graph/dot.h"
 #include "kiln/graph/printer.h"
 

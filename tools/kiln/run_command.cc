@@ -10,7 +10,7 @@
 #include "kiln/base/error.h"
 #include "kiln/base/log.h"
 #include "kiln/engine/engine.h"
-#include "kiln/engine/graph_checker.h"
+#include "kiln/engine/graph_mode/graph_checker.h"
 #include "kiln/engine/runtime.h"
 #include "kiln/model/chat_template.h"
 #include "kiln/model/model_files.h"

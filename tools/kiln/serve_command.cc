@@ -54,6 +54,7 @@ struct ServeArgs {
   int chunked_prefill_size = 512;
   int prefill_tokens_while_decoding = 256;
   std::string mixed_steps = "on";
+  std::string schedule_policy = engine::schedule_policy_name(engine::ScheduleConfig{}.policy);
   int context_length = 0;
   bool disable_prefix_cache = false;
   bool no_compile_cache = false;
@@ -117,6 +118,7 @@ nlohmann::json server_args_json(const ServeArgs& a, const engine::ModelInfo& inf
           {"chunked_prefill_size", a.chunked_prefill_size},
           {"max_prefill_tokens_while_decoding", a.prefill_tokens_while_decoding},
           {"mixed_steps", a.mixed_steps == "on"},
+          {"schedule_policy", a.schedule_policy},
           {"context_length", info.context_length},
           {"enable_prefix_cache", !a.disable_prefix_cache},
           {"api_key_set", api_key_set},
@@ -168,6 +170,7 @@ int serve_on_rank(const ServeArgs& a, ShutdownSignal& signal, Communicator* grou
   cfg.chunked_prefill_size = a.chunked_prefill_size;
   cfg.max_prefill_tokens_while_decoding = a.prefill_tokens_while_decoding;
   cfg.mixed_steps = a.mixed_steps == "on";
+  cfg.schedule.policy = engine::parse_schedule_policy(a.schedule_policy);
   cfg.speculative = speculative;
   cfg.enable_prefix_cache = !a.disable_prefix_cache;
   if (a.random_seed >= 0) cfg.random_seed = static_cast<uint64_t>(a.random_seed);
@@ -293,6 +296,23 @@ void add_serve_command(CLI::App& app) {
                   "on: decoding requests get their token in the same step as a prefill chunk; "
                   "off: prefill and decode steps alternate")
       ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
+  cmd->add_option("--schedule-policy", a->schedule_policy,
+                  fmt::format("Order of waiting requests: fcfs (arrival) or lpm (longest cached "
+                              "prompt prefix first). Either way a request's `priority` comes "
+                              "first, and no request waits while more than {} newer ones are "
+                              "admitted",
+                              engine::ScheduleConfig{}.max_times_overtaken))
+      ->check(CLI::Validator(
+          [](const std::string& v) {
+            try {
+              engine::parse_schedule_policy(v);
+              return std::string();
+            } catch (const Error& e) {
+              return std::string(e.what());
+            }
+          },
+          "lpm|fcfs"))
       ->capture_default_str();
   cmd->add_option("--chunked-prefill-size", a->chunked_prefill_size,
                   "Prompt tokens per prefill chunk")

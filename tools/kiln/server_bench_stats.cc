@@ -46,6 +46,7 @@ ServingResult compute_serving_result(const std::vector<ServingRequestRecord>& re
     ++r.completed;
     r.total_input += rec.prompt_len;
     r.total_output += rec.output_len;
+    r.total_cached += rec.cached_len;
     e2e.push_back(rec.latency);
     ttft.push_back(rec.ttft);
     latency_sum += rec.latency;
@@ -57,6 +58,10 @@ ServingResult compute_serving_result(const std::vector<ServingRequestRecord>& re
     r.input_throughput = static_cast<double>(r.total_input) / duration;
     r.output_throughput = static_cast<double>(r.total_output) / duration;
     r.concurrency = latency_sum / duration;
+  }
+  if (r.total_input > 0) {
+    r.prefix_cache_hit_rate =
+        static_cast<double>(r.total_cached) / static_cast<double>(r.total_input);
   }
   r.e2e_ms = to_ms(summarize(e2e));
   r.ttft_ms = to_ms(summarize(ttft));
@@ -75,6 +80,8 @@ nlohmann::json serving_result_json(const ServingResult& r) {
           {"duration", r.duration},
           {"total_input_tokens", r.total_input},
           {"total_output_tokens", r.total_output},
+          {"total_cached_tokens", r.total_cached},
+          {"prefix_cache_hit_rate", r.prefix_cache_hit_rate},
           {"request_throughput", r.request_throughput},
           {"input_throughput", r.input_throughput},
           {"output_throughput", r.output_throughput},
@@ -102,6 +109,7 @@ std::string format_serving_result(const ServingResult& r, const std::string& bac
   line("Benchmark duration (s):", num(r.duration));
   line("Total input tokens:", std::to_string(r.total_input));
   line("Total generated tokens:", std::to_string(r.total_output));
+  line("Prefix cache hit rate:", fmt::format("{:.1f}%", 100.0 * r.prefix_cache_hit_rate));
   line("Request throughput (req/s):", num(r.request_throughput));
   line("Input token throughput (tok/s):", num(r.input_throughput));
   line("Output token throughput (tok/s):", num(r.output_throughput));

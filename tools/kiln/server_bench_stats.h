@@ -15,6 +15,7 @@ struct ServingRequestRecord {
   std::string error;
   int prompt_len = 0;
   int output_len = 0;
+  int cached_len = 0;  // prompt tokens the server's prefix cache served
   double ttft = 0;     // seconds
   double latency = 0;  // seconds
   std::vector<double> itl;
@@ -32,6 +33,8 @@ struct ServingResult {
   double duration = 0;
   int64_t total_input = 0;
   int64_t total_output = 0;
+  int64_t total_cached = 0;
+  double prefix_cache_hit_rate = 0;  // total_cached / total_input
   double request_throughput = 0, input_throughput = 0, output_throughput = 0;
   double concurrency = 0;  // mean requests in flight: sum of latencies / duration
   LatencySummary e2e_ms, ttft_ms, tpot_ms, itl_ms;

@@ -11,6 +11,7 @@
 
 #include "kiln/engine/ngram_proposer.h"
 #include "kiln/engine/request.h"
+#include "kiln/engine/schedule_policy.h"
 #include "kiln/engine/step_batch.h"
 #include "kiln/engine/token_text.h"
 
@@ -58,6 +59,9 @@ struct EngineConfig {
   // next token and a prefill chunk (scheduler.h). Off: prefill and decode steps alternate.
   bool mixed_steps = true;
   bool enable_prefix_cache = true;
+  // The order of admission and preemption: fcfs or lpm, priorities, the bounded wait
+  // (schedule_policy.h).
+  ScheduleConfig schedule;
   int max_context = 0;  // 0: the model's
   // Seeds the engine RNG that seeds requests without a seed of their own; none: random.
   std::optional<uint64_t> random_seed;

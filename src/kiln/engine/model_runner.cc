@@ -4,8 +4,8 @@
 #include <cstring>
 
 #include "kiln/base/error.h"
-#include "kiln/engine/graph_checker.h"
-#include "kiln/engine/graph_runner.h"
+#include "kiln/engine/graph_mode/graph_checker.h"
+#include "kiln/engine/graph_mode/graph_runner.h"
 
 namespace kiln::engine {
 namespace {

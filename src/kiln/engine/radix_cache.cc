@@ -21,6 +21,21 @@ std::vector<int32_t> page_key(std::span<const int32_t> ids, size_t page, int pag
   const auto* begin = ids.data() + page * static_cast<size_t>(page_size);
   return std::vector<int32_t>(begin, begin + page_size);
 }
+
+// Pages of `child`'s edge that equal ids' pages from `page` on (at least 1: its key matched),
+// within the first `total_pages` pages of ids.
+size_t pages_in_common(const RadixCache::Node& child, std::span<const int32_t> ids, size_t page,
+                       size_t total_pages, int page_size) {
+  const auto ps = static_cast<size_t>(page_size);
+  const size_t child_pages = child.pages.size();
+  size_t same = 1;  // the key matched the first page
+  while (same < child_pages && page + same < total_pages &&
+         std::equal(child.tokens.begin() + static_cast<ptrdiff_t>(same * ps),
+                    child.tokens.begin() + static_cast<ptrdiff_t>((same + 1) * ps),
+                    ids.begin() + static_cast<ptrdiff_t>((page + same) * ps)))
+    ++same;
+  return same;
+}
 }  // namespace
 
 RadixCache::RadixCache(KvPool& pool)
@@ -69,6 +84,22 @@ RadixCache::Node* RadixCache::split(Node* node, size_t n_pages) {
   return mid_raw;
 }
 
+int64_t RadixCache::cached_prefix_tokens(std::span<const int32_t> ids) const {
+  const Node* node = root_.get();
+  const size_t total_pages = ids.size() / static_cast<size_t>(page_size_);
+  size_t page = 0;
+  while (page < total_pages) {
+    auto it = node->children.find(page_key(ids, page, page_size_));
+    if (it == node->children.end()) break;
+    const Node* child = it->second.get();
+    const size_t same = pages_in_common(*child, ids, page, total_pages, page_size_);
+    page += same;
+    if (same < child->pages.size()) break;  // the match ends inside this edge
+    node = child;
+  }
+  return static_cast<int64_t>(page) * page_size_;
+}
+
 RadixCache::Match RadixCache::match_prefix(std::span<const int32_t> ids) {
   Match m;
   Node* node = root_.get();
@@ -78,14 +109,8 @@ RadixCache::Match RadixCache::match_prefix(std::span<const int32_t> ids) {
     auto it = node->children.find(page_key(ids, page, page_size_));
     if (it == node->children.end()) break;
     Node* child = it->second.get();
-    const size_t child_pages = child->pages.size();
-    size_t same = 1;  // the key matched the first page
-    while (same < child_pages && page + same < total_pages &&
-           std::equal(child->tokens.begin() + static_cast<ptrdiff_t>(same * page_size_),
-                      child->tokens.begin() + static_cast<ptrdiff_t>((same + 1) * page_size_),
-                      ids.begin() + static_cast<ptrdiff_t>((page + same) * page_size_)))
-      ++same;
-    if (same < child_pages) child = split(child, same);
+    const size_t same = pages_in_common(*child, ids, page, total_pages, page_size_);
+    if (same < child->pages.size()) child = split(child, same);
     m.pages.insert(m.pages.end(), child->pages.begin(), child->pages.end());
     page += same;
     node = child;

@@ -42,6 +42,9 @@ class RadixCache {
   // Longest cached prefix of `ids` in whole pages. Marks the path as recently used. May split
   // a node so that the match ends on a node boundary.
   Match match_prefix(std::span<const int32_t> ids);
+  // The length match_prefix would return, without its side effects (no split, no LRU touch):
+  // for ordering requests by what they would reuse, before any is admitted.
+  int64_t cached_prefix_tokens(std::span<const int32_t> ids) const;
 
   // Caches the first pages.size() pages of `ids` (needs ids.size() >= pages.size() * page
   // size). Pages already cached under the same tokens replace the caller's in `pages` (the

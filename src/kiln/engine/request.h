@@ -60,6 +60,9 @@ struct GenerateRequest {
   // position max(k, 1) on (position 0 has no context to be predicted from), with max(logprobs,
   // 0) alternatives each. With max_new_tokens 0 the request only scores its prompt.
   int prompt_logprobs_from = -1;
+  // Scheduling priority: a larger value is admitted first and preempted last (SGLang's
+  // convention); a waiting request's wait is bounded whatever its priority (schedule_policy.h).
+  int32_t priority = 0;
 };
 
 enum class FinishReason { None, Stop, Length, Abort };

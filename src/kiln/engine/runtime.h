@@ -50,7 +50,7 @@ struct RuntimeOptions {
   // After loading, least recently used cache entries are removed until the folder holds at most
   // this many bytes (this run's entries are always kept; base/cache_eviction.h). 0: no bound.
   uint64_t cache_max_bytes = uint64_t{8} << 30;
-  bool check_graph = false;  // run decode steps through a GraphChecker (graph_checker.h)
+  bool check_graph = false;  // run decode steps through a GraphChecker (graph_mode/graph_checker.h)
   graph::PlanOptions plan;   // barriers per level, worker groups
   // Element type of the KV cache: f16, or q8 (int8 blocks with scales; kernels/kv_cache.h).
   kernels::KvDtype kv_dtype = kernels::KvDtype::F16;

@@ -24,7 +24,7 @@ struct Sequence {
   enum class State { Waiting, Prefilling, Decoding };
 
   uint64_t id = 0;
-  uint64_t arrival = 0;
+  ScheduleTicket ticket;  // arrival, priority, and how often newer requests overtook it
   GenerateRequest request;
   EventCallback on_event;
   std::vector<int32_t> tokens;
@@ -64,7 +64,7 @@ struct Sequence {
   Sequence(uint64_t id_, uint64_t arrival_, GenerateRequest req, EventCallback cb, uint64_t seed,
            const TokenText& tokenizer, std::span<const int32_t> eog_ids)
       : id(id_),
-        arrival(arrival_),
+        ticket{.arrival = arrival_, .priority = req.priority},
         request(std::move(req)),
         on_event(std::move(cb)),
         sampler(request.sampling, request.sampling.seed.value_or(seed), request.logprobs),
@@ -107,6 +107,7 @@ Scheduler::Scheduler(ModelExecutor& executor, KvPool& pool, const TokenText& tok
   KILN_CHECK(config.chunked_prefill_size > 0, "chunked_prefill_size must be positive");
   KILN_CHECK(config.max_prefill_tokens > 0, "max_prefill_tokens must be positive");
   KILN_CHECK(vocab_ > 0, "the model reports an empty vocabulary");
+  engine::validate(config.schedule);
   const SpeculativeConfig& spec = config.speculative;
   if (spec.enabled()) {
     KILN_CHECK(spec.num_draft_tokens >= 1 && spec.num_draft_tokens <= spec.kMaxDraftTokens,
@@ -199,14 +200,15 @@ void Scheduler::add(uint64_t id, GenerateRequest request, EventCallback on_event
 }
 
 void Scheduler::insert_waiting(std::unique_ptr<Sequence> seq) {
-  auto pos = std::upper_bound(waiting_.begin(), waiting_.end(), seq->arrival,
-                              [](uint64_t a, const auto& s) { return a < s->arrival; });
+  auto pos = std::upper_bound(waiting_.begin(), waiting_.end(), seq->ticket.arrival,
+                              [](uint64_t a, const auto& s) { return a < s->ticket.arrival; });
   waiting_.insert(pos, std::move(seq));
 }
 
 void Scheduler::insert_running(std::unique_ptr<Sequence> seq) {
-  auto pos = std::upper_bound(running_.begin(), running_.end(), seq->arrival,
-                              [](uint64_t a, const auto& s) { return a < s->arrival; });
+  auto pos = std::upper_bound(
+      running_.begin(), running_.end(), seq->ticket,
+      [](const ScheduleTicket& t, const auto& s) { return protected_before(t, s->ticket); });
   running_.insert(pos, std::move(seq));
 }
 
@@ -346,14 +348,18 @@ void Scheduler::cache_computed_prefix(Sequence& seq) {
   seq.n_cached_pages = n_full;
 }
 
+int64_t Scheduler::matchable_tokens(const Sequence& seq) {
+  // Never the last token: its logits are needed, so at least one row must run. Nor any row
+  // whose logits score a prompt token not yet scored: cached rows have none.
+  return seq.scoring() ? seq.next_scoring_row() : static_cast<int64_t>(seq.tokens.size()) - 1;
+}
+
 bool Scheduler::admit(Sequence& seq) {
   RadixCache::Match match;
   const auto n_tokens = static_cast<int64_t>(seq.tokens.size());
   if (cache_) {
-    // Never match the last token: its logits are needed, so at least one row must run. Nor
-    // any row whose logits score a prompt token not yet scored: cached rows have none.
-    const int64_t limit = seq.scoring() ? seq.next_scoring_row() : n_tokens - 1;
-    match = cache_->match_prefix(std::span<const int32_t>(seq.tokens.data(), limit));
+    match =
+        cache_->match_prefix(std::span<const int32_t>(seq.tokens.data(), matchable_tokens(seq)));
     cache_->lock(match.node);
   }
   const int64_t need = ceil_div(n_tokens, page_size_) - static_cast<int64_t>(match.pages.size());
@@ -380,7 +386,24 @@ bool Scheduler::admit(Sequence& seq) {
   return true;
 }
 
-void Scheduler::preempt_youngest() {
+std::vector<Sequence*> Scheduler::admission_order() {
+  std::vector<ScheduleTicket> tickets;
+  tickets.reserve(waiting_.size());
+  for (const auto& w : waiting_) tickets.push_back(w->ticket);
+  const std::vector<size_t> order =
+      engine::admission_order(config_.schedule, tickets, [&](size_t i) -> int64_t {
+        if (!cache_) return 0;
+        const Sequence& seq = *waiting_[i];
+        return cache_->cached_prefix_tokens(
+            std::span<const int32_t>(seq.tokens.data(), matchable_tokens(seq)));
+      });
+  std::vector<Sequence*> out;
+  out.reserve(order.size());
+  for (size_t i : order) out.push_back(waiting_[i].get());
+  return out;
+}
+
+void Scheduler::preempt_least_protected() {
   Sequence& victim = *running_.back();
   KILN_LOG_DEBUG("preempting request {} ({} tokens computed)", victim.id, victim.n_kv);
   release(victim, /*to_cache=*/true);
@@ -394,7 +417,7 @@ bool Scheduler::ensure_decode_page(Sequence& seq) {
     if (pool_->free_pages() == 0 && cache_) cache_->evict(1);
     if (pool_->free_pages() == 0) {
       const bool self = running_.back().get() == &seq;
-      preempt_youngest();
+      preempt_least_protected();
       if (self) return false;
       continue;
     }
@@ -439,11 +462,12 @@ bool Scheduler::has_decoding() const {
 }
 
 bool Scheduler::ensure_decode_pages() {
-  // Oldest first, so that preemption (which takes the youngest) favors older requests.
+  // Most protected first, so that preemption (which takes the least protected, running_.back())
+  // favors them.
   for (size_t i = 0; i < running_.size(); ++i) {
     Sequence& seq = *running_[i];
     if (seq.state != Sequence::State::Decoding) continue;
-    if (!ensure_decode_page(seq)) break;  // seq itself was the youngest and got preempted
+    if (!ensure_decode_page(seq)) break;  // seq itself was the least protected: preempted
   }
   return has_decoding();
 }
@@ -630,13 +654,19 @@ bool Scheduler::prefill_step(bool decoding, bool with_decode_rows) {
     if (budget <= 0) break;
     if (r->state == Sequence::State::Prefilling) add_chunk(*r);
   }
-  while (budget > 0 && !waiting_.empty() &&
-         static_cast<int64_t>(running_.size()) < config_.max_running_requests) {
-    Sequence& seq = *waiting_.front();
-    if (!admit(seq)) break;  // FIFO: no overtaking, so big requests are not starved
-    insert_running(std::move(waiting_.front()));
-    waiting_.pop_front();
-    add_chunk(seq);
+  const auto has_room = [&] {
+    return budget > 0 && static_cast<int64_t>(running_.size()) < config_.max_running_requests;
+  };
+  if (has_room() && !waiting_.empty()) {
+    for (Sequence* seq : admission_order()) {
+      if (!has_room()) break;
+      // The first that does not fit stops admission: nobody overtakes it for lack of pages,
+      // so big requests are not starved.
+      if (!admit(*seq)) break;
+      insert_running(take(*seq));
+      for (auto& w : waiting_) count_overtaken(seq->ticket, w->ticket);
+      add_chunk(*seq);
+    }
   }
   if (members.size() == decode_members) return false;  // no prompt rows: not a prefill step
   if (decode_members > 0) ++stats_.mixed_steps;

@@ -13,12 +13,17 @@
 // prefill and decode steps alternate whenever both have work: a running request waits at most
 // one (capped) prefill step per token.
 //
+// Admission: waiting requests are tried in the order the schedule policy gives
+// (schedule_policy.h: fcfs or lpm, priorities, a bounded wait), and the first that does not fit
+// stops admission for the step.
+//
 // Memory: admission reserves pages for every token the request must (re)compute; decoding
 // grows one page at a time. When no page is free the prefix cache evicts LRU leaves, and
-// failing that the youngest running request is preempted: its computed full pages go to the
-// prefix cache, the rest back to the pool, and it is requeued (ahead of newer requests) with
-// its generated tokens, which are re-prefilled later. The client sees no duplicates: the
-// sampler and stop-checker state survive the preemption.
+// failing that the least protected running request (lowest priority, then youngest) is
+// preempted: its computed full pages go to the prefix cache, the rest back to the pool, and it
+// is requeued (ahead of newer requests) with its generated tokens, which are re-prefilled
+// later. The client sees no duplicates: the sampler and stop-checker state survive the
+// preemption.
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -32,6 +37,7 @@
 #include "kiln/engine/kv_pool.h"
 #include "kiln/engine/radix_cache.h"
 #include "kiln/engine/request.h"
+#include "kiln/engine/schedule_policy.h"
 #include "kiln/engine/speculation_policy.h"
 #include "kiln/engine/step_batch.h"
 #include "kiln/engine/token_text.h"
@@ -93,8 +99,8 @@ class Scheduler {
   bool prefill_step(bool decoding, bool with_decode_rows);
   bool decode_step();
   bool has_decoding() const;
-  // Gives every decoding request a page for its next token, preempting the youngest requests
-  // when the pool runs out; false when no request is left decoding.
+  // Gives every decoding request a page for its next token, preempting the least protected
+  // requests when the pool runs out; false when no request is left decoding.
   bool ensure_decode_pages();
   // One row per decoding request: its last token at position n_kv, followed by the tokens
   // proposed for it when it speculates (one row each, all rows' outputs returned; only in
@@ -115,9 +121,13 @@ class Scheduler {
   // proposals agree with it (the first disagreement is replaced by the model's own token),
   // keeps the K/V of the accepted rows only, and returns the pages of the rest.
   void accept_proposals(Sequence& seq, int64_t first_row, int64_t n_rows, bool greedy_only);
+  // The waiting requests in the order admission tries them (schedule_policy.h).
+  std::vector<Sequence*> admission_order();
+  // How much of the sequence the prefix cache may serve.
+  static int64_t matchable_tokens(const Sequence& seq);
   bool admit(Sequence& seq);
   bool ensure_decode_page(Sequence& seq);
-  void preempt_youngest();
+  void preempt_least_protected();  // running_.back(): running_ is kept most protected first
   // Runs the batch and handles its outputs; `members` are the batch's sequences in order.
   void run_batch(StepBatch& batch, const std::vector<Sequence*>& members);
   void cache_computed_prefix(Sequence& seq);
@@ -152,7 +162,7 @@ class Scheduler {
   std::vector<int32_t> eog_ids_;
   std::unique_ptr<RadixCache> cache_;               // null when the prefix cache is disabled
   std::deque<std::unique_ptr<Sequence>> waiting_;   // by arrival
-  std::vector<std::unique_ptr<Sequence>> running_;  // by arrival
+  std::vector<std::unique_ptr<Sequence>> running_;  // most protected first (protected_before)
   bool last_step_was_prefill_ = false;
   uint64_t next_arrival_ = 0;
   StepOutput output_;  // reused: logits rows can be large

@@ -70,6 +70,9 @@ NativeGenerateRequest parse_native_generate(const json& body, const ParseLimits&
                                 : parse_sglang_sampling_params(json::object(), limits);
     out.options.assign(out.prompts.size(), opts);
   }
+  const auto priority =
+      static_cast<int32_t>(int_field(body, "priority", "", 0, INT32_MIN, INT32_MAX));
+  for (GenerationOptions& o : out.options) o.priority = priority;
 
   out.stream = bool_field(body, "stream", "", false);
   out.return_logprob = bool_field(body, "return_logprob", "", false);

@@ -37,6 +37,7 @@ void read_openai_common(const json& body, const ParseLimits& limits, GenerationO
     if (as_int(*v, "best_of") != out.n) bad_field("best_of", "other than n is not supported");
   }
   if (const json* v = field(body, "user")) as_string(*v, "user");
+  out.priority = static_cast<int32_t>(int_field(body, "priority", "", 0, INT32_MIN, INT32_MAX));
   if (const json* v = field(body, "response_format")) {
     read_response_format(*v, "response_format", out);
   }

@@ -27,6 +27,9 @@ struct GenerationOptions {
   std::string max_tokens_field = "max_new_tokens";  // its name in the request, for errors
   bool skip_special_tokens = true;
   int n = 1;  // samples per prompt
+  // The request's `priority` (engine::GenerateRequest::priority): a top-level field of SGLang's
+  // /generate, and kiln's extension field of both OpenAI routes.
+  int32_t priority = 0;
 };
 
 // POST /generate (SGLang native).

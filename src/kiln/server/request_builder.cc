@@ -70,6 +70,7 @@ engine::GenerateRequest make_engine_request(std::vector<int32_t> prompt_ids,
   req.stop.min_new_tokens = std::min(req.stop.min_new_tokens, req.stop.max_new_tokens);
   req.skip_special_tokens = options.skip_special_tokens;
   req.logprobs = logprobs;
+  req.priority = options.priority;
   return req;
 }
 

@@ -1,8 +1,8 @@
-// `kiln graph`'s data (engine/graph_inspector.h) on a tiny model: the IR printed before and
-// after every pass reads back with graph::parse to the same text, the passes change the graph
+// `kiln graph`'s data (engine/graph_mode/graph_inspector.h) on a tiny model: the IR printed before
+// and after every pass reads back with graph::parse to the same text, the passes change the graph
 // in optimize mode and leave its node count alone in replay mode, and the memory plan and
 // schedule figures are consistent.
-#include "kiln/engine/graph_inspector.h"
+#include "kiln/engine/graph_mode/graph_inspector.h"
 
 #include <gtest/gtest.h>
 

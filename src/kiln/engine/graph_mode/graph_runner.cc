@@ -1,4 +1,4 @@
-#include "kiln/engine/graph_runner.h"
+#include "kiln/engine/graph_mode/graph_runner.h"
 
 #include <algorithm>
 #include <chrono>

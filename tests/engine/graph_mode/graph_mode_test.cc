@@ -11,11 +11,11 @@
 #include <new>
 #include <random>
 
-#include "kiln/engine/graph_runner.h"
+#include "engine/model_harness.h"
+#include "engine/tiny_runtime.h"
+#include "kiln/engine/graph_mode/graph_runner.h"
 #include "kiln/engine/model_runner.h"
 #include "kiln/engine/runtime.h"
-#include "model_harness.h"
-#include "tiny_runtime.h"
 
 // Counts heap allocations made through operator new while `g_count_allocs` is set.
 static std::atomic<bool> g_count_allocs{false};

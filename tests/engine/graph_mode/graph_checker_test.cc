@@ -2,17 +2,17 @@
 // against eager mode and passes (greedy and logits plans, padded batches); a checker with an
 // impossible tolerance reports the first compared node, proving that the comparison can fail;
 // and the checked run still produces exactly the tokens of an unchecked one.
-#include "kiln/engine/graph_checker.h"
+#include "kiln/engine/graph_mode/graph_checker.h"
 
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <filesystem>
 
-#include "kiln/engine/graph_runner.h"
+#include "engine/model_harness.h"
+#include "kiln/engine/graph_mode/graph_runner.h"
 #include "kiln/engine/model_runner.h"
 #include "kiln/engine/runtime.h"
-#include "model_harness.h"
 #include "tiny_models.h"
 
 namespace kiln::testing {

@@ -1,4 +1,4 @@
-#include "kiln/engine/graph_inspector.h"
+#include "kiln/engine/graph_mode/graph_inspector.h"
 
 #include <algorithm>
 #include <chrono>

@@ -8,11 +8,11 @@
 #include <filesystem>
 #include <random>
 
-#include "kiln/engine/graph_runner.h"
+#include "engine/model_harness.h"
+#include "engine/tiny_runtime.h"
+#include "kiln/engine/graph_mode/graph_runner.h"
 #include "kiln/engine/runtime.h"
 #include "kiln/graph/printer.h"
-#include "model_harness.h"
-#include "tiny_runtime.h"
 
 namespace kiln::testing {
 namespace {

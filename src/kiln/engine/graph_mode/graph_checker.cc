@@ -1,4 +1,4 @@
-#include "kiln/engine/graph_checker.h"
+#include "kiln/engine/graph_mode/graph_checker.h"
 
 #include <fmt/format.h>
 
@@ -8,7 +8,7 @@
 
 #include "kiln/base/error.h"
 #include "kiln/base/half.h"
-#include "kiln/engine/graph_runner.h"
+#include "kiln/engine/graph_mode/graph_runner.h"
 #include "kiln/engine/model_runner.h"
 #include "kiln/graph/interpreter.h"
 #include "kiln/graph/printer.h"
