@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "kiln/base/error.h"
-#include "kiln/engine/json_token_mask.h"
+#include "kiln/engine/json/json_token_mask.h"
 #include "kiln/engine/tokenizer_text.h"
 #include "kiln/model/gguf.h"
 #include "kiln/model/tokenizer.h"

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "fuzz_support.h"
-#include "kiln/engine/json_schema.h"
-#include "kiln/engine/json_token_mask.h"
+#include "kiln/engine/json/json_schema.h"
+#include "kiln/engine/json/json_token_mask.h"
 
 namespace {
 

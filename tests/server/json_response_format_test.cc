@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kiln/engine/json_matcher.h"
+#include "kiln/engine/json/json_matcher.h"
 #include "kiln/server/http_error.h"
 #include "kiln/server/native_request_parser.h"
 #include "kiln/server/openai_request_parser.h"

@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kiln/engine/json_matcher.h"
+#include "kiln/engine/json/json_matcher.h"
 #include "kiln/server/openai_request_parser.h"
 #include "server/parser_test_util.h"
 

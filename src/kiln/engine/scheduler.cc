@@ -9,7 +9,7 @@
 #include "kiln/base/error.h"
 #include "kiln/base/log.h"
 #include "kiln/engine/draft_model_proposer.h"
-#include "kiln/engine/json_token_mask.h"
+#include "kiln/engine/json/json_token_mask.h"
 #include "kiln/engine/ngram_proposer.h"
 #include "kiln/engine/sampler.h"
 #include "kiln/engine/stop_checker.h"

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "kiln/engine/engine.h"
+#include "kiln/engine/json/token_trie.h"
 #include "kiln/engine/kv_pool.h"
 #include "kiln/engine/radix_cache.h"
 #include "kiln/engine/request.h"
@@ -41,7 +42,6 @@
 #include "kiln/engine/speculation_policy.h"
 #include "kiln/engine/step_batch.h"
 #include "kiln/engine/token_text.h"
-#include "kiln/engine/token_trie.h"
 
 namespace kiln::engine {
 

@@ -6,7 +6,7 @@
 #include <limits>
 #include <string_view>
 
-#include "kiln/engine/json_schema.h"
+#include "kiln/engine/json/json_schema.h"
 #include "kiln/server/http_error.h"
 #include "kiln/server/json_fields.h"
 

@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "kiln/engine/json_schema.h"
+#include "kiln/engine/json/json_schema.h"
 #include "kiln/server/parsed_requests.h"
 
 namespace kiln::server {

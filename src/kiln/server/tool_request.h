@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "kiln/engine/json_schema.h"
+#include "kiln/engine/json/json_schema.h"
 #include "kiln/server/parsed_requests.h"
 
 namespace kiln::server {

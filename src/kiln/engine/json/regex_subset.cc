@@ -1,4 +1,4 @@
-#include "kiln/engine/regex_subset.h"
+#include "kiln/engine/json/regex_subset.h"
 
 #include <fmt/format.h>
 

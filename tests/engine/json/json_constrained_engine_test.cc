@@ -9,7 +9,7 @@
 
 #include "engine/engine_harness.h"
 #include "kiln/base/error.h"
-#include "kiln/engine/json_schema.h"
+#include "kiln/engine/json/json_schema.h"
 
 namespace kiln::engine {
 namespace {

@@ -18,7 +18,7 @@
 #include <string>
 #include <string_view>
 
-#include "kiln/engine/string_automaton.h"
+#include "kiln/engine/json/string_automaton.h"
 
 namespace kiln::engine {
 

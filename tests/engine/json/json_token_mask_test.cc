@@ -3,7 +3,7 @@
 // several documents; end-of-sequence only when the value is complete. The vocabulary has
 // multi-byte tokens that cross structural boundaries ("\":", "},{"), byte tokens that split a
 // UTF-8 character, duplicates, and tokens sharing prefixes.
-#include "kiln/engine/json_token_mask.h"
+#include "kiln/engine/json/json_token_mask.h"
 
 #include <gtest/gtest.h>
 

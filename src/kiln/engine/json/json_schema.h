@@ -26,8 +26,8 @@
 #include <string>
 #include <vector>
 
-#include "kiln/engine/json_number_bounds.h"
-#include "kiln/engine/string_automaton.h"
+#include "kiln/engine/json/json_number_bounds.h"
+#include "kiln/engine/json/string_automaton.h"
 
 namespace kiln::engine {
 

@@ -3,7 +3,7 @@
 // random mutations of them. With the any-value schema the matcher must accept exactly the
 // texts nlohmann accepts (minus whitespace around the top-level value, which the matcher
 // refuses by design), and every prefix of a valid text.
-#include "kiln/engine/json_matcher.h"
+#include "kiln/engine/json/json_matcher.h"
 
 #include <gtest/gtest.h>
 

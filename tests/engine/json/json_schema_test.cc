@@ -1,7 +1,7 @@
 // JSON-schema constraints: what each supported keyword lets through and refuses (as whole
 // texts and as prefixes: a refused value must be refused at its first wrong byte, so that
 // constrained decoding never walks into a dead end), and the errors for unsupported schemas.
-#include "kiln/engine/json_schema.h"
+#include "kiln/engine/json/json_schema.h"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "kiln/engine/json_matcher.h"
+#include "kiln/engine/json/json_matcher.h"
 
 namespace kiln::engine {
 namespace {

@@ -1,4 +1,4 @@
-#include "kiln/engine/string_automaton.h"
+#include "kiln/engine/json/string_automaton.h"
 
 #include <algorithm>
 #include <map>

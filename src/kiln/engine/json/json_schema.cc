@@ -1,4 +1,4 @@
-#include "kiln/engine/json_schema.h"
+#include "kiln/engine/json/json_schema.h"
 
 #include <fmt/format.h>
 
@@ -9,8 +9,8 @@
 #include <set>
 #include <string_view>
 
-#include "kiln/engine/regex_subset.h"
-#include "kiln/engine/string_formats.h"
+#include "kiln/engine/json/regex_subset.h"
+#include "kiln/engine/json/string_formats.h"
 
 namespace kiln::engine {
 

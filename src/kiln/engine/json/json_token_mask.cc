@@ -1,4 +1,4 @@
-#include "kiln/engine/json_token_mask.h"
+#include "kiln/engine/json/json_token_mask.h"
 
 #include <algorithm>
 #include <vector>

@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <span>
 
-#include "kiln/engine/json_matcher.h"
-#include "kiln/engine/token_trie.h"
+#include "kiln/engine/json/json_matcher.h"
+#include "kiln/engine/json/token_trie.h"
 
 namespace kiln::engine {
 

@@ -1,4 +1,4 @@
-#include "kiln/engine/string_formats.h"
+#include "kiln/engine/json/string_formats.h"
 
 #include <string>
 

@@ -3,7 +3,7 @@
 // implementation kiln did not write) finds the pattern in it; the refused constructs are
 // refused with their reason; formats accept and refuse known strings; intersection and length
 // limits compose; no state is a dead end.
-#include "kiln/engine/regex_subset.h"
+#include "kiln/engine/json/regex_subset.h"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "kiln/engine/string_formats.h"
+#include "kiln/engine/json/string_formats.h"
 
 namespace kiln::engine {
 namespace {

@@ -1,4 +1,4 @@
-#include "kiln/engine/json_number_bounds.h"
+#include "kiln/engine/json/json_number_bounds.h"
 
 #include <cstdlib>
 #include <string>

@@ -1,4 +1,4 @@
-#include "kiln/engine/token_trie.h"
+#include "kiln/engine/json/token_trie.h"
 
 #include <algorithm>
 #include <limits>

@@ -1,4 +1,4 @@
-#include "kiln/engine/json_matcher.h"
+#include "kiln/engine/json/json_matcher.h"
 
 #include <algorithm>
 

@@ -21,7 +21,7 @@
 #include <string_view>
 #include <vector>
 
-#include "kiln/engine/json_schema.h"
+#include "kiln/engine/json/json_schema.h"
 
 namespace kiln::engine {
 
