@@ -136,7 +136,12 @@ class SpmTokenizer final : public Tokenizer {
   // minus the rank of the pair (tokenizer.json merges); nullopt: they do not merge.
   std::optional<float> merge_priority(std::string_view left, std::string_view right,
                                       int32_t id) const {
-    if (merge_rank_.empty()) return vocab_.scores[id];
+    if (merge_rank_.empty()) {
+      // A vocabulary without scores (a tokenizer.json may give none, and no merges either):
+      // every merge is as good as another, so pairs merge left to right.
+      const auto i = static_cast<size_t>(id);
+      return i < vocab_.scores.size() ? vocab_.scores[i] : 0.0f;
+    }
     const int32_t l = pieces_.find_or(left, -1);
     const int32_t r = pieces_.find_or(right, -1);
     if (l < 0 || r < 0) return std::nullopt;
