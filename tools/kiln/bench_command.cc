@@ -463,7 +463,7 @@ int follow_bench(const BenchArgs& a, const Modes& modes, engine::Runtime& rt) {
                                                *rt.thread_pool(), plan_options(a, cache.path));
     gr->capture();
     gr->capture();
-    rt.model_runner().set_graph_runner(gr.get());
+    rt.model_runner().set_plan_replayer(gr.get());
   }
   rt.run_tp_follower();
   return 0;
@@ -516,7 +516,7 @@ int bench_on_rank(const BenchArgs& a, const Modes& modes, Communicator* group) {
     KILN_CHECK(!cold.cache_hit, "the first capture into a fresh cache folder hit the cache");
     gr->capture();  // warm: everything from the compile cache just written
     const engine::CaptureStats& warm = gr->capture_stats();
-    rt.model_runner().set_graph_runner(gr.get());
+    rt.model_runner().set_plan_replayer(gr.get());
     f.capture = {true,           cold.plans,       cold.seconds,        warm.seconds,
                  warm.cache_hit, warm.arena_bytes, warm.sum_plan_bytes, warm.max_plan_bytes,
                  rss_growth};

@@ -4,8 +4,6 @@
 #include <cstring>
 
 #include "kiln/base/error.h"
-#include "kiln/engine/graph_mode/graph_checker.h"
-#include "kiln/engine/graph_mode/graph_runner.h"
 
 namespace kiln::engine {
 namespace {
@@ -112,13 +110,9 @@ void ModelRunner::bind(const StepBatch& b, const model::ForwardShape& shape,
 }
 
 void ModelRunner::forward(const StepBatch& batch, StepOutput& out) {
-  if (graph_ != nullptr && graph_->can_run(batch)) {
+  if (replayer_ != nullptr && replayer_->can_run(batch)) {
     validate(batch);
-    if (checker_ != nullptr) {
-      checker_->step(batch, out);
-    } else {
-      graph_->run(batch, out);
-    }
+    replayer_->run(batch, out);
     return;
   }
   forward_eager(batch, out);
@@ -133,7 +127,7 @@ void ModelRunner::forward_in_mode(const StepBatch& batch, StepOutput& out, StepM
       forward_eager(batch, out);
       return;
     case StepMode::Graph:
-      KILN_CHECK(graph_ != nullptr && graph_->can_run(batch),
+      KILN_CHECK(replayer_ != nullptr && replayer_->can_run(batch),
                  "graph mode cannot run this step ({} rows, {} sequences): no captured plan "
                  "fits it",
                  batch.num_tokens(), batch.num_seqs());

@@ -1,11 +1,13 @@
 // Runs forward steps of one model: turns a StepBatch into graph inputs, and executes the step
-// either eagerly (trace the model for this batch's shapes, interpret it) or, for decode
-// batches that fit a captured plan, through the GraphRunner.
+// either eagerly (trace the model for this batch's shapes, interpret it) or, for batches that
+// fit a captured plan, through the plan replayer it was given (plan_replayer.h: the GraphRunner,
+// or the GraphChecker around it).
 #pragma once
 #include <memory>
 
 #include "kiln/base/thread_pool.h"
 #include "kiln/engine/kv_pool.h"
+#include "kiln/engine/plan_replayer.h"
 #include "kiln/engine/step_batch.h"
 #include "kiln/graph/interpreter.h"
 #include "kiln/model/model_config.h"
@@ -13,19 +15,15 @@
 
 namespace kiln::engine {
 
-class GraphChecker;
-class GraphRunner;
-
 class ModelRunner : public ModelExecutor {
  public:
   ModelRunner(const model::ModelConfig& config, model::WeightStore& weights, KvPool& pool,
               ThreadPool& threads, int64_t context_length);
 
-  // Decode batches that fit a captured plan replay it; everything else runs eagerly.
+  // Batches that fit a captured plan replay it; everything else runs eagerly.
   void forward(const StepBatch& batch, StepOutput& out) override;
-  void set_graph_runner(GraphRunner* graph) { graph_ = graph; }
-  // --check-graph: graph-mode steps go through the checker (which also runs them for real).
-  void set_graph_checker(GraphChecker* checker) { checker_ = checker; }
+  // The graph runner, or under --check-graph the checker around it (null: always eager).
+  void set_plan_replayer(PlanReplayer* replayer) { replayer_ = replayer; }
   // Always eager (the oracle for --check-graph and tests).
   void forward_eager(const StepBatch& batch, StepOutput& out);
   // forward() (Auto), forward_eager() (Eager), or a captured plan (Graph: throws kiln::Error
@@ -59,8 +57,7 @@ class ModelRunner : public ModelExecutor {
   int64_t context_length_;
   int64_t max_pages_per_seq_;
   graph::Interpreter interpreter_;
-  GraphRunner* graph_ = nullptr;
-  GraphChecker* checker_ = nullptr;
+  PlanReplayer* replayer_ = nullptr;
 };
 
 }  // namespace kiln::engine

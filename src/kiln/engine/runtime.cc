@@ -196,11 +196,11 @@ Runtime::Runtime(const RuntimeOptions& options) : impl_(std::make_unique<Impl>()
     }
     m.graph = std::make_unique<GraphRunner>(*m.runner, *m.weights, *m.pool, *m.threads, g);
     m.graph->capture([&](int64_t done, int64_t total) { progress("capture", done, total); });
-    m.runner->set_graph_runner(m.graph.get());
+    m.runner->set_plan_replayer(m.graph.get());
     if (options.check_graph) {
       m.checker =
           std::make_unique<GraphChecker>(*m.runner, *m.graph, *m.weights, *m.pool, *m.threads, g);
-      m.runner->set_graph_checker(m.checker.get());
+      m.runner->set_plan_replayer(m.checker.get());
     }
   } else {
     KILN_CHECK(!options.check_graph,

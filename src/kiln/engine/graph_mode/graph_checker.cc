@@ -204,4 +204,6 @@ GraphCheckResult GraphChecker::step(const StepBatch& batch, StepOutput& out) {
   return res;
 }
 
+bool GraphChecker::can_run(const StepBatch& batch) const { return graph_.can_run(batch); }
+
 }  // namespace kiln::engine

@@ -21,6 +21,7 @@
 
 #include "kiln/base/thread_pool.h"
 #include "kiln/engine/kv_pool.h"
+#include "kiln/engine/plan_replayer.h"
 #include "kiln/engine/step_batch.h"
 #include "kiln/model/weight_store.h"
 
@@ -60,7 +61,7 @@ struct GraphCheckResult {
   std::string describe() const;  // "check-graph: step N OK ..." or the divergence
 };
 
-class GraphChecker {
+class GraphChecker : public PlanReplayer {
  public:
   // Captures replay-mode plans of the same kinds as `graph` (`captured`: the options `graph` was
   // made with), in an arena of its own.
@@ -72,6 +73,10 @@ class GraphChecker {
   // Checks one decode step the graph runner can take; `out` receives the optimized plan's
   // output, exactly as GraphRunner::run would produce it.
   GraphCheckResult step(const StepBatch& batch, StepOutput& out);
+  // As a plan replayer (ModelRunner::set_plan_replayer): the steps the graph runner can take,
+  // each checked.
+  bool can_run(const StepBatch& batch) const override;
+  void run(const StepBatch& batch, StepOutput& out) override { step(batch, out); }
 
   int64_t steps_checked() const { return steps_; }
   int64_t steps_failed() const { return failed_; }

@@ -21,6 +21,7 @@
 #include "kiln/base/thread_pool.h"
 #include "kiln/engine/kv_pool.h"
 #include "kiln/engine/model_runner.h"
+#include "kiln/engine/plan_replayer.h"
 #include "kiln/engine/step_batch.h"
 #include "kiln/graph/compile_cache.h"
 #include "kiln/graph/plan.h"
@@ -64,7 +65,7 @@ struct CaptureStats {
   int rebatched_plans = 0;     // cold: plans made by rebatching an optimized template
 };
 
-class GraphRunner {
+class GraphRunner : public PlanReplayer {
  public:
   GraphRunner(ModelRunner& runner, model::WeightStore& weights, KvPool& pool, ThreadPool& threads,
               GraphRunnerOptions options);
@@ -76,8 +77,8 @@ class GraphRunner {
 
   // A pure decode batch no larger than the largest captured size, of a captured kind; or a
   // batch that returns every row's token or logits, in row order, that fits a verify plan.
-  bool can_run(const StepBatch& batch) const;
-  void run(const StepBatch& batch, StepOutput& out);
+  bool can_run(const StepBatch& batch) const override;
+  void run(const StepBatch& batch, StepOutput& out) override;
   // run() with every kernel skipped (graph::Plan::replay_host_only): what graph mode costs on
   // the host per step, for `kiln bench`. Counted in host_only_replays(), not in replays().
   void run_host_only(const StepBatch& batch);
