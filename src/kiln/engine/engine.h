@@ -9,10 +9,8 @@
 #include <optional>
 #include <string>
 
-#include "kiln/engine/ngram_proposer.h"
+#include "kiln/engine/engine_config.h"
 #include "kiln/engine/request.h"
-#include "kiln/engine/schedule_policy.h"
-#include "kiln/engine/step_batch.h"
 #include "kiln/engine/token_text.h"
 
 namespace kiln::model {
@@ -22,79 +20,6 @@ class Tokenizer;
 namespace kiln::engine {
 
 class KvPool;
-
-// Speculative decoding (docs/speculative-decoding.md): proposed tokens verified in one step,
-// keeping only what plain decoding would have produced (greedy requests: the same tokens).
-struct SpeculativeConfig {
-  static constexpr int kMaxDraftTokens = 16;
-  bool ngram = false;  // --speculative-algorithm ngram: prompt lookup, no draft model
-  // --speculative-algorithm standalone: a draft model's executor and KV pool (not owned; they
-  // outlive the engine). Its vocabulary must be the target's (check_draft_vocabulary).
-  ModelExecutor* draft_executor = nullptr;
-  KvPool* draft_pool = nullptr;
-  int num_draft_tokens = 4;  // most tokens proposed per request and step, [1, kMaxDraftTokens]
-  NgramProposerConfig ngram_match{.min_match = 2, .max_match = 12};
-  // Speculate only while at most this many requests decode: a larger batch already reads each
-  // weight for many rows, and verifying proposals would cost compute it has no room for.
-  int max_batch = 4;
-  // Step time by rows for the speculation policy (speculation_policy.h); unset: measured from
-  // the executor's decode and verify steps (and the draft model's steps). Tests set a fake
-  // one, and with it draft_step_cost, one draft-model step's cost in the same units: then no
-  // decision depends on the host's timing.
-  std::function<double(int64_t rows)> step_cost;
-  double draft_step_cost = 0.0;
-  bool enabled() const { return ngram || draft_executor != nullptr; }
-};
-
-struct EngineConfig {
-  int max_running_requests = 64;   // decode batch cap
-  int max_queued_requests = 1024;  // beyond: submit() throws QueueFull
-  int chunked_prefill_size = 512;  // prompt tokens per prefill chunk
-  int max_prefill_tokens = 2048;   // prompt tokens per step over all prefills
-  // While requests are decoding, a prefill step takes at most this many prompt tokens (0: no
-  // cap beyond max_prefill_tokens): decode rows wait for one prefill step between tokens, so
-  // this bounds the inter-token latency that prompts arriving mid-generation add.
-  int max_prefill_tokens_while_decoding = 256;
-  // While requests decode and prompts wait, each step carries both: every decoding request's
-  // next token and a prefill chunk (scheduler.h). Off: prefill and decode steps alternate.
-  bool mixed_steps = true;
-  bool enable_prefix_cache = true;
-  // The order of admission and preemption: fcfs or lpm, priorities, the bounded wait
-  // (schedule_policy.h).
-  ScheduleConfig schedule;
-  int max_context = 0;  // 0: the model's
-  // Seeds the engine RNG that seeds requests without a seed of their own; none: random.
-  std::optional<uint64_t> random_seed;
-  SpeculativeConfig speculative;
-};
-
-struct EngineStats {
-  int64_t queued = 0;
-  int64_t running = 0;
-  int64_t kv_pages_total = 0;
-  int64_t kv_pages_used = 0;    // held by running requests or the prefix cache
-  int64_t kv_pages_cached = 0;  // held only by the prefix cache (evictable)
-  int64_t prefix_cache_hit_tokens = 0;
-  int64_t prefix_cache_query_tokens = 0;
-  int64_t requests_finished = 0;
-  int64_t prompt_tokens_total = 0;
-  int64_t generated_tokens_total = 0;
-  int64_t graph_steps = 0;
-  int64_t eager_steps = 0;
-  int64_t mixed_steps = 0;  // steps that carried decode rows and prompt rows together
-  int64_t preemptions = 0;
-  // Speculative decoding: steps that verified proposals, tokens proposed and accepted, and how
-  // many steps accepted 0, 1, ... kMaxDraftTokens proposals of a request.
-  int64_t spec_verify_steps = 0;
-  int64_t spec_proposed_tokens = 0;
-  int64_t spec_accepted_tokens = 0;
-  std::array<int64_t, SpeculativeConfig::kMaxDraftTokens + 1> spec_accept_histogram{};
-};
-
-class QueueFull : public std::runtime_error {
- public:
-  QueueFull() : std::runtime_error("the request queue is full") {}
-};
 
 class Engine {
  public:

@@ -33,7 +33,7 @@
 #include <string>
 #include <vector>
 
-#include "kiln/engine/engine.h"
+#include "kiln/engine/engine_config.h"
 #include "kiln/engine/json/token_trie.h"
 #include "kiln/engine/kv_pool.h"
 #include "kiln/engine/radix_cache.h"

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "kiln/engine/engine.h"  // EngineStats, QueueFull
+#include "kiln/engine/engine_config.h"  // EngineStats, QueueFull
 #include "kiln/engine/request.h"
 #include "kiln/server/tool_call_format.h"
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "kiln/engine/engine.h"
+#include "kiln/engine/engine_config.h"
 #include "kiln/engine/request.h"
 
 namespace kiln::server {

@@ -5,7 +5,7 @@
 
 #include "kiln/base/error.h"
 #include "kiln/base/log.h"
-#include "kiln/engine/engine.h"
+#include "kiln/engine/engine_config.h"
 #include "kiln/server/http_error.h"
 
 namespace kiln::server {
