@@ -44,18 +44,13 @@ struct ServeArgs {
   std::string api_key;
   std::string api_key_file;  // the key's first line; keeps it out of `ps` and shell history
   std::string cors_allow_origin;
-  int threads = 0;
+  // The flags that are plain fields of the library's options are bound to them directly, so
+  // their defaults are the library's (the rest are read into these after parsing).
+  engine::RuntimeOptions runtime;
+  engine::EngineConfig engine;
   std::string graph_mode = "optimize";
-  int max_graph_bs = 32;
-  int max_running_requests = 64;
-  int max_queued_requests = 1024;
-  int64_t kv_tokens = 0;
-  int page_size = 16;
-  int chunked_prefill_size = 512;
-  int prefill_tokens_while_decoding = 256;
   std::string mixed_steps = "on";
   std::string schedule_policy = engine::schedule_policy_name(engine::ScheduleConfig{}.policy);
-  int context_length = 0;
   bool disable_prefix_cache = false;
   bool no_compile_cache = false;
   double cache_max_gb = 8.0;  // --cache-max-gb
@@ -107,16 +102,16 @@ nlohmann::json server_args_json(const ServeArgs& a, const engine::ModelInfo& inf
           {"served_model_name", a.served_model_name.empty() ? info.name : a.served_model_name},
           {"host", a.host},
           {"port", a.port},
-          {"threads", a.threads},
+          {"threads", a.runtime.threads},
           {"graph_mode", a.graph_mode},
-          {"max_graph_bs", a.max_graph_bs},
-          {"max_running_requests", a.max_running_requests},
-          {"max_queued_requests", a.max_queued_requests},
-          {"kv_tokens", a.kv_tokens},
+          {"max_graph_bs", a.runtime.max_graph_bs},
+          {"max_running_requests", a.engine.max_running_requests},
+          {"max_queued_requests", a.engine.max_queued_requests},
+          {"kv_tokens", a.runtime.kv_tokens},
           {"kv_dtype", a.kv_dtype},
-          {"page_size", a.page_size},
-          {"chunked_prefill_size", a.chunked_prefill_size},
-          {"max_prefill_tokens_while_decoding", a.prefill_tokens_while_decoding},
+          {"page_size", a.runtime.page_size},
+          {"chunked_prefill_size", a.engine.chunked_prefill_size},
+          {"max_prefill_tokens_while_decoding", a.engine.max_prefill_tokens_while_decoding},
           {"mixed_steps", a.mixed_steps == "on"},
           {"schedule_policy", a.schedule_policy},
           {"context_length", info.context_length},
@@ -134,17 +129,12 @@ int serve_on_rank(const ServeArgs& a, ShutdownSignal& signal, Communicator* grou
   engine::SpeculativeConfig speculative = speculative_config(a.speculative);
 
   ProgressBar bar;
-  engine::RuntimeOptions opts;
+  engine::RuntimeOptions opts = a.runtime;
   opts.tp = group;
   opts.model_path = model_or_default(a.model);
   opts.quantize = a.quantize;
   opts.kv_dtype = kernels::parse_kv_dtype(a.kv_dtype);
-  opts.threads = a.threads;
   opts.graph_mode = engine::parse_graph_mode(a.graph_mode);
-  opts.max_graph_bs = a.max_graph_bs;
-  opts.page_size = a.page_size;
-  opts.kv_tokens = a.kv_tokens;
-  opts.context_length = a.context_length;
   opts.compile_cache = !a.no_compile_cache;
   opts.cache_max_bytes = static_cast<uint64_t>(a.cache_max_gb * 1073741824.0);
   add_verify_plans(a.speculative, opts);
@@ -164,11 +154,7 @@ int serve_on_rank(const ServeArgs& a, ShutdownSignal& signal, Communicator* grou
   const std::unique_ptr<engine::Runtime> draft =
       load_draft_model(a.speculative, opts, rt, speculative);
 
-  engine::EngineConfig cfg;
-  cfg.max_running_requests = a.max_running_requests;
-  cfg.max_queued_requests = a.max_queued_requests;
-  cfg.chunked_prefill_size = a.chunked_prefill_size;
-  cfg.max_prefill_tokens_while_decoding = a.prefill_tokens_while_decoding;
+  engine::EngineConfig cfg = a.engine;
   cfg.mixed_steps = a.mixed_steps == "on";
   cfg.schedule.policy = engine::parse_schedule_policy(a.schedule_policy);
   cfg.speculative = speculative;
@@ -197,7 +183,7 @@ int serve_on_rank(const ServeArgs& a, ShutdownSignal& signal, Communicator* grou
   sopts.port = a.port;
   sopts.api_key = api_key;
   sopts.cors_allow_origin = a.cors_allow_origin;
-  sopts.max_request_sequences = a.max_queued_requests;
+  sopts.max_request_sequences = a.engine.max_queued_requests;
   sopts.max_body_bytes = a.max_body_bytes;
   sopts.max_prompt_tokens = a.max_prompt_tokens;
   sopts.server_args = server_args_json(a, info, !api_key.empty());
@@ -267,27 +253,28 @@ void add_serve_command(CLI::App& app) {
                   "Send Access-Control-Allow-Origin with this value ('*' or an origin) so "
                   "browser pages may read responses (default: off; preflights are always "
                   "answered)");
-  cmd->add_option("-t,--threads", a->threads, "Compute threads (default: all cores)")
+  cmd->add_option("-t,--threads", a->runtime.threads, "Compute threads (default: all cores)")
       ->check(CLI::Range(0, 1024));
   cmd->add_option("--graph-mode", a->graph_mode, "off | replay | optimize")
       ->check(CLI::IsMember({"off", "replay", "optimize"}))
       ->capture_default_str();
-  cmd->add_option("--max-graph-bs", a->max_graph_bs, "Largest captured decode batch")
+  cmd->add_option("--max-graph-bs", a->runtime.max_graph_bs, "Largest captured decode batch")
       ->check(CLI::Range(1, 512))
       ->capture_default_str();
-  cmd->add_option("--max-running-requests", a->max_running_requests, "Decode batch cap")
+  cmd->add_option("--max-running-requests", a->engine.max_running_requests, "Decode batch cap")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
-  cmd->add_option("--max-queued-requests", a->max_queued_requests,
+  cmd->add_option("--max-queued-requests", a->engine.max_queued_requests,
                   "Waiting requests before new ones get 503")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
-  cmd->add_option("--kv-tokens", a->kv_tokens, "KV pool capacity in tokens (0: automatic)")
+  cmd->add_option("--kv-tokens", a->runtime.kv_tokens, "KV pool capacity in tokens (0: automatic)")
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--page-size", a->page_size, "Tokens per KV page")
+  cmd->add_option("--page-size", a->runtime.page_size, "Tokens per KV page")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
-  cmd->add_option("--max-prefill-tokens-while-decoding", a->prefill_tokens_while_decoding,
+  cmd->add_option("--max-prefill-tokens-while-decoding",
+                  a->engine.max_prefill_tokens_while_decoding,
                   "Prompt tokens per prefill step while requests are decoding (0: no cap): "
                   "bounds the inter-token latency that arriving prompts add")
       ->check(CLI::Range(0, 1 << 20));
@@ -314,11 +301,11 @@ void add_serve_command(CLI::App& app) {
           },
           "lpm|fcfs"))
       ->capture_default_str();
-  cmd->add_option("--chunked-prefill-size", a->chunked_prefill_size,
+  cmd->add_option("--chunked-prefill-size", a->engine.chunked_prefill_size,
                   "Prompt tokens per prefill chunk")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
-  cmd->add_option("--context-length", a->context_length,
+  cmd->add_option("--context-length", a->runtime.context_length,
                   "Context length (0: the model's, capped by --kv-tokens)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--no-compile-cache", a->no_compile_cache,
