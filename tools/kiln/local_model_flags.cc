@@ -8,12 +8,12 @@ namespace kiln::cli {
 void add_local_model_flags(CLI::App* cmd, LocalModelFlags& f) {
   add_model_options(cmd, f.model, &f.quantize);
   add_kv_dtype_option(cmd, f.kv_dtype);
-  cmd->add_option("-t,--threads", f.threads, "Threads (default: all cores)")
+  cmd->add_option("-t,--threads", f.runtime.threads, "Threads (default: all cores)")
       ->check(CLI::Range(0, 1024));
   cmd->add_option("--graph-mode", f.graph_mode, "off | replay | optimize");
-  cmd->add_option("--max-graph-bs", f.max_graph_bs, "Largest captured decode batch")
+  cmd->add_option("--max-graph-bs", f.runtime.max_graph_bs, "Largest captured decode batch")
       ->check(CLI::Range(1, 512));
-  cmd->add_option("-c,--ctx-size", f.ctx_size,
+  cmd->add_option("-c,--ctx-size", f.runtime.context_length,
                   "Context length (default: the model's, capped by the KV pool)")
       ->check(CLI::Range(0, 1 << 24));
   cmd->add_flag("--no-compile-cache", f.no_compile_cache,
@@ -24,7 +24,7 @@ void add_local_model_flags(CLI::App* cmd, LocalModelFlags& f) {
                   "entries are always kept (0: no bound)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  cmd->add_flag("--check-graph", f.check_graph,
+  cmd->add_flag("--check-graph", f.runtime.check_graph,
                 "Check every graph-mode decode step against eager mode, node by node (slow)");
   cmd->add_option("--log-level", f.log_level, "trace|debug|info|warn|error|off");
 }
@@ -39,15 +39,11 @@ void add_sampling_flags(CLI::App* cmd, SamplingFlags& f) {
 }
 
 engine::RuntimeOptions runtime_options(const LocalModelFlags& f) {
-  engine::RuntimeOptions opts;
+  engine::RuntimeOptions opts = f.runtime;
   opts.model_path = model_or_default(f.model);
   opts.quantize = f.quantize;
   opts.kv_dtype = kernels::parse_kv_dtype(f.kv_dtype);
-  opts.threads = f.threads;
   opts.graph_mode = engine::parse_graph_mode(f.graph_mode);
-  opts.max_graph_bs = f.max_graph_bs;
-  opts.context_length = f.ctx_size;
-  opts.check_graph = f.check_graph;
   opts.compile_cache = !f.no_compile_cache;
   opts.cache_max_bytes = static_cast<uint64_t>(f.cache_max_gb * 1073741824.0);
   return opts;

@@ -15,13 +15,12 @@ struct LocalModelFlags {
   std::string model;
   std::string quantize;          // --quantize
   std::string kv_dtype = "f16";  // --kv-dtype
-  int threads = 0;
+  // --threads, --max-graph-bs, --ctx-size (context_length) and --check-graph bind to these
+  // fields directly: their defaults are the library's.
+  engine::RuntimeOptions runtime;
   std::string graph_mode = "optimize";
-  int max_graph_bs = 32;
-  int ctx_size = 0;
   bool no_compile_cache = false;
   double cache_max_gb = 8.0;
-  bool check_graph = false;
   std::string log_level = "warn";
 };
 
