@@ -112,6 +112,7 @@ constexpr uint64_t kLengthLimited = uint64_t{1} << 63;
 // from bit 32 on (`aux` counts the bytes still to come, `pos` their next byte's range).
 constexpr uint64_t kPatterned = uint64_t{1} << 62;
 constexpr int kPartialShift = 32;
+constexpr uint64_t kPartialUnit = uint64_t{1} << kPartialShift;  // bit 0 of the partial bits
 
 const char* const kKeywords[] = {"true", "false", "null"};
 
@@ -507,7 +508,7 @@ class Feeder {
         f.phase = kStrUtf8;
         f.aux = static_cast<uint8_t>(count);
         f.pos = range;
-        f.used = kPatterned | (uint64_t{bits} << kPartialShift) | state;
+        f.used = kPatterned | (uint64_t{bits} * kPartialUnit) | state;
         return kAccept;
       }
       case kStrUtf8: {
@@ -518,7 +519,7 @@ class Feeder {
         const uint32_t lo = bits << (6 * f.aux), hi = lo | ((1u << (6 * f.aux)) - 1);
         if (!a.has_edge_within(state, lo, hi)) return kReject;
         f.pos = byte_range(0x80, 0xBF);
-        f.used = kPatterned | (uint64_t{bits} << kPartialShift) | state;
+        f.used = kPatterned | (uint64_t{bits} * kPartialUnit) | state;
         return kAccept;
       }
       case kStrEscape: {
