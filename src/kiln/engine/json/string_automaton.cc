@@ -91,7 +91,7 @@ void StringAutomaton::add_edge(uint32_t from, uint32_t lo, uint32_t hi, uint32_t
   }
 }
 
-void StringAutomaton::merge_universal_states(const std::vector<uint8_t>& live) {
+uint32_t StringAutomaton::merge_universal_states(const std::vector<uint8_t>& live) {
   // Universal: accepting, and every writable character leads to a universal state (the
   // greatest such set, by removing states until none breaks the rule). All accept the same
   // strings (all of them), so they become one state that loops on itself: an unanchored
@@ -126,7 +126,7 @@ void StringAutomaton::merge_universal_states(const std::vector<uint8_t>& live) {
   for (uint32_t s = 0; s < n && rep == UINT32_MAX; ++s) {
     if (universal[s]) rep = s;
   }
-  if (rep == UINT32_MAX) return;
+  if (rep == UINT32_MAX) return rep;
   for (uint32_t s = 0; s < n; ++s) {
     for (Edge& e : edges_[s]) {
       if (universal[e.to]) e.to = rep;
@@ -134,6 +134,7 @@ void StringAutomaton::merge_universal_states(const std::vector<uint8_t>& live) {
   }
   edges_[rep].clear();
   for (const CodePointRange& r : all) edges_[rep].push_back({r.lo, r.hi, rep});
+  return rep;
 }
 
 bool StringAutomaton::trim() {
@@ -161,7 +162,7 @@ bool StringAutomaton::trim() {
     accepting_.clear();
     return false;
   }
-  merge_universal_states(live);
+  const uint32_t universal = merge_universal_states(live);
   // Renumber the live states reachable from the start, in the order they are found.
   std::vector<int64_t> index(n, -1);
   std::vector<uint32_t> order = {0};
@@ -182,16 +183,8 @@ bool StringAutomaton::trim() {
         out.add_edge(static_cast<uint32_t>(k), e.lo, e.hi, static_cast<uint32_t>(index[e.to]));
     }
   }
-  const CodePointSet& all = writable_code_points();
   out.universal_.assign(out.edges_.size(), 0);
-  for (uint32_t st = 0; st < out.edges_.size(); ++st) {
-    const auto& e = out.edges_[st];
-    out.universal_[st] =
-        e.size() == all.size() &&
-        std::equal(e.begin(), e.end(), all.begin(), [st](const Edge& x, const CodePointRange& r) {
-          return x.to == st && x.lo == r.lo && x.hi == r.hi;
-        });
-  }
+  if (universal != UINT32_MAX && index[universal] >= 0) out.universal_[index[universal]] = 1;
   *this = std::move(out);
   return true;
 }

@@ -65,7 +65,8 @@ class StringAutomaton {
   static StringAutomaton length_between(uint32_t min_chars, uint32_t max_chars);
 
  private:
-  void merge_universal_states(const std::vector<uint8_t>& live);
+  // Returns the state they became, or UINT32_MAX when there is none.
+  uint32_t merge_universal_states(const std::vector<uint8_t>& live);
 
   std::vector<std::vector<Edge>> edges_;
   std::vector<uint8_t> accepting_;
