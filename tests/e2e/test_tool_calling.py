@@ -47,12 +47,19 @@ ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
 MAX_TOKENS = 2500
 
 
+def serve_with_template(server_factory, models, tmp_path_factory, model, template, name,
+                        *flags):
+    """kiln serve (eager) on a tiny model whose chat template is replaced by `template`."""
+    dst = tmp_path_factory.mktemp(name) / f"{model}-{name}.gguf"
+    write_variant(models / f"{model}.gguf", dst, chat_template=template)
+    return server_factory(dst, "--graph-mode", "off", *flags, name=name)
+
+
 @pytest.fixture(scope="module")
 def tool_server(server_factory, models, tmp_path_factory):
     # Written here rather than relying on tiny-qwen2's own template, which is the same file today.
-    dst = tmp_path_factory.mktemp("tools") / "tiny-qwen2-qwen25-template.gguf"
-    write_variant(models / "tiny-qwen2.gguf", dst, chat_template=QWEN25)
-    return server_factory(dst, "--graph-mode", "off", "--context-length", "8192", name="tools")
+    return serve_with_template(server_factory, models, tmp_path_factory, "tiny-qwen2", QWEN25,
+                               "tools", "--context-length", "8192")
 
 
 @pytest.fixture(scope="module")
@@ -302,9 +309,8 @@ MISTRAL_V7 = (FIXTURES / "chat_templates" / "mistralai-Mistral-Large-Instruct-24
 @pytest.fixture(scope="module")
 def mistral_v7_client(server_factory, models, tmp_path_factory):
     # Mistral Large 2411's template (mistral-v7) writes no tool format.
-    dst = tmp_path_factory.mktemp("tools-v7") / "tiny-mistral-v7-template.gguf"
-    write_variant(models / "tiny-mistral.gguf", dst, chat_template=MISTRAL_V7)
-    server = server_factory(dst, "--graph-mode", "off", name="mistral-v7-tools")
+    server = serve_with_template(server_factory, models, tmp_path_factory, "tiny-mistral",
+                                 MISTRAL_V7, "mistral-v7-tools")
     return openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0)
 
 
@@ -334,10 +340,8 @@ NEMO = (FIXTURES / "chat_templates" / "mistralai-Mistral-Nemo-Instruct-2407.jinj
 
 @pytest.fixture(scope="module")
 def nemo_server(server_factory, models, tmp_path_factory):
-    dst = tmp_path_factory.mktemp("tools-nemo") / "tiny-mistral-nemo-template.gguf"
-    write_variant(models / "tiny-mistral.gguf", dst, chat_template=NEMO)
-    return server_factory(dst, "--graph-mode", "off", "--context-length", "8192",
-                          name="nemo-tools")
+    return serve_with_template(server_factory, models, tmp_path_factory, "tiny-mistral", NEMO,
+                               "nemo-tools", "--context-length", "8192")
 
 
 @pytest.fixture(scope="module")
@@ -471,9 +475,8 @@ QWEN3 = (FIXTURES / "chat_templates" / "Qwen-Qwen3-0.6B.jinja").read_text(encodi
 
 @pytest.fixture(scope="module")
 def qwen3_server(server_factory, models, tmp_path_factory):
-    dst = tmp_path_factory.mktemp("tools-qwen3") / "tiny-qwen3-template.gguf"
-    write_variant(models / "tiny-qwen3.gguf", dst, chat_template=QWEN3)
-    return server_factory(dst, "--graph-mode", "off", "--context-length", "8192", name="qwen3-tools")
+    return serve_with_template(server_factory, models, tmp_path_factory, "tiny-qwen3", QWEN3,
+                               "qwen3-tools", "--context-length", "8192")
 
 
 def test_qwen3_template_renders_tools_and_forces_calls(qwen3_server):

@@ -46,6 +46,14 @@ TEST(ToolRequest, ToolsAndChoices) {
   // auto: free text, a call the model opens constrained from "<tool_call>" on.
   EXPECT_TRUE(r.options.sampling.json_schema);
   EXPECT_EQ(r.options.sampling.json_after, std::vector<std::string>{"<tool_call>"});
+  // Qwen2.5-Coder's format: a ```json fence opens a call too, and is constrained the same way.
+  ParseLimits coder = limits();
+  coder.tool_calls = ToolCallFormat::kHermesFenced;
+  const auto fenced =
+      parse_chat_request(chat(std::string(R"(, "tools": [)") + kWeather + "]"), coder);
+  EXPECT_TRUE(fenced.options.sampling.json_schema);
+  EXPECT_EQ(fenced.options.sampling.json_after,
+            (std::vector<std::string>{"<tool_call>", "```json\n"}));
 
   r = parse_chat_request(chat(std::string(R"(, "tools": [)") + kWeather +
                               R"(], "tool_choice": "required", "parallel_tool_calls": false)"),
