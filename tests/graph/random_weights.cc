@@ -6,6 +6,7 @@
 
 #include "kiln/base/error.h"
 #include "kiln/base/half.h"
+#include "kiln/kernels/quant_format.h"
 
 namespace kiln::graph::testing {
 namespace {
@@ -18,24 +19,6 @@ uint64_t mix(uint64_t seed, const std::string& name) {
     h *= 1099511628211ull;
   }
   return h;
-}
-
-// Byte offsets of the f16 scales inside one block: the only fields whose random bits could
-// be Inf or NaN (codes and the K-quants' 6/8-bit sub-scales are valid whatever their bits).
-std::vector<int> f16_scale_offsets(DType t) {
-  switch (t) {
-    case DType::Q4_0:
-    case DType::Q5_0:
-    case DType::Q8_0:
-      return {0};  // d
-    case DType::Q4_K:
-    case DType::Q5_K:
-      return {0, 2};  // d, dmin
-    case DType::Q6_K:
-      return {208};  // d, after ql[128], qh[64], scales[16]
-    default:
-      fail("random_tensor: no block layout for {}", dtype_name(t));
-  }
 }
 
 }  // namespace
@@ -64,20 +47,23 @@ Tensor random_tensor(DType t, const Shape& s, uint64_t seed) {
     default:
       break;
   }
-  const DTypeInfo& info = dtype_info(t);
-  KILN_CHECK(info.quantized, "random_tensor: unsupported dtype {}", dtype_name(t));
+  const kernels::QuantFormat* f = kernels::find_quant_format(t);
+  KILN_CHECK(f != nullptr, "random_tensor: unsupported dtype {}", dtype_name(t));
   const size_t total = dtype_bytes(t, n);
   for (size_t i = 0; i < total; ++i) bytes[i] = static_cast<uint8_t>(rng());
-  // Scales of moderate size and either sign keep products far from overflow; K-quants multiply
-  // d by a sub-scale of up to 63 (127 for Q6_K), so their d is smaller.
+  // Random bits in the f16 scales could be Inf or NaN (codes and the K-quants' 6/8-bit
+  // sub-scales are valid whatever their bits). Scales of moderate size and either sign keep
+  // products far from overflow; K-quants multiply d by a sub-scale of up to 63 (127 for Q6_K),
+  // so their d is smaller.
   std::uniform_real_distribution<float> magnitude(0.002f, 0.05f);
-  const bool k_quant = t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K;
-  const std::vector<int> offsets = f16_scale_offsets(t);
-  for (size_t block = 0; block < total / info.block_bytes; ++block) {
-    for (int off : offsets) {
-      float d = magnitude(rng) * ((rng() & 1) ? 1.0f : -1.0f) * (k_quant ? 0.1f : 1.0f);
+  const float shrink = f->split_scales ? 0.1f : 1.0f;
+  const size_t block_bytes = static_cast<size_t>(f->block_bytes);
+  for (size_t block = 0; block < total / block_bytes; ++block) {
+    for (int off : {f->d_offset, f->dmin_offset}) {
+      if (off < 0) continue;
+      float d = magnitude(rng) * ((rng() & 1) ? 1.0f : -1.0f) * shrink;
       const uint16_t h = f32_to_f16(d);
-      std::memcpy(bytes + block * info.block_bytes + off, &h, 2);
+      std::memcpy(bytes + block * block_bytes + off, &h, 2);
     }
   }
   return out;

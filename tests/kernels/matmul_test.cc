@@ -80,17 +80,16 @@ float contract_reference(const Problem& p, const float* x, int64_t col) {
     for (int64_t k = 0; k < p.k; ++k) acc = std::fma(x[k], w[k], acc);
     return acc;
   }
-  const QuantScheme& qs = quant_scheme(p.t);
-  const DTypeInfo& info = dtype_info(p.t);
+  const QuantFormat& qs = quant_format(p.t);
   RefActs a = reference_quantize(x, p.k);
   const uint8_t* row = p.bytes.data() + col * dtype_bytes(p.t, p.k);
   float acc = 0;
-  for (int64_t b = 0; b < p.k / info.block_size; ++b) {
+  for (int64_t b = 0; b < p.k / qs.block_size; ++b) {
     uint8_t codes[256];
     float scale[16], min[16];
-    decode_block(p.t, row + b * info.block_bytes, codes, scale, min);
-    for (int s = 0; s < info.block_size / qs.sub_block; ++s) {
-      int64_t k0 = b * info.block_size + s * qs.sub_block;
+    decode_block(p.t, row + b * qs.block_bytes, codes, scale, min);
+    for (int s = 0; s < qs.block_size / qs.sub_block; ++s) {
+      int64_t k0 = b * qs.block_size + s * qs.sub_block;
       int32_t dot = 0, sum = 0;
       for (int j = 0; j < qs.sub_block; ++j) {
         int c = codes[s * qs.sub_block + j] - (qs.has_min ? 0 : qs.zero_point);
@@ -162,10 +161,13 @@ TEST(Matmul, EveryTierMatchesReferenceForEveryDtype) {
   }
 }
 
-// All m = 1..33 on the tier in use, two threads (every tile height and tail).
+// All m = 1..33 on the tier in use, two threads (every tile height and tail), for every
+// quantized format of the table and one float type.
 TEST(Matmul, AllBatchSizesTwoThreads) {
   std::mt19937 rng(11);
-  for (DType t : {DType::Q8_0, DType::Q4_K, DType::Q6_K, DType::BF16}) {
+  std::vector<DType> types{DType::BF16};
+  for (const QuantFormat& f : kQuantFormats) types.push_back(f.dtype);
+  for (DType t : types) {
     int64_t k = is_float(t) ? 40 : dtype_info(t).block_size * 2;
     Problem p = make_problem(t, 35, k, rng);
     auto x = random_acts(33, k, rng);
@@ -179,10 +181,13 @@ TEST(Matmul, AllBatchSizesTwoThreads) {
 }
 
 // Several row tiles read a group unpacked once into a per-thread buffer; a group too large for
-// it (K = 8192: 139 KiB of 8-bit Q5_0 codes) is unpacked per tile. Both give the contract.
+// it (K = 8192: 139 KiB of 8-bit Q5_0 codes) is unpacked per tile. Both give the contract, for
+// every format the table expands.
 TEST(Matmul, GroupsTooLargeToUnpackOnceStillMatch) {
   std::mt19937 rng(13);
-  for (DType t : {DType::Q5_0, DType::Q6_K}) {
+  for (const QuantFormat& f : kQuantFormats) {
+    if (!f.expand_for_many_rows) continue;
+    const DType t = f.dtype;
     const int64_t k = 8192;
     Problem p = make_problem(t, 20, k, rng);
     auto x = random_acts(13, k, rng);
@@ -266,17 +271,23 @@ TEST(Matmul, LargestCodesDoNotOverflowInAnyTile) {
   if (best_isa() == Isa::Scalar) GTEST_SKIP() << "no AVX2 on this machine";
   testing::IsaCapGuard guard;
   std::mt19937 rng(16);
-  for (DType t : {DType::Q4_0, DType::Q5_0, DType::Q4_K, DType::Q5_K, DType::Q6_K})
+  for (const QuantFormat& f : kQuantFormats) {
+    if (!f.expand_for_many_rows) continue;  // 8-bit codes: no word sums to overflow
+    const DType t = f.dtype;
     for (const int64_t m : {1, 2, 3, 8, 12}) {
       const int64_t k = 512, n = 16;
       std::vector<uint8_t> bytes = random_rows(t, n, k, rng);
-      // Every byte but the f16 scales (d, and dmin for Q4_K/Q5_K) to all ones: the largest codes.
-      const auto block_bytes = static_cast<size_t>(dtype_info(t).block_bytes);
+      // Every byte but the f16 scales (d, and dmin) to all ones: the largest codes.
+      const auto block_bytes = static_cast<size_t>(f.block_bytes);
+      auto is_scale = [&](size_t j) {
+        auto in = [&](int offset) {
+          return offset >= 0 && j >= size_t(offset) && j < size_t(offset) + 2;
+        };
+        return in(f.d_offset) || in(f.dmin_offset);
+      };
       for (size_t b = 0; b < bytes.size(); b += block_bytes) {
-        const bool kq = t == DType::Q4_K || t == DType::Q5_K;
-        const size_t keep0 = t == DType::Q6_K ? 208 : 0, keep_len = kq ? 4 : 2;
         for (size_t j = 0; j < block_bytes; ++j)
-          if (j < keep0 || j >= keep0 + keep_len) bytes[b + j] = 0xFF;
+          if (!is_scale(j)) bytes[b + j] = 0xFF;
       }
       Problem p{t, n, k, bytes, {}};
       p.w = PackedWeight::pack(testing::borrow_rows(t, n, k, p.bytes));
@@ -293,6 +304,7 @@ TEST(Matmul, LargestCodesDoNotOverflowInAnyTile) {
         ASSERT_EQ(expect[e], contract_reference(p, &x[(e / n) * k], e % n)) << dtype_name(t);
       }
     }
+  }
 }
 
 // A row's result is bit-identical alone, inside batches of 8 and 32 with other rows, and with

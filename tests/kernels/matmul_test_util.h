@@ -14,13 +14,16 @@
 #include "kiln/base/thread_pool.h"
 #include "kiln/kernels/dequant.h"
 #include "kiln/kernels/exec_context.h"
+#include "kiln/kernels/quant_format.h"
 
 namespace kiln::kernels::testing {
 
 inline const std::vector<DType>& weight_dtypes() {
-  static const std::vector<DType> kAll = {DType::F32,  DType::F16,  DType::BF16,
-                                          DType::Q4_0, DType::Q5_0, DType::Q8_0,
-                                          DType::Q4_K, DType::Q5_K, DType::Q6_K};
+  static const std::vector<DType> kAll = [] {
+    std::vector<DType> all{DType::F32, DType::F16, DType::BF16};
+    for (const kernels::QuantFormat& f : kernels::kQuantFormats) all.push_back(f.dtype);
+    return all;
+  }();
   return kAll;
 }
 

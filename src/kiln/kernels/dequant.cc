@@ -111,29 +111,10 @@ void decode_q6_k(const void* p, uint8_t* q, float* scale) {
 
 }  // namespace
 
-const QuantScheme& quant_scheme(DType t) {
-  static constexpr QuantScheme kQ4_0{32, 4, 8, false, true};
-  static constexpr QuantScheme kQ5_0{32, 5, 16, false, true};
-  static constexpr QuantScheme kQ8_0{32, 8, 128, false, true};
-  static constexpr QuantScheme kQ4_K{32, 4, 0, true, false};
-  static constexpr QuantScheme kQ5_K{32, 5, 0, true, false};
-  static constexpr QuantScheme kQ6_K{16, 6, 32, false, false};
-  switch (t) {
-    case DType::Q4_0:
-      return kQ4_0;
-    case DType::Q5_0:
-      return kQ5_0;
-    case DType::Q8_0:
-      return kQ8_0;
-    case DType::Q4_K:
-      return kQ4_K;
-    case DType::Q5_K:
-      return kQ5_K;
-    case DType::Q6_K:
-      return kQ6_K;
-    default:
-      fail("{} is not a quantized type", dtype_name(t));
-  }
+const QuantFormat& quant_format(DType t) {
+  const QuantFormat* f = find_quant_format(t);
+  KILN_CHECK(f != nullptr, "{} is not a quantized type", dtype_name(t));
+  return *f;
 }
 
 KQuantFactors decode_kquant_factors(DType t, const void* block) {
@@ -192,30 +173,23 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
         dst[i] = t == DType::F16 ? f16_to_f32(h) : bf16_to_f32(h);
       }
       return;
-    case DType::Q4_0:
-    case DType::Q5_0:
-    case DType::Q8_0:
-    case DType::Q4_K:
-    case DType::Q5_K:
-    case DType::Q6_K:
-      break;
     default:
-      fail("dequantize_row: {} has no element storage", dtype_name(t));
+      break;
   }
-  const DTypeInfo& info = dtype_info(t);
-  const QuantScheme& qs = quant_scheme(t);
-  KILN_CHECK(n % info.block_size == 0, "dequantize_row: {} elements is not whole {} blocks", n,
-             info.name);
+  const QuantFormat* qs = find_quant_format(t);
+  KILN_CHECK(qs != nullptr, "dequantize_row: {} has no element storage", dtype_name(t));
+  KILN_CHECK(n % qs->block_size == 0, "dequantize_row: {} elements is not whole {} blocks", n,
+             dtype_name(t));
   uint8_t codes[256];
   float scale[16], min[16];
-  for (int64_t b = 0; b < n / info.block_size; ++b) {
-    decode_block(t, bytes + b * info.block_bytes, codes, scale, min);
-    float* out = dst + b * info.block_size;
-    for (int i = 0; i < info.block_size; ++i) {
-      int s = i / qs.sub_block;
+  for (int64_t b = 0; b < n / qs->block_size; ++b) {
+    decode_block(t, bytes + b * qs->block_bytes, codes, scale, min);
+    float* out = dst + b * qs->block_size;
+    for (int i = 0; i < qs->block_size; ++i) {
+      int s = i / qs->sub_block;
       // The same float operations as ggml: scale * (code - zp), or scale * code - min.
-      out[i] = qs.has_min ? scale[s] * static_cast<float>(codes[i]) - min[s]
-                          : scale[s] * static_cast<float>(codes[i] - qs.zero_point);
+      out[i] = qs->has_min ? scale[s] * static_cast<float>(codes[i]) - min[s]
+                           : scale[s] * static_cast<float>(codes[i] - qs->zero_point);
     }
   }
 }

@@ -7,9 +7,11 @@
 // minimums); dequantize_row is written on top of it, and the weight packer reuses it so the packed
 // form holds the same numbers.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 
 #include "kiln/base/dtype.h"
+#include "kiln/kernels/quant_format.h"
 
 namespace kiln::kernels {
 
@@ -46,20 +48,21 @@ struct BlockQ6_K {  // 16 sub-blocks of 16, int8 scales
   int8_t scales[16];
   uint16_t d;
 };
-static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockQ5_0) == 22 && sizeof(BlockQ8_0) == 34);
-static_assert(sizeof(BlockQ4_K) == 144 && sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210);
-
-// How a quantized type's codes map to values: w = scale[s] * (code - zero_point) when
-// has_min is false, w = scale[s] * code - min[s] when it is true; s = element / sub_block.
-struct QuantScheme {
-  int sub_block;   // elements sharing one scale: 32, or 16 for Q6_K
-  int bits;        // code width: 4, 5, 6 or 8; codes are unsigned
-  int zero_point;  // 8, 16, 32 or 128 (when !has_min)
-  bool has_min;
-  bool f16_scale;  // the scale is an f16 value (not a product of two numbers)
-};
-// The scheme of a quantized type; throws kiln::Error for a type that is not quantized.
-const QuantScheme& quant_scheme(DType t);
+// The format table (quant_format.h) states the same layouts: block sizes and scale offsets.
+template <class Block>
+constexpr bool matches_format(DType t, size_t d_offset, int dmin_offset = -1) {
+  const QuantFormat* f = find_quant_format(t);
+  return f != nullptr && f->block_bytes == static_cast<int>(sizeof(Block)) &&
+         f->d_offset == static_cast<int>(d_offset) && f->dmin_offset == dmin_offset;
+}
+static_assert(matches_format<BlockQ4_0>(DType::Q4_0, offsetof(BlockQ4_0, d)));
+static_assert(matches_format<BlockQ5_0>(DType::Q5_0, offsetof(BlockQ5_0, d)));
+static_assert(matches_format<BlockQ8_0>(DType::Q8_0, offsetof(BlockQ8_0, d)));
+static_assert(matches_format<BlockQ4_K>(DType::Q4_K, offsetof(BlockQ4_K, d),
+                                        offsetof(BlockQ4_K, dmin)));
+static_assert(matches_format<BlockQ5_K>(DType::Q5_K, offsetof(BlockQ5_K, d),
+                                        offsetof(BlockQ5_K, dmin)));
+static_assert(matches_format<BlockQ6_K>(DType::Q6_K, offsetof(BlockQ6_K, d)));
 
 // Decodes one block of a quantized type: codes[block_size] (unsigned, < 2^bits),
 // scale[block_size / sub_block], and (has_min types) min[block_size / sub_block]. The values

@@ -231,21 +231,17 @@ TileFn tile_fn_avx2(DType t) {
       return tile_float<DType::F16>;
     case DType::BF16:
       return tile_float<DType::BF16>;
-    case DType::Q4_0:
-      return tile_quant<4, 32, 8, false, false>;
-    case DType::Q5_0:
-      return tile_quant<5, 32, 16, false, false>;
-    case DType::Q8_0:
-      return tile_quant<8, 32, 128, false, false>;
-    case DType::Q4_K:
-      return tile_quant<4, 32, 0, true, true>;
-    case DType::Q5_K:
-      return tile_quant<5, 32, 0, true, true>;
-    case DType::Q6_K:
-      return tile_quant<6, 16, 32, false, true>;
     default:
-      fail("matmul: no kernel for {} weights", dtype_name(t));
+      break;
   }
+  TileFn f = visit_quant_format(
+      t,
+      []<QuantFormat F>() -> TileFn {
+        return tile_quant<F.bits, F.sub_block, F.zero_point, F.has_min, F.split_scales>;
+      },
+      TileFn{nullptr});
+  KILN_CHECK(f != nullptr, "matmul: no kernel for {} weights", dtype_name(t));
+  return f;
 }
 
 void quantize_row_avx2(const float* x, int64_t k, int64_t stride, int8_t* q, float* d, int32_t* s16,

@@ -461,25 +461,32 @@ ExpandedTiles expanded() {
 
 }  // namespace
 
+// Formats the table expands for many rows; 8-bit and float types are read as stored.
 ExpandedTiles expanded_tiles_avx512(DType t) {
-  switch (t) {
-    case DType::Q4_0:
-      return expanded<DType::Q4_0, 4, 32, 8, false, false>();
-    case DType::Q5_0:
-      return expanded<DType::Q5_0, 5, 32, 16, false, false>();
-    case DType::Q4_K:
-      return expanded<DType::Q4_K, 4, 32, 0, true, true>();
-    case DType::Q5_K:
-      return expanded<DType::Q5_K, 5, 32, 0, true, true>();
-    case DType::Q6_K:
-      return expanded<DType::Q6_K, 6, 16, 32, false, true>();
-    default:
-      return {};  // 8-bit and float types are read as stored
-  }
+  return visit_quant_format(
+      t,
+      []<QuantFormat F>() -> ExpandedTiles {
+        if constexpr (F.expand_for_many_rows)
+          return expanded<F.dtype, F.bits, F.sub_block, F.zero_point, F.has_min, F.split_scales>();
+        else
+          return {};
+      },
+      ExpandedTiles{});
 }
 
+// The pair kernel on records as stored: the formats that are not expanded (8-bit codes).
 PairTileFn pair_tile_fn_avx512(DType t) {
-  return t == DType::Q8_0 ? pair_tile<32, 128, false, true> : nullptr;
+  return visit_quant_format(
+      t,
+      []<QuantFormat F>() -> PairTileFn {
+        static_assert(F.expand_for_many_rows || (F.bits == 8 && !F.split_scales),
+                      "records read as stored are 8-bit codes with in-record f16 scales");
+        if constexpr (F.expand_for_many_rows)
+          return nullptr;
+        else
+          return pair_tile<F.sub_block, F.zero_point, F.has_min, true>;
+      },
+      PairTileFn{nullptr});
 }
 
 TileFn tile_fn_avx512(DType t) {
@@ -490,21 +497,18 @@ TileFn tile_fn_avx512(DType t) {
       return Float<DType::F16>::fn;
     case DType::BF16:
       return Float<DType::BF16>::fn;
-    case DType::Q4_0:
-      return Quant<DType::Q4_0, 4, 32, 8, false, ScaleAt::F16InRecord>::fn;
-    case DType::Q5_0:
-      return Quant<DType::Q5_0, 5, 32, 16, false, ScaleAt::F16InRecord>::fn;
-    case DType::Q8_0:
-      return Quant<DType::Q8_0, 8, 32, 128, false, ScaleAt::F16InRecord>::fn;
-    case DType::Q4_K:
-      return Quant<DType::Q4_K, 4, 32, 0, true, ScaleAt::Split>::fn;
-    case DType::Q5_K:
-      return Quant<DType::Q5_K, 5, 32, 0, true, ScaleAt::Split>::fn;
-    case DType::Q6_K:
-      return Quant<DType::Q6_K, 6, 16, 32, false, ScaleAt::Split>::fn;
     default:
-      fail("matmul: no kernel for {} weights", dtype_name(t));
+      break;
   }
+  TileFn f = visit_quant_format(
+      t,
+      []<QuantFormat F>() -> TileFn {
+        constexpr ScaleAt at = F.split_scales ? ScaleAt::Split : ScaleAt::F16InRecord;
+        return Quant<F.dtype, F.bits, F.sub_block, F.zero_point, F.has_min, at>::fn;
+      },
+      TileFn{nullptr});
+  KILN_CHECK(f != nullptr, "matmul: no kernel for {} weights", dtype_name(t));
+  return f;
 }
 
 uint64_t rows_above_avx512(const float* tile, int mt, const float* best) {

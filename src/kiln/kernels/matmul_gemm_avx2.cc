@@ -485,29 +485,25 @@ ChunkTiles expanded() {
 
 }  // namespace
 
+// Float weights have no chunk form (they take the 8-row tiles).
 ChunkTiles chunk_tiles_avx2(DType t) {
-  switch (t) {
-    case DType::Q4_0:
-      return expanded<4, 32, 8, false, false>();
-    case DType::Q5_0:
-      return expanded<5, 32, 16, false, false>();
-    case DType::Q4_K:
-      return expanded<4, 32, 0, true, true>();
-    case DType::Q5_K:
-      return expanded<5, 32, 0, true, true>();
-    case DType::Q6_K:
-      return expanded<6, 16, 32, false, true>();
-    case DType::Q8_0: {  // read as packed: 8-bit codes and f16 scales already
-      ChunkTiles c;
-      c.first = first_tile_q8_0<kChunkSlabRows>;
-      c.tile = chunk_tile<32, 128, false, true, 1, true, kChunkSlabRows>;
-      c.record_bytes = chunk_record_bytes<32, false, true>();
-      c.sub_block = 32;
-      return c;
-    }
-    default:
-      return {};  // float weights: the 8-row tiles
-  }
+  return visit_quant_format(
+      t,
+      []<QuantFormat F>() -> ChunkTiles {
+        if constexpr (F.expand_for_many_rows) {
+          return expanded<F.bits, F.sub_block, F.zero_point, F.has_min, F.split_scales>();
+        } else {  // read as packed: 8-bit codes and f16 scales already
+          static_assert(F.bits == 8 && F.sub_block == 32 && !F.has_min && !F.split_scales,
+                        "records read as stored are Q8_0's");
+          ChunkTiles c;
+          c.first = first_tile_q8_0<kChunkSlabRows>;
+          c.tile = chunk_tile<32, F.zero_point, false, true, 1, true, kChunkSlabRows>;
+          c.record_bytes = chunk_record_bytes<32, false, true>();
+          c.sub_block = 32;
+          return c;
+        }
+      },
+      ChunkTiles{});
 }
 
 }  // namespace kiln::kernels

@@ -16,6 +16,7 @@
 #include <cstdint>
 
 #include "kiln/base/dtype.h"
+#include "kiln/kernels/quant_format.h"
 
 namespace kiln::kernels {
 

@@ -110,21 +110,13 @@ TileFn tile_fn_scalar(DType t) {
       return tile_float<DType::F16>;
     case DType::BF16:
       return tile_float<DType::BF16>;
-    case DType::Q4_0:
-      return tile_quant<DType::Q4_0>;
-    case DType::Q5_0:
-      return tile_quant<DType::Q5_0>;
-    case DType::Q8_0:
-      return tile_quant<DType::Q8_0>;
-    case DType::Q4_K:
-      return tile_quant<DType::Q4_K>;
-    case DType::Q5_K:
-      return tile_quant<DType::Q5_K>;
-    case DType::Q6_K:
-      return tile_quant<DType::Q6_K>;
     default:
-      fail("matmul: no kernel for {} weights", dtype_name(t));
+      break;
   }
+  TileFn f = visit_quant_format(
+      t, []<QuantFormat F>() -> TileFn { return tile_quant<F.dtype>; }, TileFn{nullptr});
+  KILN_CHECK(f != nullptr, "matmul: no kernel for {} weights", dtype_name(t));
+  return f;
 }
 
 void quantize_row_scalar(const float* x, int64_t k, int64_t stride, int8_t* q, float* d,

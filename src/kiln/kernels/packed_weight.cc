@@ -9,6 +9,7 @@
 #include "kiln/base/error.h"
 #include "kiln/base/half.h"
 #include "kiln/kernels/dequant.h"
+#include "kiln/kernels/quant_format.h"
 
 namespace kiln::kernels {
 namespace {
@@ -180,25 +181,18 @@ PackedLayout packed_layout(DType t) {
       L.is_float = true;
       L.elem_bytes = t == DType::F32 ? 4 : 2;
       return L;
-    case DType::Q4_0:
-    case DType::Q5_0:
-    case DType::Q8_0:
-    case DType::Q4_K:
-    case DType::Q5_K:
-    case DType::Q6_K:
-      break;
     default:
-      fail("no packed weight format for {}", dtype_name(t));
+      break;
   }
-  const QuantScheme& q = quant_scheme(t);
-  L.sub_block = q.sub_block;
-  L.bits = q.bits;
-  L.zero_point = q.zero_point;
-  L.has_min = q.has_min;
-  L.f16_scale = q.f16_scale;
-  L.split_scales = !q.f16_scale;  // the K-quants: scale = d * sc
-  L.code_bytes = q.bits == 8 ? 16 * q.sub_block : 8 * q.sub_block + (q.bits > 4 ? 64 : 0);
-  L.record_bytes = L.code_bytes + (L.split_scales ? 0 : 32);
+  const QuantFormat* q = find_quant_format(t);
+  KILN_CHECK(q != nullptr, "no packed weight format for {}", dtype_name(t));
+  L.sub_block = q->sub_block;
+  L.bits = q->bits;
+  L.zero_point = q->zero_point;
+  L.has_min = q->has_min;
+  L.split_scales = q->split_scales;
+  L.code_bytes = q->code_bytes();
+  L.record_bytes = q->record_bytes();
   return L;
 }
 

@@ -130,7 +130,6 @@ struct PackedLayout {
   int bits;        // quantized: code width
   int zero_point;  // quantized without min
   bool has_min;
-  bool f16_scale;
   bool split_scales;  // K-quants: scale factors in areas after the records (split_scale_areas)
   int code_bytes;     // quantized: bytes of codes per record (incl. the high-bit plane)
   int record_bytes;   // quantized: codes + in-record scales; codes only with split_scales
