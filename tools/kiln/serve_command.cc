@@ -25,8 +25,8 @@
 #include "kiln/server/api_key.h"
 #include "kiln/server/engine_backend.h"
 #include "kiln/server/http_server.h"
+#include "kiln/server/tokenizer_codec.h"
 #include "progress_bar.h"
-#include "server_tokenizer_codec.h"
 #include "speculative_flags.h"
 #include "tp_group.h"
 
@@ -163,13 +163,13 @@ int serve_on_rank(const ServeArgs& a, ShutdownSignal& signal, Communicator* grou
   engine::TokenizerText text_view(rt.tokenizer());
   engine::Engine eng(rt.executor(), rt.kv_pool(), text_view, cfg);
   server::EngineBackend backend(eng);
-  ChatSupport chat = ChatSupport::from_template(info.chat_template);
+  server::ChatSupport chat = server::ChatSupport::from_template(info.chat_template);
   if (chat.chat_template) {
     KILN_LOG_INFO("chat format: {}", model::chat_template_name(chat.chat_template->kind));
   } else {
     KILN_LOG_WARN("chat requests will be refused: {}", chat.unavailable_reason);
   }
-  TokenizerCodec codec(rt.tokenizer(), std::move(chat));
+  server::TokenizerCodec codec(rt.tokenizer(), std::move(chat));
 
   server::ModelCard card;
   card.id = a.served_model_name.empty() ? info.name : a.served_model_name;
