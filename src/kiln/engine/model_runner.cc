@@ -110,12 +110,9 @@ void ModelRunner::bind(const StepBatch& b, const model::ForwardShape& shape,
 }
 
 void ModelRunner::forward(const StepBatch& batch, StepOutput& out) {
-  if (replayer_ != nullptr && replayer_->can_run(batch)) {
-    validate(batch);
-    replayer_->run(batch, out);
-    return;
-  }
-  forward_eager(batch, out);
+  validate(batch);
+  if (replayer_ != nullptr && replayer_->try_run(batch, out)) return;
+  run_eager(batch, out);
 }
 
 void ModelRunner::forward_in_mode(const StepBatch& batch, StepOutput& out, StepMode mode) {
@@ -127,11 +124,11 @@ void ModelRunner::forward_in_mode(const StepBatch& batch, StepOutput& out, StepM
       forward_eager(batch, out);
       return;
     case StepMode::Graph:
-      KILN_CHECK(replayer_ != nullptr && replayer_->can_run(batch),
+      validate(batch);
+      KILN_CHECK(replayer_ != nullptr && replayer_->try_run(batch, out),
                  "graph mode cannot run this step ({} rows, {} sequences): no captured plan "
                  "fits it",
                  batch.num_tokens(), batch.num_seqs());
-      forward(batch, out);
       return;
   }
   fail("unknown step mode {}", static_cast<int>(mode));
@@ -139,6 +136,10 @@ void ModelRunner::forward_in_mode(const StepBatch& batch, StepOutput& out, StepM
 
 void ModelRunner::forward_eager(const StepBatch& batch, StepOutput& out) {
   validate(batch);
+  run_eager(batch, out);
+}
+
+void ModelRunner::run_eager(const StepBatch& batch, StepOutput& out) {
   model::ForwardShape shape = shape_of(batch);
   graph::Graph g = trace(shape);
   BoundInputs bound;

@@ -49,6 +49,7 @@ class ModelRunner : public ModelExecutor {
 
  private:
   void validate(const StepBatch& batch) const;
+  void run_eager(const StepBatch& batch, StepOutput& out);  // a validated batch
 
   model::ModelConfig config_;
   model::WeightStore& weights_;

@@ -11,9 +11,10 @@ namespace kiln::engine {
 class PlanReplayer {
  public:
   virtual ~PlanReplayer() = default;
-  // A captured plan fits `batch` (a decode batch of a captured size, or a verify batch).
-  virtual bool can_run(const StepBatch& batch) const = 0;
-  virtual void run(const StepBatch& batch, StepOutput& out) = 0;
+  // Runs `batch` from the captured plan that fits it (a decode batch of a captured size, or a
+  // verify batch) and returns true; returns false, having done nothing, when none fits. One
+  // call looks the plan up once: the step's only lookup.
+  virtual bool try_run(const StepBatch& batch, StepOutput& out) = 0;
 };
 
 }  // namespace kiln::engine

@@ -204,6 +204,10 @@ GraphCheckResult GraphChecker::step(const StepBatch& batch, StepOutput& out) {
   return res;
 }
 
-bool GraphChecker::can_run(const StepBatch& batch) const { return graph_.can_run(batch); }
+bool GraphChecker::try_run(const StepBatch& batch, StepOutput& out) {
+  if (!graph_.can_run(batch)) return false;
+  step(batch, out);
+  return true;
+}
 
 }  // namespace kiln::engine

@@ -75,8 +75,7 @@ class GraphChecker : public PlanReplayer {
   GraphCheckResult step(const StepBatch& batch, StepOutput& out);
   // As a plan replayer (ModelRunner::set_plan_replayer): the steps the graph runner can take,
   // each checked.
-  bool can_run(const StepBatch& batch) const override;
-  void run(const StepBatch& batch, StepOutput& out) override { step(batch, out); }
+  bool try_run(const StepBatch& batch, StepOutput& out) override;
 
   int64_t steps_checked() const { return steps_; }
   int64_t steps_failed() const { return failed_; }

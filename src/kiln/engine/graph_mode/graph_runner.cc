@@ -476,8 +476,6 @@ graph::Plan* GraphRunner::plan_for_batch(const StepBatch& batch) const {
   return verify_plan_for(seqs, static_cast<int>(batch.num_tokens()), batch.greedy_only);
 }
 
-bool GraphRunner::can_run(const StepBatch& batch) const { return plan_for_batch(batch) != nullptr; }
-
 void GraphRunner::stage_inputs(const StepBatch& b, graph::Plan& plan) {
   const int64_t rows = b.num_tokens();
   const int64_t padded_rows = plan.input(in::kTokenIds).type.shape[0];
@@ -507,9 +505,13 @@ graph::Plan& GraphRunner::stage(const StepBatch& batch) {
     throw Error(fmt::format("no captured plan for a step of {} rows over {} sequences",
                             batch.num_tokens(), batch.num_seqs()));
   }
-  plan->check_state(pool_.data());
-  stage_inputs(batch, *plan);
+  stage_plan(batch, *plan);
   return *plan;
+}
+
+void GraphRunner::stage_plan(const StepBatch& batch, graph::Plan& plan) {
+  plan.check_state(pool_.data());
+  stage_inputs(batch, plan);
 }
 
 void GraphRunner::run_host_only(const StepBatch& batch) {
@@ -517,9 +519,19 @@ void GraphRunner::run_host_only(const StepBatch& batch) {
   ++host_only_replays_;
 }
 
-void GraphRunner::run(const StepBatch& batch, StepOutput& out) {
+void GraphRunner::run(const StepBatch& batch, StepOutput& out) { replay(batch, stage(batch), out); }
+
+bool GraphRunner::try_run(const StepBatch& batch, StepOutput& out) {
+  graph::Plan* plan = plan_for_batch(batch);
+  if (plan == nullptr) return false;
+  stage_plan(batch, *plan);
+  replay(batch, *plan, out);
+  return true;
+}
+
+void GraphRunner::replay(const StepBatch& batch, graph::Plan& staged, StepOutput& out) {
   const int64_t rows = batch.num_tokens();  // one output row each (decode or verify)
-  graph::Plan* plan = &stage(batch);
+  graph::Plan* plan = &staged;
   plan->replay(threads_);
   ++replays_;
   if (!batch.is_decode()) ++verify_replays_;

@@ -77,8 +77,10 @@ class GraphRunner : public PlanReplayer {
 
   // A pure decode batch no larger than the largest captured size, of a captured kind; or a
   // batch that returns every row's token or logits, in row order, that fits a verify plan.
-  bool can_run(const StepBatch& batch) const override;
-  void run(const StepBatch& batch, StepOutput& out) override;
+  bool can_run(const StepBatch& batch) const { return plan_for_batch(batch) != nullptr; }
+  // Replays the plan that fits `batch`; throws kiln::Error when none does.
+  void run(const StepBatch& batch, StepOutput& out);
+  bool try_run(const StepBatch& batch, StepOutput& out) override;
   // run() with every kernel skipped (graph::Plan::replay_host_only): what graph mode costs on
   // the host per step, for `kiln bench`. Counted in host_only_replays(), not in replays().
   void run_host_only(const StepBatch& batch);
@@ -137,6 +139,9 @@ class GraphRunner : public PlanReplayer {
   // The plan for a batch that can_run() accepts.
   graph::Plan* plan_for_batch(const StepBatch& batch) const;
   void stage_inputs(const StepBatch& batch, graph::Plan& plan);
+  void stage_plan(const StepBatch& batch, graph::Plan& plan);  // checks the pool, then inputs
+  // The second half of run(): replays a staged plan and copies its output rows to `out`.
+  void replay(const StepBatch& batch, graph::Plan& staged, StepOutput& out);
 
   ModelRunner& runner_;
   model::WeightStore& weights_;
