@@ -1,12 +1,13 @@
 // A weight matrix [N, K] (N output features, K inputs) repacked once at load into the layout
 // the matmul kernels stream through.
 //
+// Each format's facts (bits, sub-block, zero point, split scales) come from quant_format.h.
 // Rows are taken 16 at a time (a "group": one AVX-512 register of int32/f32 lanes per output
 // column). Quantized types keep their own bit width so batch-1 decode reads no more bytes than
-// the GGUF file holds (a few percent more for K-quants, whose products d*sc are stored as f32),
-// but the codes of the 16 rows are interleaved 4 bytes at a time, the operand shape of
-// AVX512_VNNI vpdpbusd (u8 codes x s8 activations, 4 products per int32 lane). For each
-// sub-block (32 inputs; 16 for Q6_K) of a group the record holds:
+// the GGUF file holds (a few percent more for K-quants, whose scale factors are stored per
+// 16-row group; see below), but the codes of the 16 rows are interleaved 4 bytes at a time, the
+// operand shape of AVX512_VNNI vpdpbusd (u8 codes x s8 activations, 4 products per int32 lane). For
+// each sub-block (32 inputs; 16 for Q6_K) of a group the record holds:
 //   codes   8-bit types: S/4 vectors of 64 bytes; vector j, byte 4r+t = code(row r, input 4j+t)
 //           4/5/6-bit:   S/8 vectors of nibbles; vector v holds input group v in its low
 //                        nibbles and group v+S/8 in its high nibbles; 5- and 6-bit types add

@@ -1,5 +1,6 @@
-// Row reductions: greedy argmax (the graph's last op for greedy batches) and the sampler's
-// softmax and top-k over vocabulary-wide rows.
+// Row reductions: greedy argmax (the graph's last op for greedy batches), and softmax and
+// top-k over one vocabulary-wide row (vectorized per ISA and tested; engine/sampler.cc keeps
+// its own scalar versions, which fix the sampled bits, so nothing in src calls these yet).
 #pragma once
 #include <cstdint>
 
@@ -12,8 +13,8 @@ namespace kiln::kernels {
 // Threads split the rows.
 void argmax_rows(const float* x, int64_t rows, int64_t cols, int32_t* out, const ExecContext& ctx);
 
-// x = softmax(x) over one row of n values (single-threaded: the sampler calls it per
-// request). -inf entries become 0. Throws kiln::Error if n < 1 or no entry is > -inf.
+// x = softmax(x) over one row of n values (single-threaded). -inf entries become 0. Throws
+// kiln::Error if n < 1 or no entry is > -inf.
 void softmax_inplace(float* x, int64_t n);
 
 // idx_out[0..k) = indices of the k largest values of x[0..n), sorted by value descending,
