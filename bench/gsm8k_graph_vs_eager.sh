@@ -2,7 +2,8 @@
 # GSM8K served in graph mode and in eager mode, alternating (ROUNDS rounds; which mode goes first
 # alternates too, so a drift of the host's speed within the run does not favour one), on fresh servers
 # that differ only in --graph-mode: output tok/s side by side, and whether every completion is
-# identical between the modes (greedy decoding: it must be).
+# identical between the modes (greedy decoding: it must be), and where each server's step time
+# went (kiln_step_seconds_total by kind of step).
 # Usage: bench/gsm8k_graph_vs_eager.sh [OUTDIR]   (default build/release/gsm8k-graph-vs-eager)
 # Environment: ROUNDS (2), QUESTIONS (64), PARALLEL (32), THREADS (2), PORT (31555), FIRST_ROUND (1:
 # FIRST_ROUND=2 ROUNDS=2 adds round 2, eager first, to an OUTDIR that holds round 1), MODEL (a GGUF
@@ -29,6 +30,9 @@ for round in $(seq "${FIRST_ROUND:-1}" "$rounds"); do
     $K eval gsm8k --url "http://127.0.0.1:$port" --mode "$mode" --num-shots "$shots" --api openai \
       --num-questions "$questions" --parallel "$parallel" \
       --output-jsonl "$O/out_${gm}_$round.jsonl" 2>&1 | grep -E "Accuracy|throughput"
+    # Where the step time went: steps, rows and seconds by kind of step.
+    curl -s "http://127.0.0.1:$port/metrics" | grep -E "^kiln_step(s|_rows|_seconds)_total" |
+      grep -v " 0$" | tee "$O/steps_${gm}_$round.txt"
     kill -TERM "$pid"
     wait "$pid"
   done

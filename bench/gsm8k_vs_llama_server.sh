@@ -53,7 +53,7 @@ for mode in ${MODES:-completion chat}; do
       --num-questions "$n" --parallel "$parallel" --max-new-tokens "$max_new" \
       --output-jsonl "$O/out_$tag.jsonl" 2>&1 | tee "$O/eval_$tag.txt" | grep -E "Accuracy|Invalid|Latency|throughput"
     if [[ $engine == kiln* ]]; then
-      curl -s "$url/metrics" | grep -E "^kiln_(prompt|generation)_tokens_total|^kiln_prefix_cache_hit_tokens_total|^kiln_(graph|eager|mixed)_steps_total" \
+      curl -s "$url/metrics" | grep -E "^kiln_(prompt|generation)_tokens_total|^kiln_prefix_cache_hit_tokens_total|^kiln_(graph|eager|mixed)_steps_total|^kiln_step_(seconds|rows)_total|^kiln_steps_total" \
         | tee "$O/metrics_$tag.txt"
     fi
     kill -TERM "$pid"

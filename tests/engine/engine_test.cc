@@ -147,6 +147,22 @@ TEST(Engine, MixedStepsCarryDecodeRowsWithCappedPrefillChunks) {
   EXPECT_EQ(s.mixed_steps, mixed.load());
   // The first request decodes for the whole time (120 tokens), so no step leaves it out.
   EXPECT_EQ(prefill_only.load(), 0);
+  // Step time by kind: the first prompt's steps (before anything decodes) are prefill steps,
+  // mixed steps are counted with their rows, and pure decode steps as replayed (the fake model
+  // reports them as graph steps).
+  const StepTime& mixed_time = s.step_time[static_cast<size_t>(StepKind::Mixed)];
+  const StepTime& decode_time = s.step_time[static_cast<size_t>(StepKind::DecodeGraph)];
+  EXPECT_EQ(mixed_time.steps, s.mixed_steps);
+  EXPECT_GE(mixed_time.rows, 2 * mixed_time.steps);  // a prompt row and a decode row at least
+  EXPECT_GE(mixed_time.seconds, 0.001 * static_cast<double>(mixed_time.steps));  // 1 ms sleeps
+  EXPECT_EQ(decode_time.steps, s.graph_steps);
+  EXPECT_GT(decode_time.steps, 0);
+  EXPECT_GE(decode_time.rows, decode_time.steps);  // a row per decoding request
+  EXPECT_GE(s.step_time[static_cast<size_t>(StepKind::Prefill)].steps, 1);
+  EXPECT_EQ(s.step_time[static_cast<size_t>(StepKind::DecodeEager)].steps, 0);
+  int64_t all_steps = 0;
+  for (const StepTime& t : s.step_time) all_steps += t.steps;
+  EXPECT_EQ(all_steps, s.eager_steps + s.graph_steps);
   h.expect_no_leak();
 }
 

@@ -39,5 +39,22 @@ TEST(Metrics, RendersEngineGaugesAndHitRate) {
   EXPECT_NE(text.find("kiln_request_cached_tokens_total 4\n"), std::string::npos);
 }
 
+TEST(Metrics, RendersStepTimeByKind) {
+  Metrics m;
+  engine::EngineStats s;
+  s.step_time[static_cast<size_t>(engine::StepKind::Mixed)] = {3, 120, 0.5};
+  s.step_time[static_cast<size_t>(engine::StepKind::DecodeGraph)] = {9, 36, 0.25};
+  const std::string text = m.render(s);
+  for (const char* line :
+       {"kiln_steps_total{kind=\"mixed\"} 3\n", "kiln_step_rows_total{kind=\"mixed\"} 120\n",
+        "kiln_step_seconds_total{kind=\"mixed\"} 0.5\n",
+        "kiln_steps_total{kind=\"decode_graph\"} 9\n",
+        "kiln_step_rows_total{kind=\"decode_graph\"} 36\n",
+        "kiln_step_seconds_total{kind=\"decode_graph\"} 0.25\n",
+        "kiln_steps_total{kind=\"prefill\"} 0\n", "kiln_steps_total{kind=\"verify_eager\"} 0\n",
+        "# TYPE kiln_step_seconds_total counter\n"})
+    EXPECT_NE(text.find(line), std::string::npos) << line;
+}
+
 }  // namespace
 }  // namespace kiln::server

@@ -61,6 +61,31 @@ struct EngineConfig {
   SpeculativeConfig speculative;
 };
 
+// What forward steps did, by kind: where a serving run's step time goes (prompt rows alone,
+// prompt rows with decode rows riding along, decode or verify steps from a captured plan or
+// interpreted).
+enum class StepKind : uint8_t {
+  Prefill,
+  Mixed,
+  DecodeGraph,
+  DecodeEager,
+  VerifyGraph,
+  VerifyEager
+};
+inline constexpr int kNumStepKinds = 6;
+// "prefill", "mixed", "decode_graph", ... (the label of kiln_step_seconds_total).
+inline const char* step_kind_name(StepKind kind) {
+  static constexpr const char* kNames[kNumStepKinds] = {
+      "prefill", "mixed", "decode_graph", "decode_eager", "verify_graph", "verify_eager"};
+  return kNames[static_cast<size_t>(kind)];
+}
+
+struct StepTime {
+  int64_t steps = 0;
+  int64_t rows = 0;    // tokens the steps computed (prompt, decode and verify rows)
+  double seconds = 0;  // wall time of the forward passes
+};
+
 struct EngineStats {
   int64_t queued = 0;
   int64_t running = 0;
@@ -82,6 +107,7 @@ struct EngineStats {
   int64_t spec_proposed_tokens = 0;
   int64_t spec_accepted_tokens = 0;
   std::array<int64_t, SpeculativeConfig::kMaxDraftTokens + 1> spec_accept_histogram{};
+  std::array<StepTime, kNumStepKinds> step_time{};  // indexed by StepKind
 };
 
 class QueueFull : public std::runtime_error {

@@ -670,7 +670,7 @@ bool Scheduler::prefill_step(bool decoding, bool with_decode_rows) {
   }
   if (members.size() == decode_members) return false;  // no prompt rows: not a prefill step
   if (decode_members > 0) ++stats_.mixed_steps;
-  run_batch(batch, members);
+  run_batch(batch, members, decode_members > 0 ? BatchRows::PromptAndDecode : BatchRows::Prompt);
   return true;
 }
 
@@ -695,7 +695,7 @@ bool Scheduler::decode_step() {
   std::vector<Sequence*> members;
   add_decode_rows(batch, members, /*with_proposals=*/true);
   if (members.empty()) return false;
-  run_batch(batch, members);
+  run_batch(batch, members, BatchRows::Decode);
   return true;
 }
 
@@ -756,7 +756,7 @@ void Scheduler::constrain_to_json(Sequence& seq, std::span<float> logits) {
   }
 }
 
-void Scheduler::run_batch(StepBatch& batch, const std::vector<Sequence*>& members) {
+void Scheduler::run_batch(StepBatch& batch, const std::vector<Sequence*>& members, BatchRows rows) {
   // Greedy fast path: the LM head then only returns argmax ids.
   bool greedy_only = true;
   const int64_t n_logits = batch.logit_rows();
@@ -779,13 +779,22 @@ void Scheduler::run_batch(StepBatch& batch, const std::vector<Sequence*>& member
   const auto start = std::chrono::steady_clock::now();
   try {
     executor_->forward(batch, output_);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     // Decode and verify steps (every row returns a token) teach the speculation policy what
     // rows cost; without speculation nobody reads it.
-    if (config_.speculative.enabled() && batch.returns_every_row()) {
-      step_costs_.record(
-          batch.num_tokens(),
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-    }
+    if (config_.speculative.enabled() && batch.returns_every_row())
+      step_costs_.record(batch.num_tokens(), seconds);
+    const bool graph = output_.used_graph;
+    const StepKind kind = rows == BatchRows::Prompt            ? StepKind::Prefill
+                          : rows == BatchRows::PromptAndDecode ? StepKind::Mixed
+                          : batch.is_decode()
+                              ? (graph ? StepKind::DecodeGraph : StepKind::DecodeEager)
+                              : (graph ? StepKind::VerifyGraph : StepKind::VerifyEager);
+    StepTime& t = stats_.step_time[static_cast<size_t>(kind)];
+    ++t.steps;
+    t.rows += batch.num_tokens();
+    t.seconds += seconds;
     if (batch.greedy_only) {
       KILN_CHECK(static_cast<int64_t>(output_.greedy_ids.size()) == n_logits,
                  "the executor returned {} greedy ids for {} rows", output_.greedy_ids.size(),

@@ -129,7 +129,9 @@ class Scheduler {
   bool ensure_decode_page(Sequence& seq);
   void preempt_least_protected();  // running_.back(): running_ is kept most protected first
   // Runs the batch and handles its outputs; `members` are the batch's sequences in order.
-  void run_batch(StepBatch& batch, const std::vector<Sequence*>& members);
+  // What rows a batch holds, for the step-time statistics (decode steps: decode or verify rows).
+  enum class BatchRows : uint8_t { Prompt, PromptAndDecode, Decode };
+  void run_batch(StepBatch& batch, const std::vector<Sequence*>& members, BatchRows rows);
   void cache_computed_prefix(Sequence& seq);
   // The vocabulary's byte trie, built on first use (only JSON-constrained requests need it).
   const TokenTrie& token_trie();

@@ -142,6 +142,23 @@ std::string Metrics::render(const engine::EngineStats& s) const {
   metric(out, "kiln_mixed_steps_total", "counter",
          "Eager steps that carried decoding requests' tokens together with a prefill chunk.",
          static_cast<double>(s.mixed_steps));
+  // Where step time goes, by kind of step (engine_config.h StepKind).
+  const std::pair<const char*, const char*> step_series[] = {
+      {"kiln_steps_total", "Forward steps by kind."},
+      {"kiln_step_rows_total", "Tokens computed by forward steps, by kind of step."},
+      {"kiln_step_seconds_total", "Wall time of forward steps, by kind of step."}};
+  for (size_t series = 0; series < std::size(step_series); ++series) {
+    out += fmt::format("# HELP {} {}\n# TYPE {} counter\n", step_series[series].first,
+                       step_series[series].second, step_series[series].first);
+    for (int k = 0; k < engine::kNumStepKinds; ++k) {
+      const engine::StepTime& t = s.step_time[static_cast<size_t>(k)];
+      const double value = series == 0   ? static_cast<double>(t.steps)
+                           : series == 1 ? static_cast<double>(t.rows)
+                                         : t.seconds;
+      out += fmt::format("{}{{kind=\"{}\"}} {}\n", step_series[series].first,
+                         engine::step_kind_name(static_cast<engine::StepKind>(k)), value);
+    }
+  }
   metric(out, "kiln_preemptions_total", "counter",
          "Requests preempted (requeued) because the KV pool ran out of pages.",
          static_cast<double>(s.preemptions));
