@@ -184,8 +184,10 @@ PackedLayout packed_layout(DType t) {
     default:
       break;
   }
-  const QuantFormat* q = find_quant_format(t);
-  KILN_CHECK(q != nullptr, "no packed weight format for {}", dtype_name(t));
+  const QuantFormat* q = [t] {
+    if (const QuantFormat* f = find_quant_format(t)) return f;
+    fail("no packed weight format for {}", dtype_name(t));
+  }();
   L.sub_block = q->sub_block;
   L.bits = q->bits;
   L.zero_point = q->zero_point;
