@@ -268,8 +268,10 @@ ActView prepare_acts(const PackedWeight& w, const float* x, int64_t m, void* scr
 // down projections of 1.5B-3B models (K = 8960 in Qwen2.5 1.5B), which at 64 KiB were unpacked
 // per row tile. On the Qwen2.5-Coder-1.5B file (Emerald Rapids, 2 threads, alternating rounds
 // against the 64 KiB build): prefill of 24 x 48 tokens 1.06-1.08x in 5 of 6 rounds, of 4096
-// tokens 1.02x, of 512 tokens and decode at batch 24 within noise. Larger groups (K = 14336 in
-// 8B models) are still unpacked per row tile. 384 KiB of stack against threads' 8 MiB.
+// tokens 1.02x, of 512 tokens within noise; at batch 28 the matmul_add kernels (o and down
+// projections) take 0.89x the time (`kiln bench --op-profile`, 2 pairs of runs) and decode runs
+// 1.03x. Larger groups (K = 14336 in 8B models) are still unpacked per row tile. 384 KiB of
+// stack against threads' 8 MiB.
 constexpr size_t kExpandBytes = 192 * 1024;
 
 // How one segment's groups are computed for m rows.
