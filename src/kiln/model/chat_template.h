@@ -67,7 +67,7 @@ enum class ChatTemplateKind {
 struct ChatTemplate {
   ChatTemplateKind kind = ChatTemplateKind::kChatML;
   // Written as the system message when the conversation has none (chatml, mistral-v7-tekken).
-  std::string default_system;
+  std::string default_system = {};
   // The template writes Qwen 2.5's (Hermes style) tool format: tools, `tool` messages and
   // assistant tool calls render; other templates refuse them.
   bool hermes_tools = false;
@@ -80,7 +80,7 @@ struct ChatTemplate {
   bool mistral_tools = false;
   // For a template that writes some tool format kiln does not render: what it is, for the
   // refusal (Mistral Small 3.2's "[TOOL_CALLS]name[ARGS]{...}").
-  std::string unsupported_tools;
+  std::string unsupported_tools = {};
   bool takes_tools() const { return hermes_tools || llama_json_tools || mistral_tools; }
 };
 
