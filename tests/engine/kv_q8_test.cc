@@ -26,16 +26,6 @@ engine::RuntimeOptions q8_options(const fs::path& model, engine::GraphMode mode,
   return o;
 }
 
-std::vector<std::vector<int32_t>> prompts(int n, int64_t vocab, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<std::vector<int32_t>> out(n);
-  for (int i = 0; i < n; ++i) {
-    int len = 1 + static_cast<int>(rng() % 90);
-    for (int t = 0; t < len; ++t) out[i].push_back(static_cast<int32_t>(3 + rng() % (vocab - 3)));
-  }
-  return out;
-}
-
 // Prefills every prompt alone, then decodes `steps` tokens for all of them as one batch,
 // feeding back each sequence's argmax. Returns every decode step's logits per sequence.
 std::vector<std::vector<std::vector<float>>> decode(engine::Runtime& rt,
@@ -92,7 +82,7 @@ TEST_P(KvQ8, GraphEqualsEager) {
   ASSERT_EQ(graph.kv_pool().dtype(), kernels::KvDtype::Q8);
   for (int bs : {1, 5, 8}) {
     SCOPED_TRACE("batch " + std::to_string(bs));
-    auto ps = prompts(bs, eager.info().vocab_size, 4321 + bs);
+    auto ps = random_prompts(bs, eager.info().vocab_size, 4321 + bs);
     int graph_steps = 0;
     auto want = decode(eager, ps, 24);
     auto got = decode(graph, ps, 24, &graph_steps);
@@ -111,7 +101,7 @@ TEST_P(KvQ8, BatchInvariant) {
   for (auto mode : {engine::GraphMode::Off, engine::GraphMode::Optimize}) {
     SCOPED_TRACE(engine::graph_mode_name(mode));
     engine::Runtime rt(q8_options(m, mode, 8));
-    auto ps = prompts(7, rt.info().vocab_size, 77);
+    auto ps = random_prompts(7, rt.info().vocab_size, 77);
     auto batch = decode(rt, ps, 16);
     for (size_t i : {size_t{0}, size_t{3}, size_t{6}}) {
       auto alone = decode(rt, {ps[i]}, 16);
@@ -128,7 +118,7 @@ TEST_P(KvQ8, CloseToF16) {
   engine::Runtime f16(tiny_runtime_options(m, engine::GraphMode::Off, 1));
   engine::Runtime q8(q8_options(m, engine::GraphMode::Off, 1));
   EXPECT_LT(q8.kv_pool().bytes() * 10, f16.kv_pool().bytes() * 6);
-  const auto tokens = prompts(1, f16.info().vocab_size, 5)[0];
+  const auto tokens = random_prompts(1, f16.info().vocab_size, 5)[0];
   std::vector<int32_t> text;
   while (text.size() < 80) text.insert(text.end(), tokens.begin(), tokens.end());
   text.resize(80);

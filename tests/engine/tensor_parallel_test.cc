@@ -31,21 +31,11 @@ struct Generated {
   int graph_steps = 0;
 };
 
-std::vector<std::vector<int32_t>> prompts(int n, int64_t vocab, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<std::vector<int32_t>> out(n);
-  for (int i = 0; i < n; ++i) {
-    const int len = 1 + static_cast<int>(rng() % 40);
-    for (int t = 0; t < len; ++t) out[i].push_back(static_cast<int32_t>(3 + rng() % (vocab - 3)));
-  }
-  return out;
-}
-
 // Prefills each prompt (logits path), then decodes `steps` greedy tokens for all as one batch
 // (greedy path: the distributed argmax under TP).
 Generated generate(engine::Runtime& rt, int n_prompts, int steps) {
   ModelHarness h(rt.executor(), rt.kv_pool());
-  const auto ps = prompts(n_prompts, rt.info().vocab_size, 77);
+  const auto ps = random_prompts(n_prompts, rt.info().vocab_size, 77, 40);
   std::vector<Sequence> seqs(ps.size());
   std::vector<Sequence*> all;
   std::vector<int32_t> next(ps.size());

@@ -1,8 +1,11 @@
 // The tiny fixture models and the Runtime options engine tests open them with.
 #pragma once
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <random>
 #include <string>
+#include <vector>
 
 #include "kiln/engine/runtime.h"
 #include "tiny_models.h"
@@ -22,6 +25,19 @@ inline engine::RuntimeOptions tiny_runtime_options(const std::filesystem::path& 
   o.context_length = 256;
   o.compile_cache = false;
   return o;
+}
+
+// n prompts of random ordinary ids (ids 0-2 are left to the fixtures' special tokens), of very
+// different lengths: 1 .. max_len tokens each.
+inline std::vector<std::vector<int32_t>> random_prompts(int n, int64_t vocab, uint32_t seed,
+                                                        int max_len = 90) {
+  std::mt19937 rng(seed);
+  std::vector<std::vector<int32_t>> out(n);
+  for (int i = 0; i < n; ++i) {
+    const int len = 1 + static_cast<int>(rng() % static_cast<uint32_t>(max_len));
+    for (int t = 0; t < len; ++t) out[i].push_back(static_cast<int32_t>(3 + rng() % (vocab - 3)));
+  }
+  return out;
 }
 
 }  // namespace kiln::testing

@@ -33,17 +33,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Prompts of very different lengths (1 .. 90 tokens), random ordinary ids.
-std::vector<std::vector<int32_t>> prompts(int n, int64_t vocab, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<std::vector<int32_t>> out(n);
-  for (int i = 0; i < n; ++i) {
-    int len = 1 + static_cast<int>(rng() % 90);
-    for (int t = 0; t < len; ++t) out[i].push_back(static_cast<int32_t>(3 + rng() % (vocab - 3)));
-  }
-  return out;
-}
-
 // Prefills every prompt, then decodes `steps` greedy tokens for all sequences as one batch.
 std::vector<std::vector<int32_t>> generate(engine::Runtime& rt,
                                            const std::vector<std::vector<int32_t>>& ps, int steps,
@@ -81,7 +70,7 @@ TEST_P(GraphVsEager, GreedyTokensIdenticalAcrossBatchSizes) {
   engine::Runtime graph(tiny_runtime_options(model, engine::GraphMode::Optimize, 32));
   for (int bs : {1, 3, 8, 32}) {
     SCOPED_TRACE("batch " + std::to_string(bs));
-    auto ps = prompts(bs, eager.info().vocab_size, 1234 + bs);
+    auto ps = random_prompts(bs, eager.info().vocab_size, 1234 + bs);
     int graph_steps = 0;
     auto want = generate(eager, ps, 64, true, nullptr);
     auto got = generate(graph, ps, 64, true, &graph_steps);
@@ -99,7 +88,7 @@ TEST_P(GraphVsEager, LogitsBitIdenticalWithPadding) {
   engine::RuntimeOptions go = tiny_runtime_options(model, engine::GraphMode::Optimize, 8);
   engine::Runtime graph(go);
   engine::Runtime eager(tiny_runtime_options(model, engine::GraphMode::Off, 1));
-  auto ps = prompts(5, eager.info().vocab_size, 99);
+  auto ps = random_prompts(5, eager.info().vocab_size, 99);
   ModelHarness he(eager.executor(), eager.kv_pool()), hg(graph.executor(), graph.kv_pool());
   std::vector<Sequence> se(5), sg(5);
   std::vector<Sequence*> pe, pg;
@@ -219,7 +208,7 @@ TEST(GraphWorkerGroups, DisjointGroupsMatchEager) {
   graph::Plan* plan = graph.graph_runner()->plan_for(3, true);
   ASSERT_NE(plan, nullptr);
   EXPECT_GT(plan->stats().grouped_levels, 0);
-  auto ps = prompts(3, eager.info().vocab_size, 7);
+  auto ps = random_prompts(3, eager.info().vocab_size, 7);
   int graph_steps = 0;
   EXPECT_EQ(generate(graph, ps, 24, true, &graph_steps), generate(eager, ps, 24, true, nullptr));
   EXPECT_EQ(graph_steps, 24);
