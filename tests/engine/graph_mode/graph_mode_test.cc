@@ -13,6 +13,7 @@
 
 #include "engine/model_harness.h"
 #include "engine/tiny_runtime.h"
+#include "kiln/base/error.h"
 #include "kiln/engine/graph_mode/graph_runner.h"
 #include "kiln/engine/model_runner.h"
 #include "kiln/engine/runtime.h"
@@ -129,6 +130,51 @@ TEST(GraphReplay, NoHeapAllocationDuringReplay) {
   for (int i = 0; i < 10; ++i) plan->replay(*rt.thread_pool());
   g_count_allocs = false;
   EXPECT_EQ(g_allocs.load(), 0);
+}
+
+// A forced graph-mode step (`kiln bench`'s) replays a batch a captured plan fits and refuses one
+// that none fits (a prompt chunk; a decode batch above the largest captured size) with an error
+// naming it, instead of running it eagerly; the ordinary path runs those eagerly.
+TEST(GraphReplay, ForcedGraphStepRefusesABatchNoPlanFits) {
+  fs::path model = tiny_model("tiny-llama");
+  ASSERT_TRUE(fs::exists(model)) << "fixture missing (run tests/fixtures/generate_all.py): "
+                                 << model;
+  engine::Runtime rt(tiny_runtime_options(model, engine::GraphMode::Optimize, 2));
+  const int page = rt.kv_pool().page_size();
+  std::vector<int32_t> pages;
+  ASSERT_TRUE(rt.kv_pool().alloc(3, pages));
+  // `seqs` sequences of `rows` rows each, sequence s on page s.
+  auto batch_of = [&](int seqs, int rows) {
+    engine::StepBatch b;
+    for (int s = 0; s < seqs; ++s) {
+      for (int r = 0; r < rows; ++r) {
+        b.token_ids.push_back(5 + r);
+        b.positions.push_back(r);
+        b.token_seq.push_back(s);
+        b.slots.push_back(pages[static_cast<size_t>(s)] * page + r);
+      }
+      b.seqs.push_back({{pages[static_cast<size_t>(s)]}, rows, true});
+    }
+    b.greedy_only = true;
+    return b;
+  };
+  engine::StepOutput out;
+  rt.forward_in_mode(batch_of(2, 1), out, engine::StepMode::Graph);
+  EXPECT_TRUE(out.used_graph);
+  EXPECT_EQ(out.greedy_ids.size(), 2u);
+  for (const engine::StepBatch& b : {batch_of(1, 3), batch_of(3, 1)}) {
+    try {
+      rt.forward_in_mode(b, out, engine::StepMode::Graph);
+      ADD_FAILURE() << "a forced graph step ran a batch no plan fits";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("no captured plan fits it"), std::string::npos)
+          << e.what();
+    }
+    rt.forward_in_mode(b, out, engine::StepMode::Auto);
+    EXPECT_FALSE(out.used_graph);
+    EXPECT_EQ(static_cast<int64_t>(out.greedy_ids.size()), b.num_seqs());
+  }
+  rt.kv_pool().free(pages);
 }
 
 }  // namespace

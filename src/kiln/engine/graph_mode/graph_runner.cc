@@ -529,13 +529,12 @@ bool GraphRunner::try_run(const StepBatch& batch, StepOutput& out) {
   return true;
 }
 
-void GraphRunner::replay(const StepBatch& batch, graph::Plan& staged, StepOutput& out) {
+void GraphRunner::replay(const StepBatch& batch, graph::Plan& plan, StepOutput& out) {
   const int64_t rows = batch.num_tokens();  // one output row each (decode or verify)
-  graph::Plan* plan = &staged;
-  plan->replay(threads_);
+  plan.replay(threads_);
   ++replays_;
   if (!batch.is_decode()) ++verify_replays_;
-  const Tensor& r = plan->output(0);
+  const Tensor& r = plan.output(0);
   out.vocab = runner_.vocab_size();
   out.used_graph = true;
   if (batch.greedy_only) {

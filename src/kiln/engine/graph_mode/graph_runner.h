@@ -141,7 +141,7 @@ class GraphRunner : public PlanReplayer {
   void stage_inputs(const StepBatch& batch, graph::Plan& plan);
   void stage_plan(const StepBatch& batch, graph::Plan& plan);  // checks the pool, then inputs
   // The second half of run(): replays a staged plan and copies its output rows to `out`.
-  void replay(const StepBatch& batch, graph::Plan& staged, StepOutput& out);
+  void replay(const StepBatch& batch, graph::Plan& plan, StepOutput& out);
 
   ModelRunner& runner_;
   model::WeightStore& weights_;
