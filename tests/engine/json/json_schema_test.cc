@@ -364,6 +364,10 @@ TEST(JsonSchema, UnsupportedSchemasNameTheKeyword) {
   EXPECT_EQ(error_path(R"({"enum": []})"), "enum");
   EXPECT_EQ(error_path(R"({"type": "string", "enum": [1]})"), "enum");
   EXPECT_EQ(error_path(R"({"minItems": 3, "maxItems": 2})"), "minItems");
+  EXPECT_EQ(error_path(R"({"type": "string", "minLength": 3, "maxLength": 2})"), "minLength");
+  EXPECT_EQ(error_path(R"({"type": "string", "maxLength": -1})"), "maxLength");
+  EXPECT_EQ(error_path(R"({"type": "array", "items": {"type": "array", "maxItems": 1.5}})"),
+            "items.maxItems");
   EXPECT_EQ(error_path(R"({"enum": [1], "properties": {}})"), "properties");
   EXPECT_EQ(error_path("false"), "");
   EXPECT_EQ(error_path("[]"), "");

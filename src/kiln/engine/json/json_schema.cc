@@ -99,6 +99,16 @@ uint32_t read_count(const json& v, const std::string& path) {
   return static_cast<uint32_t>(v.get<int64_t>());
 }
 
+// A pair of count keywords (minItems/maxItems, minLength/maxLength): each present one read into
+// lo or hi (absent ones keep their defaults), and lo > hi refused at the minimum's path.
+void read_count_bounds(const json& s, const std::string& path, const std::string& min_key,
+                       const std::string& max_key, uint32_t& lo, uint32_t& hi) {
+  const std::string min_path = join(path, min_key);
+  if (const auto it = s.find(min_key); it != s.end()) lo = read_count(*it, min_path);
+  if (const auto it = s.find(max_key); it != s.end()) hi = read_count(*it, join(path, max_key));
+  if (lo > hi) throw JsonSchemaError(min_path, "is larger than " + max_key);
+}
+
 }  // namespace
 
 class JsonSchemaCompiler {
@@ -399,27 +409,11 @@ class JsonSchemaCompiler {
       }
       n.items = compile(*it, join(path, "items"));
     }
-    if (const auto it = s.find("minItems"); it != s.end()) {
-      n.min_items = read_count(*it, join(path, "minItems"));
-    }
-    if (const auto it = s.find("maxItems"); it != s.end()) {
-      n.max_items = read_count(*it, join(path, "maxItems"));
-    }
-    if (n.min_items > n.max_items) {
-      throw JsonSchemaError(join(path, "minItems"), "is larger than maxItems");
-    }
+    read_count_bounds(s, path, "minItems", "maxItems", n.min_items, n.max_items);
   }
 
   void compile_string(const json& s, const std::string& path, SchemaNode& n) {
-    if (const auto it = s.find("minLength"); it != s.end()) {
-      n.min_length = read_count(*it, join(path, "minLength"));
-    }
-    if (const auto it = s.find("maxLength"); it != s.end()) {
-      n.max_length = read_count(*it, join(path, "maxLength"));
-    }
-    if (n.min_length > n.max_length) {
-      throw JsonSchemaError(join(path, "minLength"), "is larger than maxLength");
-    }
+    read_count_bounds(s, path, "minLength", "maxLength", n.min_length, n.max_length);
     compile_string_automaton(s, path, n);
   }
 
