@@ -115,8 +115,18 @@ TEST_P(SpeculativeTiny, GreedyNgramOutputEqualsPlainDecodingInBothModes) {
     EXPECT_GT(graph_spec.stats.spec_verify_steps, 0);
     EXPECT_GT(graph_spec.stats.spec_accepted_tokens, 0);
     EXPECT_GT(plain.stats.graph_steps, 0);
-    // Verify steps replayed captured plans (those without a prompt chunk beside them).
+    // Verify steps replayed captured plans (those without a prompt chunk beside them), and the
+    // step-time statistics count each of them as a graph verify step; eager mode's as eager.
     EXPECT_GT(graph.graph_runner()->verify_replays(), verify_replays);
+    const auto steps = [](const RunResult& r, engine::StepKind kind) {
+      return r.stats.step_time[static_cast<size_t>(kind)].steps;
+    };
+    EXPECT_EQ(steps(graph_spec, engine::StepKind::VerifyGraph),
+              graph.graph_runner()->verify_replays() - verify_replays);
+    EXPECT_EQ(steps(graph_spec, engine::StepKind::VerifyEager), 0);
+    EXPECT_GT(steps(eager_spec, engine::StepKind::VerifyEager), 0);
+    EXPECT_EQ(steps(eager_spec, engine::StepKind::VerifyGraph), 0);
+    EXPECT_EQ(steps(eager_spec, engine::StepKind::DecodeGraph), 0);
   }
 }
 
