@@ -1,0 +1,21 @@
+// Bounds on the structure of untrusted input: request bodies, JSON values inside them (tool
+// arguments, schemas), regular expressions in schemas. Everything that walks such structure
+// recursively (JSON writers, schema compilers, the regex parser) may rely on these: a value
+// nested deeper is refused when it is parsed, so no walk can exhaust the stack, and no
+// compilation runs longer than its budget (docs/http-server.md, "Limits").
+#pragma once
+#include <cstdint>
+
+namespace kiln {
+
+// Objects and arrays inside one another (a JSON text) or groups inside one another (a regular
+// expression): at most this many levels. Real schemas and tool arguments nest a few levels;
+// a request body adds about five of its own (messages, tools, function, parameters, ...).
+inline constexpr int kMaxInputNesting = 128;
+
+// Elementary steps (automaton states and edges visited, regex nodes built) one compiled
+// constraint may take, summed over parsing, determinization, intersection and trimming: about
+// a second on one core. A constraint over budget is refused, not truncated.
+inline constexpr uint64_t kMaxConstraintCompileWork = 50'000'000;
+
+}  // namespace kiln
