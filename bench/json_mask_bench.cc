@@ -16,6 +16,8 @@
 #include <vector>
 
 #include "kiln/base/error.h"
+#include "kiln/engine/json/json_mask_cache.h"
+#include "kiln/engine/json/json_schema_cache.h"
 #include "kiln/engine/json/json_token_mask.h"
 #include "kiln/engine/tokenizer_text.h"
 #include "kiln/model/gguf.h"
@@ -129,6 +131,52 @@ BENCHMARK_CAPTURE(mask_after, json_object_in_string, nullptr, "{\"text\": \"hell
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(mask_after, json_object_nested, nullptr, "{\"a\": [1, {\"b\": ")
     ->Unit(benchmark::kMicrosecond);
+
+// What a step pays per constrained request with the mask cache (json_mask_cache.h), as the
+// scheduler runs it: `requests` requests that sent the same schema (one compiled copy from the
+// schema cache) each write `kSteps` tokens inside "^[^<>]*$"; per request and step, the mask is
+// looked up (computed on the first miss) and applied to a vocabulary of logits. A fresh cache
+// per iteration, so the misses are in the figure. Counter `ms_per_request_step`: the amortized
+// time; `hit_rate`: lookups served from the cache.
+void BM_CachedMaskInPattern(benchmark::State& state) {
+  constexpr int kSteps = 64;
+  const auto requests = static_cast<int>(state.range(0));
+  Vocab& v = vocab();
+  const auto vocab_size = static_cast<int64_t>(v.tokenizer->vocab_size());
+  const int32_t eos[] = {v.tokenizer->eos()};
+  // Plain tokens the pattern allows, to advance each request by.
+  std::vector<std::string> pieces;
+  for (const auto& [id, bytes] : v.tokens) {
+    if (pieces.size() < 512 && bytes.size() > 1 &&
+        bytes.find_first_of("<>\"\\") == std::string::npos &&
+        static_cast<unsigned char>(bytes[0]) >= 0x20 && static_cast<unsigned char>(bytes[0]) < 0x80)
+      pieces.push_back(bytes);
+  }
+  std::vector<float> logits(static_cast<size_t>(vocab_size), 0.0f);
+  double hits = 0, lookups = 0;
+  for (auto _ : state) {
+    JsonMaskCache cache(*v.trie, vocab_size, size_t{64} << 20);
+    std::vector<JsonMatcher> seqs;
+    for (int r = 0; r < requests; ++r) {
+      seqs.emplace_back(compile_schema_cached(nlohmann::json::parse(kPatternSchema)));
+      KILN_CHECK(seqs.back().feed("{\"name\": \""), "bench prefix refused");
+    }
+    for (int step = 0; step < kSteps; ++step) {
+      for (int r = 0; r < requests; ++r) {
+        cache.get(seqs[static_cast<size_t>(r)], eos)->apply(logits);
+        const std::string& piece = pieces[static_cast<size_t>(step * 31 + r) % pieces.size()];
+        KILN_CHECK(seqs[static_cast<size_t>(r)].feed(piece), "bench piece refused");
+      }
+    }
+    hits += static_cast<double>(cache.stats().hits);
+    lookups += static_cast<double>(cache.stats().hits + cache.stats().misses);
+  }
+  state.counters["ms_per_request_step"] = benchmark::Counter(
+      static_cast<double>(requests) * kSteps * 1e-3,
+      benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+  state.counters["hit_rate"] = lookups > 0 ? hits / lookups : 0;
+}
+BENCHMARK(BM_CachedMaskInPattern)->Arg(1)->Arg(8)->Arg(32)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace kiln::engine

@@ -9,7 +9,6 @@
 #include "kiln/base/error.h"
 #include "kiln/base/log.h"
 #include "kiln/engine/draft_model_proposer.h"
-#include "kiln/engine/json/json_token_mask.h"
 #include "kiln/engine/ngram_proposer.h"
 #include "kiln/engine/sampler.h"
 #include "kiln/engine/stop_checker.h"
@@ -92,6 +91,8 @@ struct Sequence {
 
 namespace {
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+// Token masks of JSON constraints kept for reuse: 2,048 masks of a 262,144-token vocabulary.
+constexpr size_t kMaskCacheBytes = size_t{64} << 20;
 }  // namespace
 
 Scheduler::Scheduler(ModelExecutor& executor, KvPool& pool, const TokenText& tokenizer,
@@ -101,7 +102,8 @@ Scheduler::Scheduler(ModelExecutor& executor, KvPool& pool, const TokenText& tok
       tokenizer_(&tokenizer),
       config_(config),
       page_size_(pool.page_size()),
-      vocab_(executor.vocab_size()) {
+      vocab_(executor.vocab_size()),
+      masks_(tokenizer, vocab_, kMaskCacheBytes) {
   KILN_CHECK(config.max_running_requests > 0, "max_running_requests must be positive");
   KILN_CHECK(config.max_queued_requests >= 0, "max_queued_requests must be >= 0");
   KILN_CHECK(config.chunked_prefill_size > 0, "chunked_prefill_size must be positive");
@@ -699,20 +701,26 @@ bool Scheduler::decode_step() {
   return true;
 }
 
-const TokenTrie& Scheduler::token_trie() {
-  if (!token_trie_) {
-    // Once per tokenizer, on the first constrained request (a fraction of a second on a
-    // 262,144-token vocabulary). End-of-generation ids are left out: the mask adds them only
-    // when the value is complete.
-    std::vector<std::pair<int32_t, std::string>> tokens;
-    const int64_t n = std::min(vocab_, tokenizer_->vocab_size());
-    for (int32_t t = 0; t < n; ++t) {
-      if (tokenizer_->is_end_of_generation(t)) continue;
-      if (std::optional<std::string> b = tokenizer_->token_bytes(t)) tokens.emplace_back(t, *b);
+void Scheduler::prefetch_masks(const StepBatch& batch, const std::vector<Sequence*>& members) {
+  std::vector<ConstraintMasks::Row> rows;
+  for (size_t i = 0; i < members.size(); ++i) {
+    const Sequence& seq = *members[i];
+    const StepSequence& ss = batch.seqs[i];
+    // Only rows that sample: the sequence's last row, once the step reaches its end.
+    if (!seq.json || !ss.want_logits || ss.seq_len < static_cast<int64_t>(seq.tokens.size())) {
+      continue;
     }
-    token_trie_ = std::make_unique<TokenTrie>(std::move(tokens));
+    rows.push_back({*seq.json, seq.json_end_ids});
+    // Verify row j samples after the first j proposals (when they were accepted): the states
+    // along the draft. A proposal the constraint refuses ends the path (it is not accepted).
+    JsonMatcher along = *seq.json;
+    for (int32_t proposal : seq.draft) {
+      const std::optional<std::string> bytes = tokenizer_->token_bytes(proposal);
+      if (!bytes || !along.feed(*bytes) || along.complete()) break;
+      rows.push_back({along, seq.json_end_ids});
+    }
   }
-  return *token_trie_;
+  masks_.prefetch(std::move(rows));
 }
 
 // Opens the constraint when the output reaches one of sampling.json_after. Bytes of the same token
@@ -747,13 +755,10 @@ void Scheduler::watch_json_marker(Sequence& seq, int32_t token) {
 }
 
 void Scheduler::constrain_to_json(Sequence& seq, std::span<float> logits) {
-  json_allowed_.resize(logits.size());
-  const int64_t n = json_allowed_tokens(token_trie(), *seq.json, seq.json_end_ids, json_allowed_);
-  KILN_CHECK(n > 0, "the JSON constraint allows no token of this vocabulary here");
-  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-  for (size_t i = 0; i < logits.size(); ++i) {
-    if (!json_allowed_[i]) logits[i] = kNegInf;
-  }
+  const std::shared_ptr<const TokenMask> mask = masks_.mask(*seq.json, seq.json_end_ids);
+  KILN_CHECK(mask->allowed_count() > 0,
+             "the JSON constraint allows no token of this vocabulary here");
+  mask->apply(logits);
 }
 
 void Scheduler::run_batch(StepBatch& batch, const std::vector<Sequence*>& members, BatchRows rows) {
@@ -777,10 +782,14 @@ void Scheduler::run_batch(StepBatch& batch, const std::vector<Sequence*>& member
   output_.used_graph = false;
   std::string error;
   const auto start = std::chrono::steady_clock::now();
+  prefetch_masks(batch, members);
   try {
     executor_->forward(batch, output_);
-    const double seconds =
+    const double forward_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    // The mask time the forward pass did not hide is part of what the step's rows cost (the
+    // speculation policy prices verify rows with it).
+    const double seconds = forward_seconds + masks_.finish();
     // Decode and verify steps (every row returns a token) teach the speculation policy what
     // rows cost; without speculation nobody reads it.
     if (config_.speculative.enabled() && batch.returns_every_row())
@@ -806,6 +815,7 @@ void Scheduler::run_batch(StepBatch& batch, const std::vector<Sequence*>& member
                  output_.logits.size(), output_.vocab, n_logits, vocab_);
     }
   } catch (const std::exception& e) {
+    masks_.finish();
     error = e.what();
   }
   if (!error.empty()) {

@@ -33,8 +33,8 @@
 #include <string>
 #include <vector>
 
+#include "kiln/engine/constraint_masks.h"
 #include "kiln/engine/engine_config.h"
-#include "kiln/engine/json/token_trie.h"
 #include "kiln/engine/kv_pool.h"
 #include "kiln/engine/radix_cache.h"
 #include "kiln/engine/request.h"
@@ -133,8 +133,9 @@ class Scheduler {
   enum class BatchRows : uint8_t { Prompt, PromptAndDecode, Decode };
   void run_batch(StepBatch& batch, const std::vector<Sequence*>& members, BatchRows rows);
   void cache_computed_prefix(Sequence& seq);
-  // The vocabulary's byte trie, built on first use (only JSON-constrained requests need it).
-  const TokenTrie& token_trie();
+  // Hands the states this batch's JSON-constrained rows will sample from to masks_, whose
+  // worker computes their token masks while the forward pass runs.
+  void prefetch_masks(const StepBatch& batch, const std::vector<Sequence*>& members);
   // Advances a JSON-constrained sequence's matcher past `token` (end ids end the value; after
   // a marker, a complete value lifts the constraint), or, while a constraint waits for its
   // marker (sampling.json_after), watches for it. False when the constraint refuses `token`.
@@ -167,13 +168,12 @@ class Scheduler {
   std::vector<std::unique_ptr<Sequence>> running_;  // most protected first (protected_before)
   bool last_step_was_prefill_ = false;
   uint64_t next_arrival_ = 0;
-  StepOutput output_;  // reused: logits rows can be large
-  std::unique_ptr<TokenTrie> token_trie_;
+  StepOutput output_;      // reused: logits rows can be large
+  ConstraintMasks masks_;  // JSON constraints' token masks, cached and computed off the step
   std::unique_ptr<DraftModelProposer> draft_model_;  // --speculative-algorithm standalone
   StepCostModel step_costs_;                         // decode and verify steps' time by rows
   int64_t capped_steps_ = 0;                         // steps whose proposals the policy capped
   SpecRuns spec_runs_;                               // every request's verify steps
-  std::vector<uint8_t> json_allowed_;                // reused mask, one byte per vocabulary entry
   EngineStats stats_;
 };
 

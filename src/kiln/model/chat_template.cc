@@ -4,6 +4,7 @@
 
 #include <span>
 
+#include "kiln/base/bounded_json.h"
 #include "kiln/base/error.h"
 #include "kiln/model/jinja_json.h"
 #include "kiln/model/mistral_call_id.h"
@@ -148,7 +149,7 @@ std::string llama_tools_preamble(const std::vector<std::string>& tools) {
       "{\"name\": function name, \"parameters\": dictionary of argument name and its value}."
       "Do not use variables.\n\n";
   for (const std::string& tool : tools) {
-    const auto value = nlohmann::ordered_json::parse(tool, nullptr, /*allow_exceptions=*/false);
+    const auto value = parse_ordered_json_bounded(tool);
     if (value.is_discarded()) fail("a tool definition is not JSON: {}", tool.substr(0, 64));
     out += jinja_tojson(value, 4);
     out += "\n\n";
@@ -378,7 +379,7 @@ std::string render_mistral_inst(ChatTemplateKind kind, Messages messages) {
 // is (not escaped: a quote or newline in a description is written raw, as there) and any other
 // value through tojson.
 std::string mistral_tool(const std::string& tool) {
-  const auto value = nlohmann::ordered_json::parse(tool, nullptr, /*allow_exceptions=*/false);
+  const auto value = parse_ordered_json_bounded(tool);
   if (value.is_discarded() || !value.is_object() || !value.contains("function") ||
       !value["function"].is_object()) {
     fail("a tool definition is not a function object: {}", tool.substr(0, 64));

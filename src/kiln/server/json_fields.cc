@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "kiln/base/bounded_json.h"
 #include "kiln/server/http_error.h"
 
 namespace kiln::server {
@@ -60,6 +61,30 @@ bool as_bool(const json& v, const std::string& path) {
 const std::string& as_string(const json& v, const std::string& path) {
   if (!v.is_string()) bad_field(path, "must be a string, got {}", type_name(v));
   return v.get_ref<const std::string&>();
+}
+
+namespace {
+
+template <typename Json, typename Parse>
+Json parse_text(const std::string& text, const std::string& path, Parse parse) {
+  try {
+    Json value = parse(text);
+    if (value.is_discarded()) bad_field(path, "is not valid JSON text");
+    return value;
+  } catch (const JsonTooDeep& e) {
+    bad_field(path, "{}", e.what());
+  }
+}
+
+}  // namespace
+
+json parse_json_text(const std::string& text, const std::string& path) {
+  return parse_text<json>(text, path, [](const std::string& t) { return parse_json_bounded(t); });
+}
+
+nlohmann::ordered_json parse_ordered_json_text(const std::string& text, const std::string& path) {
+  return parse_text<nlohmann::ordered_json>(
+      text, path, [](const std::string& t) { return parse_ordered_json_bounded(t); });
 }
 
 const json& as_object(const json& v, const std::string& path) {

@@ -27,6 +27,12 @@ std::vector<std::string> as_string_list(const json& v, const std::string& path);
 // A list of token ids, each in [0, vocab_size).
 std::vector<int32_t> as_token_ids(const json& v, const std::string& path, int64_t vocab_size);
 
+// JSON text carried in a string field (SGLang's json_schema, a tool call's arguments), parsed
+// with the nesting limit (base/bounded_json.h): a 400 naming `path` when it is not JSON or
+// nests too deep.
+json parse_json_text(const std::string& text, const std::string& path);
+nlohmann::ordered_json parse_ordered_json_text(const std::string& text, const std::string& path);
+
 // Optional fields of an object with a range check: absent/null keeps `fallback`.
 int64_t int_field(const json& obj, const char* key, const std::string& prefix, int64_t fallback,
                   int64_t lo, int64_t hi);

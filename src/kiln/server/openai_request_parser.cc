@@ -197,8 +197,11 @@ ChatRequest parse_chat_request(const json& body, const ParseLimits& limits) {
       bad_field("response_format", "cannot be combined with a tool_choice that forces a call");
     }
     out.options.sampling.json_schema = compile_forced_call(out.tools, limits.tool_calls);
-  } else if (out.tools.parse_calls() && !out.options.sampling.json_schema &&
-             !out.options.stop.ignore_eos && out.options.stop.min_new_tokens == 0) {
+  } else if (out.tools.parse_calls() &&
+             (out.options.sampling.json_schema || out.options.stop.ignore_eos ||
+              out.options.stop.min_new_tokens > 0)) {
+    check_tool_schemas(out.tools);  // calls go unconstrained here, but a bad schema is refused
+  } else if (out.tools.parse_calls()) {
     // auto: free text, but a call the model opens is constrained from "<tool_call>" on
     // (Mistral: the array after "[TOOL_CALLS]").
     if (auto calls = compile_auto_calls(out.tools, limits.tool_calls)) {

@@ -4,6 +4,7 @@
 
 #include <optional>
 
+#include "kiln/base/bounded_json.h"
 #include "kiln/server/client_watch.h"
 #include "kiln/server/generation_job.h"
 #include "kiln/server/http_error.h"
@@ -200,7 +201,7 @@ void handle_chat(ServerState& state, const httplib::Request& req, httplib::Respo
     }
     // The template writes each tool with its keys in the client's order: parse them again
     // keeping it (the request was parsed with sorted keys).
-    tool_texts = render_tool_definitions(nlohmann::ordered_json::parse(req.body));
+    tool_texts = render_tool_definitions(parse_ordered_json_bounded(req.body, true));
   }
   // A forced call is constrained to the call's JSON (parse_chat_request set the schema), and
   // the model's turn ends when it is complete; in Qwen's format the reply opens inside

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "kiln/engine/json/json_min_bytes.h"
 #include "kiln/server/http_error.h"
 
 namespace kiln::server {
@@ -39,6 +40,29 @@ void check_sequence_count(int64_t sequences, int64_t max_sequences, const std::s
   }
 }
 
+namespace {
+
+// A value the schema allows must fit in the tokens the request may generate: else generation
+// would run to max_tokens and end with a value the schema refuses. Only a constraint from the
+// first token (a marker-opened one may never open).
+void check_constraint_fits(const engine::GenerateRequest& req, const GenerationOptions& options,
+                           const PromptLimits& limits) {
+  if (!req.sampling.json_schema || !req.sampling.json_after.empty()) return;
+  if (limits.max_token_bytes == 0) return;
+  const uint64_t need = engine::json_min_bytes(*req.sampling.json_schema);
+  const uint64_t room = static_cast<uint64_t>(req.stop.max_new_tokens) *
+                        static_cast<uint64_t>(limits.max_token_bytes);
+  if (need <= room) return;
+  const std::string field = options.max_new_tokens_given ? options.max_tokens_field : "max_tokens";
+  bad_field(field,
+            "({} tokens of at most {} bytes each) cannot hold the shortest value the JSON schema "
+            "allows ({} bytes or more): lower minLength/minItems or raise the token limit",
+            req.stop.max_new_tokens, limits.max_token_bytes,
+            need >= UINT64_MAX / 4 ? std::string("unbounded") : std::to_string(need));
+}
+
+}  // namespace
+
 engine::GenerateRequest make_engine_request(std::vector<int32_t> prompt_ids,
                                             const GenerationOptions& options, int sample_index,
                                             int logprobs, const PromptLimits& limits,
@@ -68,6 +92,7 @@ engine::GenerateRequest make_engine_request(std::vector<int32_t> prompt_ids,
     req.stop.max_new_tokens = static_cast<int>(room);
   }
   req.stop.min_new_tokens = std::min(req.stop.min_new_tokens, req.stop.max_new_tokens);
+  check_constraint_fits(req, options, limits);
   req.skip_special_tokens = options.skip_special_tokens;
   req.logprobs = logprobs;
   req.priority = options.priority;

@@ -14,6 +14,7 @@ namespace kiln::server {
 struct PromptLimits {
   int64_t context_length = 0;     // prompt + generated tokens must fit
   int64_t max_prompt_tokens = 0;  // 0: only the context limits the prompt
+  size_t max_token_bytes = 0;     // the most bytes one token writes (0: unknown)
 };
 
 // The most tokens a prompt may have: below the context length (one token must be generated)

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "kiln/base/bounded_json.h"
 #include "kiln/base/error.h"
 #include "kiln/base/log.h"
 #include "kiln/engine/engine_config.h"
@@ -119,9 +120,11 @@ void set_json(httplib::Response& res, const nlohmann::json& body, int status) {
 nlohmann::json parse_json_body(const httplib::Request& req) {
   if (req.body.empty()) throw HttpError(400, "the request body is empty; expected JSON");
   try {
-    return nlohmann::json::parse(req.body);
+    return parse_json_bounded(req.body, /*allow_exceptions=*/true);
   } catch (const nlohmann::json::parse_error& e) {
     throw HttpError(400, std::string("the request body is not valid JSON: ") + e.what());
+  } catch (const JsonTooDeep& e) {
+    throw HttpError(400, std::string("the request body ") + e.what());
   }
 }
 

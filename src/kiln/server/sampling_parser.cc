@@ -6,7 +6,7 @@
 #include <limits>
 #include <string_view>
 
-#include "kiln/engine/json/json_schema.h"
+#include "kiln/engine/json/json_schema_cache.h"
 #include "kiln/server/http_error.h"
 #include "kiln/server/json_fields.h"
 
@@ -74,7 +74,7 @@ std::vector<std::pair<int32_t, float>> read_logit_bias(const json& v, const std:
 std::shared_ptr<const engine::JsonSchema> compile_schema(const json& schema,
                                                          const std::string& path) {
   try {
-    return engine::JsonSchema::compile(schema);
+    return engine::compile_schema_cached(schema);
   } catch (const engine::JsonSchemaError& e) {
     bad_field(e.path().empty() ? path : path + "." + e.path(), "{}", e.what());
   }
@@ -225,9 +225,7 @@ GenerationOptions parse_sglang_sampling_params(const json& obj, const ParseLimit
     // SGLang takes the schema as JSON text.
     const std::string path = field_path(prefix, "json_schema");
     const std::string& text = as_string(*v, path);
-    json schema = json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (schema.is_discarded()) bad_field(path, "is not valid JSON text");
-    out.sampling.json_schema = compile_schema(schema, path);
+    out.sampling.json_schema = compile_schema(parse_json_text(text, path), path);
   }
   check_json_constraint(out, prefix, "min_new_tokens");
   if (const json* v = field(obj, "stream_interval")) {

@@ -64,7 +64,9 @@ struct ServerState {
     l.tool_calls = codec.tool_call_format();
     return l;
   }
-  PromptLimits prompt_limits() const { return {model.context_length, options.max_prompt_tokens}; }
+  PromptLimits prompt_limits() const {
+    return {model.context_length, options.max_prompt_tokens, codec.max_token_bytes()};
+  }
 };
 
 // Counts a generation as active for its lifetime (HttpServer::wait_idle waits on it).

@@ -98,7 +98,7 @@ void ToolCallStream::feed_llama(Delta& out, bool at_end) {
     return;
   }
   if (!at_end) return;
-  const auto parsed = nlohmann::ordered_json::parse(pending_, nullptr, /*allow_exceptions=*/false);
+  const auto parsed = tool_text::parse_model_json(pending_);
   const bool valid = !parsed.is_discarded() && parsed.is_object() && parsed.size() == 2 &&
                      parsed.contains("name") && parsed["name"].is_string() &&
                      parsed.contains("parameters");
@@ -232,7 +232,7 @@ void ToolCallStream::send_arguments(Delta& out, std::string_view args) {
 
 // Checks the complete call and sends what is left of it. False: it is not a valid call.
 bool ToolCallStream::close_call(Delta& out, std::string_view inner) {
-  const auto parsed = nlohmann::ordered_json::parse(inner, nullptr, /*allow_exceptions=*/false);
+  const auto parsed = tool_text::parse_model_json(inner);
   const bool valid = !parsed.is_discarded() && parsed.is_object() && parsed.size() == 2 &&
                      parsed.contains("name") && parsed["name"].is_string() &&
                      parsed.contains("arguments");
@@ -240,7 +240,7 @@ bool ToolCallStream::close_call(Delta& out, std::string_view inner) {
     const std::string_view args = final_arguments(inner.substr(args_begin_));
     if (!args.starts_with(calls_.back().arguments)) return false;
     send_arguments(out, args);
-    return valid && !nlohmann::json::parse(args, nullptr, false).is_discarded();
+    return valid && !tool_text::parse_model_json(args).is_discarded();
   }
   if (!valid) return false;
   // Not written name first: the call goes out whole.

@@ -130,7 +130,7 @@ bool ToolCallStream::scan_array_call(Delta& out, bool at_end) {
 
 // Checks the complete call object. False: it is not a valid call.
 bool ToolCallStream::close_array_call(Delta& out, std::string_view object) {
-  const auto parsed = nlohmann::ordered_json::parse(object, nullptr, /*allow_exceptions=*/false);
+  const auto parsed = tool_text::parse_model_json(object);
   bool valid = !parsed.is_discarded() && parsed.is_object() && parsed.contains("name") &&
                parsed["name"].is_string() && parsed.contains("arguments");
   if (!valid) return false;
@@ -141,7 +141,7 @@ bool ToolCallStream::close_array_call(Delta& out, std::string_view object) {
   if (header_sent_) {
     // Its arguments went out as they were written: they must be the value the object holds
     // (not, say, the first of two "arguments" members).
-    const auto sent = nlohmann::ordered_json::parse(calls_.back().arguments, nullptr, false);
+    const auto sent = tool_text::parse_model_json(calls_.back().arguments);
     return !sent.is_discarded() && sent == parsed["arguments"];
   }
   // Not written name first: the call goes out whole.

@@ -7,6 +7,8 @@
 #include <mutex>
 #include <random>
 
+#include "kiln/base/bounded_json.h"
+
 namespace kiln::server::tool_text {
 
 size_t partial_tag_at_end(std::string_view s, std::string_view tag) {
@@ -56,6 +58,14 @@ size_t match_header(std::string_view s, std::string& name) {
   }
   if (!space()) return kMore;
   return i;
+}
+
+nlohmann::ordered_json parse_model_json(std::string_view text) {
+  try {
+    return parse_ordered_json_bounded(text);
+  } catch (const JsonTooDeep&) {
+    return nlohmann::ordered_json(nlohmann::ordered_json::value_t::discarded);
+  }
 }
 
 }  // namespace kiln::server::tool_text

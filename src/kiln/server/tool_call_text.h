@@ -1,6 +1,7 @@
 // Text helpers the tool-call parsers share (tool_call_parser.cc for Qwen's and Llama 3.1's
 // formats, tool_call_parser_mistral.cc for Mistral's).
 #pragma once
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 
@@ -19,5 +20,10 @@ std::string call_id();
 // still too short to tell.
 constexpr size_t kMore = std::string_view::npos;
 size_t match_header(std::string_view s, std::string& name);
+
+// The model's JSON (a call, its arguments) parsed with the input nesting limit: a discarded
+// value when it is not JSON or nests deeper (an unconstrained model can write anything, and the
+// call is dumped and copied recursively afterwards). Such text is no call: it stays content.
+nlohmann::ordered_json parse_model_json(std::string_view text);
 
 }  // namespace kiln::server::tool_text

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "kiln/engine/json/json_schema_cache.h"
 #include "kiln/model/jinja_json.h"
 #include "kiln/server/http_error.h"
 #include "kiln/server/json_fields.h"
@@ -150,9 +151,7 @@ std::vector<ChatTurnToolCall> read_history_tool_calls(const json& calls, const s
     if (!args) bad_field(p + ".function.arguments", "is required (a JSON string)");
     const std::string& text = as_string(*args, p + ".function.arguments");
     // The template writes the arguments as JSON; keys keep the order the model wrote them in.
-    const auto parsed = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (parsed.is_discarded()) bad_field(p + ".function.arguments", "is not valid JSON");
-    call.arguments = model::jinja_tojson(parsed);
+    call.arguments = model::jinja_tojson(parse_ordered_json_text(text, p + ".function.arguments"));
     out.push_back(std::move(call));
   }
   return out;
@@ -175,8 +174,7 @@ const char* arguments_key(ToolCallFormat format) {
 std::shared_ptr<const engine::JsonSchema> compile_call_array(const std::vector<std::string>& names,
                                                              const std::vector<json>& parameters,
                                                              const ChatTools& tools) {
-  return engine::JsonSchema::compile_tool_call_array(names, parameters,
-                                                     tools.parallel ? UINT32_MAX : 1);
+  return engine::compile_tool_call_array_cached(names, parameters, tools.parallel ? UINT32_MAX : 1);
 }
 }  // namespace
 
@@ -194,14 +192,21 @@ std::shared_ptr<const engine::JsonSchema> compile_forced_call(const ChatTools& t
   }
   try {
     if (format == ToolCallFormat::kMistral) return compile_call_array(names, parameters, tools);
-    return engine::JsonSchema::compile_tool_call(names, parameters, arguments_key(format));
+    return engine::compile_tool_call_cached(names, parameters, arguments_key(format));
   } catch (const engine::JsonSchemaError& e) {
     bad_field("tools", "{}", e.what());
   }
 }
 
+void check_tool_schemas(const ChatTools& tools) {
+  for (size_t i = 0; i < tools.tools.size(); ++i) {
+    compile_schema(tools.tools[i].parameters, fmt::format("tools[{}].function.parameters", i));
+  }
+}
+
 std::shared_ptr<const engine::JsonSchema> compile_auto_calls(const ChatTools& tools,
                                                              ToolCallFormat format) {
+  check_tool_schemas(tools);
   if (!hermes_style(format) && format != ToolCallFormat::kMistral) return nullptr;
   std::vector<std::string> names;
   std::vector<json> parameters;
@@ -211,9 +216,9 @@ std::shared_ptr<const engine::JsonSchema> compile_auto_calls(const ChatTools& to
   }
   try {
     if (format == ToolCallFormat::kMistral) return compile_call_array(names, parameters, tools);
-    return engine::JsonSchema::compile_tool_call(names, parameters);
-  } catch (const engine::JsonSchemaError&) {
-    return nullptr;
+    return engine::compile_tool_call_cached(names, parameters, "arguments");
+  } catch (const engine::JsonSchemaError& e) {
+    bad_field("tools", "{}", e.what());
   }
 }
 

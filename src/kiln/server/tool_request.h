@@ -37,12 +37,14 @@ std::vector<std::string> render_tool_definitions(const nlohmann::ordered_json& b
 std::shared_ptr<const engine::JsonSchema> compile_forced_call(const ChatTools& tools,
                                                               ToolCallFormat format);
 
+// Every tool's parameters compile (cached, json_schema_cache.h); else a 400 naming the tool's
+// keyword, whatever the tool_choice: a schema kiln cannot enforce is never silently dropped.
+void check_tool_schemas(const ChatTools& tools);
+
 // tool_choice "auto": the same constraint over every tool, for the JSON the model writes after
 // it opens a call itself (SamplingParams::json_after = "<tool_call>", Mistral: the array after
-// "[TOOL_CALLS]"). Null when a tool's
-// schema uses what the compiler refuses: those calls are then parsed unconstrained, not
-// refused, since the model may not call at all. Also null for Llama 3.1's format, whose calls
-// have no marker to start the constraint at.
+// "[TOOL_CALLS]"). Refuses what check_tool_schemas refuses. Null for Llama 3.1's format, whose
+// calls have no marker to start the constraint at.
 std::shared_ptr<const engine::JsonSchema> compile_auto_calls(const ChatTools& tools,
                                                              ToolCallFormat format);
 

@@ -86,6 +86,7 @@ class JsonMatcher {
   }
   bool complete() const { return json_complete(*schema_, state_); }
   const JsonSchema& schema() const { return *schema_; }
+  const std::shared_ptr<const JsonSchema>& schema_ptr() const { return schema_; }
   const JsonMatchState& state() const { return state_; }
 
  private:

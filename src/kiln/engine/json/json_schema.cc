@@ -502,8 +502,12 @@ class JsonSchemaCompiler {
     }
     NumberSoFar any_positive, any_negative;
     any_negative.negative = true;
-    if (!number_reachable(b, any_positive, integer) &&
-        !number_reachable(b, any_negative, integer)) {
+    auto any_reachable = [&] {
+      return number_reachable(b, any_positive, integer) ||
+             number_reachable(b, any_negative, integer);
+    };
+    if (!integer && !any_reachable()) b.by_double_only = true;
+    if (!any_reachable()) {
       throw JsonSchemaError(join(path, b.has_lo ? "minimum" : "maximum"),
                             fmt::format("no {} of at most {} digits is within the bounds",
                                         integer ? "integer" : "number", kMaxBoundedDigits));

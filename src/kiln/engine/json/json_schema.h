@@ -124,6 +124,9 @@ class JsonSchema {
   const SchemaNode& node(uint32_t i) const { return nodes_[i]; }
   const LiteralTrie& trie(int32_t i) const { return tries_[static_cast<size_t>(i)]; }
   const StringAutomaton& automaton(int32_t i) const { return automata_[static_cast<size_t>(i)]; }
+  size_t node_count() const { return nodes_.size(); }
+  size_t trie_count() const { return tries_.size(); }
+  size_t automaton_count() const { return automata_.size(); }
 
  private:
   friend class JsonSchemaCompiler;

@@ -1,0 +1,114 @@
+#include "kiln/engine/json/json_mask_cache.h"
+
+#include <bit>
+#include <cstring>
+#include <limits>
+
+#include "kiln/engine/json/json_token_mask.h"
+
+namespace kiln::engine {
+
+TokenMask::TokenMask(std::span<const uint8_t> allowed)
+    : words_((allowed.size() + 63) / 64, 0), size_(static_cast<int64_t>(allowed.size())) {
+  for (size_t i = 0; i < allowed.size(); ++i) {
+    if (allowed[i]) words_[i >> 6] |= uint64_t{1} << (i & 63);
+  }
+  for (uint64_t w : words_) allowed_ += std::popcount(w);
+}
+
+void TokenMask::apply(std::span<float> logits) const {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  const size_t n = logits.size();
+  for (size_t w = 0; w * 64 < n; ++w) {
+    const uint64_t bits = w < words_.size() ? words_[w] : 0;
+    if (bits == ~uint64_t{0}) continue;  // all 64 allowed: the common case inside free text
+    const size_t end = std::min(n, w * 64 + 64);
+    for (size_t i = w * 64; i < end; ++i) {
+      if ((bits >> (i & 63) & 1) == 0) logits[i] = kNegInf;
+    }
+  }
+}
+
+TokenMask compute_token_mask(const TokenTrie& trie, const JsonMatcher& matcher,
+                             std::span<const int32_t> end_ids, int64_t vocab) {
+  // The byte-per-token scratch is reused across calls on each thread.
+  thread_local std::vector<uint8_t> allowed;
+  allowed.resize(static_cast<size_t>(vocab));
+  json_allowed_tokens(trie, matcher, end_ids, allowed);
+  return TokenMask(allowed);
+}
+
+namespace {
+
+template <typename T>
+void put(std::string& key, T value) {
+  char bytes[sizeof(T)];
+  std::memcpy(bytes, &value, sizeof(T));
+  key.append(bytes, sizeof(T));
+}
+
+}  // namespace
+
+std::string json_mask_key(const JsonMatcher& matcher, std::span<const int32_t> end_ids) {
+  const JsonMatchState& s = matcher.state();
+  std::string key;
+  key.reserve(24 + s.stack.size() * 20 + end_ids.size() * 4);
+  put(key, reinterpret_cast<uintptr_t>(&matcher.schema()));
+  put(key, s.ws_run);
+  put(key, static_cast<uint8_t>(s.leading_space));
+  put(key, static_cast<uint32_t>(end_ids.size()));
+  for (int32_t id : end_ids) put(key, id);
+  // Field by field: the frame's padding bytes are not part of the state.
+  for (const JsonFrame& f : s.stack) {
+    put(key, f.kind);
+    put(key, f.phase);
+    put(key, f.aux);
+    put(key, f.flags);
+    put(key, f.node);
+    put(key, f.pos);
+    put(key, f.used);
+  }
+  return key;
+}
+
+JsonMaskCache::JsonMaskCache(const TokenTrie& trie, int64_t vocab, size_t max_bytes)
+    : trie_(trie), vocab_(vocab), max_bytes_(max_bytes) {}
+
+std::shared_ptr<const TokenMask> JsonMaskCache::get(const JsonMatcher& matcher,
+                                                    std::span<const int32_t> end_ids) {
+  std::string key = json_mask_key(matcher, end_ids);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (auto it = entries_.find(key); it != entries_.end()) {
+      ++stats_.hits;
+      ages_.splice(ages_.begin(), ages_, it->second.age);
+      return it->second.mask;
+    }
+    ++stats_.misses;
+  }
+  auto mask =
+      std::make_shared<const TokenMask>(compute_token_mask(trie_, matcher, end_ids, vocab_));
+  std::lock_guard<std::mutex> lock(mutex_);
+  // Another thread may have computed the same state meanwhile: keep one.
+  if (auto it = entries_.find(key); it != entries_.end()) return it->second.mask;
+  ages_.push_front(key);
+  entries_.emplace(std::move(key), Entry{matcher.schema_ptr(), mask, ages_.begin()});
+  stats_.bytes += mask->bytes();
+  while (stats_.bytes > max_bytes_ && ages_.size() > 1) {
+    auto victim = entries_.find(ages_.back());
+    stats_.bytes -= victim->second.mask->bytes();
+    entries_.erase(victim);
+    ages_.pop_back();
+    ++stats_.evictions;
+  }
+  return mask;
+}
+
+JsonMaskCache::Stats JsonMaskCache::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Stats s = stats_;
+  s.entries = entries_.size();
+  return s;
+}
+
+}  // namespace kiln::engine

@@ -1,0 +1,84 @@
+// Token masks of a JSON constraint, remembered per matcher state. The mask at a state is a pure
+// function of the compiled schema, the state and the end ids (the vocabulary's trie is fixed for
+// a cache), and the states generation passes through recur: inside a patterned string such as
+// `^[^<>]*$` every step starts from the same state, and requests that send the same schema
+// share one compiled copy (JsonSchemaCache), so they share masks too. A walk of a 262,144-token
+// vocabulary there takes ~12 ms; a cached mask is a lookup.
+//
+// Thread-safe: masks are computed outside the lock, so several threads can fill it at once.
+#pragma once
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "kiln/engine/json/json_matcher.h"
+#include "kiln/engine/json/token_trie.h"
+
+namespace kiln::engine {
+
+// Which tokens of a vocabulary may come next, one bit each.
+class TokenMask {
+ public:
+  TokenMask() = default;
+  // From a byte per token (json_allowed_tokens' output).
+  explicit TokenMask(std::span<const uint8_t> allowed);
+  bool allows(int64_t id) const {
+    return id >= 0 && id < size_ && (words_[static_cast<size_t>(id >> 6)] >> (id & 63) & 1) != 0;
+  }
+  int64_t size() const { return size_; }
+  int64_t allowed_count() const { return allowed_; }
+  // Sets every disallowed token's logit to -infinity (logits.size() may exceed size(): the
+  // ids past it are disallowed).
+  void apply(std::span<float> logits) const;
+  size_t bytes() const { return words_.size() * sizeof(uint64_t); }
+
+ private:
+  std::vector<uint64_t> words_;
+  int64_t size_ = 0;
+  int64_t allowed_ = 0;
+};
+
+// The mask json_allowed_tokens computes, as a TokenMask over `vocab` ids.
+TokenMask compute_token_mask(const TokenTrie& trie, const JsonMatcher& matcher,
+                             std::span<const int32_t> end_ids, int64_t vocab);
+
+class JsonMaskCache {
+ public:
+  // Least recently used masks are dropped once the masks held exceed max_bytes.
+  JsonMaskCache(const TokenTrie& trie, int64_t vocab, size_t max_bytes);
+
+  // The mask at `matcher`'s state: from the cache, or computed and kept.
+  std::shared_ptr<const TokenMask> get(const JsonMatcher& matcher,
+                                       std::span<const int32_t> end_ids);
+
+  struct Stats {
+    uint64_t hits = 0, misses = 0, evictions = 0;
+    size_t entries = 0, bytes = 0;
+  };
+  Stats stats() const;
+
+ private:
+  struct Entry {
+    std::shared_ptr<const JsonSchema> schema;  // keeps the schema the key points at alive
+    std::shared_ptr<const TokenMask> mask;
+    std::list<std::string>::iterator age;
+  };
+  const TokenTrie& trie_;
+  const int64_t vocab_;
+  const size_t max_bytes_;
+  mutable std::mutex mutex_;
+  std::unordered_map<std::string, Entry> entries_;
+  std::list<std::string> ages_;  // most recently used first
+  Stats stats_;
+};
+
+// The cache key of a matcher state: the schema's identity, every frame, the whitespace run and
+// the end ids (they decide what completes the value).
+std::string json_mask_key(const JsonMatcher& matcher, std::span<const int32_t> end_ids);
+
+}  // namespace kiln::engine
