@@ -97,15 +97,15 @@ def test_deep_structure_in_every_field_is_refused(tool_server, depth):
 
 
 def test_nesting_at_the_limit_is_accepted(tool_server):
-    # 128 levels in all: the body object, "metadata", then 126 arrays.
+    # 128 levels in all: the body object, then 127 arrays under "metadata".
     body = '{"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2, "metadata": ' + \
-        nested(126) + "}"
+        nested(127) + "}"
     r = post(tool_server, "/v1/chat/completions", body.encode())
     # metadata is an OpenAI field kiln does not read: what matters is that depth is no reason.
     assert r.status_code in (200, 400), r.text
     if r.status_code == 400:
         assert LIMIT not in r.json()["error"]["message"]
-    body = body.replace(nested(126), nested(127))
+    body = body.replace(nested(127), nested(128))
     assert LIMIT in refused(post(tool_server, "/v1/chat/completions", body.encode()))
 
 

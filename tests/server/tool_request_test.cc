@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kiln/engine/json/json_matcher.h"
+#include "kiln/server/http_error.h"
 #include "kiln/server/openai_request_parser.h"
 #include "server/parser_test_util.h"
 
@@ -75,13 +76,20 @@ TEST(ToolRequest, ToolsAndChoices) {
   EXPECT_FALSE(r.tools.parse_calls());
   EXPECT_FALSE(r.options.sampling.json_schema);
 
-  // auto with a schema the compiler refuses: calls are parsed unconstrained, not refused.
-  r = parse_chat_request(chat(R"(, "tools": [{"type": "function", "function": {"name": "f",
+  // auto with a schema the compiler refuses: a 400 naming the keyword, as "required" answers
+  // (it used to be accepted with argument checking silently off for every tool of the request).
+  const std::string bad_tool = R"(, "tools": [{"type": "function", "function": {"name": "f",
       "parameters": {"type": "object", "properties": {"d": {"type": "string", "format":
-      "hostname"}}}}}])"),
-                         limits());
-  EXPECT_FALSE(r.options.sampling.json_schema);
-  EXPECT_TRUE(r.tools.parse_calls());
+      "hostname"}}}}}])";
+  for (const char* choice : {"", R"(, "tool_choice": "auto")", R"(, "tool_choice": "required")"}) {
+    try {
+      parse_chat_request(chat(bad_tool + choice), limits());
+      ADD_FAILURE() << "accepted with tool_choice " << choice;
+    } catch (const HttpError& e) {
+      EXPECT_EQ(e.status(), 400);
+      EXPECT_EQ(e.param(), "tools[0].function.parameters.properties.d.format") << choice;
+    }
+  }
 }
 
 // The forced call's constraint accepts exactly a call of an allowed tool with valid arguments.

@@ -99,7 +99,7 @@ std::shared_ptr<const TokenMask> ConstraintMasks::mask(const JsonMatcher& matche
   return cache_->get(matcher, end_ids);
 }
 
-JsonMaskCache::Stats ConstraintMasks::cache_stats() {
+JsonMaskCache::Stats ConstraintMasks::cache_stats() const {
   return cache_ ? cache_->stats() : JsonMaskCache::Stats{};
 }
 

@@ -50,7 +50,7 @@ class ConstraintMasks {
   // computed now.
   std::shared_ptr<const TokenMask> mask(const JsonMatcher& matcher,
                                         std::span<const int32_t> end_ids);
-  JsonMaskCache::Stats cache_stats();
+  JsonMaskCache::Stats cache_stats() const;
 
  private:
   void worker_loop();

@@ -108,6 +108,11 @@ struct EngineStats {
   int64_t spec_accepted_tokens = 0;
   std::array<int64_t, SpeculativeConfig::kMaxDraftTokens + 1> spec_accept_histogram{};
   std::array<StepTime, kNumStepKinds> step_time{};  // indexed by StepKind
+  // JSON constraints' token masks: looked up in the mask cache (hits), walked over the
+  // vocabulary (misses), and the seconds steps waited for them after the forward pass.
+  int64_t json_mask_hits = 0;
+  int64_t json_mask_misses = 0;
+  double json_mask_wait_seconds = 0;
 };
 
 class QueueFull : public std::runtime_error {

@@ -304,6 +304,9 @@ EngineStats Scheduler::stats() const {
   s.kv_pages_total = pool_->n_pages();
   s.kv_pages_used = pool_->used_pages();
   s.kv_pages_cached = cache_ ? cache_->evictable_pages() : 0;
+  const JsonMaskCache::Stats masks = masks_.cache_stats();
+  s.json_mask_hits = static_cast<int64_t>(masks.hits);
+  s.json_mask_misses = static_cast<int64_t>(masks.misses);
   return s;
 }
 
@@ -789,7 +792,9 @@ void Scheduler::run_batch(StepBatch& batch, const std::vector<Sequence*>& member
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     // The mask time the forward pass did not hide is part of what the step's rows cost (the
     // speculation policy prices verify rows with it).
-    const double seconds = forward_seconds + masks_.finish();
+    const double mask_wait = masks_.finish();
+    stats_.json_mask_wait_seconds += mask_wait;
+    const double seconds = forward_seconds + mask_wait;
     // Decode and verify steps (every row returns a token) teach the speculation policy what
     // rows cost; without speculation nobody reads it.
     if (config_.speculative.enabled() && batch.returns_every_row())

@@ -159,6 +159,15 @@ std::string Metrics::render(const engine::EngineStats& s) const {
                          engine::step_kind_name(static_cast<engine::StepKind>(k)), value);
     }
   }
+  metric(out, "kiln_json_mask_hits_total", "counter",
+         "JSON-constraint token masks served from the mask cache.",
+         static_cast<double>(s.json_mask_hits));
+  metric(out, "kiln_json_mask_misses_total", "counter",
+         "JSON-constraint token masks computed by walking the vocabulary.",
+         static_cast<double>(s.json_mask_misses));
+  metric(out, "kiln_json_mask_wait_seconds_total", "counter",
+         "Time steps waited for token masks after the forward pass (what overlap did not hide).",
+         s.json_mask_wait_seconds);
   metric(out, "kiln_preemptions_total", "counter",
          "Requests preempted (requeued) because the KV pool ran out of pages.",
          static_cast<double>(s.preemptions));
