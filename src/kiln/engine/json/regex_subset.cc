@@ -539,8 +539,9 @@ StringAutomaton determinize(const Nfa& nfa, uint32_t start, uint32_t final_state
     uint32_t previous_to = 0;
     for (size_t c = 0; c + 1 < cuts.size(); ++c) {
       if (targets[c].empty()) continue;
-      if (previous != SIZE_MAX)
+      if (previous != SIZE_MAX) {
         budget.charge(1 + std::min(targets[c].size(), targets[previous].size()));
+      }
       const uint32_t to = previous != SIZE_MAX && targets[c] == targets[previous]
                               ? previous_to
                               : state_of(targets[c]);
