@@ -215,7 +215,8 @@ StringAutomaton StringAutomaton::intersect(const StringAutomaton& a, const Strin
     const auto [sa, sb] = order[k];
     const auto& ea = a.edges_[sa];
     const auto& eb = b.edges_[sb];
-    budget.charge(1 + ea.size() + eb.size());
+    // Each edge made here is stored, then copied by trim(): two steps.
+    budget.charge(1 + 2 * (ea.size() + eb.size()));
     size_t i = 0, j = 0;
     while (i < ea.size() && j < eb.size()) {  // both sorted: one merge pass
       const uint32_t lo = std::max(ea[i].lo, eb[j].lo), hi = std::min(ea[i].hi, eb[j].hi);
