@@ -9,6 +9,7 @@
 #include <set>
 #include <string_view>
 
+#include "kiln/engine/json/constraint_budget.h"
 #include "kiln/engine/json/regex_subset.h"
 #include "kiln/engine/json/string_formats.h"
 
