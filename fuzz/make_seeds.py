@@ -122,7 +122,7 @@ def json_constraint_seeds():
         "regress_counted_nested": (string("(a{1000}){1000}"), '"a"'),
         "regress_counted_95000_states": (string("^(a{1000}){95}$"), '"aaa"'),
         "regress_counted_runs": (string("".join(c + "{1000}" for c in "abcdefghij")), '"ab"'),
-        "regress_alternatives_3000": (string("|".join(chr(0x4E00 + i) for i in range(3000))), '"x"'),
+        "regress_alternatives_300": (string("|".join(chr(0x4E00 + i) for i in range(300))), '"x"'),
         "nested_quantifiers": (string("^((a|b)*c?(d+e*)*){100}f{0,1000}$", minLength=2), '"abc'),
     }
     for name, (schema, generated) in seeds.items():
