@@ -101,7 +101,36 @@ def chat_template_seed(template):
     return text + b"system prompt\\|hello\\|hi there\\|how are you?\\|" + bytes([1, 0, 2, 1, 4])
 
 
+def json_constraint_seed(schema, generated):
+    """A json_constraint input: the schema, a NUL, then the bytes a model might generate."""
+    return json.dumps(schema, ensure_ascii=False).encode() + b"\0" + generated.encode()
+
+
+def json_constraint_seeds():
+    """Patterns at the compile limits (docs/json-schema.md, "Limits"): nesting past 128 groups
+    (10,000 overflowed the stack), and counted repetitions whose compile took ~10^9 steps
+    before the work budget."""
+    def string(pattern, **extra):
+        return {"type": "string", "pattern": pattern, **extra}
+
+    seeds = {
+        "regress_nested_groups_129": (string("(" * 129 + "a" + ")" * 129), '"a"'),
+        "regress_nested_groups_10000": (string("(" * 10000 + "a" + ")" * 10000), '"a"'),
+        "nested_groups_128": (string("^" + "(?:" * 128 + "a" + ")" * 128 + "+$"), '"aa"'),
+        "regress_pattern_a_max_length_30000": (string("a", maxLength=30000), '"ba"'),
+        "regress_class_0_1000_max_length_30000": (string("[^<>]{0,1000}", maxLength=30000), '"x<"'),
+        "regress_counted_nested": (string("(a{1000}){1000}"), '"a"'),
+        "regress_counted_95000_states": (string("^(a{1000}){95}$"), '"aaa"'),
+        "regress_counted_runs": (string("".join(c + "{1000}" for c in "abcdefghij")), '"ab"'),
+        "regress_alternatives_300": (string("|".join(chr(0x4E00 + i) for i in range(300))), '"x"'),
+        "nested_quantifiers": (string("^((a|b)*c?(d+e*)*){100}f{0,1000}$", minLength=2), '"abc'),
+    }
+    for name, (schema, generated) in seeds.items():
+        write("json_constraint", name, json_constraint_seed(schema, generated))
+
+
 def main():
+    json_constraint_seeds()
     templates = pathlib.Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "chat_templates"
     for t in sorted(templates.glob("*.jinja")):
         if t.stat().st_size <= 5000:  # seeds stay small; the larger ones add no new format

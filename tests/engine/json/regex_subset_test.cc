@@ -181,6 +181,26 @@ TEST(RegexSubset, StatesThatLoopOnEverythingAreKnown) {
   EXPECT_FALSE(compile_pattern("^.*$").loops_on_everything(0));  // `.` leaves out line breaks
 }
 
+TEST(RegexSubset, UniversalStatesAreThoseThatNeverLeaveThem) {
+  // After "ab" every string is accepted only while no length limit can end it: under maxLength
+  // each state leads, step by step, to the last one, which has no edges, so none is universal.
+  StringAutomaton bounded =
+      StringAutomaton::intersect(compile_pattern("ab"), StringAutomaton::length_between(0, 50));
+  ASSERT_TRUE(bounded.trim());
+  for (uint32_t s = 0; s < bounded.size(); ++s) EXPECT_FALSE(bounded.loops_on_everything(s));
+  StringAutomaton open = StringAutomaton::intersect(compile_pattern("ab"),
+                                                    StringAutomaton::length_between(3, UINT32_MAX));
+  ASSERT_TRUE(open.trim());
+  uint32_t s = StringAutomaton::start();
+  for (char c : std::string("abxy"))
+    s = static_cast<uint32_t>(open.next(s, static_cast<uint8_t>(c)));
+  EXPECT_TRUE(open.loops_on_everything(s));
+  // Merged into one state: the tail of "ab" reached after 3 or more characters.
+  uint32_t universal = 0;
+  for (uint32_t k = 0; k < open.size(); ++k) universal += open.loops_on_everything(k);
+  EXPECT_EQ(universal, 1u);
+}
+
 TEST(RegexSubset, LengthLimitsAndIntersection) {
   const StringAutomaton digits = compile_pattern("^[0-9]+$");
   StringAutomaton a = StringAutomaton::intersect(digits, StringAutomaton::length_between(2, 3));

@@ -9,6 +9,7 @@
 #include <set>
 #include <string_view>
 
+#include "kiln/engine/json/constraint_budget.h"
 #include "kiln/engine/json/regex_subset.h"
 #include "kiln/engine/json/string_formats.h"
 
@@ -425,13 +426,14 @@ class JsonSchemaCompiler {
     std::string where = join(path, pattern != s.end() ? "pattern" : "format");
     std::optional<StringAutomaton> a;
     auto add = [&](StringAutomaton next) {
-      a = a ? StringAutomaton::intersect(*a, next) : std::move(next);
+      a = a ? StringAutomaton::intersect(*a, next, constraint_budget_) : std::move(next);
     };
+    bool allows_some = false;
     try {
       if (pattern != s.end()) {
         if (!pattern->is_string()) throw JsonSchemaError(where, "must be a string");
         try {
-          add(compile_pattern(pattern->get<std::string>()));
+          add(compile_pattern(pattern->get<std::string>(), constraint_budget_));
         } catch (const RegexError& e) {
           throw JsonSchemaError(where, fmt::format("{} {}", pattern->dump(), e.what()));
         }
@@ -444,15 +446,22 @@ class JsonSchemaCompiler {
           throw JsonSchemaError(fpath, fmt::format("{} is not a supported format (supported: {})",
                                                    format->dump(), supported_string_formats()));
         }
-        add(compile_pattern(p));
+        add(compile_pattern(p, constraint_budget_));
       }
-      if (n.length_limited()) add(StringAutomaton::length_between(n.min_length, n.max_length));
+      if (n.length_limited()) {
+        add(StringAutomaton::length_between(n.min_length, n.max_length, constraint_budget_));
+      }
+      allows_some = a->trim(constraint_budget_);
     } catch (const std::length_error&) {
       throw JsonSchemaError(where, fmt::format("with the string's other keywords needs more "
                                                "than {} automaton states",
                                                StringAutomaton::kMaxStates));
+    } catch (const ConstraintBudgetExceeded& e) {
+      throw JsonSchemaError(where, fmt::format("{} (the budget of all the string constraints in "
+                                               "one schema)",
+                                               e.what()));
     }
-    if (!a->trim()) {
+    if (!allows_some) {
       throw JsonSchemaError(where, "allows no string together with the string's other keywords");
     }
     n.min_length = 0;
@@ -519,6 +528,9 @@ class JsonSchemaCompiler {
   std::map<std::string, uint32_t> refs_;
   int ref_chain_ = 0;
   std::set<uint32_t> in_progress_;  // nodes whose first_bytes are not known yet
+  // Shared by every pattern, format and length limit of the schema (and of each tool's
+  // parameters compiled beside it): many of them cannot multiply the compile time.
+  ConstraintBudget constraint_budget_;
 };
 
 std::shared_ptr<const JsonSchema> JsonSchema::compile(const json& schema) {

@@ -3,9 +3,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <map>
+#include <bit>
+#include <cstdint>
+#include <unordered_map>
 #include <utility>
 #include <vector>
+
+#include "kiln/base/input_limits.h"
 
 namespace kiln::engine {
 
@@ -16,18 +20,21 @@ constexpr uint32_t kMaxRepeat = 1000;     // {n,m} bounds
 constexpr size_t kMaxNfaStates = 200000;  // after {n,m} copies
 constexpr uint32_t kNoCodePoint = UINT32_MAX;
 
+// The parsed pattern. Every walk of it (building, the NFA, the destructor) recurses once per
+// level; groups are the only construct that nests (a quantifier on a quantifier is refused),
+// and the parser refuses them past kMaxInputNesting, so the depth stays a few hundred.
 struct Regex {
   enum Kind : uint8_t { kChars, kConcat, kAlt, kRepeat };
   Kind kind = kConcat;
-  CodePointSet chars;        // kChars
+  CodePointSet chars;        // kChars: already limited to the writable code points
   std::vector<Regex> parts;  // kConcat, kAlt; kRepeat: its one operand
   uint32_t min = 0, max = 0;
 };
 
-Regex chars_of(CodePointSet s) {
+Regex chars_of(const CodePointSet& s) {
   Regex r;
   r.kind = Regex::kChars;
-  r.chars = normalized(std::move(s));
+  r.chars = intersection(normalized(s), writable_code_points());
   return r;
 }
 
@@ -64,7 +71,10 @@ std::vector<uint32_t> decode_utf8(std::string_view s) {
 
 class Parser {
  public:
-  explicit Parser(std::vector<uint32_t> cps) : s_(std::move(cps)) {}
+  Parser(std::vector<uint32_t> cps, ConstraintBudget& budget) : s_(std::move(cps)) {
+    // Each character is read once and makes at most one node; a class's ranges are sorted.
+    budget.charge(4 * (uint64_t{s_.size()} + 1));
+  }
 
   // Top level: alternatives, each with its own anchors; an unanchored side may be preceded or
   // followed by any characters.
@@ -88,8 +98,9 @@ class Parser {
   }
 
  private:
-  [[noreturn]] void fail(const std::string& what) const {
-    throw RegexError(fmt::format("{} (at character {})", what, i_));
+  [[noreturn]] void fail(const std::string& what) const { fail_at(i_, what); }
+  [[noreturn]] static void fail_at(size_t at, const std::string& what) {
+    throw RegexError(fmt::format("{} (at character {})", what, at));
   }
   bool at_end() const { return i_ >= s_.size(); }
   uint32_t peek(size_t ahead = 0) const {
@@ -213,12 +224,18 @@ class Parser {
     ++i_;
     switch (c) {
       case '(': {
+        // The parser recurses once per group (and so do the walks of the tree it builds).
+        if (depth_ == kMaxInputNesting) {
+          fail_at(i_ - 1, fmt::format("nests groups deeper than {} levels", kMaxInputNesting));
+        }
         if (eat('?')) {
           if (!eat(':')) {
             fail("uses '(?' (lookaround, named groups and inline flags are not supported)");
           }
         }
+        ++depth_;
         Regex inner = alternatives();
+        --depth_;
         if (!eat(')')) fail("has a '(' that is never closed");
         return inner;
       }
@@ -352,6 +369,7 @@ class Parser {
 
   std::vector<uint32_t> s_;
   size_t i_ = 0;
+  int depth_ = 0;  // groups open at i_
 };
 
 // Thompson's construction: each state has epsilon moves and at most one character move.
@@ -359,9 +377,11 @@ class Nfa {
  public:
   struct State {
     std::vector<uint32_t> eps;
-    CodePointSet chars;
+    const CodePointSet* chars = nullptr;  // the Regex node's (which outlives the NFA)
     uint32_t to = UINT32_MAX;
   };
+
+  explicit Nfa(ConstraintBudget& budget) : budget_(budget) {}
 
   uint32_t add() {
     if (states.size() >= kMaxNfaStates) {
@@ -371,13 +391,15 @@ class Nfa {
     return static_cast<uint32_t>(states.size() - 1);
   }
 
-  // Adds `x` after state `from`; returns the state where it ends.
+  // Adds `x` after state `from`; returns the state where it ends. {n,m} walks its operand up
+  // to m times, so nested counts multiply the work: each call is charged.
   uint32_t append(const Regex& x, uint32_t from) {
+    budget_.charge(1);
     switch (x.kind) {
       case Regex::kChars: {
         const uint32_t s = add(), e = add();
         states[from].eps.push_back(s);
-        states[s].chars = intersection(x.chars, writable_code_points());
+        states[s].chars = &x.chars;
         states[s].to = e;
         return e;
       }
@@ -421,58 +443,111 @@ class Nfa {
   }
 
   std::vector<State> states;
+
+ private:
+  ConstraintBudget& budget_;
 };
 
-// Subset construction over code point ranges.
-StringAutomaton determinize(const Nfa& nfa, uint32_t start, uint32_t final_state) {
+struct StateSetHash {
+  size_t operator()(const std::vector<uint32_t>& v) const {
+    uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a over the members
+    for (uint32_t x : v) h = (h ^ x) * 0x100000001b3ULL;
+    return static_cast<size_t>(h);
+  }
+};
+
+// Subset construction over code point ranges. Each step is linear in what it reads and
+// writes (the members of a set, their ranges, the target sets), all charged to the budget.
+StringAutomaton determinize(const Nfa& nfa, uint32_t start, uint32_t final_state,
+                            ConstraintBudget& budget) {
+  // seen[s] == stamp: s is in the closure being built. A new stamp per closure instead of
+  // clearing an NFA-sized vector per DFA edge (which made large NFAs quadratic).
+  std::vector<uint32_t> seen(nfa.states.size(), 0);
+  uint32_t stamp = 0;
   auto closure = [&](std::vector<uint32_t> set) {
-    std::vector<uint8_t> seen(nfa.states.size(), 0);
-    for (uint32_t s : set) seen[s] = 1;
+    ++stamp;
+    for (uint32_t s : set) seen[s] = stamp;
     for (size_t k = 0; k < set.size(); ++k) {
-      for (uint32_t t : nfa.states[set[k]].eps) {
-        if (!seen[t]) seen[t] = 1, set.push_back(t);
+      const std::vector<uint32_t>& eps = nfa.states[set[k]].eps;
+      budget.charge(1 + eps.size());
+      for (uint32_t t : eps) {
+        if (seen[t] != stamp) seen[t] = stamp, set.push_back(t);
       }
     }
     std::sort(set.begin(), set.end());
     return set;
   };
   StringAutomaton out;
-  std::map<std::vector<uint32_t>, uint32_t> index;
-  std::vector<std::vector<uint32_t>> order;
+  // Sets live once, as the index's keys (nodes do not move); `order` points at them.
+  std::unordered_map<std::vector<uint32_t>, uint32_t, StateSetHash> index;
+  std::vector<const std::vector<uint32_t>*> order;
   auto state_of = [&](std::vector<uint32_t> set) {
     set = closure(std::move(set));
+    budget.charge(4 + set.size());  // hashing and comparing it, a node for a new one
     const auto it = index.find(set);
     if (it != index.end()) return it->second;
     const bool accepting = std::binary_search(set.begin(), set.end(), final_state);
     const uint32_t id = out.add_state(accepting);
-    index.emplace(set, id);
-    order.push_back(std::move(set));
+    order.push_back(&index.emplace(std::move(set), id).first->first);
     return id;
   };
   state_of({start});
+  std::vector<const CodePointSet*> sets;
+  std::vector<uint32_t> cuts;
+  std::vector<std::vector<uint32_t>> targets;  // per range between two cuts
   for (size_t k = 0; k < order.size(); ++k) {
-    const std::vector<uint32_t> members = order[k];  // (order grows below)
-    std::vector<uint32_t> cuts;
+    const std::vector<uint32_t>& members = *order[k];
+    // Cuts come from each distinct set once: the copies of one {n,m} operand share theirs.
+    sets.clear();
+    budget.charge(members.size());
     for (uint32_t s : members) {
-      for (const CodePointRange& r : nfa.states[s].chars) {
+      if (nfa.states[s].chars != nullptr) sets.push_back(nfa.states[s].chars);
+    }
+    std::sort(sets.begin(), sets.end());
+    sets.erase(std::unique(sets.begin(), sets.end()), sets.end());
+    cuts.clear();
+    for (const CodePointSet* set : sets) {
+      budget.charge(1 + set->size());
+      for (const CodePointRange& r : *set) {
         cuts.push_back(r.lo);
         cuts.push_back(r.hi + 1);
       }
     }
+    // Sorting the cuts and finding each range among them: one comparison per level.
+    budget.charge(cuts.size() * std::bit_width(cuts.size()));
     std::sort(cuts.begin(), cuts.end());
     cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
-    for (size_t c = 0; c + 1 < cuts.size(); ++c) {
-      const uint32_t lo = cuts[c];
-      std::vector<uint32_t> targets;
-      for (uint32_t s : members) {
-        const CodePointSet& ch = nfa.states[s].chars;
-        const auto it = std::partition_point(ch.begin(), ch.end(),
-                                             [lo](const CodePointRange& r) { return r.hi < lo; });
-        if (it != ch.end() && it->lo <= lo) targets.push_back(nfa.states[s].to);
+    if (cuts.size() < 2) continue;
+    targets.assign(cuts.size() - 1, {});
+    // Each range covers the consecutive pieces from its first cut up to the cut after its end
+    // (r.hi + 1 is a cut): its target goes to each.
+    for (uint32_t s : members) {
+      if (nfa.states[s].chars == nullptr) continue;
+      for (const CodePointRange& r : *nfa.states[s].chars) {
+        budget.charge(std::bit_width(cuts.size()));
+        for (auto c = static_cast<size_t>(std::lower_bound(cuts.begin(), cuts.end(), r.lo) -
+                                          cuts.begin());
+             cuts[c] <= r.hi; ++c) {
+          budget.charge(1);
+          targets[c].push_back(nfa.states[s].to);
+        }
       }
-      if (targets.empty()) continue;
-      const uint32_t to = state_of(std::move(targets));
-      out.add_edge(static_cast<uint32_t>(k), lo, cuts[c + 1] - 1, to);
+    }
+    // Pieces with the same targets as the previous piece lead to the same state (a class of
+    // many separate characters): compared, they skip the closure and the lookup.
+    size_t previous = SIZE_MAX;
+    uint32_t previous_to = 0;
+    for (size_t c = 0; c + 1 < cuts.size(); ++c) {
+      if (targets[c].empty()) continue;
+      if (previous != SIZE_MAX) {
+        budget.charge(1 + std::min(targets[c].size(), targets[previous].size()));
+      }
+      const uint32_t to = previous != SIZE_MAX && targets[c] == targets[previous]
+                              ? previous_to
+                              : state_of(targets[c]);
+      out.add_edge(static_cast<uint32_t>(k), cuts[c], cuts[c + 1] - 1, to);
+      previous = c;
+      previous_to = to;
     }
   }
   return out;
@@ -480,20 +555,25 @@ StringAutomaton determinize(const Nfa& nfa, uint32_t start, uint32_t final_state
 
 }  // namespace
 
-StringAutomaton compile_pattern(std::string_view pattern) {
-  Regex regex = Parser(decode_utf8(pattern)).parse();
-  Nfa nfa;
+StringAutomaton compile_pattern(std::string_view pattern, ConstraintBudget& budget) {
+  Regex regex = Parser(decode_utf8(pattern), budget).parse();
+  Nfa nfa(budget);
   const uint32_t start = nfa.add();
   const uint32_t final_state = nfa.append(regex, start);
   StringAutomaton dfa;
   try {
-    dfa = determinize(nfa, start, final_state);
+    dfa = determinize(nfa, start, final_state, budget);
   } catch (const std::length_error&) {
     throw RegexError(
         fmt::format("needs more than {} automaton states", StringAutomaton::kMaxStates));
   }
-  if (!dfa.trim()) throw RegexError("matches no string a JSON value can hold");
+  if (!dfa.trim(budget)) throw RegexError("matches no string a JSON value can hold");
   return dfa;
+}
+
+StringAutomaton compile_pattern(std::string_view pattern) {
+  ConstraintBudget budget;
+  return compile_pattern(pattern, budget);
 }
 
 }  // namespace kiln::engine

@@ -27,7 +27,11 @@ class RegexError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Throws RegexError naming what is not supported (and where), or that no JSON string matches.
+// Throws RegexError naming what is not supported (and where), that groups nest deeper than
+// kMaxInputNesting (input_limits.h), or that no JSON string matches; ConstraintBudgetExceeded
+// when compiling it would take more steps than `budget` has left (constraint_budget.h).
+StringAutomaton compile_pattern(std::string_view pattern, ConstraintBudget& budget);
+// The same with a budget of its own.
 StringAutomaton compile_pattern(std::string_view pattern);
 
 }  // namespace kiln::engine

@@ -1,8 +1,8 @@
 #include "kiln/engine/json/string_automaton.h"
 
 #include <algorithm>
-#include <map>
 #include <stdexcept>
+#include <unordered_map>
 #include <utility>
 
 namespace kiln::engine {
@@ -91,11 +91,12 @@ void StringAutomaton::add_edge(uint32_t from, uint32_t lo, uint32_t hi, uint32_t
   }
 }
 
-uint32_t StringAutomaton::merge_universal_states(const std::vector<uint8_t>& live) {
+uint32_t StringAutomaton::merge_universal_states(const std::vector<uint8_t>& live,
+                                                 const std::vector<std::vector<uint32_t>>& into) {
   // Universal: accepting, and every writable character leads to a universal state (the
-  // greatest such set, by removing states until none breaks the rule). All accept the same
-  // strings (all of them), so they become one state that loops on itself: an unanchored
-  // pattern's tail is then recognisable (loops_on_everything) however it was reached.
+  // greatest such set). All accept the same strings (all of them), so they become one state
+  // that loops on itself: an unanchored pattern's tail is then recognisable
+  // (loops_on_everything) however it was reached.
   const size_t n = edges_.size();
   const CodePointSet& all = writable_code_points();
   std::vector<uint8_t> universal(n, 0);
@@ -109,17 +110,19 @@ uint32_t StringAutomaton::merge_universal_states(const std::vector<uint8_t>& liv
                                 return a.lo == b.lo && a.hi == b.hi;
                               });
   }
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (uint32_t s = 0; s < n; ++s) {
-      if (!universal[s]) continue;
-      for (const Edge& e : edges_[s]) {
-        if (!universal[e.to]) {
-          universal[s] = 0;
-          changed = true;
-          break;
-        }
-      }
+  // A candidate with an edge to a state that is not universal is not universal either: walk
+  // back from every non-universal state over reversed edges, each state and edge once (a
+  // fixpoint loop that drops one state per pass is quadratic: maxLength 30,000 beside an
+  // unanchored pattern took ~10^9 steps).
+  std::vector<uint32_t> work;
+  for (uint32_t s = 0; s < n; ++s) {
+    if (!universal[s]) work.push_back(s);
+  }
+  while (!work.empty()) {
+    const uint32_t t = work.back();
+    work.pop_back();
+    for (uint32_t p : into[t]) {
+      if (universal[p]) universal[p] = 0, work.push_back(p);
     }
   }
   uint32_t rep = UINT32_MAX;
@@ -137,9 +140,14 @@ uint32_t StringAutomaton::merge_universal_states(const std::vector<uint8_t>& liv
   return rep;
 }
 
-bool StringAutomaton::trim() {
+bool StringAutomaton::trim(ConstraintBudget& budget) {
   const size_t n = edges_.size();
   if (n == 0) return false;
+  size_t edge_count = 0;
+  for (const auto& e : edges_) edge_count += e.size();
+  // Each pass below (reversed edges, live states, universal states, renumbering) visits every
+  // state and edge at most a few times.
+  budget.charge(4 * (uint64_t{n} + edge_count));
   // Live: reaches an accepting state (backwards from them over reversed edges).
   std::vector<std::vector<uint32_t>> into(n);
   for (uint32_t s = 0; s < n; ++s) {
@@ -162,7 +170,7 @@ bool StringAutomaton::trim() {
     accepting_.clear();
     return false;
   }
-  const uint32_t universal = merge_universal_states(live);
+  const uint32_t universal = merge_universal_states(live, into);
   // Renumber the live states reachable from the start, in the order they are found.
   std::vector<int64_t> index(n, -1);
   std::vector<uint32_t> order = {0};
@@ -189,12 +197,13 @@ bool StringAutomaton::trim() {
   return true;
 }
 
-StringAutomaton StringAutomaton::intersect(const StringAutomaton& a, const StringAutomaton& b) {
+StringAutomaton StringAutomaton::intersect(const StringAutomaton& a, const StringAutomaton& b,
+                                           ConstraintBudget& budget) {
   StringAutomaton out;
-  std::map<std::pair<uint32_t, uint32_t>, uint32_t> index;
+  std::unordered_map<uint64_t, uint32_t> index;  // (state of a, state of b) -> state
   std::vector<std::pair<uint32_t, uint32_t>> order;
   auto state_of = [&](uint32_t sa, uint32_t sb) {
-    const auto [it, added] = index.try_emplace({sa, sb}, 0);
+    const auto [it, added] = index.try_emplace((uint64_t{sa} << 32) | sb, 0);
     if (added) {
       it->second = out.add_state(a.accepting(sa) && b.accepting(sb));
       order.emplace_back(sa, sb);
@@ -206,6 +215,8 @@ StringAutomaton StringAutomaton::intersect(const StringAutomaton& a, const Strin
     const auto [sa, sb] = order[k];
     const auto& ea = a.edges_[sa];
     const auto& eb = b.edges_[sb];
+    // Each edge made here is stored, then copied by trim(): two steps.
+    budget.charge(1 + 2 * (ea.size() + eb.size()));
     size_t i = 0, j = 0;
     while (i < ea.size() && j < eb.size()) {  // both sorted: one merge pass
       const uint32_t lo = std::max(ea[i].lo, eb[j].lo), hi = std::min(ea[i].hi, eb[j].hi);
@@ -219,11 +230,13 @@ StringAutomaton StringAutomaton::intersect(const StringAutomaton& a, const Strin
   return out;
 }
 
-StringAutomaton StringAutomaton::length_between(uint32_t min_chars, uint32_t max_chars) {
+StringAutomaton StringAutomaton::length_between(uint32_t min_chars, uint32_t max_chars,
+                                                ConstraintBudget& budget) {
   // State k: k characters so far; with no upper limit the last state (min_chars) loops.
   const bool unbounded = max_chars == UINT32_MAX;
   const uint32_t last = unbounded ? min_chars : max_chars;
   if (last >= kMaxStates) throw std::length_error("too many automaton states");
+  budget.charge((uint64_t{last} + 1) * (1 + writable_code_points().size()));
   StringAutomaton out;
   for (uint32_t k = 0; k <= last; ++k) out.add_state(k >= min_chars);
   for (uint32_t k = 0; k <= last; ++k) {

@@ -14,6 +14,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "kiln/engine/json/constraint_budget.h"
+
 namespace kiln::engine {
 
 struct CodePointRange {
@@ -56,17 +58,36 @@ class StringAutomaton {
   void add_edge(uint32_t from, uint32_t lo, uint32_t hi, uint32_t to);
   // Drops states unreachable from the start or unable to reach an accepting state, and
   // merges adjacent ranges leading to the same state. False when no string is accepted.
-  bool trim();
+  // Linear in states and edges.
+  bool trim(ConstraintBudget& budget);
 
   // Strings accepted by both (throws std::length_error past kMaxStates).
-  static StringAutomaton intersect(const StringAutomaton& a, const StringAutomaton& b);
+  static StringAutomaton intersect(const StringAutomaton& a, const StringAutomaton& b,
+                                   ConstraintBudget& budget);
   // Any writable characters, between min_chars and max_chars of them (max UINT32_MAX: no
-  // upper limit).
-  static StringAutomaton length_between(uint32_t min_chars, uint32_t max_chars);
+  // upper limit; throws std::length_error past kMaxStates).
+  static StringAutomaton length_between(uint32_t min_chars, uint32_t max_chars,
+                                        ConstraintBudget& budget);
+
+  // The same, each with a budget of its own (one constraint built on its own, as in tests).
+  bool trim() {
+    ConstraintBudget budget;
+    return trim(budget);
+  }
+  static StringAutomaton intersect(const StringAutomaton& a, const StringAutomaton& b) {
+    ConstraintBudget budget;
+    return intersect(a, b, budget);
+  }
+  static StringAutomaton length_between(uint32_t min_chars, uint32_t max_chars) {
+    ConstraintBudget budget;
+    return length_between(min_chars, max_chars, budget);
+  }
 
  private:
-  // Returns the state they became, or UINT32_MAX when there is none.
-  uint32_t merge_universal_states(const std::vector<uint8_t>& live);
+  // Returns the state they became, or UINT32_MAX when there is none. `into`: each state's
+  // predecessors (one entry per edge).
+  uint32_t merge_universal_states(const std::vector<uint8_t>& live,
+                                  const std::vector<std::vector<uint32_t>>& into);
 
   std::vector<std::vector<Edge>> edges_;
   std::vector<uint8_t> accepting_;
