@@ -129,12 +129,18 @@ bool number_may_end(uint8_t phase) {
 }
 uint32_t byte_range(uint8_t lo, uint8_t hi) { return (uint32_t{lo} << 8) | hi; }
 
+// ws_run after a "\r" that still needs its "\n" (Feeder::whitespace).
+constexpr uint32_t kCarriageReturn = 1u << 17;
+
 class Feeder {
  public:
   Feeder(const JsonSchema& schema, JsonMatchState& st) : schema_(schema), st_(st) {}
 
   bool feed(uint8_t b) {
-    if (!is_ws(b)) st_.ws_run = 0;
+    if (!is_ws(b)) {
+      if (st_.ws_run == kCarriageReturn) return false;  // "\r" must be followed by "\n"
+      st_.ws_run = 0;
+    }
     for (;;) {
       if (st_.stack.empty()) return false;  // the value is complete: nothing may follow
       JsonFrame& f = st_.stack.back();
@@ -169,7 +175,32 @@ class Feeder {
  private:
   enum Result { kAccept, kReject, kRefeed };  // kRefeed: the top frame changed; try again
 
-  bool whitespace() { return ++st_.ws_run <= kMaxWhitespaceRun; }
+  // One run of structural whitespace has the shape a serializer writes: one space or tab (": ",
+  // ", "), or a line break ("\n" or "\r\n") and an indentation of at most kIndentPerLevel
+  // per level open. ws_run packs the run: its spaces and tabs, whether the break is done, and
+  // a pending "\r".
+  bool whitespace(uint8_t b) {
+    constexpr uint32_t kBreak = 1u << 16, kCarriage = kCarriageReturn, kCount = 0xFFFF;
+    uint32_t& run = st_.ws_run;
+    const uint32_t blanks = run & kCount;
+    if (b == '\r') {
+      if (run != 0) return false;
+      run = kCarriage;
+      return true;
+    }
+    if (b == '\n') {
+      if ((run & kBreak) != 0 || blanks != 0) return false;
+      run = kBreak;
+      return true;
+    }
+    if ((run & kCarriage) != 0) return false;  // "\r" must be followed by "\n"
+    size_t open = 0;                           // objects and arrays open here
+    for (const JsonFrame& f : st_.stack) open += f.kind == kObject || f.kind == kArray;
+    const size_t limit = (run & kBreak) != 0 ? kIndentPerLevel * std::max<size_t>(open, 1) : 1;
+    if (blanks + 1 > limit) return false;
+    run = (run & ~kCount) | (blanks + 1);
+    return true;
+  }
 
   // The top frame has finished its value (`result`: the key index for key literals); it is
   // popped and its parent moves on.
@@ -204,7 +235,7 @@ class Feeder {
 
   Result value(JsonFrame& f, uint8_t b) {
     if (is_ws(b)) {
-      return (st_.stack.size() > 1 || st_.leading_space) && whitespace() ? kAccept : kReject;
+      return (st_.stack.size() > 1 || st_.leading_space) && whitespace(b) ? kAccept : kReject;
     }
     const SchemaNode* n = &schema_.node(f.node);
     uint32_t node = f.node;
@@ -288,7 +319,7 @@ class Feeder {
     switch (f.phase) {
       case kObjOpen:
       case kObjNeedKey: {
-        if (is_ws(b)) return whitespace() ? kAccept : kReject;
+        if (is_ws(b)) return whitespace(b) ? kAccept : kReject;
         if (b == '}' && f.phase == kObjOpen) {
           if (!required_present(f)) return kReject;
           child_done(-1);
@@ -307,7 +338,7 @@ class Feeder {
         return kRefeed;
       }
       case kObjColon: {
-        if (is_ws(b)) return whitespace() ? kAccept : kReject;
+        if (is_ws(b)) return whitespace(b) ? kAccept : kReject;
         if (b != ':') return kReject;
         f.phase = kObjMember;
         const SchemaNode& n = schema_.node(f.node);
@@ -317,7 +348,7 @@ class Feeder {
         return kAccept;
       }
       case kObjAfter: {
-        if (is_ws(b)) return whitespace() ? kAccept : kReject;
+        if (is_ws(b)) return whitespace(b) ? kAccept : kReject;
         if (b == ',') {
           if (!key_available(f)) return kReject;
           f.phase = kObjNeedKey;
@@ -340,7 +371,7 @@ class Feeder {
     switch (f.phase) {
       case kArrOpen:
       case kArrNeedItem:
-        if (is_ws(b)) return whitespace() ? kAccept : kReject;
+        if (is_ws(b)) return whitespace(b) ? kAccept : kReject;
         if (b == ']' && f.phase == kArrOpen) {
           if (n.min_items > 0) return kReject;
           child_done(-1);
@@ -351,7 +382,7 @@ class Feeder {
         push(kValue, 0, item);
         return kRefeed;
       case kArrAfter:
-        if (is_ws(b)) return whitespace() ? kAccept : kReject;
+        if (is_ws(b)) return whitespace(b) ? kAccept : kReject;
         if (b == ',' && f.pos < n.max_items) {
           f.phase = kArrNeedItem;
           return kAccept;

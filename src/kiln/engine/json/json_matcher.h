@@ -8,10 +8,12 @@
 // second hex digit, a used object key at the first byte that tells it apart).
 //
 // Nesting: at most kMaxJsonDepth levels.
-// Whitespace: allowed between structural tokens, at most kMaxWhitespaceRun bytes in a row
-// (a model stuck emitting newlines would otherwise never finish); none before the top-level
-// value or after it, so once the value is complete the only continuation is end of sequence
-// (a top-level number may still take more digits).
+// Whitespace: allowed between structural tokens in the shapes serializers write: one space or
+// tab, or one line break followed by an indentation of at most kIndentPerLevel blanks per level
+// open (compact, ", "/": " separators, and pretty printers up to 4-space indents all fit). A
+// sampling model could otherwise spend its tokens on whitespace (blank lines, runs of spaces);
+// none before the top-level value or after it, so once the value is complete the only continuation
+// is end of sequence (a top-level number may still take more digits).
 //
 // State is a stack of small frames; copying a JsonMatchState is cheap, which is what the
 // vocabulary walk (json_token_mask.h) does at every trie node.
@@ -37,13 +39,13 @@ struct JsonFrame {
 
 struct JsonMatchState {
   std::vector<JsonFrame> stack;
-  uint32_t ws_run = 0;  // structural whitespace bytes in a row
+  uint32_t ws_run = 0;  // the current run of structural whitespace (0: none; json_matcher.cc)
   // Whitespace may precede the top-level value (a constraint that starts after a marker, e.g.
-  // the newline after <tool_call>); still at most kMaxWhitespaceRun bytes.
+  // the newline after <tool_call>); one run of the same shape.
   bool leading_space = false;
 };
 
-constexpr uint32_t kMaxWhitespaceRun = 32;
+constexpr uint32_t kIndentPerLevel = 4;
 // Objects and arrays nest at most this deep (frames, a key or string counting as one): the
 // walk copies the stack, so an unbounded one would let a model make every step slower.
 constexpr size_t kMaxJsonDepth = 64;
