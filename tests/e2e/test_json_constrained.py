@@ -123,12 +123,14 @@ def test_open_schema_stops_validate_and_truncations_say_length(client, model_id)
             check(ch.message.content, OPEN)
         else:
             assert r.usage is not None
-    # A tight max_tokens truncates: finish_reason "length", never a fake "stop".
+    # A tight max_tokens truncates: finish_reason "length", never a fake "stop". (4 tokens of at
+    # most 15 bytes could hold BOUNDED's shortest value, 47 bytes; 3 could not, and are refused
+    # before generating: test_hostile_requests.py.)
     short = client.chat.completions.create(
         model=model_id, messages=[{"role": "user", "content": "x"}],
-        response_format=schema_format(BOUNDED), temperature=0, max_tokens=3)
+        response_format=schema_format(BOUNDED), temperature=0, max_tokens=4)
     assert short.choices[0].finish_reason == "length"
-    assert short.usage.completion_tokens == 3
+    assert short.usage.completion_tokens == 4
 
 
 def test_json_object_mode(client, model_id):
@@ -176,7 +178,7 @@ def test_numeric_bounds_hold_in_sampled_output(client, model_id):
         "price": {"type": "number", "minimum": 10.5, "exclusiveMaximum": 12.25}},
         "required": ["age", "delta", "score", "price"], "additionalProperties": False}
     values = []
-    for seed in (1, 2, 3):
+    for seed in (1, 2, 3, 4):
         r = client.chat.completions.create(
             model=model_id, messages=[{"role": "user", "content": "Numbers."}],
             response_format=schema_format(schema), temperature=1.0, n=6, seed=seed,
