@@ -9,6 +9,7 @@
 #include <optional>
 #include <string_view>
 
+#include "kiln/base/bounded_json.h"
 #include "kiln/base/error.h"
 
 namespace kiln::fuzz {
@@ -17,12 +18,17 @@ inline std::string_view as_text(const uint8_t* data, size_t size) {
   return {reinterpret_cast<const char*>(data), size};
 }
 
-// The input as JSON, or nullopt when it is not JSON: the servers and loaders refuse such bytes
-// before any reader sees them, so the readers are fuzzed with documents only.
+// The input as JSON, or nullopt when it is not JSON or nests deeper than the input limit: the
+// servers and loaders refuse such bytes before any reader sees them (base/bounded_json.h), so
+// the readers are fuzzed with the documents they can receive.
 inline std::optional<nlohmann::json> parse_json(const uint8_t* data, size_t size) {
-  nlohmann::json j = nlohmann::json::parse(data, data + size, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return std::nullopt;
-  return j;
+  try {
+    nlohmann::json j = parse_json_bounded(as_text(data, size));
+    if (j.is_discarded()) return std::nullopt;
+    return j;
+  } catch (const JsonTooDeep&) {
+    return std::nullopt;
+  }
 }
 
 // Runs `body`, swallowing kiln::Error (bad input refused with a message).

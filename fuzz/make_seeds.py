@@ -129,8 +129,31 @@ def json_constraint_seeds():
         write("json_constraint", name, json_constraint_seed(schema, generated))
 
 
+def deep_request_seeds():
+    """Requests nested far past the 128-level input limit through the fields that reach a
+    recursive walk (a 60 kB chat request nested 30,000 deep used to overflow the server's
+    stack): the body itself, a tool call's arguments string, a tool's unknown member, and
+    SGLang's json_schema string."""
+    deep = "[" * 30000 + "]" * 30000
+    ask = [{"role": "user", "content": "Hi"}]
+    tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
+    call = {"id": "c", "type": "function", "function": {"name": "f", "arguments": deep}}
+    write("openai_chat", "regress_deep_arguments_30000.json", json.dumps(
+        {"messages": ask + [{"role": "assistant", "tool_calls": [call]}], "tools": [tool]}))
+    write("openai_chat", "regress_deep_body_30000.json",
+          '{"messages": [{"role": "user", "content": "Hi"}], "tools": [{"type": "function", '
+          '"function": {"name": "f", "x": ' + deep + "}}]}")
+    write("openai_chat", "nested_arguments_127.json", json.dumps(
+        {"messages": ask + [{"role": "assistant", "tool_calls": [
+            {**call, "function": {"name": "f", "arguments": "[" * 127 + "]" * 127}}]}],
+         "tools": [tool]}))
+    write("native_generate", "regress_deep_json_schema_30000.json",
+          json.dumps({"text": "a", "sampling_params": {"json_schema": deep}}))
+
+
 def main():
     json_constraint_seeds()
+    deep_request_seeds()
     templates = pathlib.Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "chat_templates"
     for t in sorted(templates.glob("*.jinja")):
         if t.stat().st_size <= 5000:  # seeds stay small; the larger ones add no new format
