@@ -72,43 +72,17 @@ std::string json_mask_key(const JsonMatcher& matcher, std::span<const int32_t> e
 }
 
 JsonMaskCache::JsonMaskCache(const TokenTrie& trie, int64_t vocab, size_t max_bytes)
-    : trie_(trie), vocab_(vocab), max_bytes_(max_bytes) {}
+    : trie_(trie), vocab_(vocab), cache_(SIZE_MAX, max_bytes) {}
 
 std::shared_ptr<const TokenMask> JsonMaskCache::get(const JsonMatcher& matcher,
                                                     std::span<const int32_t> end_ids) {
-  std::string key = json_mask_key(matcher, end_ids);
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (auto it = entries_.find(key); it != entries_.end()) {
-      ++stats_.hits;
-      ages_.splice(ages_.begin(), ages_, it->second.age);
-      return it->second.mask;
-    }
-    ++stats_.misses;
-  }
-  auto mask =
-      std::make_shared<const TokenMask>(compute_token_mask(trie_, matcher, end_ids, vocab_));
-  std::lock_guard<std::mutex> lock(mutex_);
-  // Another thread may have computed the same state meanwhile: keep one.
-  if (auto it = entries_.find(key); it != entries_.end()) return it->second.mask;
-  ages_.push_front(key);
-  entries_.emplace(std::move(key), Entry{matcher.schema_ptr(), mask, ages_.begin()});
-  stats_.bytes += mask->bytes();
-  while (stats_.bytes > max_bytes_ && ages_.size() > 1) {
-    auto victim = entries_.find(ages_.back());
-    stats_.bytes -= victim->second.mask->bytes();
-    entries_.erase(victim);
-    ages_.pop_back();
-    ++stats_.evictions;
-  }
-  return mask;
-}
-
-JsonMaskCache::Stats JsonMaskCache::stats() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  Stats s = stats_;
-  s.entries = entries_.size();
-  return s;
+  const std::string key = json_mask_key(matcher, end_ids);
+  if (std::shared_ptr<const TokenMask> hit = cache_.find(key)) return hit;
+  auto entry = std::make_shared<Entry>();
+  static_cast<TokenMask&>(*entry) = compute_token_mask(trie_, matcher, end_ids, vocab_);
+  entry->schema = matcher.schema_ptr();
+  const size_t bytes = entry->bytes();
+  return cache_.insert(key, std::move(entry), bytes);
 }
 
 }  // namespace kiln::engine

@@ -8,14 +8,12 @@
 // Thread-safe: masks are computed outside the lock, so several threads can fill it at once.
 #pragma once
 #include <cstdint>
-#include <list>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
+#include "kiln/base/lru_cache.h"
 #include "kiln/engine/json/json_matcher.h"
 #include "kiln/engine/json/token_trie.h"
 
@@ -56,25 +54,18 @@ class JsonMaskCache {
   std::shared_ptr<const TokenMask> get(const JsonMatcher& matcher,
                                        std::span<const int32_t> end_ids);
 
-  struct Stats {
-    uint64_t hits = 0, misses = 0, evictions = 0;
-    size_t entries = 0, bytes = 0;
-  };
-  Stats stats() const;
+  using Stats = LruCache<TokenMask>::Stats;
+  Stats stats() const { return cache_.stats(); }
 
  private:
-  struct Entry {
-    std::shared_ptr<const JsonSchema> schema;  // keeps the schema the key points at alive
-    std::shared_ptr<const TokenMask> mask;
-    std::list<std::string>::iterator age;
+  // A cached mask keeps the schema its key names alive: the key holds the schema's address,
+  // which no other schema can take while the entry exists.
+  struct Entry : TokenMask {
+    std::shared_ptr<const JsonSchema> schema;
   };
   const TokenTrie& trie_;
   const int64_t vocab_;
-  const size_t max_bytes_;
-  mutable std::mutex mutex_;
-  std::unordered_map<std::string, Entry> entries_;
-  std::list<std::string> ages_;  // most recently used first
-  Stats stats_;
+  LruCache<TokenMask> cache_;
 };
 
 // The cache key of a matcher state: the schema's identity, every frame, the whitespace run and

@@ -4,47 +4,16 @@
 
 namespace kiln::engine {
 
-JsonSchemaCache::JsonSchemaCache(size_t max_entries, size_t max_bytes)
-    : max_entries_(max_entries), max_bytes_(max_bytes) {}
-
 std::shared_ptr<const JsonSchema> JsonSchemaCache::get(const std::string& key,
                                                        const Compile& compile) {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (auto it = entries_.find(key); it != entries_.end()) {
-      ++stats_.hits;
-      ages_.splice(ages_.begin(), ages_, it->second.age);
-      return it->second.schema;
-    }
-    ++stats_.misses;
-  }
+  if (std::shared_ptr<const JsonSchema> hit = cache_.find(key)) return hit;
   std::shared_ptr<const JsonSchema> schema = compile();
-  const size_t bytes = approx_bytes(*schema) + key.size();
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (auto it = entries_.find(key); it != entries_.end()) return it->second.schema;
-  if (bytes > max_bytes_) return schema;  // larger than the whole cache: used, not kept
-  ages_.push_front(key);
-  entries_.emplace(key, Entry{schema, bytes, ages_.begin()});
-  stats_.bytes += bytes;
-  while (entries_.size() > max_entries_ || stats_.bytes > max_bytes_) {
-    auto victim = entries_.find(ages_.back());
-    stats_.bytes -= victim->second.bytes;
-    entries_.erase(victim);
-    ages_.pop_back();
-  }
-  return schema;
+  return cache_.insert(key, schema, approx_bytes(*schema) + key.size());
 }
 
 JsonSchemaCache& JsonSchemaCache::shared() {
   static JsonSchemaCache cache(64, size_t{256} << 20);
   return cache;
-}
-
-JsonSchemaCache::Stats JsonSchemaCache::stats() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  Stats s = stats_;
-  s.entries = entries_.size();
-  return s;
 }
 
 size_t approx_bytes(const JsonSchema& schema) {

@@ -7,19 +7,17 @@
 #pragma once
 #include <cstddef>
 #include <functional>
-#include <list>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <unordered_map>
 
+#include "kiln/base/lru_cache.h"
 #include "kiln/engine/json/json_schema.h"
 
 namespace kiln::engine {
 
 class JsonSchemaCache {
  public:
-  JsonSchemaCache(size_t max_entries, size_t max_bytes);
+  JsonSchemaCache(size_t max_entries, size_t max_bytes) : cache_(max_entries, max_bytes) {}
 
   using Compile = std::function<std::shared_ptr<const JsonSchema>()>;
   // The schema compiled under `key`, or compile() kept under it. compile() runs outside the
@@ -29,23 +27,11 @@ class JsonSchemaCache {
   // The process's cache, used by the request parsers (64 schemas, 256 MiB).
   static JsonSchemaCache& shared();
 
-  struct Stats {
-    uint64_t hits = 0, misses = 0;
-    size_t entries = 0, bytes = 0;
-  };
-  Stats stats() const;
+  using Stats = LruCache<JsonSchema>::Stats;
+  Stats stats() const { return cache_.stats(); }
 
  private:
-  struct Entry {
-    std::shared_ptr<const JsonSchema> schema;
-    size_t bytes = 0;
-    std::list<std::string>::iterator age;
-  };
-  const size_t max_entries_, max_bytes_;
-  mutable std::mutex mutex_;
-  std::unordered_map<std::string, Entry> entries_;
-  std::list<std::string> ages_;  // most recently used first
-  Stats stats_;
+  LruCache<JsonSchema> cache_;
 };
 
 // Memory a compiled schema holds, roughly (nodes, tries, automaton edges).
