@@ -28,8 +28,16 @@ static std::atomic<int64_t> g_allocs{0};
   if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
   throw std::bad_alloc();
 }
+// The nothrow forms too (std::stable_sort's buffer uses them): libstdc++'s call the operator new
+// above, but a sanitizer runtime's do not, and memory from its allocator reached the free()
+// below (ASan: alloc-dealloc-mismatch).
+[[gnu::noinline]] void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
+  if (g_count_allocs.load(std::memory_order_relaxed)) g_allocs.fetch_add(1);
+  return std::malloc(n == 0 ? 1 : n);
+}
 [[gnu::noinline]] void operator delete(void* p) noexcept { std::free(p); }
 [[gnu::noinline]] void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+[[gnu::noinline]] void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
 
 namespace kiln::testing {
 namespace {
