@@ -15,7 +15,9 @@ TEST(BumpArena, PiecesAreAlignedDisjointAndInAllocationOrder) {
   for (size_t bytes : {1, 63, 64, 65, 1000, 7}) pieces.push_back(arena.allocate(bytes));
   for (size_t i = 0; i < pieces.size(); ++i) {
     EXPECT_EQ(reinterpret_cast<uintptr_t>(pieces[i].get()) % 64, 0u) << i;
-    if (i > 0) EXPECT_GT(pieces[i].get(), pieces[i - 1].get()) << i;  // one chunk, in order
+    if (i > 0) {  // braces: EXPECT_* expands to an if/else
+      EXPECT_GT(pieces[i].get(), pieces[i - 1].get()) << i;  // one chunk, in order
+    }
   }
   // Sizes rounded up to 64: 64 + 64 + 64 + 128 + 1024 + 64 bytes laid end to end.
   EXPECT_EQ(pieces[5].get() - pieces[0].get(), 64 + 64 + 64 + 128 + 1024);

@@ -1,12 +1,14 @@
 """`kiln chat` in a pseudo-terminal, as a person uses it: two turns (the second sent with the
 first exchange, which the prefix cache serves), /reset (a fresh conversation gives the first
 reply again, greedy), Ctrl-C during a reply (the reply stops, the program stays), Ctrl-C at the
-prompt (the line is dropped), and Ctrl-D (leaves, exit status 0)."""
+prompt (the line is dropped), Ctrl-D (leaves, exit status 0), Ctrl-C while the model loads
+(a line saying so, exit status 130) and the end of piped input (a newline, exit status 0)."""
 import os
 import pty
 import re
 import select
 import signal
+import subprocess
 import time
 
 import pytest
@@ -20,9 +22,15 @@ class Terminal:
     """A kiln process on the slave side of a pty (its controlling terminal, so Ctrl-C typed on
     the master reaches it as SIGINT through the line discipline)."""
 
-    def __init__(self, *args):
+    def __init__(self, *args, sigint_pending=False):
         self.pid, self.fd = pty.fork()
         if self.pid == 0:
+            if sigint_pending:
+                # A Ctrl-C that is already there when kiln starts, held blocked (a pending
+                # signal survives exec): kiln unblocks it once its handler is in place, which
+                # puts the interrupt inside the model load without racing the load's end.
+                signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+                os.kill(os.getpid(), signal.SIGINT)
             os.execv(kiln_bin(), [kiln_bin(), *args])
         self.buf = b""
 
@@ -77,9 +85,9 @@ class Terminal:
 def chat(models):
     terms = []
 
-    def start(*extra):
+    def start(*extra, **kw):
         t = Terminal("chat", "-m", str(models / "tiny-qwen2.gguf"), "-t", "2", "--temp", "0",
-                     "--max-graph-bs", "1", "--stats", *extra)
+                     "--max-graph-bs", "1", "--stats", *extra, **kw)
         terms.append(t)
         return t
 
@@ -155,3 +163,27 @@ def test_a_message_larger_than_the_context_is_not_sent(chat):
     term.expect(rb"> ")
     term.send(b"/exit\n")
     assert term.wait() == 0
+
+
+def test_ctrl_c_while_the_model_loads_exits_130(chat):
+    term = chat(sigint_pending=True)
+    out = term.expect(rb"interrupted while loading the model\r?\n", timeout=10)
+    assert b"kiln chat: interrupted while loading the model" in out
+    assert b"> " not in out  # it never got to the prompt
+    assert term.wait() == 130
+
+
+def test_end_of_piped_input_leaves_cleanly(models):
+    base = [kiln_bin(), "chat", "-m", str(models / "tiny-qwen2.gguf"), "-t", "2", "--temp", "0",
+            "--max-graph-bs", "1", "-n", "4"]
+    # No input at all: the banner, an empty prompt line, status 0.
+    p = subprocess.run(base, stdin=subprocess.DEVNULL, capture_output=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.startswith(b"kiln chat:") and p.stdout.endswith(b"> \n"), p.stdout
+    # A message, then the end of the pipe (no newline after the message): it is answered, and
+    # the program leaves at the next prompt.
+    p = subprocess.run(base, input=b"Hello there", capture_output=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    # (The reply itself, four tokens of a random model, may hold anything, "> " included.)
+    first_prompt = p.stdout.index(b"> ")
+    assert p.stdout.endswith(b"\n> \n") and len(p.stdout) - first_prompt > 5, p.stdout

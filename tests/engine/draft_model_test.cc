@@ -68,7 +68,9 @@ Outcome run(const std::vector<GenerateRequest>& requests, const DraftSetup* draf
     testing::run_to_completion(sched, requests, on_event);
     out.stats = sched.stats();
     // Finished requests hold no draft pages.
-    if (draft_pool) EXPECT_EQ(draft_pool->used_pages(), 0);
+    if (draft_pool) {
+      EXPECT_EQ(draft_pool->used_pages(), 0);
+    }
   }
   EXPECT_TRUE(model.errors_copy().empty()) << model.errors_copy().front();
   if (draft_model) {

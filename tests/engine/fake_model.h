@@ -3,6 +3,8 @@
 // through the paged KV cache it simulates, so that any scheduling or paging mistake changes
 // the output. FakeModel also checks that every StepBatch is well formed.
 #pragma once
+#include <fmt/format.h>
+
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -38,7 +40,7 @@ class FakeTokenizer : public TokenText {
     if (t == kByteC3) return "\xC3";
     if (t == kByteA9) return "\xA9";
     if (t == kEAcute) return "\xC3\xA9";
-    return "t" + std::to_string(t);
+    return fmt::format("t{}", t);
   }
   std::string decode(std::span<const int32_t> ids, bool skip_special) const override {
     std::string s;

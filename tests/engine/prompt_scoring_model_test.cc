@@ -95,7 +95,9 @@ TEST_P(PromptScoringModel, MatchesAFullForwardInEagerAndGraphModeWithAndWithoutC
       const std::string where =
           std::string(engine::graph_mode_name(mode)) + " from " + std::to_string(from);
       EXPECT_EQ(got.output, first.output) << where;
-      if (from > 0) EXPECT_GT(got.cached, 0) << where << ": expected a prefix-cache hit";
+      if (from > 0) {
+        EXPECT_GT(got.cached, 0) << where << ": expected a prefix-cache hit";
+      }
       const size_t skip = static_cast<size_t>(std::max(from, 1) - 1);
       ASSERT_EQ(got.prompt.size(), want.size() - skip) << where;
       for (size_t i = 0; i < got.prompt.size(); ++i) {

@@ -129,12 +129,16 @@ TEST(PromptScoring, PrefixCacheHitsNeverSkipARowThatScores) {
     h.expect_matches_reference(id);
     const Result got = h.collector.get(id);
     expect_scores(got, r);
-    if (from == 0) EXPECT_EQ(got.cached_tokens, 0);
+    if (from == 0) {
+      EXPECT_EQ(got.cached_tokens, 0);
+    }
     if (from == 50) {
       EXPECT_GT(got.cached_tokens, 0);
       EXPECT_LE(got.cached_tokens, 49);
     }
-    if (from == -1) EXPECT_GT(got.cached_tokens, 49);
+    if (from == -1) {
+      EXPECT_GT(got.cached_tokens, 49);
+    }
   }
   h.expect_no_leak();
 }

@@ -2,6 +2,7 @@
 // run unfused and fused, in eager mode (Interpreter) and as a captured Plan, at several batch
 // sizes and odd widths. The fused kernels are built to compute exactly what the ops they
 // replace compute, so every output and the KV pool bytes must be BIT-IDENTICAL, not close.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -391,7 +392,7 @@ TEST(FusionNumeric, MatmulMergeOfMoreProjectionsThanASplitHolds) {
     Builder b("merge6");
     auto in = testing::declare_inputs(b, data);
     for (int i = 0; i < 6; ++i)
-      b.output(b.matmul(in["x"], b.param("w" + std::to_string(i), DType::Q8_0, {16 + 3 * i, K})));
+      b.output(b.matmul(in["x"], b.param(fmt::format("w{}", i), DType::Q8_0, {16 + 3 * i, K})));
     RandomWeights weights(31);
     check_fusion(b.finish(), run_fuse_matmul_merge, {{Op::MatmulSplit, 2}}, data, weights);
   }

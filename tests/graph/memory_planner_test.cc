@@ -1,5 +1,6 @@
 #include "kiln/graph/memory_planner.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <random>
@@ -74,8 +75,7 @@ Graph random_graph(std::mt19937& rng) {
   const int64_t rows = 1 + rng() % 4;
   const int64_t widths[] = {8, 24, 64};
   std::vector<Value> values;
-  for (int64_t w : widths)
-    values.push_back(b.input("x" + std::to_string(w), DType::F32, {rows, w}));
+  for (int64_t w : widths) values.push_back(b.input(fmt::format("x{}", w), DType::F32, {rows, w}));
   const int steps = 10 + rng() % 40;
   for (int s = 0; s < steps; ++s) {
     const Value a = values[rng() % values.size()];
@@ -89,7 +89,7 @@ Graph random_graph(std::mt19937& rng) {
         break;
       case 2: {
         const int64_t n = widths[rng() % 3];
-        values.push_back(b.matmul(a, b.param("w" + std::to_string(s), DType::F32, {n, sa[1]})));
+        values.push_back(b.matmul(a, b.param(fmt::format("w{}", s), DType::F32, {n, sa[1]})));
         break;
       }
       case 3:

@@ -151,7 +151,9 @@ TEST_P(RopeTest, PartialRotaryAndFactorsMatchFloat64Reference) {
               << "hd " << c.hd << " n_rot " << c.n_rot << " neox " << neox << " factors " << factors
               << " heads " << heads;
           for (size_t i = 0; i < x.size(); ++i)
-            if (static_cast<int>(i % c.hd) >= c.n_rot) ASSERT_EQ(out[i], x[i]) << i;
+            if (static_cast<int>(i % c.hd) >= c.n_rot) {
+              ASSERT_EQ(out[i], x[i]) << i;
+            }
           std::vector<float> y = x;  // in place gives the same bits
           rope(y.data(), pos.data(), spec, y.data(), rows, heads, ExecContext{});
           ASSERT_TRUE(bits_equal(y, out)) << "in place, hd " << c.hd << " n_rot " << c.n_rot;

@@ -41,7 +41,9 @@ TEST_P(HfConfigVsGguf, SameConfigAsConversion) {
   EXPECT_EQ(h.arch, g.arch);
   EXPECT_EQ(h.n_layers, g.n_layers);
   EXPECT_EQ(h.n_embd, g.n_embd);
-  if (h.n_experts == 0) EXPECT_EQ(h.n_ff, g.n_ff);
+  if (h.n_experts == 0) {
+    EXPECT_EQ(h.n_ff, g.n_ff);
+  }
   EXPECT_EQ(h.n_heads, g.n_heads);
   EXPECT_EQ(h.n_kv_heads, g.n_kv_heads);
   EXPECT_EQ(h.head_dim, g.head_dim);

@@ -15,9 +15,10 @@ namespace {
 
 // 8-byte little-endian header length, the header, then `data`.
 std::vector<uint8_t> file_bytes(const std::string& header, const std::vector<uint8_t>& data) {
-  std::vector<uint8_t> out(8);
-  uint64_t n = header.size();
-  for (int i = 0; i < 8; ++i) out[i] = static_cast<uint8_t>(n >> (8 * i));
+  std::vector<uint8_t> out;
+  out.reserve(8 + header.size() + data.size());
+  const uint64_t n = header.size();
+  for (int i = 0; i < 8; ++i) out.push_back(static_cast<uint8_t>(n >> (8 * i)));
   out.insert(out.end(), header.begin(), header.end());
   out.insert(out.end(), data.begin(), data.end());
   return out;

@@ -119,7 +119,9 @@ TEST_F(HttpConnection, UntrustworthyFramingIs400AndCloses) {
         std::string("POST /generate HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
                     "Content-Length: 6\r\n\r\n"),
         std::string("POST /generate HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
-                    "Transfer-Encoding: chunked\r\n\r\n")}) {
+                    "Transfer-Encoding: chunked\r\n\r\n"),
+        std::string("POST /generate HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked, "
+                    "chunked\r\n\r\n")}) {
     RawConnection c(port_);
     c.send(head);
     std::this_thread::sleep_for(20ms);
@@ -168,6 +170,65 @@ TEST_F(HttpConnection, ChunkedBodyWithinTheLimitIsRead) {
   std::string got = c.read_until_close(3000ms);
   EXPECT_EQ(response_statuses(got), std::vector<int>{200}) << got;
   EXPECT_NE(got.find("\"text\""), std::string::npos) << got;
+}
+
+// A transfer coding other than chunked (RFC 9112 §6.1: a server that does not understand one
+// answers 501): the body, gzip data once the chunks are undone, is never read as JSON.
+TEST_F(HttpConnection, TransferCodingOtherThanChunkedIs501) {
+  start();
+  for (const std::string& codings :
+       {std::string("Transfer-Encoding: gzip, chunked\r\n"),
+        std::string("Transfer-Encoding: Deflate;x=1 ,chunked\r\n"),
+        std::string("Transfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n")}) {
+    RawConnection c(port_);
+    c.send("POST /generate HTTP/1.1\r\nHost: x\r\n" + codings + "\r\n");
+    std::this_thread::sleep_for(20ms);
+    c.send("2\r\n{}\r\n0\r\n\r\n" + kSmuggled);
+    std::string got = c.read_until_close(3000ms);
+    EXPECT_EQ(response_statuses(got), std::vector<int>{501}) << codings << got;
+    const std::string name = codings.find("Deflate") != std::string::npos ? "deflate" : "gzip";
+    EXPECT_NE(got.find("transfer coding '" + name + "'"), std::string::npos) << got;
+    EXPECT_TRUE(c.closed()) << codings;
+  }
+}
+
+// Expect: 100-continue on a request without a body needs no interim answer: the request is
+// answered at once (it once waited for the body timeout and was closed unanswered).
+TEST_F(HttpConnection, ExpectContinueWithoutBodyIsAnsweredAtOnce) {
+  start();
+  for (const std::string& length : {std::string("Content-Length: 0\r\n"), std::string()}) {
+    RawConnection c(port_);
+    const auto t0 = std::chrono::steady_clock::now();
+    c.send("POST /flush_cache HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n" + length +
+           "Connection: close\r\n\r\n");
+    std::string got = c.read_until_close(3000ms);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_EQ(response_statuses(got), std::vector<int>{200}) << length << got;
+    EXPECT_NE(got.find("Cache flushed."), std::string::npos) << got;
+    EXPECT_LT(seconds, 2.0) << length;
+    EXPECT_TRUE(c.closed()) << length;
+  }
+}
+
+// With a body, the client waits for 100 Continue before sending it (as curl does for large
+// bodies), then gets the answer on the same connection.
+// (The expectation's value is case-insensitive.)
+TEST_F(HttpConnection, ExpectContinueWithBodyGets100ThenTheAnswer) {
+  start();
+  for (const char* expect : {"100-continue", "100-Continue"}) {
+    RawConnection c(port_);
+    const std::string body = R"({"text": "a", "sampling_params": {"max_new_tokens": 2}})";
+    c.send(post_head("/generate", body.size(),
+                     std::string("Expect: ") + expect + "\r\nConnection: close\r\n"));
+    std::string interim = c.read_until_close(500ms);  // no close: the 100 and then silence
+    EXPECT_EQ(interim, "HTTP/1.1 100 Continue\r\n\r\n") << expect;
+    EXPECT_FALSE(c.closed()) << expect;
+    c.send(body);
+    std::string got = c.read_until_close(3000ms);
+    EXPECT_EQ(response_statuses(got), std::vector<int>{200}) << expect << got;
+    EXPECT_NE(got.find("\"text\""), std::string::npos) << got;
+  }
 }
 
 // A body kiln does not decode (any Content-Encoding): 415, unread, and the connection ends

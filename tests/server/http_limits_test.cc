@@ -1,5 +1,6 @@
 // Limits enforced before expensive work: a prompt that cannot fit is refused before it is
 // tokenized, stop strings are capped, one request cannot ask for more sequences than the queue.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -64,7 +65,7 @@ TEST_F(HttpLimits, MaxPromptTokensTightensTheByteBound) {
 TEST_F(HttpLimits, StopStringsAreCapped) {
   start();
   json many = json::array();
-  for (int i = 0; i < 65; ++i) many.push_back("s" + std::to_string(i));
+  for (int i = 0; i < 65; ++i) many.push_back(fmt::format("s{}", i));
   expect_400(post("/v1/completions", json({{"prompt", "a"}, {"stop", many}}).dump()), "stop",
              "65 stop strings, more than 64");
   expect_400(post("/generate", json({{"text", "a"}, {"sampling_params", {{"stop", many}}}}).dump()),

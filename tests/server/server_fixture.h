@@ -126,7 +126,7 @@ class RawConnection {
 };
 
 // The status codes of the HTTP responses in `bytes`, in order, each response framed by its
-// Content-Length (one without it runs to the end).
+// Content-Length (one without it runs to the end; an interim 1xx has no body).
 inline std::vector<int> response_statuses(const std::string& bytes) {
   std::vector<int> out;
   size_t pos = 0;
@@ -135,6 +135,10 @@ inline std::vector<int> response_statuses(const std::string& bytes) {
     const size_t head_end = bytes.find("\r\n\r\n", pos);
     if (head_end == std::string::npos) break;
     const std::string head = bytes.substr(pos, head_end - pos);
+    if (out.back() < 200) {  // an interim response (100 Continue) has no body
+      pos = head_end + 4;
+      continue;
+    }
     const size_t cl = head.find("Content-Length: ");
     if (cl == std::string::npos) break;
     pos = head_end + 4 + std::stoul(head.substr(cl + 16));

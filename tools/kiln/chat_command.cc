@@ -2,6 +2,7 @@
 // and `ollama run` work. The whole history is rendered with the model's own chat template every
 // turn (the prefix cache makes re-reading the earlier turns cheap), replies stream as they are
 // generated, Ctrl-C stops a reply without leaving, /reset starts over, /exit or Ctrl-D leaves.
+// Ctrl-C before the first prompt (while the model loads) ends the program with status 130.
 #include <unistd.h>
 
 #include <algorithm>
@@ -103,6 +104,7 @@ std::vector<int32_t> fit_prompt(const model::ChatTemplate& tmpl, const model::To
 }
 
 int run_chat(const ChatArgs& a) {
+  install_load_interrupt_handler();
   set_log_level(a.local.log_level);
   // Decided before the weights load, so a model kiln cannot chat with fails at once.
   const std::string model_path = model_or_default(a.local.model);
@@ -142,6 +144,8 @@ int run_chat(const ChatArgs& a) {
     std::string line;
     const ChatLineReader::Result got = reader.read(line);
     if (got == ChatLineReader::Result::kEnd) {
+      // End of input (Ctrl-D on an empty line, or the end of a piped script) leaves like /exit:
+      // the newline ends the prompt's line, so a shell prompt starts on its own.
       std::printf("\n");
       break;
     }

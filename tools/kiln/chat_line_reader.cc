@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -24,6 +25,27 @@ void on_sigint(int) {
   }
 }
 
+void on_sigint_while_loading(int) {
+  // Only async-signal-safe calls: write(2) and _exit(2).
+  static constexpr char kMessage[] = "\nkiln chat: interrupted while loading the model\n";
+  [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, kMessage, sizeof kMessage - 1);
+  ::_exit(130);
+}
+
+void set_sigint_handler(void (*handler)(int)) {
+  struct sigaction sa = {};
+  sa.sa_handler = handler;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;  // no SA_RESTART: a read blocked at the prompt returns EINTR
+  ::sigaction(SIGINT, &sa, nullptr);
+  // A launcher may hand SIGINT over blocked; Ctrl-C would then do nothing at all. (A SIGINT that
+  // came while it was blocked is delivered here, to the handler just installed.)
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  ::pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+}
+
 void drain_wake_pipe() {
   char buf[64];
   while (g_wake[0] >= 0 && ::read(g_wake[0], buf, sizeof buf) > 0) {
@@ -32,13 +54,11 @@ void drain_wake_pipe() {
 
 }  // namespace
 
+void install_load_interrupt_handler() { set_sigint_handler(on_sigint_while_loading); }
+
 void install_chat_interrupt_handler() {
   if (g_wake[0] < 0 && ::pipe2(g_wake, O_NONBLOCK | O_CLOEXEC) != 0) g_wake[0] = g_wake[1] = -1;
-  struct sigaction sa = {};
-  sa.sa_handler = on_sigint;
-  sigemptyset(&sa.sa_mask);
-  sa.sa_flags = 0;  // no SA_RESTART: a read blocked at the prompt returns EINTR
-  ::sigaction(SIGINT, &sa, nullptr);
+  set_sigint_handler(on_sigint);
 }
 
 bool chat_interrupted() { return g_interrupted != 0; }

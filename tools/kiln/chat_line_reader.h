@@ -8,6 +8,11 @@
 
 namespace kiln::cli {
 
+// While the model loads: Ctrl-C ends the program at once, saying so on stderr, with status 130
+// (128 + SIGINT, what a shell reports for an interrupted command). Nothing is lost, and a load
+// can take minutes without calling back, so the handler itself ends the process.
+void install_load_interrupt_handler();
+// From the first prompt on: Ctrl-C is an event (the reply stops, or the typed line is dropped).
 void install_chat_interrupt_handler();
 bool chat_interrupted();  // Ctrl-C since the last clear
 void clear_chat_interrupt();

@@ -23,7 +23,6 @@ ModelRunner::ModelRunner(const model::ModelConfig& config, model::WeightStore& w
     : config_(config),
       weights_(weights),
       pool_(pool),
-      threads_(threads),
       context_length_(context_length),
       max_pages_per_seq_((context_length + pool.page_size() - 1) / pool.page_size()),
       interpreter_(threads, weights, kv_geometry()) {}

@@ -54,7 +54,6 @@ class ModelRunner : public ModelExecutor {
   model::ModelConfig config_;
   model::WeightStore& weights_;
   KvPool& pool_;
-  ThreadPool& threads_;
   int64_t context_length_;
   int64_t max_pages_per_seq_;
   graph::Interpreter interpreter_;

@@ -31,7 +31,9 @@ std::string to_dot(const Graph& g) {
     const Node& n = g.node(i);
     std::string label = fmt::format("%{} {}", i, op_name(n.op));
     if (n.is_source()) {
-      if (const AttrValue* name = n.attrs.find("name")) label += " " + attr_to_string(*name);
+      if (const AttrValue* name = n.attrs.find("name")) {
+        label.append(" ").append(attr_to_string(*name));
+      }
     } else {
       const std::string attrs = attrs_to_string(n.attrs);
       if (!attrs.empty()) label += "\n" + attrs;

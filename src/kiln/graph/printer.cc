@@ -70,7 +70,10 @@ std::string attr_to_string(const AttrValue& value) {
     }
     std::string operator()(const std::vector<std::string>& v) const {
       std::string s = "[";
-      for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + quote_string(v[i]);
+      for (size_t i = 0; i < v.size(); ++i) {
+        if (i) s += ',';
+        s += quote_string(v[i]);
+      }
       return s + "]";
     }
   };
@@ -124,7 +127,7 @@ std::string print(const Graph& g) {
     out += "  " + fmt::format("{}", fmt::join(names[i], ", ")) + " = " + std::string(op_name(n.op));
     if (n.is_source()) {
       const AttrValue* name = n.attrs.find("name");
-      out += " " + (name ? attr_to_string(*name) : std::string("\"\""));
+      out.append(" ").append(name ? attr_to_string(*name) : std::string("\"\""));
       const std::string rest = attrs_to_string(n.attrs, /*skip_name=*/true);
       if (!rest.empty()) out += " " + rest;
     } else {

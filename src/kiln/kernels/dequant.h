@@ -49,11 +49,18 @@ struct BlockQ6_K {  // 16 sub-blocks of 16, int8 scales
   uint16_t d;
 };
 // The format table (quant_format.h) states the same layouts: block sizes and scale offsets.
+// (A loop over the table, not find_quant_format: GCC's -fsanitize=null instrumentation makes a
+// pointer's comparison with nullptr non-constant, which broke these asserts in the sanitize
+// build.)
 template <class Block>
 constexpr bool matches_format(DType t, size_t d_offset, int dmin_offset = -1) {
-  const QuantFormat* f = find_quant_format(t);
-  return f != nullptr && f->block_bytes == static_cast<int>(sizeof(Block)) &&
-         f->d_offset == static_cast<int>(d_offset) && f->dmin_offset == dmin_offset;
+  for (const QuantFormat& f : kQuantFormats) {
+    if (f.dtype == t) {
+      return f.block_bytes == static_cast<int>(sizeof(Block)) &&
+             f.d_offset == static_cast<int>(d_offset) && f.dmin_offset == dmin_offset;
+    }
+  }
+  return false;
 }
 static_assert(matches_format<BlockQ4_0>(DType::Q4_0, offsetof(BlockQ4_0, d)));
 static_assert(matches_format<BlockQ5_0>(DType::Q5_0, offsetof(BlockQ5_0, d)));

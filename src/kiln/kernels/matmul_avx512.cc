@@ -4,7 +4,9 @@
 #include <immintrin.h>
 
 // GCC 12 flags its own _mm512_reduce_* helpers (an intentionally undefined register).
+#if defined(__GNUC__) && !defined(__clang__)  // clang has no -Wmaybe-uninitialized
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 #include <algorithm>
 #include <cstring>

@@ -5,8 +5,10 @@
 #pragma once
 // GCC 12's own AVX-512 headers start intrinsics from `__m512 __Y = __Y;` and then warn about
 // it when inlined (GCC bug 105593); the warning says nothing about our code.
+#if defined(__GNUC__) && !defined(__clang__)  // clang has no -Wmaybe-uninitialized, nor the bug
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
 #include <immintrin.h>
 
 #include <cstdint>

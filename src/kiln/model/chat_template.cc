@@ -366,7 +366,7 @@ std::string render_mistral_inst(ChatTemplateKind kind, Messages messages) {
     } else if (v1) {
       out += " " + m.content + "</s>";
     } else if (v3) {
-      out += " " + py_strip(m.content) + "</s>";
+      out += std::string(" ") + py_strip(m.content) + "</s>";
     } else {
       out += m.content + "</s>";
     }
@@ -391,7 +391,7 @@ std::string mistral_tool(const std::string& tool) {
     if (!first) out += ", ";
     first = false;
     out += "\"" + key + "\": ";
-    out += val.is_string() ? "\"" + val.get<std::string>() + "\"" : jinja_tojson(val);
+    out += val.is_string() ? std::string("\"") + val.get<std::string>() + "\"" : jinja_tojson(val);
   }
   return out + "}}";
 }
@@ -445,7 +445,7 @@ std::string render_mistral_tools(const ChatTemplate& tmpl, Messages messages,
       }
       out += "]</s>";
     } else if (m.role == "assistant") {
-      out += sp.empty() ? m.content : " " + py_strip(m.content);
+      out += sp.empty() ? m.content : std::string(" ") + py_strip(m.content);
       out += "</s>";
     } else if (m.role == "tool") {
       // The content goes in as it is, not as a JSON string (the template's `content|string`).

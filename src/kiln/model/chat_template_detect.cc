@@ -1,6 +1,8 @@
 // Which chat format a model's Jinja template writes, from the template text alone: each format
 // is recognized by the literal markers its templates spell out. No fallback by architecture or
 // vocabulary: a template kiln cannot name is refused rather than rendered in a guessed format.
+#include <fmt/format.h>
+
 #include <optional>
 
 #include "kiln/base/error.h"
@@ -16,7 +18,7 @@ bool has(std::string_view text, std::string_view needle) {
 // A quoted literal in either of Jinja's quote styles: has_literal(t, "[INST] ") finds
 // '[INST] ' and "[INST] ", so a marker is told apart from the same text inside a longer string.
 bool has_literal(std::string_view text, std::string_view body) {
-  return has(text, "'" + std::string(body) + "'") || has(text, "\"" + std::string(body) + "\"");
+  return has(text, fmt::format("'{}'", body)) || has(text, fmt::format("\"{}\"", body));
 }
 
 // The value of a Jinja string literal whose opening quote is at text[open]; nullopt when it does

@@ -8,6 +8,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
+#include <boost/beast/core/string.hpp>
 #include <boost/beast/http/read.hpp>
 #include <cerrno>
 #include <future>
@@ -129,7 +130,10 @@ void HttpConnection::on_header(beast::error_code ec) {
     return;
   }
   close_after_ = declares_body(req_) && !route_reads_body(req_.method);
-  if (req_.get_header_value("Expect") == "100-continue" && !parser_->is_done()) {
+  // A client that asked for 100 Continue waits for it before sending the body (expectation
+  // values are case-insensitive, RFC 9110 §10.1.1). A request with no body to send (its head
+  // already complete) is answered without it.
+  if (beast::iequals(req_.get_header_value("Expect"), "100-continue") && !parser_->is_done()) {
     auto interim = std::make_shared<std::string>("HTTP/1.1 100 Continue\r\n\r\n");
     net::async_write(stream_, net::buffer(*interim),
                      [self = shared_from_this(), interim](beast::error_code wec, size_t) {

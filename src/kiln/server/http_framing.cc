@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <string_view>
 
 namespace kiln::server {
 
@@ -15,7 +16,42 @@ bool is_decimal(const std::string& s) {
   return true;
 }
 
+std::string trimmed_lower(std::string_view s) {
+  const size_t b = s.find_first_not_of(" \t");
+  if (b == std::string_view::npos) return {};
+  s = s.substr(b, s.find_last_not_of(" \t") - b + 1);
+  std::string out(s);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return out;
+}
+
 }  // namespace
+
+std::vector<std::string> transfer_codings(const httplib::Request& req) {
+  std::vector<std::string> out;
+  const size_t fields = req.get_header_value_count("Transfer-Encoding");
+  for (size_t i = 0; i < fields; ++i) {
+    const std::string value = req.get_header_value("Transfer-Encoding", i);
+    std::string_view rest = value;
+    while (!rest.empty()) {
+      const size_t comma = rest.find(',');
+      std::string_view element = rest.substr(0, comma);
+      rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+      // A coding may carry parameters ("gzip;q=1"): only its name decides.
+      std::string name = trimmed_lower(element.substr(0, element.find(';')));
+      if (!name.empty()) out.push_back(std::move(name));
+    }
+  }
+  return out;
+}
+
+std::string unsupported_transfer_coding(const httplib::Request& req) {
+  for (const std::string& coding : transfer_codings(req)) {
+    if (coding != "chunked") return coding;
+  }
+  return {};
+}
 
 bool declares_body(const httplib::Request& req) {
   if (req.has_header("Transfer-Encoding")) return true;
@@ -26,12 +62,12 @@ bool declares_body(const httplib::Request& req) {
 
 std::string framing_problem(const httplib::Request& req) {
   if (req.has_header("Transfer-Encoding")) {
-    std::string te = req.get_header_value("Transfer-Encoding");
-    std::transform(te.begin(), te.end(), te.begin(),
-                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    const size_t last = te.find_last_not_of(" \t");
-    if (last == std::string::npos || last + 1 < 7 || te.compare(last + 1 - 7, 7, "chunked") != 0) {
+    const std::vector<std::string> codings = transfer_codings(req);
+    if (codings.empty() || codings.back() != "chunked") {
       return "the request's Transfer-Encoding does not end with chunked";
+    }
+    if (std::count(codings.begin(), codings.end(), "chunked") > 1) {
+      return "the request's Transfer-Encoding applies chunked more than once";
     }
   }
   const size_t lengths = req.get_header_value_count("Content-Length");

@@ -37,6 +37,13 @@ class HttpHost final : public RequestHost {
       close_after_response(res);
       return true;
     }
+    if (std::string coding = unsupported_transfer_coding(req); !coding.empty()) {
+      set_error(
+          res, 501,
+          "the request's transfer coding '" + coding + "' is not supported (only chunked is)");
+      close_after_response(res);
+      return true;
+    }
     if (req.method == "OPTIONS") {
       answer_preflight(router_, req, res, st_.options.cors_allow_origin);
       return true;

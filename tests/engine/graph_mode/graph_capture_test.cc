@@ -56,7 +56,9 @@ TEST_P(GraphCapture, CacheHitReproducesTheColdPlansExactly) {
     const engine::CaptureStats& st = gr->capture_stats();
     EXPECT_EQ(st.cache_hit, out == &warm);
     EXPECT_EQ(st.plans, 12);
-    if (out == &cold) EXPECT_EQ(st.rebatched_plans, st.plans) << st.pass_report;
+    if (out == &cold) {
+      EXPECT_EQ(st.rebatched_plans, st.plans) << st.pass_report;
+    }
     EXPECT_FALSE(st.pass_report.empty());
     for (int bs = 1; bs <= 6; ++bs) {
       for (bool greedy : {true, false}) {

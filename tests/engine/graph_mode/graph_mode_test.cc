@@ -21,13 +21,23 @@
 // Counts heap allocations made through operator new while `g_count_allocs` is set.
 static std::atomic<bool> g_count_allocs{false};
 static std::atomic<int64_t> g_allocs{0};
-void* operator new(std::size_t n) {
+// The replacements are not inlined: inlined into a caller, GCC pairs the operator new or delete
+// it sees there with the malloc or free inside the other and warns (-Wmismatched-new-delete).
+[[gnu::noinline]] void* operator new(std::size_t n) {
   if (g_count_allocs.load(std::memory_order_relaxed)) g_allocs.fetch_add(1);
   if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
   throw std::bad_alloc();
 }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+// The nothrow forms too (std::stable_sort's buffer uses them): libstdc++'s call the operator new
+// above, but a sanitizer runtime's do not, and memory from its allocator reached the free()
+// below (ASan: alloc-dealloc-mismatch).
+[[gnu::noinline]] void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
+  if (g_count_allocs.load(std::memory_order_relaxed)) g_allocs.fetch_add(1);
+  return std::malloc(n == 0 ? 1 : n);
+}
+[[gnu::noinline]] void operator delete(void* p) noexcept { std::free(p); }
+[[gnu::noinline]] void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+[[gnu::noinline]] void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
 
 namespace kiln::testing {
 namespace {

@@ -215,10 +215,11 @@ TEST(JsonSchema, BoundedNumbersHaveNoDeadEnds) {
         for (int frac_digits = 0; frac_digits <= (c.integer ? 0 : 3); ++frac_digits) {
           const int steps = frac_digits == 0 ? 1 : static_cast<int>(std::pow(10, frac_digits));
           for (int f = 0; f < steps; ++f) {
-            std::string text = (sign ? "-" : "") + std::to_string(whole);
+            std::string text = sign ? "-" : "";
+            text += std::to_string(whole);
             if (frac_digits > 0) {
               std::string digits = std::to_string(f);
-              text += "." + std::string(frac_digits - digits.size(), '0') + digits;
+              text.append(".").append(frac_digits - digits.size(), '0').append(digits);
             }
             const double v = std::stod(text);
             const bool in =

@@ -154,11 +154,11 @@ std::string GraphRunner::cache_description() const {
   d += fmt::format("kv {}x{}x{}x{}x{} {} ctxpages {} | bs", kv.n_layers, kv.n_pages, kv.page_size,
                    kv.n_kv_heads, kv.head_dim, kernels::kv_dtype_name(kv.dtype),
                    runner_.max_pages_per_seq());
-  for (int bs : options_.batch_sizes) d += " " + std::to_string(bs);
+  for (int bs : options_.batch_sizes) d += fmt::format(" {}", bs);
   d += fmt::format(" | logits {} | ", options_.logits_plans);
   if (!options_.verify_rows.empty()) {
     d += fmt::format("verify {} seqs, rows", options_.verify_seqs);
-    for (int r : options_.verify_rows) d += " " + std::to_string(r);
+    for (int r : options_.verify_rows) d += fmt::format(" {}", r);
     d += " | ";
   }
   d += "model ";

@@ -47,7 +47,7 @@ uint8_t next_number_phase(uint8_t phase, uint8_t b, bool integer) {
       [[fallthrough]];
     case kNumMinus:
       if (b == '0') return kNumZero;
-      return digit ? kNumInt : kNumBad;
+      return digit ? static_cast<uint8_t>(kNumInt) : kNumBad;
     case kNumInt:
       if (digit) return kNumInt;
       [[fallthrough]];
@@ -56,18 +56,18 @@ uint8_t next_number_phase(uint8_t phase, uint8_t b, bool integer) {
       if (!integer && (b == 'e' || b == 'E')) return kNumE;
       return kNumEnded;
     case kNumDot:
-      return digit ? kNumFrac : kNumBad;
+      return digit ? static_cast<uint8_t>(kNumFrac) : kNumBad;
     case kNumFrac:
       if (digit) return kNumFrac;
       if (b == 'e' || b == 'E') return kNumE;
       return kNumEnded;
     case kNumE:
       if (b == '+' || b == '-') return kNumESign;
-      return digit ? kNumExp : kNumBad;
+      return digit ? static_cast<uint8_t>(kNumExp) : kNumBad;
     case kNumESign:
-      return digit ? kNumExp : kNumBad;
+      return digit ? static_cast<uint8_t>(kNumExp) : kNumBad;
     case kNumExp:
-      return digit ? kNumExp : kNumEnded;
+      return digit ? static_cast<uint8_t>(kNumExp) : kNumEnded;
     default:
       return kNumBad;
   }

@@ -58,7 +58,7 @@ bool number_in_bounds(const NumberBounds& b, const NumberSoFar& n) {
   if (digits.size() < width) digits.insert(0, width - digits.size(), '0');
   const size_t point = digits.size() - static_cast<size_t>(n.frac_digits);
   const std::string text =
-      (n.negative ? "-" : "") + digits.substr(0, point) + "." + digits.substr(point);
+      std::string(n.negative ? "-" : "") + digits.substr(0, point) + "." + digits.substr(point);
   const double v = std::strtod(text.c_str(), nullptr);
   const bool above =
       !b.has_lo || (b.lo_open ? v > static_cast<double>(b.lo) : v >= static_cast<double>(b.lo));

@@ -13,8 +13,8 @@ namespace {
 std::string node_key(const Graph& g, const Node& n) {
   std::string key{op_name(n.op)};
   for (const Value& in : n.inputs) key += fmt::format(" {}:{}", in.node, in.index);
-  key += " " + attrs_to_string(n.attrs) + " :";
-  for (const ValueType& t : n.outputs) key += " " + type_to_string(t);
+  key += fmt::format(" {} :", attrs_to_string(n.attrs));
+  for (const ValueType& t : n.outputs) key.append(" ").append(type_to_string(t));
   return key;
 }
 
