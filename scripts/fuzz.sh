@@ -14,6 +14,7 @@ shift || true
 # hid a link error from CI's log).
 mkdir -p build/fuzz/logs
 build_log=build/fuzz/logs/build.log
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD} CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
 if ! { CC=clang CXX=clang++ cmake --preset fuzz &&
   cmake --build --preset fuzz -j "${KILN_JOBS:-$(nproc)}"; } >"$build_log" 2>&1; then
   grep -E "error|FAILED" "$build_log" | head -20 >&2 || tail -20 "$build_log" >&2

@@ -20,6 +20,8 @@ scope=${1:-ci}
 binaries=(kiln_base_tests kiln_model_tests kiln_server_tests kiln_engine_tests)
 [ "$scope" = all ] && binaries+=(kiln_kernels_tests kiln_graph_tests)
 
+# As scripts/build.sh: cache hits across checkouts (-g1 would otherwise hash the build folder).
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD} CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
 cmake --preset sanitize >/dev/null
 cmake --build --preset sanitize -j "${KILN_JOBS:-$(nproc)}" --target "${binaries[@]}"
 
