@@ -366,7 +366,7 @@ std::string render_mistral_inst(ChatTemplateKind kind, Messages messages) {
     } else if (v1) {
       out += " " + m.content + "</s>";
     } else if (v3) {
-      out += std::string(" ") + py_strip(m.content) + "</s>";
+      out.append(" ").append(py_strip(m.content)).append("</s>");
     } else {
       out += m.content + "</s>";
     }
