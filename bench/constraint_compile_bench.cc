@@ -7,6 +7,7 @@
 //
 // Run: build/release/bench/constraint_compile_bench (no model needed).
 #include <benchmark/benchmark.h>
+#include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
 #include <string>
@@ -53,7 +54,7 @@ std::string alternatives(int count) {
 // An object with `count` string properties, each with the same pattern: one schema's budget.
 json many_patterns(int count, const std::string& pattern) {
   json props = json::object();
-  for (int i = 0; i < count; ++i) props["p" + std::to_string(i)] = string_schema(pattern);
+  for (int i = 0; i < count; ++i) props[fmt::format("p{}", i)] = string_schema(pattern);
   return {{"type", "object"}, {"properties", props}};
 }
 

@@ -4,6 +4,7 @@
 // string constraints of one schema is bounded by one ConstraintBudget (constraint_budget.h).
 // No test here measures time: the inputs are the known worst cases, and the budget makes them
 // end.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -203,7 +204,7 @@ TEST(ConstraintLimits, TheBudgetIsSharedByThePatternsOfOneSchema) {
   ASSERT_LT(fit, JsonSchema::kMaxProperties);  // one object can hold more than fit
   auto schema_with = [&](uint64_t count) {
     json props = json::object();
-    for (uint64_t i = 0; i < count; ++i) props["p" + std::to_string(i)] = string_schema(pattern);
+    for (uint64_t i = 0; i < count; ++i) props[fmt::format("p{}", i)] = string_schema(pattern);
     return json{{"type", "object"}, {"properties", props}};
   };
   EXPECT_EQ(outcome(schema_with(fit / 2)), "(compiled)");
