@@ -42,13 +42,13 @@ def cpu_name():
 
 
 def chat(url, constrained, max_tokens, stop_flag):
-    body = {"messages": [{"role": "user", "content": PROMPT}], "max_tokens": max_tokens,
-            "temperature": 0.8}
+    # /v1/completions: the default model's file has no chat template.
+    body = {"prompt": PROMPT, "max_tokens": max_tokens, "temperature": 0.8}
     if constrained:
         body["response_format"] = {"type": "json_schema",
                                    "json_schema": {"name": "letter", "schema": PATTERN}}
     while not stop_flag.is_set():
-        r = requests.post(url + "/v1/chat/completions", json=body, timeout=600)
+        r = requests.post(url + "/v1/completions", json=body, timeout=600)
         r.raise_for_status()
 
 
