@@ -430,7 +430,10 @@ std::string render_mistral_tools(const ChatTemplate& tmpl, Messages messages,
   for (size_t i = first; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];
     if (m.role == "user") {
-      if (!available.empty() && m.content == last_user->content) out += available;
+      // As the template's `message == user_messages | last`: equal messages, not the same one.
+      if (!available.empty() && last_user != nullptr && m.content == last_user->content) {
+        out += available;
+      }
       out += "[INST]" + sp;
       if (system && i + 1 == messages.size()) out += messages[0].content + "\n\n";
       out += m.content + "[/INST]";
