@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "kiln/base/error.h"
+#include "kiln/model/architecture_traits.h"
 #include "kiln/model/gguf.h"
 
 namespace kiln::model {
@@ -170,6 +171,24 @@ TEST(HfConfig, RefusesUnknownArchitectures) {
   c = llama();
   c["model_type"] = "qwen2";
   EXPECT_NE(error_of(c).find("does not match"), std::string::npos) << error_of(c);
+}
+
+// Both readers share the architecture table: every Hugging Face class loads as one of its rows,
+// and every row (but Mistral's, which converts to "llama") can be loaded from some class.
+TEST(HfConfig, ClassesAndArchitectureRowsCorrespond) {
+  for (const HfArchitecture& h : kHfArchitectures) {
+    EXPECT_NE(find_architecture(h.arch), nullptr) << h.hf_class;
+  }
+  for (const ArchitectureTraits& t : kArchitectures) {
+    int classes = 0;
+    for (const HfArchitecture& h : kHfArchitectures) classes += h.arch == t.arch ? 1 : 0;
+    EXPECT_EQ(classes > 0, t.arch != "mistral") << t.arch;
+  }
+  json c = llama();
+  c["architectures"] = {"GPTNeoXForCausalLM"};
+  for (const HfArchitecture& h : kHfArchitectures) {
+    EXPECT_NE(error_of(c).find(h.hf_class), std::string::npos) << error_of(c);
+  }
 }
 
 TEST(HfConfig, RefusesRopeScalingsKilnDoesNotImplement) {

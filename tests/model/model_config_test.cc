@@ -10,6 +10,7 @@
 
 #include "gguf_test_builder.h"
 #include "kiln/base/error.h"
+#include "kiln/model/architecture_traits.h"
 #include "kiln/model/fused_tensors.h"
 
 namespace kiln::model {
@@ -155,6 +156,41 @@ TEST(ModelConfig, Phi3FusedTensorRows) {
   EXPECT_EQ(m.at("blk.0.ffn_gate.weight").end, 128);
   EXPECT_EQ(m.at("blk.0.ffn_up.weight").begin, 128);
   EXPECT_EQ(m.at("blk.0.ffn_up.weight").source, "blk.0.ffn_up.weight");
+}
+
+// Each row of the architecture table, read from a file that gives only the required keys,
+// turns on exactly the options the row names (the HF reader's agreement with the GGUF one is
+// HfConfigVsGguf's, on the oracle models).
+TEST(ModelConfig, EveryArchitectureRowReadsAsItsTraits) {
+  for (const ArchitectureTraits& t : kArchitectures) {
+    SCOPED_TRACE(std::string(t.arch));
+    ConfigFile f{std::string(t.arch)};
+    const std::string p = f.arch + ".";
+    if (t.moe) {
+      f.b.add_u32(p + "expert_count", 4);
+      f.b.add_u32(p + "expert_used_count", 2);
+      f.b.add_u32(p + "expert_feed_forward_length", 32);
+    }
+    if (t.gemma) f.b.add_u32(p + "attention.sliding_window", 8);
+    const ModelConfig c = f.read();
+    EXPECT_EQ(c.rope_neox, t.gguf_rope_neox);
+    EXPECT_EQ(c.qkv_bias, t.qkv_bias);
+    EXPECT_EQ(c.qk_norm, t.qk_norm);
+    EXPECT_EQ(c.post_norms, t.gemma);
+    EXPECT_EQ(c.scale_embeddings, t.gemma);
+    EXPECT_EQ(c.activation, t.gemma ? Activation::GeluTanh : Activation::Silu);
+    EXPECT_EQ(c.n_experts > 0, t.moe);
+    EXPECT_EQ(c.fused_gate_up, t.fused_projections);  // the file has no ffn_gate tensor
+    bool any_sliding = false;
+    for (const LayerConfig& l : c.layers) any_sliding = any_sliding || l.sliding;
+    EXPECT_EQ(any_sliding, t.sliding_period > 0);
+  }
+}
+
+TEST(ModelConfig, UnknownArchitectureNamesEveryRow) {
+  ConfigFile f("gpt-oss");
+  for (const ArchitectureTraits& t : kArchitectures)
+    expect_error_mentioning(f, std::string(t.arch));
 }
 
 }  // namespace

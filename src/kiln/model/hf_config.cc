@@ -6,29 +6,13 @@
 #include <optional>
 
 #include "kiln/base/error.h"
+#include "kiln/model/architecture_traits.h"
 #include "kiln/model/model_limits.h"
 
 namespace kiln::model {
 namespace {
 
 using nlohmann::json;
-
-struct ArchName {
-  const char* hf_class;
-  const char* model_type;
-  const char* arch;  // kiln's (GGUF's) architecture name
-};
-
-// Mistral converts to GGUF architecture "llama" (same tensors, same graph).
-constexpr ArchName kArchitectures[] = {
-    {"LlamaForCausalLM", "llama", "llama"},           {"MistralForCausalLM", "mistral", "llama"},
-    {"Qwen2ForCausalLM", "qwen2", "qwen2"},           {"Qwen3ForCausalLM", "qwen3", "qwen3"},
-    {"Qwen3MoeForCausalLM", "qwen3_moe", "qwen3moe"}, {"Gemma2ForCausalLM", "gemma2", "gemma2"},
-    {"Gemma3ForCausalLM", "gemma3_text", "gemma3"},   {"Phi3ForCausalLM", "phi3", "phi3"},
-};
-constexpr const char* kSupportedClasses =
-    "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
-    "Qwen3MoeForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, Phi3ForCausalLM";
 
 const json* find(const json& c, const char* key) {
   auto it = c.find(key);
@@ -82,7 +66,7 @@ std::optional<std::string> try_string(const json& c, const char* key) {
   return v->get<std::string>();
 }
 
-const ArchName& architecture(const json& c) {
+const HfArchitecture& architecture(const json& c) {
   const std::string model_type = try_string(c, "model_type").value_or("");
   std::string hf_class;
   if (const json* a = find(c, "architectures")) {
@@ -90,7 +74,7 @@ const ArchName& architecture(const json& c) {
                "config.json: 'architectures' must list one class");
     hf_class = (*a)[0].get<std::string>();
   }
-  for (const ArchName& n : kArchitectures) {
+  for (const HfArchitecture& n : kHfArchitectures) {
     if (hf_class.empty() ? model_type == n.model_type : hf_class == n.hf_class) {
       KILN_CHECK(model_type.empty() || model_type == n.model_type,
                  "config.json: model_type '{}' does not match architecture {} (expected '{}')",
@@ -99,7 +83,7 @@ const ArchName& architecture(const json& c) {
     }
   }
   fail("unsupported architecture '{}' (model_type '{}'); kiln supports {}",
-       hf_class.empty() ? "?" : hf_class, model_type, kSupportedClasses);
+       hf_class.empty() ? "?" : hf_class, model_type, supported_hf_classes());
 }
 
 // RoPE of one kind of layer: transformers 5 writes `rope_parameters` (per layer type for
@@ -154,32 +138,27 @@ std::vector<bool> sliding_layers(const json& c, int n_layers, int default_period
   return sliding;
 }
 
-void read_gemma(const json& c, HfModelConfig& h) {
+void read_gemma(const json& c, const ArchitectureTraits& t, HfModelConfig& h) {
   ModelConfig& m = h.config;
-  const bool gemma2 = m.arch == "gemma2";
   h.gemma_norm_offset = true;
-  m.rope_neox = true;
-  m.qk_norm = !gemma2;
-  m.post_norms = true;
-  m.scale_embeddings = true;
   const std::string act = try_string(c, "hidden_activation")
                               .value_or(try_string(c, "hidden_act").value_or("gelu_pytorch_tanh"));
   KILN_CHECK(act == "gelu_pytorch_tanh", "activation '{}' is not supported for {}", act, m.arch);
-  m.activation = Activation::GeluTanh;
   const double query_scalar = try_number(c, "query_pre_attn_scalar").value_or(m.head_dim);
   KILN_CHECK(query_scalar > 0, "config.json: 'query_pre_attn_scalar' must be positive");
   m.attention_scale = 1.0 / std::sqrt(query_scalar);
   m.attn_logit_softcap = try_number(c, "attn_logit_softcapping").value_or(0.0);
   m.final_logit_softcap = try_number(c, "final_logit_softcapping").value_or(0.0);
-  const int window = try_int32(c, "sliding_window").value_or(gemma2 ? 4096 : 0);
+  const int window = try_int32(c, "sliding_window").value_or(t.default_sliding_window);
   const Rope full = read_rope(c, "full_attention", 10000.0);
-  const Rope local =
-      read_rope(c, "sliding_attention",
-                gemma2 ? full.theta : try_number(c, "rope_local_base_freq").value_or(10000.0));
+  const Rope local = read_rope(c, "sliding_attention",
+                               t.local_rope_uses_global_base
+                                   ? full.theta
+                                   : try_number(c, "rope_local_base_freq").value_or(10000.0));
   KILN_CHECK(full.type == "default" && local.type == "default",
              "rope scaling '{}' is not implemented for {}; refusing to run with wrong positions",
              full.type == "default" ? local.type : full.type, m.arch);
-  const auto sliding = sliding_layers(c, m.n_layers, gemma2 ? 2 : 6);
+  const auto sliding = sliding_layers(c, m.n_layers, t.sliding_period);
   for (int il = 0; il < m.n_layers; ++il) {
     const bool slides = window > 0 && sliding[il];
     m.layers[il] = {slides, slides ? window : 0, slides ? local.theta : full.theta};
@@ -231,12 +210,13 @@ std::vector<float> llama3_rope_factors(int n_rot, double theta, double factor,
 
 HfModelConfig model_config_from_hf(const json& c) {
   KILN_CHECK(c.is_object(), "config.json is not a JSON object");
-  const ArchName& name = architecture(c);
+  const HfArchitecture& name = architecture(c);
+  const ArchitectureTraits& traits = architecture_traits(name.arch);
   HfModelConfig h;
   h.model_type = name.model_type;
   ModelConfig& m = h.config;
   m.arch = name.arch;
-  const bool moe = m.arch == "qwen3moe";
+  const bool moe = traits.moe;
   m.n_layers = get_int32(c, "num_hidden_layers");
   m.n_embd = get_int32(c, "hidden_size");
   m.n_ff = moe ? try_int32(c, "intermediate_size").value_or(1) : get_int32(c, "intermediate_size");
@@ -258,27 +238,25 @@ HfModelConfig model_config_from_hf(const json& c) {
   KILN_CHECK(m.head_dim > 0 && m.head_dim % 2 == 0, "head_dim {} must be even", m.head_dim);
   m.layers.resize(m.n_layers);
   m.attention_scale = 1.0 / std::sqrt(static_cast<double>(m.head_dim));
-  m.tied_output =
-      try_bool(c, "tie_word_embeddings").value_or(m.arch == "gemma2" || m.arch == "gemma3");
+  m.tied_output = try_bool(c, "tie_word_embeddings").value_or(traits.gemma);
+  apply_architecture_traits(traits, m);
+  // Hugging Face checkpoints keep Q/K rows in the order of rotate_half (NeoX pairs i, i + n/2),
+  // Llama and Mistral included.
+  m.rope_neox = true;
 
-  if (m.arch == "gemma2" || m.arch == "gemma3") {
-    read_gemma(c, h);
+  if (traits.gemma) {
+    read_gemma(c, traits, h);
     m.n_rot = m.head_dim;
     return h;
   }
 
-  // Every other family: SiLU, no post norms, one RoPE for every layer. HF checkpoints keep
-  // Q/K rows in the order of rotate_half (NeoX pairs i, i + n/2), Llama and Mistral included.
+  // Every other family: SiLU, no post norms, one RoPE for every layer.
   const std::string act = try_string(c, "hidden_act").value_or("silu");
   KILN_CHECK(act == "silu", "activation '{}' is not supported for {}", act, m.arch);
-  m.activation = Activation::Silu;
-  m.rope_neox = true;
-  m.qkv_bias = m.arch == "qwen2";
-  m.qk_norm = m.arch == "qwen3" || m.arch == "qwen3moe";
-  if (m.arch == "llama") {
+  if (!traits.qkv_bias) {
     KILN_CHECK(
         !try_bool(c, "attention_bias").value_or(false) && !try_bool(c, "mlp_bias").value_or(false),
-        "config.json: attention_bias / mlp_bias are not supported for llama");
+        "config.json: attention_bias / mlp_bias are not supported for {}", m.arch);
   }
   const Rope rope = read_rope(c, "full_attention", try_number(c, "rope_theta").value_or(10000.0));
   double partial = try_number(c, "partial_rotary_factor").value_or(1.0);
@@ -301,7 +279,8 @@ HfModelConfig model_config_from_hf(const json& c) {
     m.rope_freq_factors = true;
   }
   for (auto& layer : m.layers) layer = {false, 0, rope.theta};
-  if (m.arch == "phi3") {
+  // Hugging Face's Phi-3 always stores qkv_proj and gate_up_proj fused.
+  if (traits.fused_projections) {
     m.fused_qkv = true;
     m.fused_gate_up = true;
   }

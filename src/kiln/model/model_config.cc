@@ -3,18 +3,12 @@
 #include <cmath>
 
 #include "kiln/base/error.h"
+#include "kiln/model/architecture_traits.h"
 #include "kiln/model/gguf.h"
 #include "kiln/model/model_limits.h"
 
 namespace kiln::model {
 namespace {
-
-constexpr const char* kSupported = "gemma2, gemma3, llama, mistral, qwen2, qwen3, qwen3moe, phi3";
-
-bool is_supported(const std::string& arch) {
-  return arch == "gemma2" || arch == "gemma3" || arch == "llama" || arch == "mistral" ||
-         arch == "qwen2" || arch == "qwen3" || arch == "qwen3moe" || arch == "phi3";
-}
 
 // Which layers use sliding-window attention. The key `attention.sliding_window_pattern` is
 // either a period n (layer il is local unless il % n == n - 1: n = 6 makes layers 5, 11, 17
@@ -53,30 +47,25 @@ void check_rope_scaling(const GgufFile& file, const std::string& p) {
   }
 }
 
-// Gemma 2 and 3 scale queries by 1/sqrt(query_pre_attn_scalar), which the GGUF does not store:
-// like llama.cpp, kiln knows the sizes where it is n_embd / n_head rather than head_dim (the
-// 27B models: 46 layers for Gemma 2, 62 for Gemma 3) by their depth.
-double gemma_attention_scale(const ModelConfig& c, int layers_27b) {
-  const double d = c.n_layers == layers_27b ? static_cast<double>(c.n_embd / c.n_heads)
-                                            : static_cast<double>(c.head_dim);
+// Gemma scales queries by 1/sqrt(query_pre_attn_scalar), which the GGUF does not store: like
+// llama.cpp, kiln knows the model where it is n_embd / n_heads rather than head_dim (the 27B) by
+// its depth.
+double gemma_attention_scale(const ModelConfig& c, const ArchitectureTraits& t) {
+  const double d = c.n_layers == t.layers_scaled_by_embd_per_head
+                       ? static_cast<double>(c.n_embd / c.n_heads)
+                       : static_cast<double>(c.head_dim);
   return 1.0 / std::sqrt(d);
 }
 
-void read_gemma(const GgufFile& file, const std::string& p, ModelConfig& c, double rope_base) {
-  const bool gemma2 = c.arch == "gemma2";
-  c.rope_neox = true;
-  c.qk_norm = !gemma2;
-  c.post_norms = true;
-  c.scale_embeddings = true;
-  c.activation = Activation::GeluTanh;
-  c.attention_scale = gemma_attention_scale(c, gemma2 ? 46 : 62);
-  if (gemma2) c.attn_logit_softcap = file.try_get_f32(p + "attn_logit_softcapping").value_or(0.0f);
-  // Gemma 2 always slides (4096 when the key is absent); Gemma 3 only with a window key.
+// Which layers slide, how far, and their RoPE bases (Gemma 2 always slides, 4096 when the key
+// is absent; Gemma 3 only with a window key).
+void read_sliding_layers(const GgufFile& file, const std::string& p, const ArchitectureTraits& t,
+                         ModelConfig& c, double rope_base) {
   const int window = static_cast<int>(
-      file.try_get_u32(p + "attention.sliding_window").value_or(gemma2 ? 4096 : 0));
-  const double swa_base =
-      file.try_get_f32(p + "rope.freq_base_swa").value_or(gemma2 ? rope_base : 10000.0);
-  const auto sliding = sliding_layers(file, p, c.n_layers, gemma2 ? 2 : 6);
+      file.try_get_u32(p + "attention.sliding_window").value_or(t.default_sliding_window));
+  const double swa_base = file.try_get_f32(p + "rope.freq_base_swa")
+                              .value_or(t.local_rope_uses_global_base ? rope_base : 10000.0);
+  const auto sliding = sliding_layers(file, p, c.n_layers, t.sliding_period);
   for (int il = 0; il < c.n_layers; ++il) {
     const bool local = window > 0 && sliding[il];
     c.layers[il] = {local, local ? window : 0, local ? swa_base : rope_base};
@@ -100,10 +89,9 @@ void read_moe(const GgufFile& file, const std::string& p, ModelConfig& c) {
 ModelConfig read_model_config(const GgufFile& file) {
   ModelConfig c;
   c.arch = file.architecture();
-  KILN_CHECK(is_supported(c.arch), "unsupported architecture '{}' (kiln supports {})", c.arch,
-             kSupported);
+  const ArchitectureTraits& traits = architecture_traits(c.arch);
   const std::string p = c.arch + ".";
-  const bool moe = c.arch == "qwen3moe";
+  const bool moe = traits.moe;
   c.n_layers = static_cast<int>(file.get_u32(p + "block_count"));
   c.n_embd = static_cast<int>(file.get_u32(p + "embedding_length"));
   // An MoE file may omit the dense FFN width: its FFNs are n_ff_expert wide (read_moe).
@@ -146,19 +134,20 @@ ModelConfig read_model_config(const GgufFile& file) {
   c.vocab = file.tensor_info("token_embd.weight").shape[0];
 
   c.layers.resize(c.n_layers);
-  if (c.arch == "gemma2" || c.arch == "gemma3") {
-    read_gemma(file, p, c, rope_base);
+  apply_architecture_traits(traits, c);
+  c.rope_neox = traits.gguf_rope_neox;
+  if (traits.gemma) c.attention_scale = gemma_attention_scale(c, traits);
+  if (traits.attn_softcap) {
+    c.attn_logit_softcap = file.try_get_f32(p + "attn_logit_softcapping").value_or(0.0f);
+  }
+  if (traits.sliding_period > 0) {
+    read_sliding_layers(file, p, traits, c, rope_base);
   } else {
-    c.rope_neox =
-        c.arch == "qwen2" || c.arch == "qwen3" || c.arch == "qwen3moe" || c.arch == "phi3";
-    c.qkv_bias = c.arch == "qwen2";
-    c.qk_norm = c.arch == "qwen3" || c.arch == "qwen3moe";
-    c.activation = Activation::Silu;
     // Phi-3's sliding window is not applied, as in llama.cpp (the converters do not describe
     // which layers slide); prompts within the window are unaffected.
     for (auto& layer : c.layers) layer = {false, 0, rope_base};
   }
-  if (c.arch == "phi3") {
+  if (traits.fused_projections) {
     c.fused_qkv = file.has_tensor("blk.0.attn_qkv.weight");
     c.fused_gate_up = !file.has_tensor("blk.0.ffn_gate.weight");
   }

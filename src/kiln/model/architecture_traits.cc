@@ -1,0 +1,39 @@
+#include "kiln/model/architecture_traits.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <vector>
+
+#include "kiln/base/error.h"
+
+namespace kiln::model {
+
+const ArchitectureTraits& architecture_traits(std::string_view arch) {
+  const ArchitectureTraits* t = find_architecture(arch);
+  KILN_CHECK(t != nullptr, "unsupported architecture '{}' (kiln supports {})", arch,
+             supported_architectures());
+  return *t;
+}
+
+std::string supported_architectures() {
+  std::vector<std::string_view> names;
+  for (const ArchitectureTraits& t : kArchitectures) names.push_back(t.arch);
+  return fmt::format("{}", fmt::join(names, ", "));
+}
+
+std::string supported_hf_classes() {
+  std::vector<std::string_view> names;
+  for (const HfArchitecture& h : kHfArchitectures) names.push_back(h.hf_class);
+  return fmt::format("{}", fmt::join(names, ", "));
+}
+
+void apply_architecture_traits(const ArchitectureTraits& t, ModelConfig& c) {
+  c.qkv_bias = t.qkv_bias;
+  c.qk_norm = t.qk_norm;
+  c.post_norms = t.gemma;
+  c.scale_embeddings = t.gemma;
+  c.activation = t.gemma ? Activation::GeluTanh : Activation::Silu;
+}
+
+}  // namespace kiln::model

@@ -1,0 +1,90 @@
+// What distinguishes the architectures kiln runs, one row each, read by both config readers:
+// the GGUF one (model_config.cc) and the Hugging Face one (hf_config.cc). Every architecture is
+// the same decoder (transformer.h); a row says which of its options the family turns on and
+// which defaults its files may leave out. An architecture that differs from these only in such
+// traits is one row here (plus its Hugging Face class below) and its tests.
+#pragma once
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "kiln/model/model_config.h"
+
+namespace kiln::model {
+
+struct ArchitectureTraits {
+  std::string_view arch;  // GGUF's general.architecture (kiln's name of the architecture)
+  // GGUF files keep Q/K rows as NeoX halves (i, i + n/2). llama.cpp's converter permutes
+  // Llama/Mistral rows into adjacent pairs instead; Hugging Face checkpoints are always halves.
+  bool gguf_rope_neox;
+  bool qkv_bias;  // biases on the Q, K and V projections
+  bool qk_norm;   // per-head RMSNorm on Q and K
+  // The Gemma block: post-attention and post-FFN norms, embeddings times sqrt(n_embd),
+  // GELU (tanh), tied LM head by default, RMSNorm weights stored as w - 1 by Hugging Face.
+  bool gemma;
+  // Sliding-window attention (Gemma): the default layer period when the file gives none
+  // (layer il slides unless il % period == period - 1; 0: no layer slides), the default window
+  // (0: the file must give one), and whether local layers rotate with the global RoPE base
+  // (else with 10000 unless the file says).
+  int sliding_period;
+  int default_sliding_window;
+  bool local_rope_uses_global_base;
+  // Gemma 2 caps attention logits (attn_logit_softcapping).
+  bool attn_softcap;
+  // Gemma scales queries by 1/sqrt(query_pre_attn_scalar), which GGUF files do not store: it is
+  // n_embd / n_heads rather than head_dim for the model of this depth (the 27B), 0: never.
+  int layers_scaled_by_embd_per_head;
+  bool moe;  // every layer's FFN is a mixture of experts (expert_* keys)
+  // One attn_qkv tensor and one gate+up tensor (Phi-3). GGUF files may also store them split.
+  bool fused_projections;
+};
+
+// Field order: arch, gguf_rope_neox, qkv_bias, qk_norm, gemma, sliding_period,
+// default_sliding_window, local_rope_uses_global_base, attn_softcap,
+// layers_scaled_by_embd_per_head, moe, fused_projections.
+inline constexpr ArchitectureTraits kArchitectures[] = {
+    {"llama", false, false, false, false, 0, 0, false, false, 0, false, false},
+    {"mistral", false, false, false, false, 0, 0, false, false, 0, false, false},
+    {"qwen2", true, true, false, false, 0, 0, false, false, 0, false, false},
+    {"qwen3", true, false, true, false, 0, 0, false, false, 0, false, false},
+    {"qwen3moe", true, false, true, false, 0, 0, false, false, 0, true, false},
+    {"gemma2", true, false, false, true, 2, 4096, true, true, 46, false, false},
+    {"gemma3", true, false, true, true, 6, 0, false, false, 62, false, false},
+    {"phi3", true, false, false, false, 0, 0, false, false, 0, false, true},
+};
+
+// A Hugging Face config's class and model_type, and the architecture row it loads as.
+struct HfArchitecture {
+  std::string_view hf_class;
+  std::string_view model_type;
+  std::string_view arch;
+};
+
+// Mistral converts to GGUF architecture "llama" (same tensors, same graph).
+inline constexpr HfArchitecture kHfArchitectures[] = {
+    {"LlamaForCausalLM", "llama", "llama"},           {"MistralForCausalLM", "mistral", "llama"},
+    {"Qwen2ForCausalLM", "qwen2", "qwen2"},           {"Qwen3ForCausalLM", "qwen3", "qwen3"},
+    {"Qwen3MoeForCausalLM", "qwen3_moe", "qwen3moe"}, {"Gemma2ForCausalLM", "gemma2", "gemma2"},
+    {"Gemma3ForCausalLM", "gemma3_text", "gemma3"},   {"Phi3ForCausalLM", "phi3", "phi3"},
+};
+
+// The row of `arch`, or null when kiln does not run it.
+constexpr const ArchitectureTraits* find_architecture(std::string_view arch) {
+  for (const ArchitectureTraits& t : kArchitectures)
+    if (t.arch == arch) return &t;
+  return nullptr;
+}
+
+// The row of `arch`; throws kiln::Error naming the architectures kiln runs.
+const ArchitectureTraits& architecture_traits(std::string_view arch);
+
+// "gemma2, gemma3, ..." and "LlamaForCausalLM, ...", for refusals.
+std::string supported_architectures();
+std::string supported_hf_classes();
+
+// Sets what the row decides alone: the projection and norm options, the activation and the
+// mixture-of-experts flag's readers rely on. rope_neox is left to the reader (it depends on the
+// file format).
+void apply_architecture_traits(const ArchitectureTraits& t, ModelConfig& c);
+
+}  // namespace kiln::model
