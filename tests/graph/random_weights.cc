@@ -57,7 +57,7 @@ Tensor random_tensor(DType t, const Shape& s, uint64_t seed) {
   // so their d is smaller.
   std::uniform_real_distribution<float> magnitude(0.002f, 0.05f);
   const float shrink = f->split_scales ? 0.1f : 1.0f;
-  const size_t block_bytes = static_cast<size_t>(f->block_bytes);
+  const size_t block_bytes = static_cast<size_t>(f->block_bytes());
   for (size_t block = 0; block < total / block_bytes; ++block) {
     for (int off : {f->d_offset, f->dmin_offset}) {
       if (off < 0) continue;

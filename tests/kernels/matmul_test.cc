@@ -84,12 +84,12 @@ float contract_reference(const Problem& p, const float* x, int64_t col) {
   RefActs a = reference_quantize(x, p.k);
   const uint8_t* row = p.bytes.data() + col * dtype_bytes(p.t, p.k);
   float acc = 0;
-  for (int64_t b = 0; b < p.k / qs.block_size; ++b) {
+  for (int64_t b = 0; b < p.k / qs.block_size(); ++b) {
     uint8_t codes[256];
     float scale[16], min[16];
-    decode_block(p.t, row + b * qs.block_bytes, codes, scale, min);
-    for (int s = 0; s < qs.block_size / qs.sub_block; ++s) {
-      int64_t k0 = b * qs.block_size + s * qs.sub_block;
+    decode_block(p.t, row + b * qs.block_bytes(), codes, scale, min);
+    for (int s = 0; s < qs.block_size() / qs.sub_block; ++s) {
+      int64_t k0 = b * qs.block_size() + s * qs.sub_block;
       int32_t dot = 0, sum = 0;
       for (int j = 0; j < qs.sub_block; ++j) {
         int c = codes[s * qs.sub_block + j] - (qs.has_min ? 0 : qs.zero_point);
@@ -280,7 +280,7 @@ TEST(Matmul, LargestCodesDoNotOverflowInAnyTile) {
       const int64_t k = 512, n = 16;
       std::vector<uint8_t> bytes = random_rows(t, n, k, rng);
       // Every byte but the f16 scales (d, and dmin) to all ones: the largest codes.
-      const auto block_bytes = static_cast<size_t>(f.block_bytes);
+      const auto block_bytes = static_cast<size_t>(f.block_bytes());
       auto is_scale = [&](size_t j) {
         auto in = [&](int offset) {
           return offset >= 0 && j >= size_t(offset) && j < size_t(offset) + 2;

@@ -9,8 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "kiln/base/error.h"
+#include "kiln/base/gguf_tensor_types.h"
 #include "kiln/model/gguf.h"
-#include "kiln/model/gguf_tensor_types.h"
 #include "model/gguf_test_builder.h"
 
 namespace kiln::model {
@@ -143,7 +143,7 @@ TEST_F(GgufRoundTrip, EveryFixtureReadsBackAsWritten) {
       EXPECT_EQ(t.shape.str(), want_shape.str());
       EXPECT_EQ(t.offset, w["offset"].get<uint64_t>());
       EXPECT_EQ(t.nbytes, w["nbytes"].get<uint64_t>());
-      EXPECT_EQ(t.dtype, gguf_tensor_dtype(t.gguf_type));
+      EXPECT_EQ(t.dtype, dtype_from_gguf(t.gguf_type));
       if (!t.dtype) {
         EXPECT_THROW(f->tensor(t.name), Error);
         continue;
@@ -203,8 +203,8 @@ TEST_F(GgufRoundTrip, TensorTypeTableMatchesGgufPy) {
   for (const auto& [id_text, geometry] : sidecar_["ggml_type_sizes"].items()) {
     uint32_t id = static_cast<uint32_t>(std::stoul(id_text));
     SCOPED_TRACE(id);
-    std::optional<GgufTensorType> t = gguf_tensor_type(id);
-    ASSERT_TRUE(t.has_value());
+    const GgufTensorType* t = find_gguf_tensor_type(id);
+    ASSERT_NE(t, nullptr);
     EXPECT_EQ(t->block_size, geometry[0].get<int64_t>());
     // gguf-py still lists q8_1 with two f32 scales (40 bytes); ggml's block_q8_1 holds two f16
     // (36 bytes). q8_1 is a scratch type for activations and never stored in model files.
@@ -215,8 +215,8 @@ TEST_F(GgufRoundTrip, TensorTypeTableMatchesGgufPy) {
   for (int i = 0; i < kNumDTypes; ++i) {
     const DTypeInfo& info = dtype_info(static_cast<DType>(i));
     if (info.gguf_type < 0) continue;
-    std::optional<GgufTensorType> t = gguf_tensor_type(static_cast<uint32_t>(info.gguf_type));
-    ASSERT_TRUE(t.has_value()) << info.name;
+    const GgufTensorType* t = find_gguf_tensor_type(static_cast<uint32_t>(info.gguf_type));
+    ASSERT_NE(t, nullptr) << info.name;
     EXPECT_EQ(t->name, info.name);
     EXPECT_EQ(t->block_size, info.block_size);
     EXPECT_EQ(t->block_bytes, info.block_bytes);

@@ -3,42 +3,26 @@
 #include "kiln/base/error.h"
 
 namespace kiln {
-namespace {
-
-// ggml_type ids from the GGUF specification.
-constexpr DTypeInfo kInfos[kNumDTypes] = {
-    {"f32", 1, 4, false, 0},      {"f16", 1, 2, false, 1},      {"bf16", 1, 2, false, 30},
-    {"i32", 1, 4, false, 26},     {"i8", 1, 1, false, 24},      {"q4_0", 32, 18, true, 2},
-    {"q5_0", 32, 22, true, 6},    {"q8_0", 32, 34, true, 8},    {"q4_k", 256, 144, true, 12},
-    {"q5_k", 256, 176, true, 13}, {"q6_k", 256, 210, true, 14}, {"token", 1, 0, false, -1},
-};
-
-}  // namespace
-
-const DTypeInfo& dtype_info(DType t) { return kInfos[static_cast<int>(t)]; }
+// The enum's order is the table's: each row names its own type.
+static_assert(dtype_info(DType::F32).name == "f32" && dtype_info(DType::F16).name == "f16" &&
+              dtype_info(DType::BF16).name == "bf16" && dtype_info(DType::I32).name == "i32" &&
+              dtype_info(DType::I8).name == "i8" && dtype_info(DType::Q4_0).name == "q4_0" &&
+              dtype_info(DType::Q5_0).name == "q5_0" && dtype_info(DType::Q8_0).name == "q8_0" &&
+              dtype_info(DType::Q4_K).name == "q4_k" && dtype_info(DType::Q5_K).name == "q5_k" &&
+              dtype_info(DType::Q6_K).name == "q6_k" && dtype_info(DType::Token).name == "token");
 
 std::optional<DType> dtype_from_name(std::string_view name) {
   for (int i = 0; i < kNumDTypes; ++i) {
-    if (kInfos[i].name == name) return static_cast<DType>(i);
+    if (kDTypeInfos[i].name == name) return static_cast<DType>(i);
   }
   return std::nullopt;
 }
 
 std::optional<DType> dtype_from_gguf(uint32_t gguf_type) {
   for (int i = 0; i < kNumDTypes; ++i) {
-    if (kInfos[i].gguf_type == static_cast<int>(gguf_type)) return static_cast<DType>(i);
+    if (kDTypeInfos[i].gguf_type == static_cast<int>(gguf_type)) return static_cast<DType>(i);
   }
   return std::nullopt;
-}
-
-std::string_view gguf_type_name(uint32_t gguf_type) {
-  static constexpr std::string_view kNames[] = {
-      "f32",     "f16",    "q4_0",    "q4_1",  "type 4", "type 5", "q5_0",  "q5_1",
-      "q8_0",    "q8_1",   "q2_k",    "q3_k",  "q4_k",   "q5_k",   "q6_k",  "q8_k",
-      "iq2_xxs", "iq2_xs", "iq3_xxs", "iq1_s", "iq4_nl", "iq3_s",  "iq2_s", "iq4_xs",
-      "i8",      "i16",    "i32",     "i64",   "f64",    "iq1_m",  "bf16"};
-  if (gguf_type < std::size(kNames)) return kNames[gguf_type];
-  return "unknown type";
 }
 
 size_t dtype_bytes(DType t, int64_t n) {

@@ -1,10 +1,13 @@
 // Element types. Quantized types store a row as a sequence of fixed-size blocks; their layouts
-// are those of GGUF (see kernels/dequant.h for the block structs).
+// are those of GGUF (see kernels/dequant.h for the block structs), and every type GGUF has takes
+// its name and block geometry from the GGUF table (gguf_tensor_types.h).
 #pragma once
 #include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string_view>
+
+#include "kiln/base/gguf_tensor_types.h"
 
 namespace kiln {
 
@@ -32,12 +35,27 @@ struct DTypeInfo {
   int gguf_type;  // ggml_type id, -1 if GGUF has none
 };
 
-const DTypeInfo& dtype_info(DType t);
-inline std::string_view dtype_name(DType t) { return dtype_info(t).name; }
+namespace detail {
+// The row of a type GGUF has: name and geometry from kGgufTensorTypes (a missing id fails to
+// compile).
+constexpr DTypeInfo gguf_dtype(uint32_t id, bool quantized) {
+  const GgufTensorType& g = *find_gguf_tensor_type(id);
+  return {g.name, g.block_size, g.block_bytes, quantized, static_cast<int>(id)};
+}
+}  // namespace detail
+
+// Indexed by DType.
+inline constexpr DTypeInfo kDTypeInfos[kNumDTypes] = {
+    detail::gguf_dtype(0, false),  detail::gguf_dtype(1, false),  detail::gguf_dtype(30, false),
+    detail::gguf_dtype(26, false), detail::gguf_dtype(24, false), detail::gguf_dtype(2, true),
+    detail::gguf_dtype(6, true),   detail::gguf_dtype(8, true),   detail::gguf_dtype(12, true),
+    detail::gguf_dtype(13, true),  detail::gguf_dtype(14, true),  {"token", 1, 0, false, -1},
+};
+
+constexpr const DTypeInfo& dtype_info(DType t) { return kDTypeInfos[static_cast<int>(t)]; }
+constexpr std::string_view dtype_name(DType t) { return dtype_info(t).name; }
 std::optional<DType> dtype_from_name(std::string_view name);
 std::optional<DType> dtype_from_gguf(uint32_t gguf_type);
-// Name of a GGUF tensor type id for error messages, known to kiln or not ("q2_k", "type 99").
-std::string_view gguf_type_name(uint32_t gguf_type);
 
 // Bytes that n consecutive elements occupy. n must be a multiple of the block size.
 size_t dtype_bytes(DType t, int64_t n);

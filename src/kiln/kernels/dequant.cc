@@ -179,16 +179,16 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
     if (const QuantFormat* f = find_quant_format(t)) return *f;
     fail("dequantize_row: {} has no element storage", dtype_name(t));
   }();
-  KILN_CHECK(n % qs.block_size == 0, "dequantize_row: {} elements is not whole {} blocks", n,
+  KILN_CHECK(n % qs.block_size() == 0, "dequantize_row: {} elements is not whole {} blocks", n,
              dtype_name(t));
   uint8_t codes[256];
   // decode_block writes min for the formats with one (the only ones that read it); zeroed so
   // that is plain without the table's has_min in view (clang-analyzer reads it as unset).
   float scale[16], min[16] = {};
-  for (int64_t b = 0; b < n / qs.block_size; ++b) {
-    decode_block(t, bytes + b * qs.block_bytes, codes, scale, min);
-    float* out = dst + b * qs.block_size;
-    for (int i = 0; i < qs.block_size; ++i) {
+  for (int64_t b = 0; b < n / qs.block_size(); ++b) {
+    decode_block(t, bytes + b * qs.block_bytes(), codes, scale, min);
+    float* out = dst + b * qs.block_size();
+    for (int i = 0; i < qs.block_size(); ++i) {
       int s = i / qs.sub_block;
       // The same float operations as ggml: scale * (code - zp), or scale * code - min.
       out[i] = qs.has_min ? scale[s] * static_cast<float>(codes[i]) - min[s]

@@ -56,7 +56,7 @@ template <class Block>
 constexpr bool matches_format(DType t, size_t d_offset, int dmin_offset = -1) {
   for (const QuantFormat& f : kQuantFormats) {
     if (f.dtype == t) {
-      return f.block_bytes == static_cast<int>(sizeof(Block)) &&
+      return f.block_bytes() == static_cast<int>(sizeof(Block)) &&
              f.d_offset == static_cast<int>(d_offset) && f.dmin_offset == dmin_offset;
     }
   }

@@ -23,9 +23,7 @@
 namespace kiln::kernels {
 
 struct QuantFormat {
-  DType dtype;
-  int block_size;   // elements per GGUF block
-  int block_bytes;  // bytes per GGUF block
+  DType dtype;      // its GGUF block (elements, bytes) is dtype_info's, from the GGUF table
   int d_offset;     // byte offset of the block's f16 scale d (of the super-block for K-quants)
   int dmin_offset;  // byte offset of the f16 dmin of the minimums, -1 without minimums
   int sub_block;    // elements sharing one scale: 32, or 16 for Q6_K
@@ -40,6 +38,9 @@ struct QuantFormat {
   // records are read as stored.
   bool expand_for_many_rows;
 
+  constexpr int block_size() const { return dtype_info(dtype).block_size; }
+  constexpr int block_bytes() const { return dtype_info(dtype).block_bytes; }
+
   // Packed bytes of codes per record of 16 rows x sub_block inputs: 8-bit codes as sub_block/4
   // vectors of 64 bytes; narrower codes as nibble vectors plus one 64-byte plane of high bits.
   constexpr int code_bytes() const {
@@ -49,16 +50,16 @@ struct QuantFormat {
   constexpr int record_bytes() const { return code_bytes() + (split_scales ? 0 : 32); }
 };
 
-// Field order: dtype, block_size, block_bytes, d_offset, dmin_offset, sub_block, bits,
+// Field order: dtype, d_offset, dmin_offset, sub_block, bits,
 // zero_point, has_min, split_scales, expand_for_many_rows. Block layouts are ggml's (the structs
 // in dequant.h, which checks these offsets against them).
 inline constexpr QuantFormat kQuantFormats[] = {
-    {DType::Q4_0, 32, 18, 0, -1, 32, 4, 8, false, false, true},
-    {DType::Q5_0, 32, 22, 0, -1, 32, 5, 16, false, false, true},
-    {DType::Q8_0, 32, 34, 0, -1, 32, 8, 128, false, false, false},
-    {DType::Q4_K, 256, 144, 0, 2, 32, 4, 0, true, true, true},
-    {DType::Q5_K, 256, 176, 0, 2, 32, 5, 0, true, true, true},
-    {DType::Q6_K, 256, 210, 208, -1, 16, 6, 32, false, true, true},
+    {DType::Q4_0, 0, -1, 32, 4, 8, false, false, true},
+    {DType::Q5_0, 0, -1, 32, 5, 16, false, false, true},
+    {DType::Q8_0, 0, -1, 32, 8, 128, false, false, false},
+    {DType::Q4_K, 0, 2, 32, 4, 0, true, true, true},
+    {DType::Q5_K, 0, 2, 32, 5, 0, true, true, true},
+    {DType::Q6_K, 208, -1, 16, 6, 32, false, true, true},
 };
 
 // The format of t, or null when t is not a quantized type.

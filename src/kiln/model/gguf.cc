@@ -6,7 +6,7 @@
 #include <limits>
 
 #include "kiln/base/error.h"
-#include "kiln/model/gguf_tensor_types.h"
+#include "kiln/base/gguf_tensor_types.h"
 
 namespace kiln::model {
 
@@ -154,7 +154,7 @@ const GgufTensorInfo& GgufFile::tensor_info(std::string_view name) const {
 
 Tensor GgufFile::tensor(std::string_view name) const {
   const GgufTensorInfo& info = tensor_info(name);
-  if (!info.dtype && !gguf_tensor_type(info.gguf_type)) {
+  if (!info.dtype && find_gguf_tensor_type(info.gguf_type) == nullptr) {
     fail("{}: tensor '{}' has type id {}, which is not a ggml type kiln knows", path_,
          printable(name), info.gguf_type);
   }

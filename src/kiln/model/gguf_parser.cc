@@ -6,10 +6,10 @@
 #include <limits>
 #include <numeric>
 
+#include "kiln/base/gguf_tensor_types.h"
 #include "kiln/base/mmap_file.h"
 #include "kiln/model/gguf.h"
 #include "kiln/model/gguf_cursor.h"
-#include "kiln/model/gguf_tensor_types.h"
 
 namespace kiln::model {
 namespace {
@@ -257,7 +257,7 @@ class GgufParser {
       // kiln shapes are row-major: reverse GGUF's fastest-first order.
       for (uint32_t d = n_dims; d-- > 0;) info.shape.push_back(static_cast<int64_t>(dims[d]));
       info.gguf_type = in_.read<uint32_t>("the tensor type");
-      info.dtype = gguf_tensor_dtype(info.gguf_type);
+      info.dtype = dtype_from_gguf(info.gguf_type);
       info.offset = in_.read<uint64_t>("the data offset");
       info.nbytes = byte_size(info, n_dims > 0 ? dims[0] : 1, numel);
       if (info.offset % file_.alignment_ != 0) {
@@ -271,8 +271,8 @@ class GgufParser {
   // Bytes of the tensor's data; 0 for a type id ggml does not know (its size is unknowable, so
   // only its offset can be checked).
   uint64_t byte_size(const GgufTensorInfo& info, uint64_t row_length, int64_t numel) {
-    std::optional<GgufTensorType> type = gguf_tensor_type(info.gguf_type);
-    if (!type) return 0;
+    const GgufTensorType* type = find_gguf_tensor_type(info.gguf_type);
+    if (type == nullptr) return 0;
     if (row_length % static_cast<uint64_t>(type->block_size) != 0) {
       in_.fail("row length {} is not a multiple of the {} block size {}", row_length, type->name,
                type->block_size);

@@ -15,7 +15,7 @@ class GgufTensorSource final : public TensorSource {
   bool has_tensor(const std::string& name) const override { return file_->has_tensor(name); }
   StoredTensorInfo tensor_info(const std::string& name) const override {
     const GgufTensorInfo& info = file_->tensor_info(name);
-    return {info.dtype, std::string(gguf_type_name(info.gguf_type)), info.shape};
+    return {info.dtype, gguf_tensor_type_name(info.gguf_type), info.shape};
   }
   Tensor tensor(const std::string& name) const override { return file_->tensor(name); }
   int64_t parameter_count() const override {
