@@ -19,12 +19,11 @@ std::string batch_name(const model::ForwardShape& shape) {
 }  // namespace
 
 ModelRunner::ModelRunner(const model::ModelConfig& config, model::WeightStore& weights,
-                         KvPool& pool, ThreadPool& threads, int64_t context_length)
+                         KvPool& pool, ThreadPool& threads, const ServingGeometry& geometry)
     : config_(config),
       weights_(weights),
       pool_(pool),
-      context_length_(context_length),
-      max_pages_per_seq_((context_length + pool.page_size() - 1) / pool.page_size()),
+      geometry_(geometry),
       interpreter_(threads, weights, kv_geometry()) {}
 
 graph::KvGeometry ModelRunner::kv_geometry() const {
@@ -39,14 +38,8 @@ graph::KvGeometry ModelRunner::kv_geometry() const {
 }
 
 model::ForwardShape ModelRunner::shape_of(const StepBatch& batch) const {
-  model::ForwardShape s;
-  s.tokens = batch.num_tokens();
-  s.seqs = batch.num_seqs();
-  s.max_pages_per_seq = max_pages_per_seq_;
-  s.kv_pages = pool_.n_pages();
-  s.page_size = pool_.page_size();
-  s.kv_dtype = pool_.dtype();
-  s.greedy = batch.greedy_only;
+  model::ForwardShape s =
+      geometry_.forward_shape(batch.num_seqs(), batch.num_tokens(), batch.greedy_only);
   // A batch that returns every row (decode, speculative verify) keeps every row (no gather).
   s.logit_rows = batch.returns_every_row() ? -1 : batch.logit_rows();
   return s;
@@ -68,12 +61,12 @@ void ModelRunner::validate(const StepBatch& b) const {
     KILN_CHECK(b.token_ids[t] >= 0 && b.token_ids[t] < config_.vocab,
                "token id {} out of range [0, {})", b.token_ids[t], config_.vocab);
     KILN_CHECK(b.token_seq[t] >= 0 && b.token_seq[t] < b.num_seqs(), "row {} names no sequence", t);
-    KILN_CHECK(b.positions[t] >= 0 && b.positions[t] < context_length_,
-               "position {} outside the context {}", b.positions[t], context_length_);
+    KILN_CHECK(b.positions[t] >= 0 && b.positions[t] < geometry_.context_length,
+               "position {} outside the context {}", b.positions[t], geometry_.context_length);
     KILN_CHECK(b.slots[t] < slots, "KV slot {} outside the pool", b.slots[t]);
   }
   for (const auto& seq : b.seqs) {
-    KILN_CHECK(static_cast<int64_t>(seq.pages.size()) <= max_pages_per_seq_,
+    KILN_CHECK(static_cast<int64_t>(seq.pages.size()) <= geometry_.max_pages_per_seq,
                "block table longer than the context");
     KILN_CHECK(seq.seq_len <= static_cast<int64_t>(seq.pages.size()) * pool_.page_size(),
                "sequence of {} tokens has only {} pages", seq.seq_len, seq.pages.size());
@@ -85,10 +78,10 @@ void ModelRunner::bind(const StepBatch& b, const model::ForwardShape& shape,
   namespace in = model::input_names;
   const int64_t T = b.num_tokens();
   const int64_t S = b.num_seqs();
-  bound.block_table.assign(static_cast<size_t>(S * max_pages_per_seq_), 0);
+  bound.block_table.assign(static_cast<size_t>(S * geometry_.max_pages_per_seq), 0);
   for (int64_t s = 0; s < S; ++s) {
     std::copy(b.seqs[s].pages.begin(), b.seqs[s].pages.end(),
-              bound.block_table.begin() + s * max_pages_per_seq_);
+              bound.block_table.begin() + s * geometry_.max_pages_per_seq);
   }
   bound.bindings.clear();
   bound.bindings.push_back({in::kTokenIds, borrow_i32(b.token_ids, {T})});
@@ -96,7 +89,7 @@ void ModelRunner::bind(const StepBatch& b, const model::ForwardShape& shape,
   bound.bindings.push_back({in::kTokenSeq, borrow_i32(b.token_seq, {T})});
   bound.bindings.push_back({in::kSlots, borrow_i32(b.slots, {T})});
   bound.bindings.push_back(
-      {in::kBlockTable, borrow_i32(bound.block_table, {S, max_pages_per_seq_})});
+      {in::kBlockTable, borrow_i32(bound.block_table, {S, geometry_.max_pages_per_seq})});
   bound.seq_lens.resize(S);
   for (int64_t s = 0; s < S; ++s) bound.seq_lens[s] = b.seqs[s].seq_len;
   bound.bindings.push_back({in::kSeqLens, borrow_i32(bound.seq_lens, {S})});

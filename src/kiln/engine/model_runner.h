@@ -8,6 +8,7 @@
 #include "kiln/base/thread_pool.h"
 #include "kiln/engine/kv_pool.h"
 #include "kiln/engine/plan_replayer.h"
+#include "kiln/engine/serving_geometry.h"
 #include "kiln/engine/step_batch.h"
 #include "kiln/graph/interpreter.h"
 #include "kiln/model/model_config.h"
@@ -18,7 +19,7 @@ namespace kiln::engine {
 class ModelRunner : public ModelExecutor {
  public:
   ModelRunner(const model::ModelConfig& config, model::WeightStore& weights, KvPool& pool,
-              ThreadPool& threads, int64_t context_length);
+              ThreadPool& threads, const ServingGeometry& geometry);
 
   // Batches that fit a captured plan replay it; everything else runs eagerly.
   void forward(const StepBatch& batch, StepOutput& out) override;
@@ -30,12 +31,13 @@ class ModelRunner : public ModelExecutor {
   // when no captured plan can run the batch, instead of silently running it eagerly).
   void forward_in_mode(const StepBatch& batch, StepOutput& out, StepMode mode);
   int64_t vocab_size() const override { return config_.vocab; }
-  int64_t context_length() const override { return context_length_; }
+  int64_t context_length() const override { return geometry_.context_length; }
 
   // The forward graph for a batch shape (what eager mode interprets and graph mode compiles).
   graph::Graph trace(const model::ForwardShape& shape) const;
   model::ForwardShape shape_of(const StepBatch& batch) const;
-  int64_t max_pages_per_seq() const { return max_pages_per_seq_; }
+  int64_t max_pages_per_seq() const { return geometry_.max_pages_per_seq; }
+  const ServingGeometry& geometry() const { return geometry_; }
   graph::KvGeometry kv_geometry() const;
 
   // Binds a batch's host vectors as graph inputs (borrowed, no copies but the block table).
@@ -54,8 +56,7 @@ class ModelRunner : public ModelExecutor {
   model::ModelConfig config_;
   model::WeightStore& weights_;
   KvPool& pool_;
-  int64_t context_length_;
-  int64_t max_pages_per_seq_;
+  ServingGeometry geometry_;  // the pool's (its kv is pool_.config())
   graph::Interpreter interpreter_;
   PlanReplayer* replayer_ = nullptr;
 };

@@ -24,22 +24,6 @@
 #include "kiln/model/weight_store.h"
 
 namespace kiln::engine {
-namespace {
-
-// What the KV pool holds when the user does not say: the memory of this many f16 tokens,
-// plenty for the default batch sizes on small models, and bounded for large ones (see
-// RuntimeOptions::kv_tokens). A q8 cache fits about twice as many tokens in it.
-constexpr int64_t kDefaultKvTokens = 65536;
-
-int64_t default_kv_tokens(const model::ModelConfig& c, kernels::KvDtype dtype) {
-  kernels::KvGeometry g{c.n_layers, 1, 1, c.n_kv_heads, c.head_dim, kernels::KvDtype::F16};
-  const size_t budget = kernels::kv_bytes_per_token(g) * kDefaultKvTokens;
-  g.dtype = dtype;
-  return static_cast<int64_t>(budget / kernels::kv_bytes_per_token(g));
-}
-
-}  // namespace
-
 GraphMode parse_graph_mode(const std::string& s) {
   if (s == "off") return GraphMode::Off;
   if (s == "replay") return GraphMode::Replay;
@@ -136,19 +120,10 @@ Runtime::Runtime(const RuntimeOptions& options) : impl_(std::make_unique<Impl>()
   m.weights->set_communicator(tp);
   progress("open", 1, 1);
 
-  int64_t kv_tokens =
-      options.kv_tokens > 0 ? options.kv_tokens : default_kv_tokens(m.config, options.kv_dtype);
-  int64_t context = options.context_length > 0 ? options.context_length : m.config.context_length;
-  context = std::min<int64_t>(context, kv_tokens);
-  KILN_CHECK(options.page_size > 0 && options.page_size <= 1024, "page size {} out of range",
-             options.page_size);
-  KvPoolConfig kv;
-  kv.n_layers = m.config.n_layers;
-  kv.n_kv_heads = m.config.n_kv_heads;
-  kv.head_dim = m.config.head_dim;
-  kv.page_size = options.page_size;
-  kv.n_pages = (kv_tokens + options.page_size - 1) / options.page_size;
-  kv.dtype = options.kv_dtype;
+  const ServingGeometry geometry = derive_serving_geometry(
+      m.config, {options.kv_tokens, options.context_length, options.page_size, options.kv_dtype});
+  const KvPoolConfig& kv = geometry.kv;
+  const int64_t context = geometry.context_length;
   m.pool = std::make_unique<KvPool>(kv);
 
   int n_threads =
@@ -159,7 +134,7 @@ Runtime::Runtime(const RuntimeOptions& options) : impl_(std::make_unique<Impl>()
     m.owned_threads = std::make_unique<ThreadPool>(std::max(1, n_threads));
     m.threads = m.owned_threads.get();
   }
-  m.runner = std::make_unique<ModelRunner>(m.config, *m.weights, *m.pool, *m.threads, context);
+  m.runner = std::make_unique<ModelRunner>(m.config, *m.weights, *m.pool, *m.threads, geometry);
 
   // Repack every matmul weight now, so neither capture nor the first request pays for it;
   // this and capture's merged weights are packed on the (still idle) thread pool.
@@ -173,12 +148,7 @@ Runtime::Runtime(const RuntimeOptions& options) : impl_(std::make_unique<Impl>()
   if (tp != nullptr && !cache_dir.empty())
     cache_dir += "/tp" + std::to_string(tp->size()) + "-rank" + std::to_string(tp->rank());
   m.weights->set_pack_cache_dir(cache_dir);
-  model::ForwardShape one;
-  one.max_pages_per_seq = m.runner->max_pages_per_seq();
-  one.kv_pages = kv.n_pages;
-  one.page_size = kv.page_size;
-  one.kv_dtype = kv.dtype;
-  m.weights->prepack(m.runner->trace(one),
+  m.weights->prepack(m.runner->trace(geometry.forward_shape()),
                      [&](int64_t done, int64_t total) { progress("repack", done, total); });
   // Bytes one decode step reads (merged QKV and gate/up are packed once, their parts views).
   const size_t step_weight_bytes = m.weights->matmul_weight_bytes();

@@ -5,7 +5,7 @@
 #include <filesystem>
 
 #include "kiln/base/error.h"
-#include "kiln/engine/runtime.h"
+#include "kiln/engine/serving_geometry.h"
 #include "kiln/graph/plan.h"
 #include "kiln/model/fused_tensors.h"
 #include "kiln/model/model_config.h"
@@ -18,8 +18,6 @@ namespace kiln::engine {
 GraphInspection inspect_graph(const GraphInspectOptions& o) {
   KILN_CHECK(o.batch_size >= 1 && o.batch_size <= 4096, "batch size {} out of range [1, 4096]",
              o.batch_size);
-  KILN_CHECK(o.page_size > 0 && o.page_size <= 1024, "page size {} out of range", o.page_size);
-  KILN_CHECK(o.kv_tokens > 0, "KV pool of {} tokens", o.kv_tokens);
   GraphInspection r;
   KILN_CHECK(!o.model_path.empty(), "no model path given");
   r.model_path = o.model_path;
@@ -30,17 +28,9 @@ GraphInspection inspect_graph(const GraphInspectOptions& o) {
   // The store answers dtype/shape lookups from the tensor infos; nothing is read or packed.
   model::WeightStore weights(files.tensors, model::fused_tensor_slices(config));
 
-  // The same geometry Runtime derives from its options (runtime.cc).
-  int64_t context = o.context_length > 0 ? o.context_length : config.context_length;
-  context = std::min<int64_t>(context, o.kv_tokens);
-  model::ForwardShape shape;
-  shape.tokens = o.batch_size;
-  shape.seqs = o.batch_size;
-  shape.max_pages_per_seq = (context + o.page_size - 1) / o.page_size;
-  shape.logit_rows = -1;
-  shape.greedy = o.greedy;
-  shape.kv_pages = (o.kv_tokens + o.page_size - 1) / o.page_size;
-  shape.page_size = o.page_size;
+  const ServingGeometry geometry =
+      derive_serving_geometry(config, {o.kv_tokens, o.context_length, o.page_size, o.kv_dtype});
+  const model::ForwardShape shape = geometry.forward_shape(o.batch_size, o.batch_size, o.greedy);
 
   using clock = std::chrono::steady_clock;
   auto t0 = clock::now();

@@ -13,6 +13,7 @@
 #include "kiln/graph/memory_planner.h"
 #include "kiln/graph/passes/pipeline.h"
 #include "kiln/graph/schedule.h"
+#include "kiln/kernels/kv_cache.h"
 
 namespace kiln::engine {
 
@@ -21,10 +22,11 @@ struct GraphInspectOptions {
   int batch_size = 1;      // decode rows (B)
   bool greedy = false;     // greedy plan (argmax ids) instead of a logits plan
   bool optimize = true;    // false: the replay-mode pipeline (analyses only, no rewrites)
-  // The KV pool geometry, as `kiln run` / `kiln serve` would size it by default (Runtime).
+  // The KV pool geometry (serving_geometry.h), as `kiln run` / `kiln serve` size it.
   int page_size = 16;
-  int64_t kv_tokens = 65536;
-  int context_length = 0;  // 0: the model's, capped by kv_tokens
+  int64_t kv_tokens = 0;   // 0: Runtime's default
+  int context_length = 0;  // 0: the model's, capped by the pool
+  kernels::KvDtype kv_dtype = kernels::KvDtype::F16;
   // Called after each pass with the graph as that pass left it (--print-after).
   std::function<void(std::string_view pass, const graph::Graph&)> after_pass;
 };

@@ -164,26 +164,12 @@ std::string GraphRunner::cache_description() const {
   d += "model ";
   // The traced graph of the smallest batch names every weight with its dtype and shape and
   // every architectural constant as an attribute: a complete description of the model.
-  model::ForwardShape one;
-  one.max_pages_per_seq = runner_.max_pages_per_seq();
-  one.kv_pages = kv.n_pages;
-  one.page_size = kv.page_size;
-  one.kv_dtype = kv.dtype;
-  d += graph::print(runner_.trace(one));
+  d += graph::print(runner_.trace(runner_.geometry().forward_shape()));
   return d;
 }
 
 model::ForwardShape GraphRunner::plan_shape(int64_t seqs, int64_t tokens, bool greedy) const {
-  model::ForwardShape shape;
-  shape.tokens = tokens;
-  shape.seqs = seqs;
-  shape.max_pages_per_seq = runner_.max_pages_per_seq();
-  shape.logit_rows = -1;
-  shape.greedy = greedy;
-  shape.kv_pages = pool_.n_pages();
-  shape.kv_dtype = pool_.dtype();
-  shape.page_size = pool_.page_size();
-  return shape;
+  return runner_.geometry().forward_shape(seqs, tokens, greedy);
 }
 
 model::ForwardShape GraphRunner::template_shape(const PlanKind& kind) const {
