@@ -36,21 +36,21 @@ TEST(Verifier, RejectsStaleDeclaredType) {
   expect_invalid(g, "output 0 is declared i32[3], inferred i32[2]");
 }
 
-TEST(Verifier, RejectsForkedTokenChainAndReadAfterMutation) {
-  const char* prefix = R"(graph g() {
+// A state, two writes of it and a read between them: every effect-token rule holds.
+constexpr const char* kTokenGraph = R"(graph g() {
   %kv = state "kv" : f16[4,8]
   %k = input "k" : f32[1,8]
   %s = input "s" : i32[1]
   %bt = input "bt" : i32[1,2]
   %sl = input "sl" : i32[1]
   %t0 = kv_write(%kv, %k, %k, %s) {layer=0} : token[]
-)";
-  Graph ok = parse(
-      std::string(prefix) +
-      R"(  %a = attention(%k, %t0, %bt, %sl, %s, %s) {layer=0, n_heads=1, n_kv_heads=1, head_dim=8, window=0, scale=1.0} : f32[1,8]
+  %a = attention(%k, %t0, %bt, %sl, %s, %s) {layer=0, n_heads=1, n_kv_heads=1, head_dim=8, window=0, scale=1.0} : f32[1,8]
   %t1 = kv_write(%t0, %k, %k, %s) {layer=1} : token[]
   return %a, %t1
-})");
+})";
+
+TEST(Verifier, RejectsForkedTokenChainAndReadAfterMutation) {
+  Graph ok = parse(kTokenGraph);
   // Move the attention after the next write of the same state: it would read layer 1's write.
   Graph bad = ok;
   std::swap(bad.node(6), bad.node(7));
@@ -66,7 +66,25 @@ TEST(Verifier, RejectsForkedTokenChainAndReadAfterMutation) {
   expect_invalid(fork, "already consumed by mutating node 5");
 }
 
-TEST(Verifier, RejectsTokensOutsideStateInputsAndMissingOutputs) {
+TEST(Verifier, RejectsTokensOutsideStateInputs) {
+  const Graph ok = parse(kTokenGraph);
+  ASSERT_NO_THROW(verify(ok));
+  // A token may only be made by a mutation, never be a source.
+  Graph source = ok;
+  source.node(0).outputs[0] = ValueType{DType::Token, Shape{}};
+  expect_invalid(source, "a source cannot be an effect token");
+  // A token flows into the state input of an op that touches state, nowhere else: here into the
+  // key rows of the second write (every op's type rule refuses it before the verifier's own).
+  Graph elsewhere = ok;
+  elsewhere.node(7).inputs[1] = Value{5, 0};
+  expect_invalid(elsewhere, "node 7 (kv_write): kv_write: k (input 1) must be f32, got token[]");
+  // The state input of such an op is the state itself or a token of it, not any tensor.
+  Graph not_state = ok;
+  not_state.node(5).inputs[0] = Value{1, 0};
+  expect_invalid(not_state, "kv input must be a state or an effect token, got input output");
+}
+
+TEST(Verifier, RejectsMissingOutputs) {
   Graph g = two_layer();
   g.outputs().push_back(Value{g.num_nodes(), 0});
   expect_invalid(g, "does not exist");

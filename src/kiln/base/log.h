@@ -1,4 +1,5 @@
-// Logging goes through spdlog; this header only fixes kiln's logger name and level flag.
+// Logging goes through spdlog's default logger; this header adds the level setter behind
+// --log-level and kiln's logging macros.
 #pragma once
 #include <spdlog/spdlog.h>
 

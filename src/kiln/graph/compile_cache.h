@@ -1,6 +1,7 @@
 // The on-disk compile cache: one file per key under the user's cache directory, holding what
-// capture produced (optimized graphs as text IR, memory plans, kernel choices, autotune
-// results) so that a warm start skips trace, passes, planning and tuning.
+// capture produced (each plan's optimized graph as text IR, or the template it is rebatched
+// from, and its memory plan) and the packed forms of merged weights (model/weight_store.cc), so
+// that a warm start skips trace, passes, planning and repacking.
 //
 // Entries carry a format version and a checksum of their payload; a corrupted, truncated or
 // foreign entry is reported once, deleted and rebuilt. Writes go to a temporary file in the
@@ -19,7 +20,8 @@ class CompileCache {
   // `dir` empty: the cache is disabled (every load misses, stores do nothing).
   explicit CompileCache(std::string dir);
 
-  // --cache-dir if given, else $KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else ~/.cache/kiln.
+  // --cache-dir if given, else $KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else ~/.cache/kiln;
+  // empty (the cache disabled) when none of them is set.
   static std::string resolve_dir(const std::string& flag_value);
 
   bool enabled() const { return !dir_.empty(); }

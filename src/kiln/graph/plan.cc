@@ -174,7 +174,7 @@ void Plan::bind(void* arena, WeightProvider& weights, const KvGeometry& kv, void
     scratch_bytes_ = std::max(scratch_bytes_, level_scratch);
     if (options_.level_barriers && options_.worker_groups && level_nodes.size() > 1 &&
         n_threads > 1)
-      place_level(level_first_step, static_cast<int>(steps_.size()), level_nodes, n_threads);
+      place_level(level_first_step, level_nodes, n_threads);
     if (options_.level_barriers &&
         (level_end_.empty() || level_end_.back() != static_cast<int>(steps_.size())))
       level_end_.push_back(static_cast<int>(steps_.size()));
@@ -221,7 +221,7 @@ double Plan::cost_of(int node) const {
   return bytes;
 }
 
-void Plan::place_level(int first_step, int end_step, const std::vector<int>& nodes, int n_threads) {
+void Plan::place_level(int first_step, const std::vector<int>& nodes, int n_threads) {
   std::vector<double> costs;
   double total = 0;
   for (int node : nodes) {
@@ -248,7 +248,6 @@ void Plan::place_level(int first_step, int end_step, const std::vector<int>& nod
       p.barrier = static_cast<int>(group_barriers_.size()) - 1;
     }
   }
-  (void)end_step;
   ++stats_.grouped_levels;
 }
 

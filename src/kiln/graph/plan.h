@@ -120,7 +120,7 @@ class Plan {
   // twice, a view of another output or of an input) somewhere replay copies them from.
   void* produced_at(int i);
   double cost_of(int node) const;
-  void place_level(int first_step, int end_step, const std::vector<int>& nodes, int n_threads);
+  void place_level(int first_step, const std::vector<int>& nodes, int n_threads);
 
   Graph graph_;
   PlanOptions options_;

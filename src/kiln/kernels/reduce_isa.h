@@ -9,11 +9,6 @@ struct ReduceFns {
   float (*max_row)(const float* x, int64_t n);
   // First index i with x[i] == value, or n.
   int64_t (*find_equal)(const float* x, int64_t n, float value);
-  // First index i with x[i] > thr (NaN never), or n.
-  int64_t (*find_greater)(const float* x, int64_t n, float thr);
-  // x = exp(x - m), returns the sum of the new values. m must be finite.
-  float (*exp_shift_sum)(float* x, int64_t n, float m);
-  void (*scale)(float* x, int64_t n, float factor);
 };
 
 extern const ReduceFns kReduceScalar;
