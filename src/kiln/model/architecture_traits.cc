@@ -28,12 +28,4 @@ std::string supported_hf_classes() {
   return fmt::format("{}", fmt::join(names, ", "));
 }
 
-void apply_architecture_traits(const ArchitectureTraits& t, ModelConfig& c) {
-  c.qkv_bias = t.qkv_bias;
-  c.qk_norm = t.qk_norm;
-  c.post_norms = t.gemma;
-  c.scale_embeddings = t.gemma;
-  c.activation = t.gemma ? Activation::GeluTanh : Activation::Silu;
-}
-
 }  // namespace kiln::model

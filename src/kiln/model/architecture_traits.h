@@ -4,11 +4,8 @@
 // which defaults its files may leave out. An architecture that differs from these only in such
 // traits is one row here (plus its Hugging Face class below) and its tests.
 #pragma once
-#include <span>
 #include <string>
 #include <string_view>
-
-#include "kiln/model/model_config.h"
 
 namespace kiln::model {
 
@@ -81,10 +78,5 @@ const ArchitectureTraits& architecture_traits(std::string_view arch);
 // "gemma2, gemma3, ..." and "LlamaForCausalLM, ...", for refusals.
 std::string supported_architectures();
 std::string supported_hf_classes();
-
-// Sets what the row decides alone: the projection and norm options, the activation and the
-// mixture-of-experts flag's readers rely on. rope_neox is left to the reader (it depends on the
-// file format).
-void apply_architecture_traits(const ArchitectureTraits& t, ModelConfig& c);
 
 }  // namespace kiln::model

@@ -86,6 +86,14 @@ void read_moe(const GgufFile& file, const std::string& p, ModelConfig& c) {
 
 }  // namespace
 
+void apply_architecture_traits(const ArchitectureTraits& t, ModelConfig& c) {
+  c.qkv_bias = t.qkv_bias;
+  c.qk_norm = t.qk_norm;
+  c.post_norms = t.gemma;
+  c.scale_embeddings = t.gemma;
+  c.activation = t.gemma ? Activation::GeluTanh : Activation::Silu;
+}
+
 ModelConfig read_model_config(const GgufFile& file) {
   ModelConfig c;
   c.arch = file.architecture();

@@ -11,6 +11,7 @@
 namespace kiln::model {
 
 class GgufFile;
+struct ArchitectureTraits;
 
 enum class Activation { GeluTanh, Silu };
 
@@ -62,6 +63,11 @@ struct ModelConfig {
   int tp_size = 1;
   std::vector<LayerConfig> layers;
 };
+
+// Sets what an architecture's row (architecture_traits.h) decides alone, for both readers: the
+// projection and norm options and the activation. rope_neox is left to the reader (it depends
+// on the file format), and so are the traits that need the file's keys.
+void apply_architecture_traits(const ArchitectureTraits& traits, ModelConfig& c);
 
 // Reads and validates the config; throws kiln::Error naming the missing/invalid key or the
 // unsupported architecture / rope scaling.
