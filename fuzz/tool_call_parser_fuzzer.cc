@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "kiln/server/tool_call_parser.h"
+#include "kiln/server/tool_call_stream.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace kiln::server;
