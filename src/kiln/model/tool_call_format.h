@@ -2,12 +2,12 @@
 // writes (chat_template.cc), what the detection picks (chat_template_detect.cc), and what the
 // server's request constraint, prompt and reply parser expect (server/tool_request.h,
 // server/tool_call_parsers.h). It lives in model/ so that both layers read the same row; the
-// parser to use for each format is the server's column of the table
-// (server/tool_call_parser_registry.cc), checked against this one.
+// parser to use for each format is the server's column of the table (kToolCallParsers in
+// server/tool_call_parsers.h), checked against this one.
 //
 // Adding a format: an enum value, its row here, its detection, its rendering, its parser class
-// and registry entry, and their tests (tool_call_format_test.cc checks that every value has
-// exactly one row and one parser).
+// and its entry in kToolCallParsers, and their tests (tool_call_format_test.cc checks that every
+// value has exactly one row and one parser).
 #pragma once
 #include <array>
 #include <cstddef>

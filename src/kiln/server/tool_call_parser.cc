@@ -1,7 +1,6 @@
 // What every tool-call parser shares: the calls read so far and their delta chunks.
 #include "kiln/server/tool_call_parser.h"
 
-#include "kiln/server/tool_call_parsers.h"
 #include "kiln/server/tool_call_text.h"
 
 namespace kiln::server {
@@ -37,12 +36,6 @@ void ToolCallParser::add_whole_call(ToolCallDelta& out, std::string name, std::s
   add_call(out, std::move(name), std::move(arguments));
   out.tool_calls.push_back(
       {{"index", calls_.size() - 1}, {"function", {{"arguments", calls_.back().arguments}}}});
-}
-
-std::unique_ptr<ToolCallParser> make_tool_call_parser(ToolCallFormat format, bool opened,
-                                                      size_t max_calls) {
-  return kToolCallParsers[static_cast<size_t>(format)].make(model::tool_call_format_row(format),
-                                                            opened, max_calls);
 }
 
 }  // namespace kiln::server

@@ -1,9 +1,9 @@
 // Reads tool calls out of a model's reply incrementally, so that a stream can send OpenAI's
 // delta.tool_calls chunks as the text arrives and never sends a call's text as content. One
 // parser class per tool-call format (tool_call_parsers.h), all behind this interface; the
-// format's row (model/tool_call_format.h) gives each its markers and keys, and
-// tool_call_parser_registry.cc which class reads which format. ToolCallStream
-// (tool_call_stream.h) is what the routes use.
+// format's row (model/tool_call_format.h) gives each its markers and keys, and kToolCallParsers
+// (tool_call_parsers.h) which class reads which format. ToolCallStream (tool_call_stream.h) is
+// what the routes use.
 //
 // Arguments are the model's own text of the arguments value (so they can stream as they are
 // generated) when the call is written name first, as the formats show; otherwise the value
@@ -12,7 +12,6 @@
 // what it sent, and drops it.
 #pragma once
 #include <cstdint>
-#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -87,10 +86,5 @@ class ToolCallParser {
   size_t args_begin_ = 0;
   size_t args_sent_ = 0;  // bytes of arguments sent
 };
-
-// The parser for `format`. `opened`: the reply starts inside a call (the prompt ended with the
-// format's forced_prefill).
-std::unique_ptr<ToolCallParser> make_tool_call_parser(ToolCallFormat format, bool opened,
-                                                      size_t max_calls = SIZE_MAX);
 
 }  // namespace kiln::server

@@ -18,6 +18,7 @@
 //  PlainTextParser (kNone): no calls; the reply is content.
 #pragma once
 #include <array>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -146,5 +147,13 @@ inline constexpr bool tool_call_parsers_in_order() {
   return true;
 }
 static_assert(tool_call_parsers_in_order(), "kToolCallParsers: one parser per format, in order");
+
+// The parser for `format`. `opened`: the reply starts inside a call (the prompt ended with the
+// format's forced_prefill).
+inline std::unique_ptr<ToolCallParser> make_tool_call_parser(ToolCallFormat format, bool opened,
+                                                             size_t max_calls = SIZE_MAX) {
+  return kToolCallParsers[static_cast<size_t>(format)].make(model::tool_call_format_row(format),
+                                                            opened, max_calls);
+}
 
 }  // namespace kiln::server

@@ -1,5 +1,5 @@
 // A model's reply read for tool calls as it streams (ToolCallStream) or whole
-// (parse_tool_reply), with the parser of the model's tool-call format (tool_call_parser.h). The
+// (parse_tool_reply), with the parser of the model's tool-call format (tool_call_parsers.h). The
 // whole-reply form feeds the same parser, so a streamed reply assembles to exactly the
 // non-streamed one.
 #pragma once
@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "kiln/server/tool_call_parser.h"
+#include "kiln/server/tool_call_parsers.h"
 
 namespace kiln::server {
 
