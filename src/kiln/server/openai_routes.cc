@@ -292,7 +292,34 @@ void respond_chat_whole(ServerState& state, GenerationJob& job, const ResponseHe
   set_json(res, envelope(head, "chat.completion", choices, openai_usage(job, parsed.options.n)));
 }
 
-// The response as server-sent events: each choice's reply read for calls as it streams.
+// A stream update's delta with the reply read for calls: call text goes out as
+// delta.tool_calls, never as content. `called`: the reply has made valid calls so far.
+json delta_with_calls(ToolCallStream& stream, const engine::RequestEvent& e, bool& called) {
+  ToolCallStream::Delta d = stream.feed(e.text_delta);
+  if (e.finished) {
+    ToolCallStream::Delta last = stream.finish();
+    d.content += last.content;
+    for (auto& c : last.tool_calls) d.tool_calls.push_back(std::move(c));
+  }
+  json delta = json::object();
+  if (!d.content.empty()) delta["content"] = std::move(d.content);
+  if (!d.tool_calls.empty()) delta["tool_calls"] = std::move(d.tool_calls);
+  called = !stream.calls().empty() && !stream.any_invalid();
+  return delta;
+}
+
+// Each choice's reply read for tool calls as it streams (null when the request has none).
+std::shared_ptr<std::vector<ToolCallStream>> make_call_streams(const ChatCallReading& calls,
+                                                               size_t choices) {
+  if (!calls.parse) return nullptr;
+  auto out = std::make_shared<std::vector<ToolCallStream>>();
+  out->reserve(choices);
+  for (size_t i = 0; i < choices; ++i)
+    out->emplace_back(calls.opened, calls.max_calls, calls.format);
+  return out;
+}
+
+// The response as server-sent events.
 void stream_chat(ServerState& state, std::shared_ptr<GenerationJob> job, const ResponseHeader& head,
                  const ChatRequest& parsed, const ChatCallReading& calls, httplib::Response& res) {
   const bool usage = parsed.include_usage;
@@ -304,14 +331,7 @@ void stream_chat(ServerState& state, std::shared_ptr<GenerationJob> job, const R
     return envelope(head, "chat.completion.chunk", json::array({std::move(choice)}),
                     usage ? std::optional<json>(nullptr) : std::nullopt);
   };
-  std::shared_ptr<std::vector<ToolCallStream>> call_streams;
-  if (calls.parse) {
-    call_streams = std::make_shared<std::vector<ToolCallStream>>();
-    call_streams->reserve(job->size());
-    for (size_t i = 0; i < job->size(); ++i) {
-      call_streams->emplace_back(calls.opened, calls.max_calls, calls.format);
-    }
-  }
+  auto call_streams = make_call_streams(calls, job->size());
   SseRenderer renderer;
   renderer.on_update = [&state, role_sent, logprobs_sent, chunk_of, logprobs, top_n, call_streams](
                            const GenerationJob& j, const GenerationJob::Update& u) {
@@ -331,17 +351,7 @@ void stream_chat(ServerState& state, std::shared_ptr<GenerationJob> job, const R
     json delta = json::object();
     bool called = false;
     if (call_streams) {
-      // Call text goes out as delta.tool_calls, never as content.
-      ToolCallStream& stream = (*call_streams)[u.index];
-      ToolCallStream::Delta d = stream.feed(e.text_delta);
-      if (e.finished) {
-        ToolCallStream::Delta last = stream.finish();
-        d.content += last.content;
-        for (auto& c : last.tool_calls) d.tool_calls.push_back(std::move(c));
-      }
-      if (!d.content.empty()) delta["content"] = std::move(d.content);
-      if (!d.tool_calls.empty()) delta["tool_calls"] = std::move(d.tool_calls);
-      called = !stream.calls().empty() && !stream.any_invalid();
+      delta = delta_with_calls((*call_streams)[u.index], e, called);
       if (delta.empty() && !e.finished) return out;
     } else if (!e.text_delta.empty()) {
       delta["content"] = e.text_delta;
