@@ -23,8 +23,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     tmpl.kind = static_cast<ChatTemplateKind>(
         in.ConsumeIntegralInRange<int>(0, static_cast<int>(ChatTemplateKind::kPhi3)));
     tmpl.default_system = in.ConsumeRandomLengthString(64);
-    tmpl.hermes_tools = in.ConsumeBool();
-    tmpl.llama_json_tools = in.ConsumeBool();
+    // Any format with any kind: the renderers must refuse or render, never misbehave.
+    tmpl.tool_calls =
+        static_cast<ToolCallFormat>(in.ConsumeIntegralInRange<size_t>(0, kToolCallFormatCount - 1));
   }
   chat_template_name(tmpl.kind);
   static const char* const kRoles[] = {"system", "user", "assistant", "tool", ""};

@@ -1,28 +1,23 @@
-// Tool-call parsing of a model reply: the text, cut into pieces where the input says, streamed
-// through ToolCallStream must assemble to what parse_tool_reply gives for the whole text (when
-// every call is valid), and no streamed content may hold an opening <tool_call> tag (Qwen's
-// format) or [TOOL_CALLS] marker (Mistral's); the input also picks Llama 3.1's format.
+// Tool-call parsing of a model reply, for every format of the table (model/tool_call_format.h):
+// the text, cut into pieces where the input says, streamed through ToolCallStream must assemble
+// to what parse_tool_reply gives for the whole text (when every call is valid), and no streamed
+// content may hold one of the format's opening markers (<tool_call>, ```json, [TOOL_CALLS]).
 #include <fuzzer/FuzzedDataProvider.h>
 
-#include <array>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
-#include "kiln/server/tool_call_parser.h"
+#include "kiln/model/tool_call_format.h"
+#include "kiln/server/tool_call_stream.h"
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  using namespace kiln::server;
-  FuzzedDataProvider in(data, size);
-  const bool opened = in.ConsumeBool();
-  const ToolCallFormat format =
-      std::array{ToolCallFormat::kHermes, ToolCallFormat::kLlamaJson,
-                 ToolCallFormat::kMistral}[in.ConsumeIntegralInRange<size_t>(0, 2)];
-  const size_t max_calls = in.ConsumeIntegralInRange<size_t>(1, 4);
-  std::vector<size_t> cuts(in.ConsumeIntegralInRange<size_t>(0, 16));
-  for (size_t& c : cuts) c = in.ConsumeIntegralInRange<size_t>(1, 64);
-  const std::string text = in.ConsumeRemainingBytesAsString();
+namespace {
 
-  ToolCallStream stream(opened, max_calls, format);
+using namespace kiln::server;
+
+void check_format(const kiln::model::ToolCallFormatRow& row, bool opened, size_t max_calls,
+                  const std::vector<size_t>& cuts, const std::string& text) {
+  ToolCallStream stream(opened, max_calls, row.format);
   std::string content;
   std::vector<std::string> arguments;
   auto take = [&](const ToolCallStream::Delta& d) {
@@ -41,18 +36,29 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     at += n;
   }
   take(stream.finish());
-  if (format == ToolCallFormat::kHermes && content.find("<tool_call>") != std::string::npos) {
-    std::abort();
+  for (size_t t = 0; t < row.tag_count; ++t) {
+    if (content.find(row.tags[t].open) != std::string::npos) std::abort();
   }
-  if (format == ToolCallFormat::kMistral && content.find(kMistralMarker) != std::string::npos) {
-    std::abort();
-  }
-  if (stream.any_invalid()) return 0;
-  const ToolReply whole = parse_tool_reply(text, opened, max_calls, format);
+  if (stream.any_invalid()) return;
+  const ToolReply whole = parse_tool_reply(text, opened, max_calls, row.format);
   if (whole.calls.size() != arguments.size()) std::abort();
   for (size_t i = 0; i < arguments.size(); ++i) {
     if (whole.calls[i].arguments != arguments[i]) std::abort();
   }
   if (!whole.calls.empty() && whole.content.value_or("") != content) std::abort();
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  FuzzedDataProvider in(data, size);
+  const bool opened = in.ConsumeBool();
+  const size_t max_calls = in.ConsumeIntegralInRange<size_t>(1, 4);
+  std::vector<size_t> cuts(in.ConsumeIntegralInRange<size_t>(0, 16));
+  for (size_t& c : cuts) c = in.ConsumeIntegralInRange<size_t>(1, 64);
+  const std::string text = in.ConsumeRemainingBytesAsString();
+  for (const auto& row : kiln::model::kToolCallFormats) {
+    check_format(row, opened, max_calls, cuts, text);
+  }
   return 0;
 }

@@ -42,7 +42,7 @@ class FakeCodec final : public TextCodec {
     }
     return s;
   }
-  std::string render_chat(const std::vector<ChatTurn>& turns,
+  std::string render_chat(const std::vector<ChatMessage>& turns,
                           const std::vector<std::string>& tools) const override {
     std::string text;
     for (const auto& tool : tools) text += "tool: " + tool + "\n";

@@ -1,7 +1,7 @@
 // Reading Mistral's [TOOL_CALLS] JSON arrays out of a reply, whole and streamed.
 #include <gtest/gtest.h>
 
-#include "kiln/server/tool_call_parser.h"
+#include "kiln/server/tool_call_stream.h"
 
 namespace kiln::server {
 namespace {

@@ -1,9 +1,9 @@
 // Reading Qwen 2.5 / Hermes <tool_call> blocks out of a reply, whole and streamed: the stream's
 // chunks must assemble (as the openai client assembles them) into the whole reply's calls, for
 // every way of cutting the text into pieces, and call text must never reach the content.
-#include "kiln/server/tool_call_parser.h"
-
 #include <gtest/gtest.h>
+
+#include "kiln/server/tool_call_stream.h"
 
 namespace kiln::server {
 namespace {

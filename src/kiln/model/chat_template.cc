@@ -77,7 +77,8 @@ void check_roles(const ChatTemplate& tmpl, Messages messages) {
       if (!tmpl.takes_tools()) {
         fail("{} (message {} carries tool calls)", chat_tools_refusal(tmpl), i);
       }
-      if (tmpl.llama_json_tools && messages[i].tool_calls.size() > 1) {
+      if (tool_call_format_row(tmpl.tool_calls).one_call_per_message &&
+          messages[i].tool_calls.size() > 1) {
         fail("chat template {} takes one tool call per assistant message (message {} has {})",
              chat_template_name(kind), i, messages[i].tool_calls.size());
       }
@@ -185,11 +186,12 @@ std::string render_llama3(const ChatTemplate& tmpl, Messages messages, bool add_
   }
   for (size_t i = first; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];
-    if (tmpl.llama_json_tools && !m.tool_calls.empty()) {
+    if (tmpl.tool_calls == ToolCallFormat::kLlamaJson && !m.tool_calls.empty()) {
       const ChatToolCall& call = m.tool_calls[0];
       append_llama3_turn(
           out, "assistant",
-          "{\"name\": \"" + call.name + "\", \"parameters\": " + call.arguments + "}");
+          fmt::format("{{\"name\": \"{}\", \"{}\": {}}}", call.name,
+                      tool_call_format_row(tmpl.tool_calls).arguments_key, call.arguments));
     } else if (m.role == "tool") {
       // A string is "iterable" to Jinja, so the template writes the content through tojson.
       append_llama3_turn(out, "ipython", jinja_tojson(nlohmann::ordered_json(m.content)));
@@ -232,20 +234,26 @@ void append_tools_system_turn(std::string& out, const std::string* system,
   out += "\n</tool_call><|im_end|>\n";
 }
 
-void append_tool_call(std::string& out, const ChatToolCall& call) {
-  out += "<tool_call>\n{\"name\": \"";
+// Qwen's call, "<tool_call>\n{...}\n</tool_call>", with the markers of the template's format.
+void append_tool_call(std::string& out, const ToolCallFormatRow& format, const ChatToolCall& call) {
+  out += format.call_open();
+  out += "\n{\"name\": \"";
   out += call.name;
-  out += "\", \"arguments\": ";
+  out += "\", \"";
+  out += format.arguments_key;
+  out += "\": ";
   out += call.arguments;
-  out += "}\n</tool_call>";
+  out += "}\n";
+  out += format.call_close();
 }
 
-void append_tool_calls_turn(std::string& out, const ChatMessage& m) {
+void append_tool_calls_turn(std::string& out, const ToolCallFormatRow& format,
+                            const ChatMessage& m) {
   out += "<|im_start|>assistant";
   if (!m.content.empty()) out += "\n" + m.content;
   for (const ChatToolCall& call : m.tool_calls) {
     out += "\n";
-    append_tool_call(out, call);
+    append_tool_call(out, format, call);
   }
   out += "<|im_end|>\n";
 }
@@ -267,14 +275,15 @@ std::string render_chatml(const ChatTemplate& tmpl, Messages messages, bool add_
       system = &messages[0].content;
       first = 1;
     }
-    append_tools_system_turn(out, system, tools, tmpl.hermes_doubled_braces);
+    append_tools_system_turn(out, system, tools,
+                             tool_call_format_row(tmpl.tool_calls).doubled_example_braces);
   } else if (!tmpl.default_system.empty() && !leads_with_system(messages)) {
     append_chatml_turn(out, "system", tmpl.default_system);
   }
   for (size_t i = first; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];
     if (!m.tool_calls.empty()) {
-      append_tool_calls_turn(out, m);
+      append_tool_calls_turn(out, tool_call_format_row(tmpl.tool_calls), m);
     } else if (m.role == "tool") {
       append_tool_result(out, messages, i);
     } else {
@@ -289,8 +298,9 @@ std::string render_chatml(const ChatTemplate& tmpl, Messages messages, bool add_
 // block for the final turn when there is none); earlier ones lose it. Tools as Qwen 2.5's, but
 // no default system message, and calls follow the content on a new line only when there is
 // content.
-std::string render_qwen3(Messages messages, bool add_generation_prompt,
+std::string render_qwen3(const ChatTemplate& tmpl, Messages messages, bool add_generation_prompt,
                          const std::vector<std::string>& tools) {
+  const ToolCallFormatRow& format = tool_call_format_row(tmpl.tool_calls);
   size_t last_query = messages.size() - 1;
   for (size_t i = messages.size(); i-- > 0;) {
     const std::string& c = messages[i].content;
@@ -304,7 +314,8 @@ std::string render_qwen3(Messages messages, bool add_generation_prompt,
   size_t first = 0;
   if (!tools.empty()) {
     first = leads_with_system(messages) ? 1 : 0;
-    append_tools_system_turn(out, first == 1 ? &messages[0].content : nullptr, tools, false);
+    append_tools_system_turn(out, first == 1 ? &messages[0].content : nullptr, tools,
+                             format.doubled_example_braces);
   }
   for (size_t i = first; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];
@@ -336,7 +347,7 @@ std::string render_qwen3(Messages messages, bool add_generation_prompt,
     out += content;
     for (size_t k = 0; k < m.tool_calls.size(); ++k) {
       if (k > 0 || !content.empty()) out += "\n";
-      append_tool_call(out, m.tool_calls[k]);
+      append_tool_call(out, format, m.tool_calls[k]);
     }
     out += "<|im_end|>\n";
   }
@@ -396,7 +407,7 @@ std::string mistral_tool(const std::string& tool) {
   return out + "}}";
 }
 
-// Mistral Nemo's and Large 2407's templates with their tool format (mistral_tools): as
+// Mistral Nemo's and Large 2407's templates with their tool format (kMistral): as
 // render_mistral_inst, plus the tools before the last user message (every user message equal to
 // it, as the template compares them by value), assistant calls and tool results. The
 // alternation check skips tool results and assistant calls; a call turn drops its content.
@@ -439,7 +450,7 @@ std::string render_mistral_tools(const ChatTemplate& tmpl, Messages messages,
       out += m.content + "[/INST]";
     } else if (!m.tool_calls.empty()) {
       // The template writes `function | tojson` without its closing brace, then the id.
-      out += "[TOOL_CALLS]" + sp + "[";
+      out.append(tool_call_format_row(tmpl.tool_calls).call_open()).append(sp).append("[");
       for (size_t k = 0; k < m.tool_calls.size(); ++k) {
         const ChatToolCall& c = m.tool_calls[k];
         if (k > 0) out += ", ";
@@ -533,12 +544,14 @@ std::string apply_chat_template(const ChatTemplate& tmpl, const std::vector<Chat
     case ChatTemplateKind::kChatML:
       return render_chatml(tmpl, messages, add_generation_prompt, tools);
     case ChatTemplateKind::kQwen3:
-      return render_qwen3(messages, add_generation_prompt, tools);
+      return render_qwen3(tmpl, messages, add_generation_prompt, tools);
     // Mistral's templates end with [/INST] whatever add_generation_prompt says.
     case ChatTemplateKind::kMistralV1:
     case ChatTemplateKind::kMistralV3:
     case ChatTemplateKind::kMistralV3Tekken:
-      if (tmpl.mistral_tools) return render_mistral_tools(tmpl, messages, tools);
+      if (tmpl.tool_calls == ToolCallFormat::kMistral) {
+        return render_mistral_tools(tmpl, messages, tools);
+      }
       return render_mistral_inst(kind, messages);
     case ChatTemplateKind::kMistralV7:
     case ChatTemplateKind::kMistralV7Tekken:

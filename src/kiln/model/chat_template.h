@@ -11,15 +11,16 @@
 //  llama3.1: as llama3, always opening with a system turn "Cutting Knowledge Date: December
 //            2023\nToday Date: 26 Jul 2024\n\n{system}" (3.1-3.3; kiln writes the date 3.1's
 //            template writes by default, not today's). Templates with its JSON tool format
-//            get `llama_json_tools`: "Environment: ipython" in the system turn, the tools
+//            get ToolCallFormat::kLlamaJson: "Environment: ipython" in the system turn, the tools
 //            (tojson, indent 4) and instructions opening the first user turn, a call as the
 //            assistant turn {"name": ..., "parameters": ...} (one per turn), results as
 //            ipython turns holding the content as a JSON string.
 //  chatml:   <|im_start|>{role}\n{content}<|im_end|>\n ... <|im_start|>assistant\n
 //            (plus the template's default system message, when it has one, as Qwen 2.5's).
-//            Templates that also write Qwen 2.5's tool format (Hermes style) get `tools`:
-//            a "# Tools" block with one JSON line per tool in the system turn, assistant calls
-//            as <tool_call>\n{"name": ..., "arguments": ...}\n</tool_call>, and consecutive
+//            Templates that also write Qwen 2.5's tool format (Hermes style) get
+//            ToolCallFormat::kHermes (Qwen2.5-Coder's: kHermesFenced): a "# Tools" block with
+//            one JSON line per tool in the system turn, assistant calls as
+//            <tool_call>\n{"name": ..., "arguments": ...}\n</tool_call>, and consecutive
 //            `tool` messages as <tool_response> blocks in one user turn.
 //  qwen3:    chatml; assistant turns after the last user turn get an empty <think> block, and
 //            "<think>...</think>" reasoning is dropped from earlier ones; tools as chatml's
@@ -29,9 +30,10 @@
 //               the LAST user message
 //  mistral-v3-tekken: "[INST]{user}[/INST]{assistant}</s>"; system as in v3
 //               Templates of both that write Mistral's [TOOL_CALLS] JSON format (Mistral Nemo,
-//               Large 2407) get `mistral_tools`: "[AVAILABLE_TOOLS][{tools}][/AVAILABLE_TOOLS]"
-//               before the last user turn, a call turn "[TOOL_CALLS][{"name": ..., "arguments":
-//               ..., "id": ...}, ...]</s>", results "[TOOL_RESULTS]{"content": ..., "call_id":
+//               Large 2407) get ToolCallFormat::kMistral:
+//               "[AVAILABLE_TOOLS][{tools}][/AVAILABLE_TOOLS]" before the last user turn, a
+//               call turn "[TOOL_CALLS][{"name": ..., "arguments": ..., "id": ...}, ...]</s>",
+//               results "[TOOL_RESULTS]{"content": ..., "call_id":
 //               ...}[/TOOL_RESULTS]" (v3 puts a space after each opening marker); call ids are
 //               mapped to the 9 letters and digits the templates require (mistral_call_id.h)
 //  mistral-v7:  "[SYSTEM_PROMPT] {system}[/SYSTEM_PROMPT][INST] {user}[/INST] {assistant}</s>"
@@ -45,6 +47,9 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "kiln/model/chat_message.h"
+#include "kiln/model/tool_call_format.h"
 
 namespace kiln::model {
 
@@ -68,34 +73,13 @@ struct ChatTemplate {
   ChatTemplateKind kind = ChatTemplateKind::kChatML;
   // Written as the system message when the conversation has none (chatml, mistral-v7-tekken).
   std::string default_system = {};
-  // The template writes Qwen 2.5's (Hermes style) tool format: tools, `tool` messages and
-  // assistant tool calls render; other templates refuse them.
-  bool hermes_tools = false;
-  // Qwen2.5-Coder's template writes its call example as {{"name": ...}} (a jinja string keeps
-  // both braces), where Qwen 2.5's writes {"name": ...}.
-  bool hermes_doubled_braces = false;
-  // The template writes Llama 3.1's JSON tool calls (llama3.1 only).
-  bool llama_json_tools = false;
-  // The template writes Mistral's [TOOL_CALLS] JSON array format (mistral-v3, -v3-tekken).
-  bool mistral_tools = false;
+  // The tool-call format the template writes (tool_call_format.h): with one, tools, `tool`
+  // messages and assistant tool calls render; without, they are refused.
+  ToolCallFormat tool_calls = ToolCallFormat::kNone;
   // For a template that writes some tool format kiln does not render: what it is, for the
   // refusal (Mistral Small 3.2's "[TOOL_CALLS]name[ARGS]{...}").
   std::string unsupported_tools = {};
-  bool takes_tools() const { return hermes_tools || llama_json_tools || mistral_tools; }
-};
-
-// A call the assistant made, as the history carries it back.
-struct ChatToolCall {
-  std::string name;
-  std::string arguments;  // the arguments as the template's `| tojson` writes them (jinja_json.h)
-  std::string id = {};    // the call's id as the client sent it (Mistral's templates write it)
-};
-
-struct ChatMessage {
-  std::string role;  // "system", "user", "assistant" or (with hermes_tools) "tool"
-  std::string content;
-  std::vector<ChatToolCall> tool_calls = {};  // assistant messages only
-  std::string tool_call_id = {};              // tool messages: the call answered
+  bool takes_tools() const { return tool_calls != ToolCallFormat::kNone; }
 };
 
 std::string_view chat_template_name(ChatTemplateKind kind);
@@ -107,7 +91,7 @@ ChatTemplate detect_chat_template(std::string_view jinja_template);
 
 // Throws kiln::Error where the model's own template raises (roles that do not alternate where the
 // format requires it, a system message the format cannot place), for roles other than system,
-// user and assistant (and tool, with hermes_tools), and for an empty message list.
+// user and assistant (and tool, with a tool format), and for an empty message list.
 // `tools`: the request's tool definitions, each as JSON text (`| tojson`, keys in the client's
 // order; formats that indent them re-read it); a template without a tool format refuses them
 // (and tool calls in the history).

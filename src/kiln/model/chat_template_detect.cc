@@ -106,8 +106,10 @@ std::optional<ChatTemplate> match(std::string_view t) {
     if (!has(t, "Cutting Knowledge Date")) return ChatTemplate{K::kLlama3, {}};
     // Llama 3.1's JSON tool calls, with tools in the first user message by default.
     ChatTemplate llama31{K::kLlama31, {}};
-    llama31.llama_json_tools = has(t, "tools_in_user_message") && has(t, "Environment: ipython") &&
-                               has(t, "\"parameters\": ");
+    if (has(t, "tools_in_user_message") && has(t, "Environment: ipython") &&
+        has(t, "\"parameters\": ")) {
+      llama31.tool_calls = ToolCallFormat::kLlamaJson;
+    }
     return llama31;
   }
   if (has(t, "<|im_start|>")) {
@@ -115,12 +117,14 @@ std::optional<ChatTemplate> match(std::string_view t) {
     if (has(t, "<|im_sep|>") || has(t, "<end_of_utterance>")) return std::nullopt;
     // Qwen's tool format (Hermes style): tools, calls and results, all three.
     const bool tools = has(t, "<tools>") && has(t, "<tool_call>") && has(t, "<tool_response>");
+    const ToolCallFormat hermes = tools ? ToolCallFormat::kHermes : ToolCallFormat::kNone;
     if (has(t, "last_query_index") && has(t, "</think>")) {
-      return ChatTemplate{K::kQwen3, {}, tools};
+      return ChatTemplate{K::kQwen3, {}, hermes};
     }
-    ChatTemplate chatml{K::kChatML, chatml_default_system(t), tools};
-    chatml.hermes_doubled_braces = tools && has(t, "<tool_call>\\n{{\\\"name\\\": <function-name>");
-    return chatml;
+    // Qwen2.5-Coder's example call, {{"name": ...}}: its models also write calls in a fence.
+    const bool coder = tools && has(t, "<tool_call>\\n{{\\\"name\\\": <function-name>");
+    return ChatTemplate{K::kChatML, chatml_default_system(t),
+                        coder ? ToolCallFormat::kHermesFenced : hermes};
   }
   if (has(t, "[INST]")) {
     if (has(t, "[SYSTEM_PROMPT]")) {
@@ -146,7 +150,7 @@ std::optional<ChatTemplate> match(std::string_view t) {
     } else if (has_literal(t, "[INST]")) {
       v3 = ChatTemplate{K::kMistralV3Tekken, {}};
     }
-    if (v3) v3->mistral_tools = tools;
+    if (v3 && tools) v3->tool_calls = ToolCallFormat::kMistral;
     return v3;
   }
   // Phi-3 templates that write the role generically or a system turn; Phi-3-mini's first

@@ -10,9 +10,13 @@
 
 #include "kiln/engine/engine_config.h"  // EngineStats, QueueFull
 #include "kiln/engine/request.h"
-#include "kiln/server/tool_call_format.h"
+#include "kiln/model/chat_message.h"
+#include "kiln/model/tool_call_format.h"
 
 namespace kiln::server {
+
+using model::ChatMessage;
+using model::ToolCallFormat;
 
 class GenerationBackend {
  public:
@@ -25,39 +29,25 @@ class GenerationBackend {
   virtual engine::EngineStats stats() const = 0;
 };
 
-// A call an assistant turn made, as the history carries it back.
-struct ChatTurnToolCall {
-  std::string name;
-  std::string arguments;  // as the chat template's `| tojson` writes them (model/jinja_json.h)
-  std::string id = {};    // as the client sent it (empty when it sent none)
-};
-
-struct ChatTurn {
-  std::string role;  // "system" | "user" | "assistant" | "tool"
-  std::string content;
-  std::vector<ChatTurnToolCall> tool_calls = {};  // assistant turns
-  std::string tool_call_id = {};                  // tool turns: the call they answer
-};
-
 class TextCodec {
  public:
   virtual ~TextCodec() = default;
   // add_special: prepend BOS (and whatever else the model adds to a plain prompt).
   virtual std::vector<int32_t> encode(std::string_view text, bool add_special) const = 0;
   virtual std::string decode(const std::vector<int32_t>& ids, bool skip_special) const = 0;
-  // The prompt text for a chat: the model's chat template applied to the turns, ending with the
+  // The prompt text for a chat: the model's chat template applied to the messages, ending with the
   // opening of the assistant's turn. Throws kiln::Error when the model has no chat template.
   // Rendering and tokenizing are separate so the server can bound the text's length before
   // paying for its tokenization (request_builder.h).
   // `tools`: the request's tool definitions as `| tojson` writes them (none: empty).
-  virtual std::string render_chat(const std::vector<ChatTurn>& turns,
+  virtual std::string render_chat(const std::vector<ChatMessage>& messages,
                                   const std::vector<std::string>& tools) const = 0;
   // Why the model's chat template cannot take tools (naming its format), empty when it can.
   virtual std::string tools_refusal() const = 0;
   virtual ToolCallFormat tool_call_format() const = 0;
   // The prompt ids for a chat: its rendered text with the model's special tokens.
-  std::vector<int32_t> encode_chat(const std::vector<ChatTurn>& turns) const {
-    return encode(render_chat(turns, {}), /*add_special=*/true);
+  std::vector<int32_t> encode_chat(const std::vector<ChatMessage>& messages) const {
+    return encode(render_chat(messages, {}), /*add_special=*/true);
   }
   virtual int64_t vocab_size() const = 0;
   // The most bytes of text one token can stand for (0: unknown). encode() of a text of B bytes

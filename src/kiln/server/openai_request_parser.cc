@@ -5,7 +5,6 @@
 #include "kiln/server/http_error.h"
 #include "kiln/server/json_fields.h"
 #include "kiln/server/sampling_parser.h"
-#include "kiln/server/tool_call_parser.h"
 #include "kiln/server/tool_request.h"
 
 namespace kiln::server {
@@ -142,7 +141,7 @@ ChatRequest parse_chat_request(const json& body, const ParseLimits& limits) {
     if (r != "system" && r != "user" && r != "assistant" && r != "tool") {
       bad_field(path + ".role", "'{}' is not supported (system, user, assistant, tool)", r);
     }
-    ChatTurn turn{r, {}};
+    ChatMessage turn{r, {}};
     const json* calls = r == "assistant" ? field(m, "tool_calls") : nullptr;
     if (calls && calls->is_array() && calls->empty()) calls = nullptr;  // as if absent
     if (r != "assistant" && field(m, "tool_calls")) {
@@ -202,18 +201,11 @@ ChatRequest parse_chat_request(const json& body, const ParseLimits& limits) {
               out.options.stop.min_new_tokens > 0)) {
     check_tool_schemas(out.tools);  // calls go unconstrained here, but a bad schema is refused
   } else if (out.tools.parse_calls()) {
-    // auto: free text, but a call the model opens is constrained from "<tool_call>" on
-    // (Mistral: the array after "[TOOL_CALLS]").
+    // auto: free text, but a call the model opens is constrained from its marker on
+    // ("<tool_call>"; Mistral: the array after "[TOOL_CALLS]").
     if (auto calls = compile_auto_calls(out.tools, limits.tool_calls)) {
       out.options.sampling.json_schema = std::move(calls);
-      if (limits.tool_calls == ToolCallFormat::kMistral) {
-        out.options.sampling.json_after = {std::string(kMistralMarker)};
-      } else {
-        out.options.sampling.json_after = {"<tool_call>"};
-        if (limits.tool_calls == ToolCallFormat::kHermesFenced) {
-          out.options.sampling.json_after.push_back("```json\n");
-        }
-      }
+      out.options.sampling.json_after = auto_call_markers(limits.tool_calls);
     }
   }
   check_json_constraint(out.options, "", "min_tokens");

@@ -12,7 +12,7 @@
 #include "kiln/server/openai_responses.h"
 #include "kiln/server/request_builder.h"
 #include "kiln/server/sse_stream.h"
-#include "kiln/server/tool_call_parser.h"
+#include "kiln/server/tool_call_stream.h"
 #include "kiln/server/tool_request.h"
 
 namespace kiln::server {
@@ -189,98 +189,149 @@ json chat_finish_reason(const SequenceResult& r, bool called) {
   return called && reason == "stop" ? json("tool_calls") : reason;
 }
 
-void handle_chat(ServerState& state, const httplib::Request& req, httplib::Response& res) {
-  auto parsed = parse_chat_request(parse_json_body(req), state.parse_limits());
-  const int n = parsed.options.n;
-  check_sequence_count(n, state.options.max_request_sequences, "n");
-  const ChatTools& tools = parsed.tools;
-  std::vector<std::string> tool_texts;
-  if (!tools.tools.empty()) {
-    if (std::string why = state.codec.tools_refusal(); !why.empty()) {
-      throw HttpError(400, "tools cannot be used: " + why, "tools");
-    }
-    // The template writes each tool with its keys in the client's order: parse them again
-    // keeping it (the request was parsed with sorted keys).
-    tool_texts = render_tool_definitions(parse_ordered_json_bounded(req.body, true));
+// How a chat's reply is read for tool calls: what the model's tool-call format (its row in
+// model/tool_call_format.h) and the request's tools make of it.
+struct ChatCallReading {
+  ToolCallFormat format = ToolCallFormat::kNone;
+  bool parse = false;   // the reply is read for calls (ChatTools::parse_calls)
+  bool opened = false;  // a forced call: the prompt ends with the format's forced_prefill
+  size_t max_calls = SIZE_MAX;
+};
+
+// The request's tool definitions as the template writes them (none without tools). Refuses
+// tools when the model's template has no tool format.
+std::vector<std::string> chat_tool_definitions(const ServerState& state, const ChatTools& tools,
+                                               const httplib::Request& req) {
+  if (tools.tools.empty()) return {};
+  if (std::string why = state.codec.tools_refusal(); !why.empty()) {
+    throw HttpError(400, "tools cannot be used: " + why, "tools");
   }
-  // A forced call is constrained to the call's JSON (parse_chat_request set the schema), and
-  // the model's turn ends when it is complete; in Qwen's format the reply opens inside
-  // <tool_call>, in Mistral's after [TOOL_CALLS], in Llama 3.1's the JSON is the whole reply.
-  const ToolCallFormat format = state.codec.tool_call_format();
-  const bool hermes = hermes_style(format);
-  const bool mistral = format == ToolCallFormat::kMistral;
-  const bool opened = tools.forced() && (hermes || mistral);
-  if (mistral && tools.parse_calls()) {
-    // [TOOL_CALLS] is a control token in Mistral's vocabularies: kept in the text so that the
-    // parser (and the auto constraint's marker) can see it.
-    parsed.options.skip_special_tokens = false;
-    // Mistral Large 2407's template writes a space after the marker: the array may follow one.
-    if (opened) parsed.options.sampling.json_leading_space = true;
+  // The template writes each tool with its keys in the client's order: parse them again keeping
+  // it (the request was parsed with sorted keys).
+  return render_tool_definitions(parse_ordered_json_bounded(req.body, true));
+}
+
+// What the model's format asks of the generation. A forced call is constrained to the call's
+// JSON (parse_chat_request set the schema) and the model's turn ends when it is complete; in
+// Qwen's format the reply opens inside <tool_call>, in Mistral's after [TOOL_CALLS], in Llama
+// 3.1's the JSON is the whole reply.
+ChatCallReading plan_call_reading(const ServerState& state, GenerationOptions& options,
+                                  const ChatTools& tools) {
+  ChatCallReading out;
+  out.format = state.codec.tool_call_format();
+  const model::ToolCallFormatRow& row = model::tool_call_format_row(out.format);
+  out.parse = tools.parse_calls();
+  out.opened = tools.forced() && !row.forced_prefill.empty();
+  out.max_calls = tools.parallel ? SIZE_MAX : 1;
+  if (!out.parse) return out;
+  // Markers that are control tokens (Mistral's [TOOL_CALLS]) stay in the text so that the
+  // parser (and the auto constraint's marker) can see them.
+  if (row.markers_are_special) options.skip_special_tokens = false;
+  // Mistral Large 2407's template writes a space after the marker: the array may follow one.
+  if (out.opened && row.forced_leading_space) options.sampling.json_leading_space = true;
+  if (!tools.parallel && !out.opened && !row.single_call_stop.empty()) {
+    options.stop.stop_strings.emplace_back(row.single_call_stop);  // nothing after the first call
   }
-  const size_t max_calls = tools.parallel ? SIZE_MAX : 1;
-  if (tools.parse_calls() && !tools.parallel && !opened && hermes) {
-    parsed.options.stop.stop_strings.push_back("</tool_call>");  // nothing after the first call
-  }
-  // The rendered chat is bounded like a text prompt before it is tokenized (the messages'
-  // own bytes would not do: a template may drop part of a message, e.g. earlier reasoning).
+  return out;
+}
+
+// The prompt: the rendered chat (bounded like a text prompt before it is tokenized; the
+// messages' own bytes would not do, as a template may drop part of a message, e.g. earlier
+// reasoning), opening the forced call when there is one.
+std::vector<int32_t> chat_prompt_ids(const ServerState& state, const ChatRequest& parsed,
+                                     const std::vector<std::string>& tool_definitions,
+                                     const ChatCallReading& calls) {
   PromptInput chat_prompt;
-  chat_prompt.text = state.codec.render_chat(parsed.messages, tool_texts);
-  if (opened) chat_prompt.text += mistral ? std::string(kMistralMarker) : "<tool_call>\n";
-  auto ids = tokenize_prompt(chat_prompt, state.codec, state.prompt_limits(), "messages");
+  chat_prompt.text = state.codec.render_chat(parsed.messages, tool_definitions);
+  if (calls.opened) chat_prompt.text += model::tool_call_format_row(calls.format).forced_prefill;
+  return tokenize_prompt(chat_prompt, state.codec, state.prompt_limits(), "messages");
+}
+
+std::shared_ptr<GenerationJob> start_chat_job(ServerState& state, const ChatRequest& parsed,
+                                              const std::vector<int32_t>& ids) {
   const int engine_logprobs = parsed.logprobs ? parsed.top_logprobs : -1;
   std::vector<engine::GenerateRequest> requests;
-  for (int j = 0; j < n; ++j) {
+  for (int j = 0; j < parsed.options.n; ++j) {
     requests.push_back(make_engine_request(ids, parsed.options, j, engine_logprobs,
                                            state.prompt_limits(), "messages"));
   }
   auto job = std::make_shared<GenerationJob>(state.backend, state.metrics, "/v1/chat/completions");
   job->start(std::move(requests));
-  const ResponseHeader head = make_header("chatcmpl-", state);
+  return job;
+}
+
+// The whole response once every choice is done: each reply read for calls at once.
+void respond_chat_whole(ServerState& state, GenerationJob& job, const ResponseHeader& head,
+                        const ChatRequest& parsed, const ChatCallReading& calls,
+                        httplib::Response& res) {
+  ActiveGeneration active(state);
+  job.wait_all(ClientWatch::client_gone);
+  throw_if_engine_failed(job);
+  json choices = json::array();
+  for (size_t i = 0; i < job.size(); ++i) {
+    const auto& r = job.result(i);
+    json lp = parsed.logprobs ? chat_logprobs(r.logprobs, 0, r.logprobs.size(), parsed.top_logprobs,
+                                              state.codec)
+                              : json(nullptr);
+    json message = {{"role", "assistant"}, {"content", r.text}};
+    bool called = false;
+    if (calls.parse) {
+      ToolReply reply = parse_tool_reply(r.text, calls.opened, calls.max_calls, calls.format);
+      message["content"] = reply.content ? json(*reply.content) : json(nullptr);
+      if (!reply.calls.empty()) {
+        message["tool_calls"] = tool_calls_json(reply.calls);
+        called = true;
+      }
+    }
+    choices.push_back({{"index", i},
+                       {"message", std::move(message)},
+                       {"logprobs", lp},
+                       {"finish_reason", chat_finish_reason(r, called)},
+                       {"matched_stop", matched_stop(r)}});
+  }
+  set_json(res, envelope(head, "chat.completion", choices, openai_usage(job, parsed.options.n)));
+}
+
+// A stream update's delta with the reply read for calls: call text goes out as
+// delta.tool_calls, never as content. `called`: the reply has made valid calls so far.
+json delta_with_calls(ToolCallStream& stream, const engine::RequestEvent& e, bool& called) {
+  ToolCallStream::Delta d = stream.feed(e.text_delta);
+  if (e.finished) {
+    ToolCallStream::Delta last = stream.finish();
+    d.content += last.content;
+    for (auto& c : last.tool_calls) d.tool_calls.push_back(std::move(c));
+  }
+  json delta = json::object();
+  if (!d.content.empty()) delta["content"] = std::move(d.content);
+  if (!d.tool_calls.empty()) delta["tool_calls"] = std::move(d.tool_calls);
+  called = !stream.calls().empty() && !stream.any_invalid();
+  return delta;
+}
+
+// Each choice's reply read for tool calls as it streams (null when the request has none).
+std::shared_ptr<std::vector<ToolCallStream>> make_call_streams(const ChatCallReading& calls,
+                                                               size_t choices) {
+  if (!calls.parse) return nullptr;
+  auto out = std::make_shared<std::vector<ToolCallStream>>();
+  out->reserve(choices);
+  for (size_t i = 0; i < choices; ++i)
+    out->emplace_back(calls.opened, calls.max_calls, calls.format);
+  return out;
+}
+
+// The response as server-sent events.
+void stream_chat(ServerState& state, std::shared_ptr<GenerationJob> job, const ResponseHeader& head,
+                 const ChatRequest& parsed, const ChatCallReading& calls, httplib::Response& res) {
+  const bool usage = parsed.include_usage;
   const bool logprobs = parsed.logprobs;
   const int top_n = parsed.top_logprobs;
-
-  if (!parsed.stream) {
-    ActiveGeneration active(state);
-    job->wait_all(ClientWatch::client_gone);
-    throw_if_engine_failed(*job);
-    json choices = json::array();
-    for (size_t i = 0; i < job->size(); ++i) {
-      const auto& r = job->result(i);
-      json lp = logprobs ? chat_logprobs(r.logprobs, 0, r.logprobs.size(), top_n, state.codec)
-                         : json(nullptr);
-      json message = {{"role", "assistant"}, {"content", r.text}};
-      bool called = false;
-      if (tools.parse_calls()) {
-        ToolReply reply = parse_tool_reply(r.text, opened, max_calls, format);
-        message["content"] = reply.content ? json(*reply.content) : json(nullptr);
-        if (!reply.calls.empty()) {
-          message["tool_calls"] = tool_calls_json(reply.calls);
-          called = true;
-        }
-      }
-      choices.push_back({{"index", i},
-                         {"message", std::move(message)},
-                         {"logprobs", lp},
-                         {"finish_reason", chat_finish_reason(r, called)},
-                         {"matched_stop", matched_stop(r)}});
-    }
-    set_json(res, envelope(head, "chat.completion", choices, openai_usage(*job, n)));
-    return;
-  }
-
-  const bool usage = parsed.include_usage;
   auto role_sent = std::make_shared<std::vector<bool>>(job->size(), false);
   auto logprobs_sent = std::make_shared<std::vector<size_t>>(job->size(), 0);
   auto chunk_of = [head, usage](json choice) {
     return envelope(head, "chat.completion.chunk", json::array({std::move(choice)}),
                     usage ? std::optional<json>(nullptr) : std::nullopt);
   };
-  // Each choice's reply read for tool calls as it streams (when the request has tools).
-  std::shared_ptr<std::vector<ToolCallStream>> call_streams;
-  if (tools.parse_calls()) {
-    call_streams = std::make_shared<std::vector<ToolCallStream>>(
-        job->size(), ToolCallStream(opened, max_calls, format));
-  }
+  auto call_streams = make_call_streams(calls, job->size());
   SseRenderer renderer;
   renderer.on_update = [&state, role_sent, logprobs_sent, chunk_of, logprobs, top_n, call_streams](
                            const GenerationJob& j, const GenerationJob::Update& u) {
@@ -300,17 +351,7 @@ void handle_chat(ServerState& state, const httplib::Request& req, httplib::Respo
     json delta = json::object();
     bool called = false;
     if (call_streams) {
-      // Call text goes out as delta.tool_calls, never as content.
-      ToolCallStream& calls = (*call_streams)[u.index];
-      ToolCallStream::Delta d = calls.feed(e.text_delta);
-      if (e.finished) {
-        ToolCallStream::Delta last = calls.finish();
-        d.content += last.content;
-        for (auto& c : last.tool_calls) d.tool_calls.push_back(std::move(c));
-      }
-      if (!d.content.empty()) delta["content"] = std::move(d.content);
-      if (!d.tool_calls.empty()) delta["tool_calls"] = std::move(d.tool_calls);
-      called = !calls.calls().empty() && !calls.any_invalid();
+      delta = delta_with_calls((*call_streams)[u.index], e, called);
       if (delta.empty() && !e.finished) return out;
     } else if (!e.text_delta.empty()) {
       delta["content"] = e.text_delta;
@@ -330,12 +371,27 @@ void handle_chat(ServerState& state, const httplib::Request& req, httplib::Respo
     return out;
   };
   if (usage) {
-    renderer.on_finish = [head, n](const GenerationJob& j) {
+    renderer.on_finish = [head, n = parsed.options.n](const GenerationJob& j) {
       return std::vector<json>{
           envelope(head, "chat.completion.chunk", json::array(), openai_usage(j, n))};
     };
   }
   stream_job(res, std::move(job), state, std::move(renderer));
+}
+
+void handle_chat(ServerState& state, const httplib::Request& req, httplib::Response& res) {
+  auto parsed = parse_chat_request(parse_json_body(req), state.parse_limits());
+  check_sequence_count(parsed.options.n, state.options.max_request_sequences, "n");
+  const std::vector<std::string> tool_definitions = chat_tool_definitions(state, parsed.tools, req);
+  const ChatCallReading calls = plan_call_reading(state, parsed.options, parsed.tools);
+  const std::vector<int32_t> ids = chat_prompt_ids(state, parsed, tool_definitions, calls);
+  auto job = start_chat_job(state, parsed, ids);
+  const ResponseHeader head = make_header("chatcmpl-", state);
+  if (parsed.stream) {
+    stream_chat(state, std::move(job), head, parsed, calls, res);
+  } else {
+    respond_chat_whole(state, *job, head, parsed, calls, res);
+  }
 }
 
 }  // namespace

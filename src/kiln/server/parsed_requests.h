@@ -75,7 +75,7 @@ struct ChatTools {
 // POST /v1/chat/completions.
 struct ChatRequest {
   std::string model;
-  std::vector<ChatTurn> messages;
+  std::vector<ChatMessage> messages;
   GenerationOptions options;
   bool stream = false;
   bool include_usage = false;

@@ -42,18 +42,10 @@ std::string TokenizerCodec::decode(const std::vector<int32_t>& ids, bool skip_sp
   return tokenizer_.decode(ids, skip_special);
 }
 
-std::string TokenizerCodec::render_chat(const std::vector<ChatTurn>& turns,
+std::string TokenizerCodec::render_chat(const std::vector<ChatMessage>& messages,
                                         const std::vector<std::string>& tools) const {
   if (!chat_.chat_template)
     fail("chat is unavailable for this model: {}", chat_.unavailable_reason);
-  std::vector<model::ChatMessage> messages;
-  messages.reserve(turns.size());
-  for (const auto& t : turns) {
-    model::ChatMessage m{t.role, t.content};
-    for (const auto& c : t.tool_calls) m.tool_calls.push_back({c.name, c.arguments, c.id});
-    m.tool_call_id = t.tool_call_id;
-    messages.push_back(std::move(m));
-  }
   return model::apply_chat_template(*chat_.chat_template, messages,
                                     /*add_generation_prompt=*/true, tools);
 }
@@ -65,13 +57,7 @@ std::string TokenizerCodec::tools_refusal() const {
 }
 
 ToolCallFormat TokenizerCodec::tool_call_format() const {
-  if (!chat_.chat_template) return ToolCallFormat::kNone;
-  const model::ChatTemplate& t = *chat_.chat_template;
-  if (t.hermes_tools)
-    return t.hermes_doubled_braces ? ToolCallFormat::kHermesFenced : ToolCallFormat::kHermes;
-  if (t.llama_json_tools) return ToolCallFormat::kLlamaJson;
-  if (t.mistral_tools) return ToolCallFormat::kMistral;
-  return ToolCallFormat::kNone;
+  return chat_.chat_template ? chat_.chat_template->tool_calls : ToolCallFormat::kNone;
 }
 
 TextCodec::Specials TokenizerCodec::specials() const {

@@ -32,7 +32,7 @@ class TokenizerCodec final : public TextCodec {
   std::string decode(const std::vector<int32_t>& ids, bool skip_special) const override;
   // Throws kiln::Error (the routes answer it with 400 invalid_request_error and its message)
   // when the model has no chat format.
-  std::string render_chat(const std::vector<ChatTurn>& turns,
+  std::string render_chat(const std::vector<ChatMessage>& messages,
                           const std::vector<std::string>& tools) const override;
   std::string tools_refusal() const override;
   ToolCallFormat tool_call_format() const override;

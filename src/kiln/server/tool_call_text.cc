@@ -25,7 +25,7 @@ std::string call_id() {
   return fmt::format("call_{:016x}{:08x}", rng(), static_cast<uint32_t>(rng()));
 }
 
-size_t match_header(std::string_view s, std::string& name) {
+size_t match_header(std::string_view s, std::string_view args_key, std::string& name) {
   size_t i = 0;
   auto space = [&] {
     while (i < s.size() && is_space(s[i])) ++i;
@@ -51,13 +51,23 @@ size_t match_header(std::string_view s, std::string& name) {
     name += s[i];
   }
   ++i;
-  for (std::string_view lit :
-       {std::string_view(","), std::string_view("\"arguments\""), std::string_view(":")}) {
+  // `, "<args_key>" :`, whitespace allowed between the tokens but not inside the key's quotes.
+  const std::string_view q = "\"";
+  const std::string_view tokens[3][3] = {{",", "", ""}, {q, args_key, q}, {":", "", ""}};
+  for (const auto& token : tokens) {
     if (!space()) return kMore;
-    if (int r = literal(lit); r <= 0) return r < 0 ? kMore : 0;
+    for (std::string_view lit : token) {
+      if (int r = literal(lit); r <= 0) return r < 0 ? kMore : 0;
+    }
   }
   if (!space()) return kMore;
   return i;
+}
+
+bool is_call_object(const nlohmann::ordered_json& value, std::string_view args_key) {
+  const std::string key(args_key);
+  return !value.is_discarded() && value.is_object() && value.size() == 2 &&
+         value.contains("name") && value["name"].is_string() && value.contains(key);
 }
 
 nlohmann::ordered_json parse_model_json(std::string_view text) {

@@ -129,16 +129,16 @@ ChatTools read_chat_tools(const json& body) {
   return out;
 }
 
-std::vector<ChatTurnToolCall> read_history_tool_calls(const json& calls, const std::string& path,
-                                                      std::vector<std::string>& ids) {
+std::vector<model::ChatToolCall> read_history_tool_calls(const json& calls, const std::string& path,
+                                                         std::vector<std::string>& ids) {
   const std::string cpath = path + ".tool_calls";
   as_array(calls, cpath);
-  std::vector<ChatTurnToolCall> out;
+  std::vector<model::ChatToolCall> out;
   for (size_t i = 0; i < calls.size(); ++i) {
     const std::string p = fmt::format("{}[{}]", cpath, i);
     as_object(calls[i], p);
     check_type_function(calls[i], p, false);
-    ChatTurnToolCall call;
+    model::ChatToolCall call;
     if (const json* id = field(calls[i], "id")) {
       call.id = as_string(*id, p + ".id");
       ids.push_back(call.id);
@@ -166,15 +166,21 @@ std::vector<std::string> render_tool_definitions(const nlohmann::ordered_json& b
 }
 
 namespace {
-const char* arguments_key(ToolCallFormat format) {
-  return format == ToolCallFormat::kLlamaJson ? "parameters" : "arguments";
-}
-
-// Mistral's calls are one JSON array: with parallel_tool_calls false it holds one call.
-std::shared_ptr<const engine::JsonSchema> compile_call_array(const std::vector<std::string>& names,
-                                                             const std::vector<json>& parameters,
-                                                             const ChatTools& tools) {
-  return engine::compile_tool_call_array_cached(names, parameters, tools.parallel ? UINT32_MAX : 1);
+// A call_array format's calls are one JSON array: with parallel_tool_calls false it holds one.
+std::shared_ptr<const engine::JsonSchema> compile_calls(const std::vector<std::string>& names,
+                                                        const std::vector<json>& parameters,
+                                                        const ChatTools& tools,
+                                                        ToolCallFormat format) {
+  const model::ToolCallFormatRow& row = model::tool_call_format_row(format);
+  try {
+    if (row.call_array) {
+      return engine::compile_tool_call_array_cached(names, parameters,
+                                                    tools.parallel ? UINT32_MAX : 1);
+    }
+    return engine::compile_tool_call_cached(names, parameters, std::string(row.arguments_key));
+  } catch (const engine::JsonSchemaError& e) {
+    bad_field("tools", "{}", e.what());
+  }
 }
 }  // namespace
 
@@ -190,12 +196,7 @@ std::shared_ptr<const engine::JsonSchema> compile_forced_call(const ChatTools& t
     names.push_back(t.name);
     parameters.push_back(t.parameters);
   }
-  try {
-    if (format == ToolCallFormat::kMistral) return compile_call_array(names, parameters, tools);
-    return engine::compile_tool_call_cached(names, parameters, arguments_key(format));
-  } catch (const engine::JsonSchemaError& e) {
-    bad_field("tools", "{}", e.what());
-  }
+  return compile_calls(names, parameters, tools, format);
 }
 
 void check_tool_schemas(const ChatTools& tools) {
@@ -207,19 +208,21 @@ void check_tool_schemas(const ChatTools& tools) {
 std::shared_ptr<const engine::JsonSchema> compile_auto_calls(const ChatTools& tools,
                                                              ToolCallFormat format) {
   check_tool_schemas(tools);
-  if (!hermes_style(format) && format != ToolCallFormat::kMistral) return nullptr;
+  if (model::tool_call_format_row(format).tag_count == 0) return nullptr;
   std::vector<std::string> names;
   std::vector<json> parameters;
   for (const ChatTool& t : tools.tools) {
     names.push_back(t.name);
     parameters.push_back(t.parameters);
   }
-  try {
-    if (format == ToolCallFormat::kMistral) return compile_call_array(names, parameters, tools);
-    return engine::compile_tool_call_cached(names, parameters, "arguments");
-  } catch (const engine::JsonSchemaError& e) {
-    bad_field("tools", "{}", e.what());
-  }
+  return compile_calls(names, parameters, tools, format);
+}
+
+std::vector<std::string> auto_call_markers(ToolCallFormat format) {
+  const model::ToolCallFormatRow& row = model::tool_call_format_row(format);
+  std::vector<std::string> out;
+  for (size_t t = 0; t < row.tag_count; ++t) out.emplace_back(row.tags[t].open);
+  return out;
 }
 
 }  // namespace kiln::server
