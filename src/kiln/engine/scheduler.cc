@@ -8,6 +8,7 @@
 #include "kiln/base/error.h"
 #include "kiln/base/log.h"
 #include "kiln/engine/admission_budget.h"
+#include "kiln/engine/request_limits.h"
 #include "kiln/engine/sequence.h"
 
 namespace kiln::engine {
@@ -45,42 +46,11 @@ Scheduler::Scheduler(ModelExecutor& executor, KvPool& pool, const TokenText& tok
 }
 
 Scheduler::~Scheduler() { abort_all("the engine was destroyed"); }
-void Scheduler::validate(const GenerateRequest& r) const {
-  KILN_CHECK(!r.prompt_ids.empty(), "the prompt is empty");
-  for (int32_t t : r.prompt_ids)
-    KILN_CHECK(t >= 0 && t < vocab_, "prompt token id {} is outside the vocabulary [0, {})", t,
-               vocab_);
-  engine::validate(r.sampling);
-  for (const auto& [t, bias] : r.sampling.logit_bias) {
-    KILN_CHECK(t < vocab_, "logit_bias token id {} is outside the vocabulary [0, {})", t, vocab_);
-  }
-  engine::validate(r.stop);
-  if (r.sampling.json_schema && r.sampling.json_after.empty()) {
-    // The constraint allows end of sequence only once the value is complete, and then nothing
-    // else: a request that must not stop there could never finish.
-    KILN_CHECK(!r.stop.ignore_eos, "ignore_eos cannot be combined with a JSON constraint");
-    KILN_CHECK(r.stop.min_new_tokens == 0,
-               "min_new_tokens cannot be combined with a JSON constraint");
-  }
-  for (int32_t t : r.stop.stop_token_ids)
-    KILN_CHECK(t >= 0 && t < vocab_, "stop token id {} is outside the vocabulary [0, {})", t,
-               vocab_);
-  KILN_CHECK(r.logprobs >= -1 && r.logprobs <= 1024, "logprobs must be in [-1, 1024], got {}",
-             r.logprobs);
-  KILN_CHECK(r.prompt_logprobs_from >= -1 &&
-                 r.prompt_logprobs_from <= static_cast<int64_t>(r.prompt_ids.size()),
-             "the prompt logprob start {} is outside [-1, {}] (the prompt's length)",
-             r.prompt_logprobs_from, r.prompt_ids.size());
-  const auto total = static_cast<int64_t>(r.prompt_ids.size()) + r.stop.max_new_tokens;
-  KILN_CHECK(total <= context_limit_,
-             "the prompt ({} tokens) plus max_new_tokens ({}) exceeds the context length ({})",
-             r.prompt_ids.size(), r.stop.max_new_tokens, context_limit_);
-  // A request that could not fit in the pool even alone would be preempted forever.
-  const int64_t n_pages = pages_.pool().n_pages();
-  KILN_CHECK(ceil_div(total, pages_.page_size()) <= n_pages,
-             "the prompt ({} tokens) plus max_new_tokens ({}) exceeds the KV cache capacity ({} "
-             "tokens)",
-             r.prompt_ids.size(), r.stop.max_new_tokens, n_pages * pages_.page_size());
+void Scheduler::validate(const GenerateRequest& request) const {
+  engine::validate(request, RequestLimits{.vocab = vocab_,
+                                          .context = context_limit_,
+                                          .kv_pages = pages_.pool().n_pages(),
+                                          .page_size = pages_.page_size()});
 }
 
 void Scheduler::add(uint64_t id, GenerateRequest request, EventCallback on_event, uint64_t seed) {
