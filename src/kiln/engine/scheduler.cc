@@ -1,7 +1,6 @@
 #include "kiln/engine/scheduler.h"
 
 #include <algorithm>
-#include <chrono>
 #include <exception>
 #include <span>
 
@@ -20,12 +19,12 @@ constexpr size_t kMaskCacheBytes = size_t{64} << 20;
 
 Scheduler::Scheduler(ModelExecutor& executor, KvPool& pool, const TokenText& tokenizer,
                      const EngineConfig& config, const SpeculativeResources& speculative)
-    : executor_(&executor),
-      tokenizer_(&tokenizer),
+    : tokenizer_(&tokenizer),
       config_(config),
       vocab_(executor.vocab_size()),
       pages_(pool, config.enable_prefix_cache),
       masks_(tokenizer, vocab_, kMaskCacheBytes),
+      forward_(executor, masks_, tokenizer, vocab_),
       emitter_(masks_, tokenizer, vocab_),
       speculation_(config.speculative, speculative, vocab_) {
   KILN_CHECK(config.max_running_requests > 0, "max_running_requests must be positive");
@@ -310,7 +309,8 @@ bool Scheduler::prefill_step(bool with_decode_rows) {
   }
   if (members.size() == decode_members) return false;  // no prompt rows: not a prefill step
   if (decode_members > 0) ++stats_.mixed_steps;
-  run_batch(batch, members, decode_members > 0 ? BatchRows::PromptAndDecode : BatchRows::Prompt);
+  run_batch(batch, members,
+            decode_members > 0 ? ForwardPass::Rows::PromptAndDecode : ForwardPass::Rows::Prompt);
   return true;
 }
 
@@ -320,78 +320,14 @@ bool Scheduler::decode_step() {
   std::vector<Sequence*> members;
   add_decode_rows(batch, members, /*with_proposals=*/true);
   if (members.empty()) return false;
-  run_batch(batch, members, BatchRows::Decode);
+  run_batch(batch, members, ForwardPass::Rows::Decode);
   return true;
 }
 
 // ---- outputs -------------------------------------------------------------------------------
 
-void Scheduler::prefetch_masks(const StepBatch& batch, const std::vector<Sequence*>& members) {
-  std::vector<ConstraintMasks::Row> rows;
-  for (size_t i = 0; i < members.size(); ++i) {
-    const Sequence& seq = *members[i];
-    const StepSequence& ss = batch.seqs[i];
-    // Only rows that sample: the sequence's last row, once the step reaches its end; verify
-    // rows along the proposals.
-    if (!seq.json.open() || !ss.want_logits ||
-        ss.seq_len < static_cast<int64_t>(seq.tokens.size())) {
-      continue;
-    }
-    for (JsonMatcher& state : seq.json.states_along(seq.spec.draft, *tokenizer_))
-      rows.push_back({std::move(state), seq.json.end_ids()});
-  }
-  masks_.prefetch(std::move(rows));
-}
-
-std::string Scheduler::forward(StepBatch& batch, const std::vector<Sequence*>& members,
-                               BatchRows rows) {
-  output_.logits.clear();
-  output_.greedy_ids.clear();
-  output_.vocab = 0;
-  output_.used_graph = false;
-  const int64_t n_logits = batch.logit_rows();
-  const auto start = std::chrono::steady_clock::now();
-  prefetch_masks(batch, members);
-  try {
-    executor_->forward(batch, output_);
-    const double forward_seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    // The mask time the forward pass did not hide is part of what the step's rows cost (the
-    // speculation policy prices verify rows with it).
-    const double mask_wait = masks_.finish();
-    stats_.json_mask_wait_seconds += mask_wait;
-    const double seconds = forward_seconds + mask_wait;
-    // Decode and verify steps (every row returns a token) teach the speculation policy what
-    // rows cost.
-    if (batch.returns_every_row()) speculation_.record_step(batch.num_tokens(), seconds);
-    const bool graph = output_.used_graph;
-    const StepKind kind = rows == BatchRows::Prompt            ? StepKind::Prefill
-                          : rows == BatchRows::PromptAndDecode ? StepKind::Mixed
-                          : batch.is_decode()
-                              ? (graph ? StepKind::DecodeGraph : StepKind::DecodeEager)
-                              : (graph ? StepKind::VerifyGraph : StepKind::VerifyEager);
-    StepTime& t = stats_.step_time[static_cast<size_t>(kind)];
-    ++t.steps;
-    t.rows += batch.num_tokens();
-    t.seconds += seconds;
-    if (batch.greedy_only) {
-      KILN_CHECK(static_cast<int64_t>(output_.greedy_ids.size()) == n_logits,
-                 "the executor returned {} greedy ids for {} rows", output_.greedy_ids.size(),
-                 n_logits);
-    } else {
-      KILN_CHECK(output_.vocab == vocab_ &&
-                     static_cast<int64_t>(output_.logits.size()) == n_logits * vocab_,
-                 "the executor returned {} logits of vocab {} for {} rows of vocab {}",
-                 output_.logits.size(), output_.vocab, n_logits, vocab_);
-    }
-  } catch (const std::exception& e) {
-    masks_.finish();
-    return e.what();
-  }
-  return {};
-}
-
-void Scheduler::run_batch(StepBatch& batch, const std::vector<Sequence*>& members, BatchRows rows) {
+void Scheduler::run_batch(StepBatch& batch, const std::vector<Sequence*>& members,
+                          ForwardPass::Rows rows) {
   // Greedy fast path: the LM head then only returns argmax ids.
   bool greedy_only = true;
   std::vector<int64_t> rows_of(members.size(), 0);
@@ -405,7 +341,7 @@ void Scheduler::run_batch(StepBatch& batch, const std::vector<Sequence*>& member
   }
   batch.greedy_only = greedy_only && batch.logit_rows() > 0;
 
-  const std::string error = forward(batch, members, rows);
+  const std::string error = forward_.run(batch, members, rows, speculation_, stats_);
   if (!error.empty()) {
     KILN_LOG_ERROR("forward step of {} sequences failed: {}", members.size(), error);
     for (Sequence* seq : members) {
@@ -415,11 +351,6 @@ void Scheduler::run_batch(StepBatch& batch, const std::vector<Sequence*>& member
       finish(*seq, ev);
     }
     return;
-  }
-  if (output_.used_graph) {
-    ++stats_.graph_steps;
-  } else {
-    ++stats_.eager_steps;
   }
   int64_t next_row = 0;
   for (size_t i = 0; i < members.size(); ++i) {
@@ -471,7 +402,7 @@ void Scheduler::take_plain_outputs(Sequence& seq, const StepSequence& ss, int64_
   }
   // The sequence's last row samples (the one after the prompt, when it scored every row).
   const EmittedTokens taken =
-      emitter_.take_tokens(seq, output_, greedy, first_row + n_rows - 1, {}, ev);
+      emitter_.take_tokens(seq, forward_.output(), greedy, first_row + n_rows - 1, {}, ev);
   stats_.generated_tokens_total += taken.emitted;
   if (taken.failed || taken.finished) {
     finish(seq, ev);
@@ -485,7 +416,7 @@ void Scheduler::take_verify_outputs(Sequence& seq, int64_t first_row, bool greed
   const auto proposed = static_cast<int64_t>(seq.spec.draft.size());
   RequestEvent ev;
   const EmittedTokens taken =
-      emitter_.take_tokens(seq, output_, greedy, first_row, seq.spec.draft, ev);
+      emitter_.take_tokens(seq, forward_.output(), greedy, first_row, seq.spec.draft, ev);
   if (taken.failed) {
     seq.spec.draft.clear();
     finish(seq, ev);
@@ -519,7 +450,7 @@ void Scheduler::score_prompt_rows(Sequence& seq, int64_t first_pos, int64_t n_ro
     if (target != seq.score_from + static_cast<int64_t>(seq.scores.size()) ||
         target >= seq.n_prompt)
       continue;
-    std::span<const float> logits(output_.logits.data() + (first_row + j) * vocab_,
+    std::span<const float> logits(forward_.output().logits.data() + (first_row + j) * vocab_,
                                   static_cast<size_t>(vocab_));
     seq.scores.push_back(score_token(logits, seq.tokens[static_cast<size_t>(target)], top));
   }

@@ -39,6 +39,7 @@
 
 #include "kiln/engine/constraint_masks.h"
 #include "kiln/engine/engine_config.h"
+#include "kiln/engine/forward_pass.h"
 #include "kiln/engine/kv_pool.h"
 #include "kiln/engine/radix_cache.h"
 #include "kiln/engine/request.h"
@@ -105,17 +106,9 @@ class Scheduler {
   // The waiting requests in the order admission tries them (schedule_policy.h).
   std::vector<Sequence*> admission_order();
   void preempt_least_protected();  // running_.back(): running_ is kept most protected first
-  // What rows a batch holds, for the step-time statistics (decode steps: decode or verify rows).
-  enum class BatchRows : uint8_t { Prompt, PromptAndDecode, Decode };
-  // Runs the batch and hands each member its outputs; `members` are the batch's sequences in
-  // order.
-  void run_batch(StepBatch& batch, const std::vector<Sequence*>& members, BatchRows rows);
-  // Runs the forward pass (the JSON masks computed meanwhile) and records its time; the
-  // error's text when it failed.
-  std::string forward(StepBatch& batch, const std::vector<Sequence*>& members, BatchRows rows);
-  // Hands the states this batch's JSON-constrained rows will sample from to masks_, whose
-  // worker computes their token masks while the forward pass runs.
-  void prefetch_masks(const StepBatch& batch, const std::vector<Sequence*>& members);
+  // Runs the batch (forward_pass.h) and hands each member its outputs; `members` are the
+  // batch's sequences in order.
+  void run_batch(StepBatch& batch, const std::vector<Sequence*>& members, ForwardPass::Rows rows);
   // A prompt chunk's or plain decode row's outputs: prompt scores, then (at the sequence's end)
   // its next token.
   void take_plain_outputs(Sequence& seq, const StepSequence& ss, int64_t first_row, int64_t n_rows,
@@ -134,7 +127,6 @@ class Scheduler {
   void insert_waiting(std::unique_ptr<Sequence> seq);
   std::unique_ptr<Sequence> take(Sequence& seq);  // removes it from waiting_ or running_
 
-  ModelExecutor* executor_;
   const TokenText* tokenizer_;
   EngineConfig config_;
   int64_t vocab_;
@@ -145,8 +137,8 @@ class Scheduler {
   std::vector<std::unique_ptr<Sequence>> running_;  // most protected first (protected_before)
   bool last_step_was_prefill_ = false;
   uint64_t next_arrival_ = 0;
-  StepOutput output_;      // reused: logits rows can be large
   ConstraintMasks masks_;  // JSON constraints' token masks, cached and computed off the step
+  ForwardPass forward_;
   TokenEmitter emitter_;
   Speculation speculation_;
   EngineStats stats_;
