@@ -281,18 +281,18 @@ TEST(SpeculativeDecoding, InvalidConfigurationsAreRefused) {
   KvPool pool({2, 1, 8, 4, 64});
   FakeModel model(pool, kVocab);
   FakeTokenizer tok(kVocab);
-  for (auto mutate : std::vector<void (*)(SpeculativeConfig&)>{
-           [](SpeculativeConfig& s) { s.num_draft_tokens = 0; },
-           [](SpeculativeConfig& s) {
-             s.num_draft_tokens = SpeculativeConfig::kMaxDraftTokens + 1;
-           },
-           [](SpeculativeConfig& s) {
-             s.ngram_match = {3, 2};
-           },
-           [](SpeculativeConfig& s) {
-             s.ngram_match = {0, 2};
-           },
-           [](SpeculativeConfig& s) { s.max_batch = 0; }}) {
+  using Mutation = void (*)(SpeculativeConfig&);
+  const std::vector<Mutation> mutations = {
+      [](SpeculativeConfig& s) { s.num_draft_tokens = 0; },
+      [](SpeculativeConfig& s) { s.num_draft_tokens = SpeculativeConfig::kMaxDraftTokens + 1; },
+      [](SpeculativeConfig& s) {
+        s.ngram_match = {3, 2};
+      },
+      [](SpeculativeConfig& s) {
+        s.ngram_match = {0, 2};
+      },
+      [](SpeculativeConfig& s) { s.max_batch = 0; }};
+  for (Mutation mutate : mutations) {
     EngineConfig ec;
     ec.speculative = ngram();
     mutate(ec.speculative);

@@ -124,11 +124,13 @@ Engine::Engine(ModelExecutor& executor, KvPool& pool, const TokenText& tokenizer
     : impl_(std::make_unique<Impl>(executor, pool, tokenizer, config, speculative, nullptr)) {}
 
 Engine::Engine(ModelExecutor& executor, KvPool& pool, const model::Tokenizer& tokenizer,
-               const EngineConfig& config, const SpeculativeResources& speculative) {
-  auto adapter = std::make_unique<TokenizerText>(tokenizer);
-  const TokenText& text = *adapter;
-  impl_ = std::make_unique<Impl>(executor, pool, text, config, speculative, std::move(adapter));
-}
+               const EngineConfig& config, const SpeculativeResources& speculative)
+    : impl_([&] {
+        auto adapter = std::make_unique<TokenizerText>(tokenizer);
+        const TokenText& text = *adapter;
+        return std::make_unique<Impl>(executor, pool, text, config, speculative,
+                                      std::move(adapter));
+      }()) {}
 
 Engine::~Engine() { shutdown(); }
 
