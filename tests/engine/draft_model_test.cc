@@ -47,19 +47,21 @@ Outcome run(const std::vector<GenerateRequest>& requests, const DraftSetup* draf
   std::optional<FakeModel> draft_model;
   EngineConfig ec;
   ec.random_seed = 1;
+  SpeculativeResources resources;
   if (draft != nullptr) {
     draft_pool.emplace(draft->pool);
     draft_model.emplace(*draft_pool, kVocab);
     draft_model->markov = draft->agrees;
     draft_model->poison_token = draft->poison;
-    ec.speculative.draft_executor = &*draft_model;
-    ec.speculative.draft_pool = &*draft_pool;
+    ec.speculative.draft_model = true;
+    resources.draft_executor = &*draft_model;
+    resources.draft_pool = &*draft_pool;
     ec.speculative.num_draft_tokens = draft->k;
-    ec.speculative.step_cost = [](int64_t) { return 1.0; };  // the policy never caps (see there)
+    resources.step_cost = [](int64_t) { return 1.0; };  // the policy never caps (see there)
   }
   Outcome out;
   {
-    Scheduler sched(model, pool, tok, ec);
+    Scheduler sched(model, pool, tok, ec, resources);
     auto on_event = [&out](const RequestEvent& e) {
       EXPECT_TRUE(e.error.empty()) << e.error;
       auto& t = out.tokens[e.request_id];
@@ -170,10 +172,12 @@ TEST(DraftModel, CancellingASpeculatingRequestReturnsEveryPage) {
   FakeTokenizer tok(kVocab);
   EngineConfig ec;
   ec.enable_prefix_cache = false;
-  ec.speculative.draft_executor = &draft;
-  ec.speculative.draft_pool = &draft_pool;
-  ec.speculative.step_cost = [](int64_t) { return 1.0; };
-  Scheduler sched(model, pool, tok, ec);
+  ec.speculative.draft_model = true;
+  SpeculativeResources resources;
+  resources.draft_executor = &draft;
+  resources.draft_pool = &draft_pool;
+  resources.step_cost = [](int64_t) { return 1.0; };
+  Scheduler sched(model, pool, tok, ec, resources);
   std::map<uint64_t, std::vector<int32_t>> tokens;
   std::map<uint64_t, RequestEvent> last;
   auto on_event = [&](const RequestEvent& e) {
@@ -203,10 +207,12 @@ TEST(DraftModel, AnotherVocabularyIsRefused) {
   FakeModel draft(draft_pool, kVocab + 1);
   FakeTokenizer tok(kVocab);
   EngineConfig ec;
-  ec.speculative.draft_executor = &draft;
-  ec.speculative.draft_pool = &draft_pool;
+  ec.speculative.draft_model = true;
+  SpeculativeResources resources;
+  resources.draft_executor = &draft;
+  resources.draft_pool = &draft_pool;
   try {
-    Scheduler sched(model, pool, tok, ec);
+    Scheduler sched(model, pool, tok, ec, resources);
     ADD_FAILURE() << "a draft model with another vocabulary was accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("vocabulary"), std::string::npos) << e.what();
@@ -214,7 +220,10 @@ TEST(DraftModel, AnotherVocabularyIsRefused) {
   // Both n-gram lookup and a draft model: refused too.
   ec.speculative.ngram = true;
   FakeModel same(draft_pool, kVocab);
-  ec.speculative.draft_executor = &same;
+  resources.draft_executor = &same;
+  EXPECT_THROW(Scheduler(model, pool, tok, ec, resources), Error);
+  // A draft model without its executor: refused.
+  ec.speculative.ngram = false;
   EXPECT_THROW(Scheduler(model, pool, tok, ec), Error);
 }
 

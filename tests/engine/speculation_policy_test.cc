@@ -92,13 +92,14 @@ PolicyRun run(int n, std::function<double(int64_t)> cost) {
   model.markov = true;  // greedy output cycles: n-gram proposals are there to be made
   FakeTokenizer tok(kVocab);
   EngineConfig ec;
+  SpeculativeResources resources;
   if (cost) {
     ec.speculative.ngram = true;
     ec.speculative.num_draft_tokens = 8;
     ec.speculative.max_batch = 8;
-    ec.speculative.step_cost = std::move(cost);
+    resources.step_cost = std::move(cost);
   }
-  Scheduler sched(model, pool, tok, ec);
+  Scheduler sched(model, pool, tok, ec, resources);
   PolicyRun out;
   std::vector<GenerateRequest> requests;
   for (int i = 1; i <= n; ++i) requests.push_back(make_request(3 + 2 * i, 50 + i, 60, 0.0));

@@ -35,10 +35,15 @@ SpeculativeConfig ngram(int k = 4, int max_batch = 4) {
   s.ngram = true;
   s.num_draft_tokens = k;
   s.max_batch = max_batch;
-  // Every step costs the same whatever its rows: the policy never caps proposals, so these
-  // tests see the mechanism at work (the policy has tests of its own, with other costs).
-  s.step_cost = [](int64_t) { return 1.0; };
   return s;
+}
+
+// Every step costs the same whatever its rows: the policy never caps proposals, so these tests
+// see the mechanism at work (the policy has tests of its own, with other costs).
+SpeculativeResources flat_costs() {
+  SpeculativeResources r;
+  r.step_cost = [](int64_t) { return 1.0; };
+  return r;
 }
 
 // Runs `requests` (all queued up front, ids 1..n) to the end; `markov` makes greedy output
@@ -53,7 +58,7 @@ Outcome run(const std::vector<GenerateRequest>& requests, const SpeculativeConfi
   ec.random_seed = 1;
   Outcome out;
   {
-    Scheduler sched(model, pool, tok, ec);
+    Scheduler sched(model, pool, tok, ec, flat_costs());
     auto on_event = [&out](const RequestEvent& e) {
       EXPECT_TRUE(e.error.empty()) << e.error;
       auto& t = out.tokens[e.request_id];
@@ -229,7 +234,7 @@ TEST(SpeculativeDecoding, RejectedRowsLeaveNoTraceInThePrefixCache) {
   FakeTokenizer tok(kVocab);
   EngineConfig ec;
   ec.speculative = ngram(8);
-  Scheduler sched(model, pool, tok, ec);
+  Scheduler sched(model, pool, tok, ec, flat_costs());
   for (uint64_t id = 1; id <= 2; ++id) {
     GenerateRequest again = r;
     // The second request reads its history through the K/V records (not markov): a record
@@ -276,22 +281,22 @@ TEST(SpeculativeDecoding, InvalidConfigurationsAreRefused) {
   KvPool pool({2, 1, 8, 4, 64});
   FakeModel model(pool, kVocab);
   FakeTokenizer tok(kVocab);
-  for (auto mutate : std::vector<void (*)(SpeculativeConfig&)>{
-           [](SpeculativeConfig& s) { s.num_draft_tokens = 0; },
-           [](SpeculativeConfig& s) {
-             s.num_draft_tokens = SpeculativeConfig::kMaxDraftTokens + 1;
-           },
-           [](SpeculativeConfig& s) {
-             s.ngram_match = {3, 2};
-           },
-           [](SpeculativeConfig& s) {
-             s.ngram_match = {0, 2};
-           },
-           [](SpeculativeConfig& s) { s.max_batch = 0; }}) {
+  using Mutation = void (*)(SpeculativeConfig&);
+  const std::vector<Mutation> mutations = {
+      [](SpeculativeConfig& s) { s.num_draft_tokens = 0; },
+      [](SpeculativeConfig& s) { s.num_draft_tokens = SpeculativeConfig::kMaxDraftTokens + 1; },
+      [](SpeculativeConfig& s) {
+        s.ngram_match = {3, 2};
+      },
+      [](SpeculativeConfig& s) {
+        s.ngram_match = {0, 2};
+      },
+      [](SpeculativeConfig& s) { s.max_batch = 0; }};
+  for (Mutation mutate : mutations) {
     EngineConfig ec;
     ec.speculative = ngram();
     mutate(ec.speculative);
-    EXPECT_THROW(Scheduler(model, pool, tok, ec), Error);
+    EXPECT_THROW(Scheduler(model, pool, tok, ec, flat_costs()), Error);
   }
 }
 

@@ -59,16 +59,18 @@ RunResult run(engine::Runtime& rt, int n, bool speculate, engine::Runtime* draft
   engine::EngineConfig ec;
   ec.enable_prefix_cache = false;
   ec.speculative.ngram = speculate && draft == nullptr;
+  engine::SpeculativeResources resources;
   if (speculate && draft != nullptr) {
-    ec.speculative.draft_executor = &draft->executor();
-    ec.speculative.draft_pool = &draft->kv_pool();
+    ec.speculative.draft_model = true;
+    resources.draft_executor = &draft->executor();
+    resources.draft_pool = &draft->kv_pool();
   }
   ec.speculative.num_draft_tokens = 6;
   ec.speculative.max_batch = 8;
   // Rows cost nothing to the policy: it never caps proposals here (it has tests of its own).
-  ec.speculative.step_cost = [](int64_t) { return 1.0; };
+  resources.step_cost = [](int64_t) { return 1.0; };
   engine::TokenizerText text(rt.tokenizer());
-  engine::Scheduler sched(rt.executor(), rt.kv_pool(), text, ec);
+  engine::Scheduler sched(rt.executor(), rt.kv_pool(), text, ec, resources);
   RunResult out;
   auto on_event = [&out](const engine::RequestEvent& e) {
     EXPECT_TRUE(e.error.empty()) << e.error;

@@ -48,8 +48,9 @@ struct Generation {
 };
 
 Generation generate(engine::Runtime& rt, const engine::EngineConfig& cfg,
+                    const engine::SpeculativeResources& resources,
                     const std::vector<int32_t>& prompt, int n_predict) {
-  engine::Engine eng(rt.executor(), rt.kv_pool(), rt.tokenizer(), cfg);
+  engine::Engine eng(rt.executor(), rt.kv_pool(), rt.tokenizer(), cfg, resources);
   engine::GenerateRequest req;
   req.prompt_ids = prompt;
   req.sampling.temperature = 0.0;
@@ -115,8 +116,9 @@ void run_bench_speculative(const BenchSpeculativeArgs& a) {
   engine::RuntimeOptions opts = runtime_options(a.local);
   add_verify_plans(a.speculative, opts);
   engine::Runtime rt(opts);
+  engine::SpeculativeResources draft_resources;
   const std::unique_ptr<engine::Runtime> draft =
-      load_draft_model(a.speculative, opts, rt, speculative);
+      load_draft_model(a.speculative, opts, rt, draft_resources);
   engine::EngineConfig plain_cfg, spec_cfg;
   spec_cfg.speculative = speculative;
 
@@ -140,7 +142,9 @@ void run_bench_speculative(const BenchSpeculativeArgs& a) {
       Generation g[2];
       for (int k = 0; k < 2; ++k) {
         const bool speculate = (k == 0) == (round % 2 == 0);  // odd rounds: plain first
-        g[speculate ? 1 : 0] = generate(rt, speculate ? spec_cfg : plain_cfg, ids[p], a.n_predict);
+        g[speculate ? 1 : 0] = generate(
+            rt, speculate ? spec_cfg : plain_cfg,
+            speculate ? draft_resources : engine::SpeculativeResources{}, ids[p], a.n_predict);
       }
       if (round == 1) reference[p] = g[0];
       identical[p] =

@@ -118,12 +118,13 @@ int run_chat(const ChatArgs& a) {
     bar.update(stage, done, total);
   };
   engine::Runtime rt(opts);
+  engine::SpeculativeResources draft_resources;
   const std::unique_ptr<engine::Runtime> draft =
-      load_draft_model(a.speculative, opts, rt, speculative);
+      load_draft_model(a.speculative, opts, rt, draft_resources);
   const model::Tokenizer& tok = rt.tokenizer();
   engine::EngineConfig cfg;
   cfg.speculative = speculative;
-  engine::Engine eng(rt.executor(), rt.kv_pool(), tok, cfg);
+  engine::Engine eng(rt.executor(), rt.kv_pool(), tok, cfg, draft_resources);
   const int64_t context = rt.info().context_length;
   const int64_t reserve =
       a.n_predict > 0 ? a.n_predict : std::min<int64_t>(512, std::max<int64_t>(1, context / 4));

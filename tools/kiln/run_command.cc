@@ -59,8 +59,9 @@ int run_on_rank(const RunArgs& a, Communicator* group) {
     rt.run_tp_follower();
     return 0;
   }
+  engine::SpeculativeResources draft_resources;
   const std::unique_ptr<engine::Runtime> draft =
-      load_draft_model(a.speculative, opts, rt, speculative);
+      load_draft_model(a.speculative, opts, rt, draft_resources);
   const model::Tokenizer& tok = rt.tokenizer();
 
   std::string text = a.prompt;
@@ -76,7 +77,7 @@ int run_on_rank(const RunArgs& a, Communicator* group) {
 
   engine::EngineConfig cfg;
   cfg.speculative = speculative;
-  engine::Engine eng(rt.executor(), rt.kv_pool(), tok, cfg);
+  engine::Engine eng(rt.executor(), rt.kv_pool(), tok, cfg, draft_resources);
   std::mutex mu;
   std::condition_variable cv;
   bool done = false;

@@ -151,8 +151,9 @@ int serve_on_rank(const ServeArgs& a, ShutdownSignal& signal, Communicator* grou
     KILN_LOG_INFO("tensor parallel rank {}: stopped after {} steps", rt.tp_rank(), steps);
     return 0;
   }
+  engine::SpeculativeResources draft_resources;
   const std::unique_ptr<engine::Runtime> draft =
-      load_draft_model(a.speculative, opts, rt, speculative);
+      load_draft_model(a.speculative, opts, rt, draft_resources);
 
   engine::EngineConfig cfg = a.engine;
   cfg.mixed_steps = a.mixed_steps == "on";
@@ -161,7 +162,7 @@ int serve_on_rank(const ServeArgs& a, ShutdownSignal& signal, Communicator* grou
   cfg.enable_prefix_cache = !a.disable_prefix_cache;
   if (a.random_seed >= 0) cfg.random_seed = static_cast<uint64_t>(a.random_seed);
   engine::TokenizerText text_view(rt.tokenizer());
-  engine::Engine eng(rt.executor(), rt.kv_pool(), text_view, cfg);
+  engine::Engine eng(rt.executor(), rt.kv_pool(), text_view, cfg, draft_resources);
   server::EngineBackend backend(eng);
   server::ChatSupport chat = server::ChatSupport::from_template(info.chat_template);
   if (chat.chat_template) {

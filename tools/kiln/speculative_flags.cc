@@ -53,6 +53,7 @@ engine::SpeculativeConfig speculative_config(const SpeculativeFlags& f) {
              "--speculative-ngram-min-match-window-size ({}) is above the max ({})",
              f.ngram_min_match, f.ngram_max_match);
   c.ngram = f.algorithm == "ngram";
+  c.draft_model = f.algorithm == "standalone";
   c.num_draft_tokens = f.num_draft_tokens;
   c.ngram_match.min_match = f.ngram_min_match;
   c.ngram_match.max_match = f.ngram_max_match;
@@ -70,7 +71,7 @@ void add_verify_plans(const SpeculativeFlags& f, engine::RuntimeOptions& opts) {
 std::unique_ptr<engine::Runtime> load_draft_model(const SpeculativeFlags& f,
                                                   const engine::RuntimeOptions& target_options,
                                                   engine::Runtime& target,
-                                                  engine::SpeculativeConfig& spec) {
+                                                  engine::SpeculativeResources& resources) {
   if (f.algorithm != "standalone") return nullptr;
   engine::RuntimeOptions o = target_options;
   o.model_path = resolve_model_name(f.draft_model_path);
@@ -86,8 +87,8 @@ std::unique_ptr<engine::Runtime> load_draft_model(const SpeculativeFlags& f,
   auto draft = std::make_unique<engine::Runtime>(o);
   engine::check_draft_vocabulary(target.tokenizer(), target.info().vocab_size, draft->tokenizer(),
                                  draft->info().vocab_size);
-  spec.draft_executor = &draft->executor();
-  spec.draft_pool = &draft->kv_pool();
+  resources.draft_executor = &draft->executor();
+  resources.draft_pool = &draft->kv_pool();
   return draft;
 }
 

@@ -33,11 +33,12 @@ void add_verify_plans(const SpeculativeFlags& f, engine::RuntimeOptions& opts);
 
 // --speculative-algorithm standalone: loads the draft model beside `target` (its own KV pool
 // and captured plans, the target's threads), checks that it shares the target's vocabulary
-// (kiln::Error naming the first difference) and points `spec` at it. Null for the other
-// algorithms. The runtime must outlive the engine that uses `spec`.
+// (kiln::Error naming the first difference) and points `resources` at it (what the Engine is
+// given beside its config). Null for the other algorithms. The runtime must outlive the engine
+// that uses `resources`.
 std::unique_ptr<engine::Runtime> load_draft_model(const SpeculativeFlags& f,
                                                   const engine::RuntimeOptions& target_options,
                                                   engine::Runtime& target,
-                                                  engine::SpeculativeConfig& spec);
+                                                  engine::SpeculativeResources& resources);
 
 }  // namespace kiln::cli

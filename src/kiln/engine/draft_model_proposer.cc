@@ -57,22 +57,9 @@ bool DraftModelProposer::prepare(const DraftWant& want, State& state, int& max_t
 
 void DraftModelProposer::add_rows(StepBatch& batch, State& state, std::span<const int32_t> tokens,
                                   bool want_logits, bool all_logits) {
-  const auto s = static_cast<int32_t>(batch.seqs.size());
-  for (int32_t token : tokens) {
-    const auto pos = static_cast<int64_t>(state.kv_tokens.size());
-    batch.token_ids.push_back(token);
-    batch.positions.push_back(static_cast<int32_t>(pos));
-    batch.token_seq.push_back(s);
-    batch.slots.push_back(state.pages[static_cast<size_t>(pos / page_size_)] * page_size_ +
-                          static_cast<int32_t>(pos % page_size_));
-    state.kv_tokens.push_back(token);
-  }
-  StepSequence ss;
-  ss.pages = state.pages;
-  ss.seq_len = static_cast<int32_t>(state.kv_tokens.size());
-  ss.want_logits = want_logits;
-  ss.all_logits = want_logits && all_logits;
-  batch.seqs.push_back(std::move(ss));
+  batch.add_sequence(tokens, static_cast<int64_t>(state.kv_tokens.size()), state.pages, page_size_,
+                     want_logits, want_logits && all_logits);
+  state.kv_tokens.insert(state.kv_tokens.end(), tokens.begin(), tokens.end());
 }
 
 void DraftModelProposer::run(StepBatch& batch, StepOutput& out) {

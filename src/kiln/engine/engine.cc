@@ -46,9 +46,10 @@ struct Engine::Impl {
   std::thread thread;
 
   Impl(ModelExecutor& executor, KvPool& pool, const TokenText& tokenizer,
-       const EngineConfig& config, std::unique_ptr<TokenText> owned)
+       const EngineConfig& config, const SpeculativeResources& speculative,
+       std::unique_ptr<TokenText> owned)
       : owned_tokenizer(std::move(owned)),
-        scheduler(executor, pool, tokenizer, config),
+        scheduler(executor, pool, tokenizer, config, speculative),
         max_queued(config.max_queued_requests),
         rng(config.random_seed ? *config.random_seed : std::random_device{}()) {
     published = scheduler.stats();
@@ -119,15 +120,17 @@ struct Engine::Impl {
 };
 
 Engine::Engine(ModelExecutor& executor, KvPool& pool, const TokenText& tokenizer,
-               const EngineConfig& config)
-    : impl_(std::make_unique<Impl>(executor, pool, tokenizer, config, nullptr)) {}
+               const EngineConfig& config, const SpeculativeResources& speculative)
+    : impl_(std::make_unique<Impl>(executor, pool, tokenizer, config, speculative, nullptr)) {}
 
 Engine::Engine(ModelExecutor& executor, KvPool& pool, const model::Tokenizer& tokenizer,
-               const EngineConfig& config) {
-  auto adapter = std::make_unique<TokenizerText>(tokenizer);
-  const TokenText& text = *adapter;
-  impl_ = std::make_unique<Impl>(executor, pool, text, config, std::move(adapter));
-}
+               const EngineConfig& config, const SpeculativeResources& speculative)
+    : impl_([&] {
+        auto adapter = std::make_unique<TokenizerText>(tokenizer);
+        const TokenText& text = *adapter;
+        return std::make_unique<Impl>(executor, pool, text, config, speculative,
+                                      std::move(adapter));
+      }()) {}
 
 Engine::~Engine() { shutdown(); }
 

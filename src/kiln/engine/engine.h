@@ -11,6 +11,7 @@
 
 #include "kiln/engine/engine_config.h"
 #include "kiln/engine/request.h"
+#include "kiln/engine/speculative_resources.h"
 #include "kiln/engine/token_text.h"
 
 namespace kiln::model {
@@ -23,13 +24,14 @@ class KvPool;
 
 class Engine {
  public:
-  // Starts the scheduler thread. The executor and pool must outlive the engine.
+  // Starts the scheduler thread. The executor and pool must outlive the engine, and so must
+  // the draft model in `speculative` (config.speculative.draft_model).
   Engine(ModelExecutor& executor, KvPool& pool, const model::Tokenizer& tokenizer,
-         const EngineConfig& config);
+         const EngineConfig& config, const SpeculativeResources& speculative = {});
   // The same over the engine's own tokenizer interface (tests use a fake vocabulary). The
   // tokenizer must outlive the engine.
   Engine(ModelExecutor& executor, KvPool& pool, const TokenText& tokenizer,
-         const EngineConfig& config);
+         const EngineConfig& config, const SpeculativeResources& speculative = {});
   ~Engine();  // shutdown(), then joins
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;

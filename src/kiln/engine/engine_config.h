@@ -4,39 +4,30 @@
 #pragma once
 #include <array>
 #include <cstdint>
-#include <functional>
 #include <optional>
 #include <stdexcept>
 
 #include "kiln/engine/ngram_proposer.h"
 #include "kiln/engine/schedule_policy.h"
-#include "kiln/engine/step_batch.h"
 
 namespace kiln::engine {
 
-class KvPool;
-
 // Speculative decoding (docs/speculative-decoding.md): proposed tokens verified in one step,
 // keeping only what plain decoding would have produced (greedy requests: the same tokens).
+// Plain data: the draft model's executor and pool, and tests' fake step costs, are passed to
+// the engine beside it (SpeculativeResources, speculative_resources.h).
 struct SpeculativeConfig {
   static constexpr int kMaxDraftTokens = 16;
   bool ngram = false;  // --speculative-algorithm ngram: prompt lookup, no draft model
-  // --speculative-algorithm standalone: a draft model's executor and KV pool (not owned; they
-  // outlive the engine). Its vocabulary must be the target's (check_draft_vocabulary).
-  ModelExecutor* draft_executor = nullptr;
-  KvPool* draft_pool = nullptr;
+  // --speculative-algorithm standalone: proposals from a draft model (the engine is given its
+  // executor and KV pool in SpeculativeResources).
+  bool draft_model = false;
   int num_draft_tokens = 4;  // most tokens proposed per request and step, [1, kMaxDraftTokens]
   NgramProposerConfig ngram_match{.min_match = 2, .max_match = 12};
   // Speculate only while at most this many requests decode: a larger batch already reads each
   // weight for many rows, and verifying proposals would cost compute it has no room for.
   int max_batch = 4;
-  // Step time by rows for the speculation policy (speculation_policy.h); unset: measured from
-  // the executor's decode and verify steps (and the draft model's steps). Tests set a fake
-  // one, and with it draft_step_cost, one draft-model step's cost in the same units: then no
-  // decision depends on the host's timing.
-  std::function<double(int64_t rows)> step_cost;
-  double draft_step_cost = 0.0;
-  bool enabled() const { return ngram || draft_executor != nullptr; }
+  bool enabled() const { return ngram || draft_model; }
 };
 
 struct EngineConfig {

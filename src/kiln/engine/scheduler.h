@@ -15,50 +15,42 @@
 //
 // Admission: waiting requests are tried in the order the schedule policy gives
 // (schedule_policy.h: fcfs or lpm, priorities, a bounded wait), and the first that does not fit
-// stops admission for the step.
+// the step's budget (admission_budget.h) stops admission for the step.
 //
-// Memory: admission reserves pages for every token the request must (re)compute; decoding
-// grows one page at a time. When no page is free the prefix cache evicts LRU leaves, and
+// Memory (sequence_pages.h): admission reserves pages for every token the request must (re)compute;
+// decoding grows one page at a time. When no page is free the prefix cache evicts LRU leaves, and
 // failing that the least protected running request (lowest priority, then youngest) is
 // preempted: its computed full pages go to the prefix cache, the rest back to the pool, and it
 // is requeued (ahead of newer requests) with its generated tokens, which are re-prefilled
 // later. The client sees no duplicates: the sampler and stop-checker state survive the
 // preemption.
+//
+// The scheduler composes units that are tested on their own: the request record (sequence.h),
+// its KV pages (sequence_pages.h), the admission budget (admission_budget.h), the token
+// emitter that turns a step's rows into tokens and events (token_emitter.h), speculative
+// decoding (speculation.h, over speculation_policy.h) and the JSON constraint's cursor
+// (json/constraint_cursor.h, its masks in constraint_masks.h).
 #pragma once
-#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <span>
 #include <string>
 #include <vector>
 
 #include "kiln/engine/constraint_masks.h"
 #include "kiln/engine/engine_config.h"
+#include "kiln/engine/forward_pass.h"
 #include "kiln/engine/kv_pool.h"
 #include "kiln/engine/radix_cache.h"
 #include "kiln/engine/request.h"
-#include "kiln/engine/schedule_policy.h"
-#include "kiln/engine/speculation_policy.h"
+#include "kiln/engine/sequence_pages.h"
+#include "kiln/engine/speculation.h"
+#include "kiln/engine/speculative_resources.h"
 #include "kiln/engine/step_batch.h"
+#include "kiln/engine/token_emitter.h"
 #include "kiln/engine/token_text.h"
 
 namespace kiln::engine {
-
-struct Sequence;
-class DraftModelProposer;
-
-// Verify steps' outcomes as the speculation policy reads them (speculation_policy.h): how often
-// the first proposal was kept, and a later one when the one before it was.
-struct SpecRuns {
-  double rounds = 0, first_hits = 0, next_trials = 0, next_hits = 0;
-  void add(int64_t proposed, int64_t kept) {
-    rounds += 1;
-    first_hits += kept > 0 ? 1 : 0;
-    next_trials += static_cast<double>(std::min(kept, proposed - 1));
-    next_hits += static_cast<double>(std::max<int64_t>(kept - 1, 0));
-  }
-};
 
 class Scheduler {
  public:
@@ -66,8 +58,9 @@ class Scheduler {
   // 262144-token vocabulary).
   static constexpr int64_t kScoringChunkRows = 32;
 
+  // `speculative`: the draft model and test hooks for config.speculative (speculative_resources.h).
   Scheduler(ModelExecutor& executor, KvPool& pool, const TokenText& tokenizer,
-            const EngineConfig& config);
+            const EngineConfig& config, const SpeculativeResources& speculative = {});
   ~Scheduler();  // aborts whatever is left and returns every page
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
@@ -90,15 +83,16 @@ class Scheduler {
   EngineStats stats() const;
 
   // For tests.
-  const RadixCache* prefix_cache() const { return cache_.get(); }
+  const RadixCache* prefix_cache() const { return pages_.prefix_cache(); }
   int64_t context_limit() const { return context_limit_; }
 
  private:
-  // `decoding`: requests are decoding (the prefill budget is capped); `with_decode_rows`: their
-  // rows join this step (a mixed step). False when no prompt rows could be added.
-  bool prefill_step(bool decoding, bool with_decode_rows);
+  // `with_decode_rows`: the decoding requests' rows join this step (a mixed step). While
+  // requests decode the prompt tokens are capped (admission_budget.h). False when no prompt
+  // rows could be added.
+  bool prefill_step(bool with_decode_rows);
   bool decode_step();
-  bool has_decoding() const;
+  int64_t decoding_count() const;
   // Gives every decoding request a page for its next token, preempting the least protected
   // requests when the pool runs out; false when no request is left decoding.
   bool ensure_decode_pages();
@@ -106,74 +100,47 @@ class Scheduler {
   // proposed for it when it speculates (one row each, all rows' outputs returned; only in
   // steps `with_proposals`: pure decode steps).
   void add_decode_rows(StepBatch& batch, std::vector<Sequence*>& members, bool with_proposals);
-  // How many tokens the request may have proposed this step: 0 when it cannot speculate (not a
-  // plain argmax, backing off, at its token limit).
-  int64_t proposal_budget(Sequence& seq);
-  // Fills each sequence's draft (n-gram lookup or the draft model) within its budget, then
-  // gives the proposals pages: free pages only; rows past them drop off (speculation never
-  // evicts or preempts).
-  void propose(std::vector<Sequence*>& seqs, std::vector<int64_t>& budgets);
-  // Caps the budgets where proposals would cost more than they are expected to give
-  // (choose_proposal_cap); `plain_rows`: the step's decode rows that do not speculate.
-  void cap_budgets(const std::vector<Sequence*>& seqs, std::vector<int64_t>& budgets,
-                   int64_t plain_rows);
-  // A verify step's outputs for one request: emits the model's token after each row while the
-  // proposals agree with it (the first disagreement is replaced by the model's own token),
-  // keeps the K/V of the accepted rows only, and returns the pages of the rest.
-  void accept_proposals(Sequence& seq, int64_t first_row, int64_t n_rows, bool greedy_only);
+  // A prompt chunk of `seq` within `budget` (scoring rows in chunks of their own).
+  void add_prompt_chunk(StepBatch& batch, std::vector<Sequence*>& members, Sequence& seq,
+                        AdmissionBudget& budget);
   // The waiting requests in the order admission tries them (schedule_policy.h).
   std::vector<Sequence*> admission_order();
-  // How much of the sequence the prefix cache may serve.
-  static int64_t matchable_tokens(const Sequence& seq);
-  bool admit(Sequence& seq);
-  bool ensure_decode_page(Sequence& seq);
   void preempt_least_protected();  // running_.back(): running_ is kept most protected first
-  // Runs the batch and handles its outputs; `members` are the batch's sequences in order.
-  // What rows a batch holds, for the step-time statistics (decode steps: decode or verify rows).
-  enum class BatchRows : uint8_t { Prompt, PromptAndDecode, Decode };
-  void run_batch(StepBatch& batch, const std::vector<Sequence*>& members, BatchRows rows);
-  void cache_computed_prefix(Sequence& seq);
-  // Hands the states this batch's JSON-constrained rows will sample from to masks_, whose
-  // worker computes their token masks while the forward pass runs.
-  void prefetch_masks(const StepBatch& batch, const std::vector<Sequence*>& members);
-  // Advances a JSON-constrained sequence's matcher past `token` (end ids end the value; after
-  // a marker, a complete value lifts the constraint), or, while a constraint waits for its
-  // marker (sampling.json_after), watches for it. False when the constraint refuses `token`.
-  bool feed_json(Sequence& seq, int32_t token);
-  // Sets the logits of every token the sequence's JSON constraint refuses to -inf; throws
-  // kiln::Error when it allows none.
-  void constrain_to_json(Sequence& seq, std::span<float> logits);
-  // sampling.json_after: looks for the marker in the output and opens the constraint there.
-  void watch_json_marker(Sequence& seq, int32_t token);
+  // Runs the batch (forward_pass.h) and hands each member its outputs; `members` are the
+  // batch's sequences in order.
+  void run_batch(StepBatch& batch, const std::vector<Sequence*>& members, ForwardPass::Rows rows);
+  // A prompt chunk's or plain decode row's outputs: prompt scores, then (at the sequence's end)
+  // its next token.
+  void take_plain_outputs(Sequence& seq, const StepSequence& ss, int64_t first_row, int64_t n_rows,
+                          int64_t batch_rows, bool greedy);
+  // A verify step's outputs for one request: the emitter takes the model's token after each
+  // row while the proposals agree with it; K/V is kept for the accepted rows only.
+  void take_verify_outputs(Sequence& seq, int64_t first_row, bool greedy);
   // Scores the prompt tokens that rows [first_row, first_row + n_rows) of this step's logits
   // predict (the sequence's rows, from position first_pos).
   void score_prompt_rows(Sequence& seq, int64_t first_pos, int64_t n_rows, int64_t first_row);
-  void release(Sequence& seq, bool to_cache);
   void finish(Sequence& seq, RequestEvent& event);  // emits the final event and frees seq
-  void emit(Sequence& seq, RequestEvent& event);
+  void emit(Sequence& seq, RequestEvent& event) {
+    TokenEmitter::deliver(seq, event, speculation_.enabled());
+  }
   void insert_running(std::unique_ptr<Sequence> seq);
   void insert_waiting(std::unique_ptr<Sequence> seq);
   std::unique_ptr<Sequence> take(Sequence& seq);  // removes it from waiting_ or running_
 
-  ModelExecutor* executor_;
-  KvPool* pool_;
   const TokenText* tokenizer_;
   EngineConfig config_;
-  int page_size_;
   int64_t vocab_;
   int64_t context_limit_;
   std::vector<int32_t> eog_ids_;
-  std::unique_ptr<RadixCache> cache_;               // null when the prefix cache is disabled
+  SequencePages pages_;
   std::deque<std::unique_ptr<Sequence>> waiting_;   // by arrival
   std::vector<std::unique_ptr<Sequence>> running_;  // most protected first (protected_before)
   bool last_step_was_prefill_ = false;
   uint64_t next_arrival_ = 0;
-  StepOutput output_;      // reused: logits rows can be large
   ConstraintMasks masks_;  // JSON constraints' token masks, cached and computed off the step
-  std::unique_ptr<DraftModelProposer> draft_model_;  // --speculative-algorithm standalone
-  StepCostModel step_costs_;                         // decode and verify steps' time by rows
-  int64_t capped_steps_ = 0;                         // steps whose proposals the policy capped
-  SpecRuns spec_runs_;                               // every request's verify steps
+  ForwardPass forward_;
+  TokenEmitter emitter_;
+  Speculation speculation_;
   EngineStats stats_;
 };
 

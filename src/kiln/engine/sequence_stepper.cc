@@ -29,14 +29,8 @@ StepBatch SequenceStepper::batch_of(const std::vector<SteppedSequence*>& seqs,
     if (need > static_cast<int64_t>(q.pages.size()) &&
         !pool_.alloc(need - static_cast<int64_t>(q.pages.size()), q.pages))
       throw Error("the KV pool has no free pages left");
-    for (int32_t tok : tokens[s]) {
-      const int32_t pos = q.len++;
-      b.token_ids.push_back(tok);
-      b.positions.push_back(pos);
-      b.token_seq.push_back(static_cast<int32_t>(s));
-      b.slots.push_back(q.pages[pos / page] * page + pos % page);
-    }
-    b.seqs.push_back({q.pages, q.len, true});
+    b.add_sequence(tokens[s], q.len, q.pages, page, /*want_logits=*/true, /*all_logits=*/false);
+    q.len += static_cast<int32_t>(tokens[s].size());
   }
   return b;
 }

@@ -29,6 +29,27 @@ std::optional<double> StepCostModel::estimate(int64_t rows) const {
   return a + t * (b - a);
 }
 
+int64_t proposal_budget(RequestSpeculation& spec, int64_t num_draft_tokens, int64_t tokens_left) {
+  if (spec.skip > 0) {
+    --spec.skip;
+    return 0;
+  }
+  return std::min<int64_t>({num_draft_tokens, spec.limit, tokens_left - 1});
+}
+
+void back_off(RequestSpeculation& spec, int64_t proposed, int64_t accepted) {
+  if (accepted == 0) {
+    spec.misses = std::min(spec.misses + 1, 3);
+    spec.skip = (1 << spec.misses) - 1;
+    spec.limit = std::max(1, spec.limit / 2);
+  } else {
+    spec.misses = 0;
+    spec.limit = accepted == proposed
+                     ? std::min(RequestSpeculation::kMaxDraftTokens, spec.limit * 2)
+                     : std::max(1, static_cast<int>(accepted) + 1);
+  }
+}
+
 double expected_tokens(double first, double next, int64_t k) {
   if (k <= 0) return 1.0;
   const double f = std::clamp(first, 0.0, 1.0), n = std::clamp(next, 0.0, 1.0);

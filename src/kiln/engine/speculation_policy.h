@@ -12,11 +12,13 @@
 // cost model is measured (StepCostModel: the executor's time for decode and verify steps by
 // rows) or, in tests, given.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <optional>
 #include <span>
+#include <vector>
 
 namespace kiln::engine {
 
@@ -39,6 +41,44 @@ class StepCostModel {
   };
   std::map<int64_t, Recent> recent_;
 };
+
+// Verify steps' outcomes as the policy reads them: how often the first proposal was kept, and a
+// later one when the one before it was.
+struct SpecRuns {
+  double rounds = 0, first_hits = 0, next_trials = 0, next_hits = 0;
+  void add(int64_t proposed, int64_t kept) {
+    rounds += 1;
+    first_hits += kept > 0 ? 1 : 0;
+    next_trials += static_cast<double>(std::min(kept, proposed - 1));
+    next_hits += static_cast<double>(std::max<int64_t>(kept - 1, 0));
+  }
+};
+
+// One request's speculation: this step's proposals (empty: a plain decode row), the most it may
+// propose next (halved on a miss, doubled when all are accepted), steps to sit out after
+// misses, and the counts reported with the request.
+struct RequestSpeculation {
+  static constexpr int kMaxDraftTokens = 16;  // SpeculativeConfig::kMaxDraftTokens
+  std::vector<int32_t> draft;
+  int limit = kMaxDraftTokens;
+  int misses = 0;
+  int skip = 0;
+  int verify_ct = 0;
+  int proposed = 0;
+  int accepted = 0;
+  SpecRuns runs;
+};
+
+// The budget rule: how many tokens a request may have proposed this step, given the most the
+// engine allows (num_draft_tokens) and the tokens it may still generate (`tokens_left`). 0
+// while it sits out steps after misses (each call counts one of them off). The token after the
+// last proposal comes from the model for free, so at most tokens_left - 1 proposals are used.
+int64_t proposal_budget(RequestSpeculation& spec, int64_t num_draft_tokens, int64_t tokens_left);
+
+// The backoff rule after a verify step that kept `accepted` of `proposed` proposals: a miss
+// halves what the request may propose next and sits out 2^misses - 1 steps (at most 7); all
+// kept doubles it (up to kMaxDraftTokens); some kept allows one more than were kept.
+void back_off(RequestSpeculation& spec, int64_t proposed, int64_t accepted);
 
 struct SpeculationCandidate {
   int64_t budget = 0;  // most proposals this request may have (>= 1)

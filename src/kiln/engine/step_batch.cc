@@ -1,8 +1,30 @@
 #include "kiln/engine/step_batch.h"
 
 #include <cstddef>
+#include <utility>
 
 namespace kiln::engine {
+
+int32_t StepBatch::add_sequence(std::span<const int32_t> tokens, int64_t first_pos,
+                                std::span<const int32_t> pages, int page_size, bool want_logits,
+                                bool all_logits) {
+  const auto s = static_cast<int32_t>(seqs.size());
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const int64_t pos = first_pos + static_cast<int64_t>(i);
+    token_ids.push_back(tokens[i]);
+    positions.push_back(static_cast<int32_t>(pos));
+    token_seq.push_back(s);
+    slots.push_back(pages[static_cast<size_t>(pos / page_size)] * page_size +
+                    static_cast<int32_t>(pos % page_size));
+  }
+  StepSequence ss;
+  ss.pages.assign(pages.begin(), pages.end());
+  ss.seq_len = static_cast<int32_t>(first_pos + static_cast<int64_t>(tokens.size()));
+  ss.want_logits = want_logits;
+  ss.all_logits = all_logits;
+  seqs.push_back(std::move(ss));
+  return s;
+}
 
 std::vector<int32_t> StepBatch::logit_row_indices() const {
   // Rows of each sequence in batch order; a sequence's last row is the one it samples from.

@@ -10,6 +10,7 @@
 // writes logits.
 #pragma once
 #include <cstdint>
+#include <span>
 #include <vector>
 
 namespace kiln::engine {
@@ -28,6 +29,14 @@ struct StepBatch {
   std::vector<int32_t> slots;      // [T] KV slot written by each row
   std::vector<StepSequence> seqs;  // [S]
   bool greedy_only = false;
+
+  // Adds one sequence: a row for each of `tokens` at positions first_pos.., writing the K/V
+  // slots its block table `pages` (page_size positions each) gives them, which must cover every
+  // position. Returns the sequence's index. The one way rows are added: the scheduler's prompt
+  // chunks, decode and verify rows, and the draft model's steps all go through it.
+  int32_t add_sequence(std::span<const int32_t> tokens, int64_t first_pos,
+                       std::span<const int32_t> pages, int page_size, bool want_logits,
+                       bool all_logits);
 
   int64_t num_tokens() const { return static_cast<int64_t>(token_ids.size()); }
   int64_t num_seqs() const { return static_cast<int64_t>(seqs.size()); }

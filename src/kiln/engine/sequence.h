@@ -1,7 +1,7 @@
-// The scheduler's record of one request, shared by the files that implement Scheduler
-// (scheduler.cc: admission, memory and steps; scheduler_outputs.cc: a step's outputs and the
-// JSON constraint; scheduler_speculation.cc: proposals and their verification). Internal to
-// the engine layer.
+// The scheduler's record of one request, shared by the units it composes: the scheduler
+// (admission, memory, steps), the token emitter (a step's tokens and events), the speculation
+// unit (proposals and their acceptance) and the constraint cursor (the JSON constraint). Each
+// of them can be tested on a Sequence built without a model. Internal to the engine layer.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "kiln/engine/json/json_matcher.h"
+#include "kiln/engine/json/constraint_cursor.h"
 #include "kiln/engine/radix_cache.h"
 #include "kiln/engine/request.h"
 #include "kiln/engine/sampler.h"
@@ -40,30 +40,15 @@ struct Sequence {
   State state = State::Waiting;
   Sampler sampler;
   StopChecker stop;
-  // JSON-constrained requests: where the output stands in the schema, and the ids that may end
-  // it once the value is complete (end-of-generation ids and the request's stop ids).
-  std::optional<JsonMatcher> json;
-  std::vector<int32_t> json_end_ids;
-  // With sampling.json_after: the output's last bytes while no value is open (where the marker
-  // is looked for).
-  std::string json_tail;
+  // The JSON constraint (none unless sampling.json_schema): where the output stands in it.
+  ConstraintCursor json;
   int cached_tokens = -1;  // prompt tokens served by the prefix cache on first admission
   // Prompt scoring: positions [score_from, n_prompt) get a logprob each; scores[i] is
   // position score_from + i's. They survive preemption, so no position is scored twice.
   int64_t score_from = 0;
   std::vector<TokenLogprob> scores;
   bool scores_sent = false;
-  // Speculative decoding: this step's proposals (empty: a plain decode row), the most it may
-  // propose next (halved on a miss, doubled when all are accepted), steps to sit out after
-  // misses, and the counts reported with the request.
-  std::vector<int32_t> draft;
-  int draft_limit = SpeculativeConfig::kMaxDraftTokens;
-  int draft_misses = 0;
-  int draft_skip = 0;
-  int spec_verify_ct = 0;
-  int spec_proposed = 0;
-  int spec_accepted = 0;
-  SpecRuns spec_runs;  // for the speculation policy
+  RequestSpeculation spec;  // speculative decoding: proposals, backoff, counts
 
   Sequence(uint64_t id_, uint64_t arrival_, GenerateRequest req, EventCallback cb, uint64_t seed,
            const TokenText& tokenizer, std::span<const int32_t> eog_ids)
@@ -77,12 +62,12 @@ struct Sequence {
     n_prompt = static_cast<int64_t>(tokens.size());
     sampler.add_prompt(tokens);
     if (request.sampling.json_schema) {
-      if (request.sampling.json_after.empty()) {
-        json.emplace(request.sampling.json_schema, request.sampling.json_leading_space);
-      }
-      json_end_ids.assign(eog_ids.begin(), eog_ids.end());
-      json_end_ids.insert(json_end_ids.end(), request.stop.stop_token_ids.begin(),
-                          request.stop.stop_token_ids.end());
+      std::vector<int32_t> end_ids(eog_ids.begin(), eog_ids.end());
+      end_ids.insert(end_ids.end(), request.stop.stop_token_ids.begin(),
+                     request.stop.stop_token_ids.end());
+      json = ConstraintCursor(request.sampling.json_schema, request.sampling.json_after,
+                              request.sampling.json_leading_space, request.skip_special_tokens,
+                              std::move(end_ids));
     }
     score_from = request.prompt_logprobs_from < 0
                      ? n_prompt
