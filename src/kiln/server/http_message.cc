@@ -18,6 +18,10 @@ bool HeaderNameLess::operator()(std::string_view a, std::string_view b) const {
                                       [](char x, char y) { return lower(x) < lower(y); });
 }
 
+HttpHeaders::HttpHeaders(std::initializer_list<std::pair<std::string, std::string>> fields) {
+  for (const auto& [name, value] : fields) add(name, value);
+}
+
 std::string HttpHeaders::get(std::string_view name, size_t index) const {
   auto [first, last] = fields_.equal_range(name);
   if (static_cast<size_t>(std::distance(first, last)) <= index) return {};

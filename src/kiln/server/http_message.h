@@ -3,6 +3,7 @@
 // kiln uses is here: no URL parameters, no multipart, no client address.
 #pragma once
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <string>
 #include <string_view>
@@ -20,6 +21,10 @@ struct HeaderNameLess {
 class HttpHeaders {
  public:
   using Fields = std::multimap<std::string, std::string, HeaderNameLess>;
+
+  HttpHeaders() = default;
+  // Fields added in order: {{"Authorization", "Bearer k"}, {"Accept", "text/event-stream"}}.
+  HttpHeaders(std::initializer_list<std::pair<std::string, std::string>> fields);
 
   // The value of the index-th field named `name`; empty when there is none.
   std::string get(std::string_view name, size_t index = 0) const;
