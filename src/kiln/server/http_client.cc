@@ -106,21 +106,23 @@ HttpClient::~HttpClient() = default;
 
 HttpResponse HttpClient::send(const HttpRequest& req, const BodyWriter* on_body) {
   const bool reused = conn_->socket.is_open();
-  bool nothing_read = true;
+  bool retryable = false;
   try {
-    return exchange(req, on_body, &nothing_read);
+    return exchange(req, on_body, &retryable);
   } catch (const Error&) {
-    if (!reused || !nothing_read) throw;
+    if (!reused || !retryable) throw;
   }
   conn_->close();
-  return exchange(req, on_body, &nothing_read);
+  return exchange(req, on_body, &retryable);
 }
 
 HttpResponse HttpClient::exchange(const HttpRequest& req, const BodyWriter* on_body,
-                                  bool* nothing_read) {
+                                  bool* retryable) {
   Connection& c = *conn_;
   const std::string what = fmt::format("{} http://{}:{}{}", req.method, host_, port_, req.target);
-  *nothing_read = true;
+  // Set when the exchange fails because the server had closed the connection before reading
+  // the request: send() may then try once more on a new one.
+  *retryable = false;
   if (!c.socket.is_open()) {
     tcp::resolver resolver(c.ioc);
     beast::error_code ec;
@@ -149,6 +151,7 @@ HttpResponse HttpClient::exchange(const HttpRequest& req, const BodyWriter* on_b
   beast::error_code ec = c.run(
       timeouts_.io, [&](auto handler) { http::async_write(c.socket, msg, std::move(handler)); });
   if (ec) {
+    *retryable = closed_while_idle(ec);
     c.close();
     fail("{}: sending the request: {}", what, ec.message());
   }
@@ -163,11 +166,10 @@ HttpResponse HttpClient::exchange(const HttpRequest& req, const BodyWriter* on_b
     http::async_read_header(c.socket, c.buffer, parser, std::move(handler));
   });
   if (ec) {
-    *nothing_read = !parser.got_some() && closed_while_idle(ec);
+    *retryable = !parser.got_some() && closed_while_idle(ec);
     c.close();
     fail("{}: no reply: {}", what, ec.message());
   }
-  *nothing_read = false;
 
   HttpResponse res;
   res.status = static_cast<int>(parser.get().result_int());
@@ -205,17 +207,6 @@ HttpResponse HttpClient::get(const std::string& target, const HttpHeaders& heade
   req.method = "GET";
   req.target = target;
   req.headers = headers;
-  return send(req);
-}
-
-HttpResponse HttpClient::post(const std::string& target, std::string body,
-                              const HttpHeaders& headers, const std::string& content_type) {
-  HttpRequest req;
-  req.method = "POST";
-  req.target = target;
-  req.headers = headers;
-  if (!req.headers.has("Content-Type")) req.headers.set("Content-Type", content_type);
-  req.body = std::move(body);
   return send(req);
 }
 

@@ -40,14 +40,12 @@ class HttpClient {
   // and drops the connection). Throws kiln::Error when the server cannot be reached, stops
   // answering for the io timeout, or does not answer HTTP.
   HttpResponse send(const HttpRequest& req, const BodyWriter* on_body = nullptr);
-  // Shorthands for send().
+  // A GET through send().
   HttpResponse get(const std::string& target, const HttpHeaders& headers = {});
-  HttpResponse post(const std::string& target, std::string body, const HttpHeaders& headers = {},
-                    const std::string& content_type = "application/json");
 
  private:
   struct Connection;
-  HttpResponse exchange(const HttpRequest& req, const BodyWriter* on_body, bool* nothing_read);
+  HttpResponse exchange(const HttpRequest& req, const BodyWriter* on_body, bool* retryable);
 
   std::string host_;
   std::string port_;
