@@ -51,7 +51,7 @@ TEST_F(HttpDrain, NonStreamingRequestIsCancelledWhenItsClientLeaves) {
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 1.5);
   EXPECT_TRUE(server_->wait_requests_done(2s));
   EXPECT_EQ(engine_->stats().kv_pages_used, 0);  // its pages are back
-  auto m = client().Get("/metrics");
+  auto m = client().get("/metrics");
   ASSERT_TRUE(m);
   EXPECT_NE(m->body.find("kiln_requests_total{finish_reason=\"abort\"} 1"), std::string::npos)
       << m->body;

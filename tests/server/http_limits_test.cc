@@ -16,7 +16,8 @@ using testing::ServerFixture;
 
 class HttpLimits : public ServerFixture {};
 
-void expect_400(const httplib::Result& r, const std::string& param, const std::string& words) {
+void expect_400(const std::optional<HttpResponse>& r, const std::string& param,
+                const std::string& words) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 400) << r->body;
   auto e = json::parse(r->body)["error"];

@@ -1,7 +1,6 @@
 #include "kiln/server/http_server.h"
 
 #include <gtest/gtest.h>
-#include <httplib.h>
 
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -24,19 +23,19 @@ std::vector<int32_t> ids_of(const FakeCodec& c, const std::string& text) {
 TEST_F(ServerTest, HealthAndUnknownRoutes) {
   start();
   auto c = client();
-  auto h = c.Get("/health");
+  auto h = c.get("/health");
   ASSERT_TRUE(h);
   EXPECT_EQ(h->status, 200);
-  auto nf = c.Get("/nope");
+  auto nf = c.get("/nope");
   ASSERT_TRUE(nf);
   EXPECT_EQ(nf->status, 404);
   EXPECT_EQ(json::parse(nf->body)["error"]["code"], 404);
-  auto wm = c.Get("/generate");
+  auto wm = c.get("/generate");
   ASSERT_TRUE(wm);
   EXPECT_EQ(wm->status, 405);
-  EXPECT_EQ(wm->get_header_value("Allow"), "POST");
+  EXPECT_EQ(wm->headers.get("Allow"), "POST");
   EXPECT_TRUE(json::parse(wm->body)["error"]["message"].is_string());
-  auto hg = c.Get("/health_generate");
+  auto hg = c.get("/health_generate");
   ASSERT_TRUE(hg);
   EXPECT_EQ(hg->status, 200);
 }
@@ -100,7 +99,7 @@ TEST_F(ServerTest, GenerateStreamIsCumulative) {
   auto r = post("/generate",
                 R"({"text": "s", "stream": true, "sampling_params": {"max_new_tokens": 4}})");
   ASSERT_EQ(r->status, 200) << r->body;
-  EXPECT_EQ(r->get_header_value("Content-Type"), "text/event-stream");
+  EXPECT_EQ(r->headers.get("Content-Type"), "text/event-stream");
   bool done = false;
   auto events = sse_events(r->body, &done);
   EXPECT_TRUE(done);
@@ -148,15 +147,15 @@ TEST_F(ServerTest, ApiKey) {
   o.api_key = "sekret";
   start(o);
   auto c = client();
-  EXPECT_EQ(c.Get("/health")->status, 200);
-  auto denied = c.Get("/get_model_info");
+  EXPECT_EQ(c.get("/health")->status, 200);
+  auto denied = c.get("/get_model_info");
   EXPECT_EQ(denied->status, 401);
   EXPECT_EQ(json::parse(denied->body)["error"]["type"], "authentication_error");
-  httplib::Headers h = {{"Authorization", "Bearer sekret"}};
-  auto ok = c.Get("/get_model_info", h);
+  HttpHeaders h = {{"Authorization", "Bearer sekret"}};
+  auto ok = c.get("/get_model_info", h);
   EXPECT_EQ(ok->status, 200);
   EXPECT_EQ(json::parse(ok->body)["model_path"], "/models/fake.gguf");
-  EXPECT_EQ(c.Get("/get_model_info", {{"Authorization", "Bearer nope"}})->status, 401);
+  EXPECT_EQ(c.get("/get_model_info", {{"Authorization", "Bearer nope"}})->status, 401);
 }
 
 TEST_F(ServerTest, QueueFullIs503) {
@@ -173,16 +172,12 @@ TEST_F(ServerTest, QueueFullIs503) {
 TEST_F(ServerTest, ClientDisconnectCancels) {
   start({}, /*step_ms=*/5);
   {
-    httplib::Client c("127.0.0.1", port_);
-    int chunks = 0;
-    httplib::Request req;
-    req.method = "POST";
-    req.path = "/generate";
-    req.body = R"({"text": "a", "stream": true, "sampling_params": {"max_new_tokens": 50}})";
-    req.set_header("Content-Type", "application/json");
-    // Returning false from the receiver closes the connection after three chunks.
-    req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) { return ++chunks < 3; };
-    c.send(req);
+    int pieces = 0;
+    // Returning false from the body writer closes the connection after three pieces.
+    const BodyWriter stop_early = [&](std::string_view) { return ++pieces < 3; };
+    client().send("POST", "/generate", {{"Content-Type", "application/json"}},
+                  R"({"text": "a", "stream": true, "sampling_params": {"max_new_tokens": 50}})",
+                  &stop_early);
   }
   // The server notices at its next write and cancels the request long before 50 tokens.
   for (int i = 0; i < 200 && engine_->aborted() == 0; ++i) {
@@ -191,7 +186,7 @@ TEST_F(ServerTest, ClientDisconnectCancels) {
   EXPECT_EQ(engine_->aborted(), 1);
   EXPECT_TRUE(server_->wait_idle(std::chrono::seconds(2)));
   // The cancelled request's final event was collected: it is counted as an abort.
-  auto m = client().Get("/metrics");
+  auto m = client().get("/metrics");
   EXPECT_NE(m->body.find("kiln_requests_total{finish_reason=\"abort\"} 1"), std::string::npos);
 }
 
@@ -278,7 +273,7 @@ TEST_F(ServerTest, OpenAIChat) {
   EXPECT_EQ(events.back()["choices"][0]["finish_reason"], "stop");
   EXPECT_EQ(events[1]["choices"][0]["logprobs"]["content"][0]["top_logprobs"].size(), 1u);
 
-  auto models = client().Get("/v1/models");
+  auto models = client().get("/v1/models");
   EXPECT_EQ(json::parse(models->body)["data"][0]["id"], "fake-model");
 }
 
@@ -298,14 +293,14 @@ TEST_F(ServerTest, TokenizeDetokenize) {
 TEST_F(ServerTest, MetricsAndFlush) {
   start();
   post("/generate", R"({"text": "a", "sampling_params": {"max_new_tokens": 2}})");
-  auto m = client().Get("/metrics");
+  auto m = client().get("/metrics");
   ASSERT_EQ(m->status, 200);
   EXPECT_NE(m->body.find("kiln_requests_total{finish_reason=\"length\"} 1"), std::string::npos)
       << m->body;
   EXPECT_NE(m->body.find("kiln_time_to_first_token_seconds_count 1"), std::string::npos);
   EXPECT_NE(m->body.find("kiln_inter_token_latency_seconds_count 1"), std::string::npos);
   EXPECT_NE(m->body.find("kiln_kv_pages_free 100"), std::string::npos);
-  auto f = client().Post("/flush_cache");
+  auto f = client().post("/flush_cache");
   EXPECT_EQ(f->status, 200);
 }
 

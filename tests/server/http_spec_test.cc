@@ -21,16 +21,16 @@ class HttpSpec : public ServerFixture {};
 TEST_F(HttpSpec, FlushCacheAcceptsGetAndPost) {
   start();
   auto c = client();
-  auto g = c.Get("/flush_cache");
+  auto g = c.get("/flush_cache");
   ASSERT_TRUE(g);
   EXPECT_EQ(g->status, 200) << g->body;
-  EXPECT_EQ(c.Post("/flush_cache")->status, 200);
+  EXPECT_EQ(c.post("/flush_cache")->status, 200);
 }
 
 TEST_F(HttpSpec, RetrieveModel) {
   start();
   auto c = client();
-  auto ok = c.Get("/v1/models/fake-model");
+  auto ok = c.get("/v1/models/fake-model");
   ASSERT_TRUE(ok);
   ASSERT_EQ(ok->status, 200) << ok->body;
   auto m = json::parse(ok->body);
@@ -38,7 +38,7 @@ TEST_F(HttpSpec, RetrieveModel) {
   EXPECT_EQ(m["object"], "model");
   EXPECT_EQ(m["owned_by"], "kiln");
   for (const char* path : {"/v1/models/other", "/v1/models/org/fake-model"}) {
-    auto nf = c.Get(path);
+    auto nf = c.get(path);
     ASSERT_TRUE(nf);
     EXPECT_EQ(nf->status, 404) << path;
     auto e = json::parse(nf->body)["error"];
@@ -47,7 +47,7 @@ TEST_F(HttpSpec, RetrieveModel) {
     EXPECT_NE(e["message"].get<std::string>().find("does not exist"), std::string::npos);
   }
   // The list is unchanged.
-  EXPECT_EQ(json::parse(c.Get("/v1/models")->body)["data"][0]["id"], "fake-model");
+  EXPECT_EQ(json::parse(c.get("/v1/models")->body)["data"][0]["id"], "fake-model");
 }
 
 TEST_F(HttpSpec, PreflightIsAnsweredWithoutTheKey) {
@@ -55,23 +55,23 @@ TEST_F(HttpSpec, PreflightIsAnsweredWithoutTheKey) {
   o.api_key = "sekret";
   start(o);
   auto c = client();
-  auto r = c.Options("/v1/chat/completions", {{"Origin", "http://page.example"},
+  auto r = c.options("/v1/chat/completions", {{"Origin", "http://page.example"},
                                               {"Access-Control-Request-Method", "POST"},
                                               {"Access-Control-Request-Headers",
                                                "authorization, content-type, x-stainless-os"}});
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 204);
-  EXPECT_EQ(r->get_header_value("Access-Control-Allow-Origin"), "*");
-  EXPECT_EQ(r->get_header_value("Access-Control-Allow-Methods"), "OPTIONS, POST");
-  EXPECT_EQ(r->get_header_value("Access-Control-Allow-Headers"),
+  EXPECT_EQ(r->headers.get("Access-Control-Allow-Origin"), "*");
+  EXPECT_EQ(r->headers.get("Access-Control-Allow-Methods"), "OPTIONS, POST");
+  EXPECT_EQ(r->headers.get("Access-Control-Allow-Headers"),
             "authorization, content-type, x-stainless-os");
-  auto plain = c.Options("/health");
+  auto plain = c.options("/health");
   EXPECT_EQ(plain->status, 204);
-  EXPECT_EQ(plain->get_header_value("Access-Control-Allow-Headers"), "Authorization, Content-Type");
-  EXPECT_EQ(c.Options("/no/such/route")->status, 404);
+  EXPECT_EQ(plain->headers.get("Access-Control-Allow-Headers"), "Authorization, Content-Type");
+  EXPECT_EQ(c.options("/no/such/route")->status, 404);
   // Without the option, actual responses do not let other origins read them.
-  auto h = c.Get("/health");
-  EXPECT_FALSE(h->has_header("Access-Control-Allow-Origin"));
+  auto h = c.get("/health");
+  EXPECT_FALSE(h->headers.has("Access-Control-Allow-Origin"));
 }
 
 TEST_F(HttpSpec, CorsAllowOriginOption) {
@@ -79,16 +79,16 @@ TEST_F(HttpSpec, CorsAllowOriginOption) {
   o.cors_allow_origin = "http://page.example";
   start(o);
   auto c = client();
-  auto h = c.Get("/health");
-  EXPECT_EQ(h->get_header_value("Access-Control-Allow-Origin"), "http://page.example");
-  EXPECT_EQ(h->get_header_value("Vary"), "Origin");
-  auto err = c.Get("/nope");
-  EXPECT_EQ(err->get_header_value("Access-Control-Allow-Origin"), "http://page.example");
+  auto h = c.get("/health");
+  EXPECT_EQ(h->headers.get("Access-Control-Allow-Origin"), "http://page.example");
+  EXPECT_EQ(h->headers.get("Vary"), "Origin");
+  auto err = c.get("/nope");
+  EXPECT_EQ(err->headers.get("Access-Control-Allow-Origin"), "http://page.example");
   auto stream = post("/generate",
                      R"({"text": "a", "stream": true, "sampling_params": {"max_new_tokens": 2}})");
-  EXPECT_EQ(stream->get_header_value("Access-Control-Allow-Origin"), "http://page.example");
-  auto pre = c.Options("/generate", {{"Access-Control-Request-Method", "POST"}});
-  EXPECT_EQ(pre->get_header_value("Access-Control-Allow-Origin"), "http://page.example");
+  EXPECT_EQ(stream->headers.get("Access-Control-Allow-Origin"), "http://page.example");
+  auto pre = c.options("/generate", {{"Access-Control-Request-Method", "POST"}});
+  EXPECT_EQ(pre->headers.get("Access-Control-Allow-Origin"), "http://page.example");
 }
 
 TEST(ApiKey, ConstantTimeEquals) {

@@ -9,14 +9,14 @@
 namespace kiln::server {
 namespace {
 
-httplib::Request request(const std::string& method, const std::string& path) {
-  httplib::Request r;
+HttpRequest request(const std::string& method, const std::string& path) {
+  HttpRequest r;
   r.method = method;
   r.path = path;
   return r;
 }
 
-void ok(const httplib::Request&, httplib::Response& res) { res.status = 200; }
+void ok(const HttpRequest&, HttpResponse& res) { res.status = 200; }
 
 TEST(Router, QuickRoutesAreFoundByExactPathForGetAndHead) {
   Router r;
@@ -29,7 +29,7 @@ TEST(Router, QuickRoutesAreFoundByExactPathForGetAndHead) {
   EXPECT_FALSE(r.is_quick(request("GET", "/health/")));
   EXPECT_FALSE(r.is_quick(request("GET", "/v1/models/x")));
   EXPECT_FALSE(r.is_quick(request("POST", "/generate")));
-  httplib::Response res;
+  HttpResponse res;
   r.dispatch(request("GET", "/health"), res);  // and dispatch runs it
   EXPECT_EQ(res.status, 200);
 }

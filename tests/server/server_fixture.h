@@ -2,7 +2,6 @@
 // tests (routes, connection handling, limits, streaming).
 #pragma once
 #include <gtest/gtest.h>
-#include <httplib.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/time.h>
@@ -12,14 +11,61 @@
 #include <chrono>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "kiln/base/error.h"
+#include "kiln/server/http_client.h"
 #include "kiln/server/http_server.h"
 #include "server/fake_backend.h"
 
 namespace kiln::server::testing {
+
+// The tests' HTTP client: an exchange that fails (no answer) gives an empty optional, so a
+// test asserts on it instead of ending in an exception.
+class TestClient {
+ public:
+  explicit TestClient(int port)
+      : client_(std::make_unique<HttpClient>("127.0.0.1", std::to_string(port), timeouts())) {}
+
+  std::optional<HttpResponse> send(const std::string& method, const std::string& target,
+                                   const HttpHeaders& headers = {}, std::string body = {},
+                                   const BodyWriter* on_body = nullptr) {
+    HttpRequest req;
+    req.method = method;
+    req.target = target;
+    req.headers = headers;
+    req.body = std::move(body);
+    try {
+      return client_->send(req, on_body);
+    } catch (const kiln::Error&) {
+      return std::nullopt;
+    }
+  }
+  std::optional<HttpResponse> get(const std::string& target, const HttpHeaders& headers = {}) {
+    return send("GET", target, headers);
+  }
+  std::optional<HttpResponse> post(const std::string& target, std::string body = {},
+                                   HttpHeaders headers = {}) {
+    if (!body.empty() && !headers.has("Content-Type")) {
+      headers.set("Content-Type", "application/json");
+    }
+    return send("POST", target, headers, std::move(body));
+  }
+  std::optional<HttpResponse> options(const std::string& target, const HttpHeaders& headers = {}) {
+    return send("OPTIONS", target, headers);
+  }
+
+ private:
+  static HttpClientTimeouts timeouts() {
+    HttpClientTimeouts t;
+    t.io = std::chrono::seconds(10);
+    return t;
+  }
+  std::unique_ptr<HttpClient> client_;
+};
 
 class ServerFixture : public ::testing::Test {
  protected:
@@ -45,15 +91,10 @@ class ServerFixture : public ::testing::Test {
     }
     if (thread_.joinable()) thread_.join();
   }
-  httplib::Client client() {
-    httplib::Client c("127.0.0.1", port_);
-    c.set_read_timeout(10);
-    return c;
-  }
-  httplib::Result post(const std::string& path, const std::string& body,
-                       const httplib::Headers& headers = {}) {
-    auto c = client();
-    return c.Post(path.c_str(), headers, body, "application/json");
+  TestClient client() const { return TestClient(port_); }
+  std::optional<HttpResponse> post(const std::string& path, const std::string& body,
+                                   const HttpHeaders& headers = {}) {
+    return client().post(path, body, headers);
   }
   // The JSON payloads of an SSE body (without [DONE]; `done` tells whether it came).
   static std::vector<nlohmann::json> sse_events(const std::string& body, bool* done = nullptr) {

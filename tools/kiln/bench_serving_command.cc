@@ -17,8 +17,8 @@
 #include <semaphore>
 #include <thread>
 
-#include "http_client.h"
 #include "kiln/base/error.h"
+#include "kiln/server/json_client.h"
 #include "order_stats.h"
 #include "server_bench_stats.h"
 #include "server_progress_bar.h"
@@ -31,6 +31,7 @@ void add_bench_serving_command(CLI::App& bench);
 namespace {
 
 using nlohmann::json;
+using server::JsonClient;
 using Clock = std::chrono::steady_clock;
 
 struct ServingOptions {

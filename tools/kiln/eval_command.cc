@@ -14,8 +14,8 @@
 #include <thread>
 
 #include "commands.h"
-#include "http_client.h"
 #include "kiln/base/error.h"
+#include "kiln/server/json_client.h"
 #include "server_gsm8k.h"
 #include "server_progress_bar.h"
 
@@ -25,6 +25,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+using server::JsonClient;
 
 struct EvalOptions {
   std::string url = "http://127.0.0.1:30000";

@@ -6,10 +6,9 @@
 // chose an origin (`kiln serve --cors-allow-origin`): off by default, so a web page the user
 // happens to open cannot read a local server's answers.
 #pragma once
-#include <httplib.h>
-
 #include <string>
 
+#include "kiln/server/http_message.h"
 #include "kiln/server/router.h"
 
 namespace kiln::server {
@@ -17,7 +16,7 @@ namespace kiln::server {
 // 204 with Access-Control-Allow-Origin (`allow_origin`, or "*" when none is configured: the
 // actual response decides), -Methods (the route's methods), -Headers (what the browser asked
 // for, else Authorization and Content-Type) and -Max-Age; 404 for an unknown path.
-void answer_preflight(const Router& router, const httplib::Request& req, httplib::Response& res,
+void answer_preflight(const Router& router, const HttpRequest& req, HttpResponse& res,
                       const std::string& allow_origin);
 
 }  // namespace kiln::server

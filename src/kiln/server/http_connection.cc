@@ -28,18 +28,14 @@ using tcp = net::ip::tcp;
 
 namespace {
 
-httplib::Request to_request(const http::request<http::string_body>& msg,
-                            const tcp::endpoint& remote) {
-  httplib::Request req;
+HttpRequest to_request(const http::request<http::string_body>& msg) {
+  HttpRequest req;
   req.method = std::string(msg.method_string());
   req.target = std::string(msg.target());
   req.path = decoded_path(std::string_view(msg.target().data(), msg.target().size()));
-  req.version = msg.version() == 10 ? "HTTP/1.0" : "HTTP/1.1";
   for (const auto& field : msg) {
-    req.headers.emplace(std::string(field.name_string()), std::string(field.value()));
+    req.headers.add(std::string(field.name_string()), std::string(field.value()));
   }
-  req.remote_addr = remote.address().to_string();
-  req.remote_port = remote.port();
   return req;
 }
 
@@ -114,18 +110,17 @@ void HttpConnection::on_header(beast::error_code ec) {
     fail_read(ec);
     return;
   }
-  beast::error_code ep_ec;
-  req_ = to_request(parser_->get(), stream_.socket().remote_endpoint(ep_ec));
+  req_ = to_request(parser_->get());
   if (req_.path.empty()) {
-    httplib::Response res;
+    HttpResponse res;
     set_error(res, 400, "malformed request target: '" + req_.target + "'");
     respond_now(std::move(res), true);
     return;
   }
-  httplib::Response res;
+  HttpResponse res;
   if (host_.answer_before_body(req_, res)) {
     // Whatever body was announced stays unread: the connection cannot carry another request.
-    const bool closing = declares_body(req_) || res.get_header_value("Connection") == "close";
+    const bool closing = declares_body(req_) || res.headers.get("Connection") == "close";
     respond_now(std::move(res), closing);
     return;
   }
@@ -133,7 +128,7 @@ void HttpConnection::on_header(beast::error_code ec) {
   // A client that asked for 100 Continue waits for it before sending the body (expectation
   // values are case-insensitive, RFC 9110 §10.1.1). A request with no body to send (its head
   // already complete) is answered without it.
-  if (beast::iequals(req_.get_header_value("Expect"), "100-continue") && !parser_->is_done()) {
+  if (beast::iequals(req_.headers.get("Expect"), "100-continue") && !parser_->is_done()) {
     auto interim = std::make_shared<std::string>("HTTP/1.1 100 Continue\r\n\r\n");
     net::async_write(stream_, net::buffer(*interim),
                      [self = shared_from_this(), interim](beast::error_code wec, size_t) {
@@ -205,7 +200,7 @@ void HttpConnection::fail_read(beast::error_code ec) {
     close_now();  // the client left, or was too slow: nobody to answer
     return;
   }
-  httplib::Response res;
+  HttpResponse res;
   if (ec == http::error::body_limit) {
     set_error(res, 413, "the request body is larger than the server's limit");
   } else if (ec == http::error::header_limit) {
@@ -231,53 +226,43 @@ void HttpConnection::dispatch() {
   }
 }
 
-void HttpConnection::run_handler(const httplib::Request& req) {
+void HttpConnection::run_handler(const HttpRequest& req) {
   bool closing = !keep_alive_ || close_after_;
   {
-    httplib::Response res;
+    HttpResponse res;
     {
       ClientWatch::Scope watch([this] { return peer_gone(); });
       host_.handle(req, res);
     }
     host_.before_write(req, res);
-    closing = closing || host_.draining() || res.get_header_value("Connection") == "close";
+    closing = closing || host_.draining() || res.headers.get("Connection") == "close";
     if (!write_response(req, res, closing)) closing = true;
-    // `res` goes here: a stream's releaser runs (and cancels its job if the client left).
+    // `res` goes here, and with it a stream's state (a job never streamed is cancelled).
   }
   host_.count_in_flight(-1);
   net::post(stream_.get_executor(),
             [self = shared_from_this(), closing] { self->after_response(closing); });
 }
 
-bool HttpConnection::write_response(const httplib::Request& req, httplib::Response& res,
-                                    bool closing) {
+bool HttpConnection::write_response(const HttpRequest& req, HttpResponse& res, bool closing) {
   const bool head_only = req.method == "HEAD";
   const bool ka_1_0 = http_1_0_ && !closing;
-  if (!res.content_provider_) {
+  if (!res.producer) {
     std::string bytes = response_head(res, false, closing, ka_1_0);
     if (!head_only) bytes += res.body;
     return write_blocking(std::move(bytes));
   }
-  // A streamed body (SSE): every piece the provider writes goes out as its own chunk at once,
+  // A streamed body (SSE): every piece the producer writes goes out as its own chunk at once,
   // so each event reaches the client when it is produced.
-  bool ok = write_blocking(response_head(res, true, closing, ka_1_0));
-  bool done = false;
-  size_t offset = 0;
-  httplib::DataSink sink;
-  sink.write = [&](const char* data, size_t n) {
-    if (n == 0 || !ok) return ok;
-    ok = write_blocking(chunk(std::string_view(data, n)));
-    offset += n;
+  if (!write_blocking(response_head(res, true, closing, ka_1_0))) return false;
+  bool ok = true;
+  const BodyWriter write = [&](std::string_view piece) {
+    if (piece.empty() || !ok) return ok;  // an empty chunk would end the body
+    ok = write_blocking(chunk(piece));
     return ok;
   };
-  sink.done = [&] { done = true; };
-  sink.is_writable = [&] { return ok; };
-  while (ok && !done) {
-    if (!res.content_provider_(offset, 0, sink)) ok = false;
-  }
-  if (ok) ok = write_blocking(std::string(kLastChunk));
-  res.content_provider_success_ = ok;
-  return ok;
+  const bool complete = res.producer(write);
+  return ok && complete && write_blocking(std::string(kLastChunk));
 }
 
 bool HttpConnection::write_blocking(std::string bytes) {
@@ -304,14 +289,14 @@ bool HttpConnection::write_blocking(std::string bytes) {
 }
 
 void HttpConnection::handle_at_once() {
-  httplib::Response res;
+  HttpResponse res;
   host_.handle(req_, res);
-  const bool closing = !keep_alive_ || close_after_ || host_.draining() ||
-                       res.get_header_value("Connection") == "close";
+  const bool closing =
+      !keep_alive_ || close_after_ || host_.draining() || res.headers.get("Connection") == "close";
   respond_now(std::move(res), closing, http_1_0_ && !closing);
 }
 
-void HttpConnection::respond_now(httplib::Response res, bool closing, bool keep_alive_1_0) {
+void HttpConnection::respond_now(HttpResponse res, bool closing, bool keep_alive_1_0) {
   host_.before_write(req_, res);
   phase_ = Phase::Handling;
   auto bytes = std::make_shared<std::string>(response_head(res, false, closing, keep_alive_1_0));

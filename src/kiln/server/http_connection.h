@@ -6,8 +6,6 @@
 // response and writes it through the connection, blocking only itself (backpressure for
 // streams). An idle or slow connection therefore holds no thread at all.
 #pragma once
-#include <httplib.h>
-
 #include <atomic>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
@@ -21,6 +19,7 @@
 #include <string>
 
 #include "kiln/server/handler_pool.h"
+#include "kiln/server/http_message.h"
 
 namespace kiln::server {
 
@@ -40,14 +39,14 @@ class RequestHost {
   virtual ~RequestHost() = default;
   // On an I/O thread once the header is read (req.body is empty): true when `res` answers the
   // request without reading its body (a CORS preflight, a 401). Must not block.
-  virtual bool answer_before_body(const httplib::Request& req, httplib::Response& res) = 0;
+  virtual bool answer_before_body(const HttpRequest& req, HttpResponse& res) = 0;
   // On a handler thread: the response to a complete request.
-  virtual void handle(const httplib::Request& req, httplib::Response& res) = 0;
+  virtual void handle(const HttpRequest& req, HttpResponse& res) = 0;
   // True when handle() answers `req` without blocking (a health check, metrics): it then runs
   // on the I/O thread, so it answers even while every handler thread is busy.
-  virtual bool answers_at_once(const httplib::Request& req) const = 0;
+  virtual bool answers_at_once(const HttpRequest& req) const = 0;
   // Just before any response is written (those the transport makes itself included).
-  virtual void before_write(const httplib::Request& req, httplib::Response& res) = 0;
+  virtual void before_write(const HttpRequest& req, HttpResponse& res) = 0;
   // A request was handed to a handler thread (+1) / its response is written or abandoned (-1).
   virtual void count_in_flight(int delta) = 0;
   // True once the server drains for shutdown: responses close their connection.
@@ -81,12 +80,12 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   void read_body();
   void on_body(boost::beast::error_code ec);
   void dispatch();
-  void run_handler(const httplib::Request& req);  // handler thread
-  bool write_response(const httplib::Request& req, httplib::Response& res, bool closing);
+  void run_handler(const HttpRequest& req);  // handler thread
+  bool write_response(const HttpRequest& req, HttpResponse& res, bool closing);
   bool write_blocking(std::string bytes);  // handler thread: through the I/O strand
   // I/O thread, no handler thread. keep_alive_1_0: an HTTP/1.0 client asked to keep the
   // connection and it stays open.
-  void respond_now(httplib::Response res, bool closing, bool keep_alive_1_0 = false);
+  void respond_now(HttpResponse res, bool closing, bool keep_alive_1_0 = false);
   void handle_at_once();  // I/O thread, a quick route
   void after_response(bool closing);
   void fail_read(boost::beast::error_code ec);
@@ -101,7 +100,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   const ConnectionLimits limits_;
   boost::beast::flat_buffer buffer_;
   std::optional<Parser> parser_;
-  httplib::Request req_;
+  HttpRequest req_;
   Phase phase_ = Phase::Header;  // I/O strand only
   bool close_after_ = false;     // the request's body is not one its route reads
   bool keep_alive_ = true;

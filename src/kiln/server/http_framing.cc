@@ -28,11 +28,11 @@ std::string trimmed_lower(std::string_view s) {
 
 }  // namespace
 
-std::vector<std::string> transfer_codings(const httplib::Request& req) {
+std::vector<std::string> transfer_codings(const HttpRequest& req) {
   std::vector<std::string> out;
-  const size_t fields = req.get_header_value_count("Transfer-Encoding");
+  const size_t fields = req.headers.count("Transfer-Encoding");
   for (size_t i = 0; i < fields; ++i) {
-    const std::string value = req.get_header_value("Transfer-Encoding", i);
+    const std::string value = req.headers.get("Transfer-Encoding", i);
     std::string_view rest = value;
     while (!rest.empty()) {
       const size_t comma = rest.find(',');
@@ -46,22 +46,22 @@ std::vector<std::string> transfer_codings(const httplib::Request& req) {
   return out;
 }
 
-std::string unsupported_transfer_coding(const httplib::Request& req) {
+std::string unsupported_transfer_coding(const HttpRequest& req) {
   for (const std::string& coding : transfer_codings(req)) {
     if (coding != "chunked") return coding;
   }
   return {};
 }
 
-bool declares_body(const httplib::Request& req) {
-  if (req.has_header("Transfer-Encoding")) return true;
-  if (!req.has_header("Content-Length")) return false;
-  const std::string len = req.get_header_value("Content-Length");
+bool declares_body(const HttpRequest& req) {
+  if (req.headers.has("Transfer-Encoding")) return true;
+  if (!req.headers.has("Content-Length")) return false;
+  const std::string len = req.headers.get("Content-Length");
   return len.find_first_not_of('0') != std::string::npos;  // "0", "00": no body
 }
 
-std::string framing_problem(const httplib::Request& req) {
-  if (req.has_header("Transfer-Encoding")) {
+std::string framing_problem(const HttpRequest& req) {
+  if (req.headers.has("Transfer-Encoding")) {
     const std::vector<std::string> codings = transfer_codings(req);
     if (codings.empty() || codings.back() != "chunked") {
       return "the request's Transfer-Encoding does not end with chunked";
@@ -70,23 +70,22 @@ std::string framing_problem(const httplib::Request& req) {
       return "the request's Transfer-Encoding applies chunked more than once";
     }
   }
-  const size_t lengths = req.get_header_value_count("Content-Length");
+  const size_t lengths = req.headers.count("Content-Length");
   if (lengths == 0) return {};
-  if (req.has_header("Transfer-Encoding")) {
+  if (req.headers.has("Transfer-Encoding")) {
     return "the request has both Content-Length and Transfer-Encoding";
   }
-  const std::string first = req.get_header_value("Content-Length");
+  const std::string first = req.headers.get("Content-Length");
   for (size_t i = 0; i < lengths; ++i) {
-    const std::string v = req.get_header_value("Content-Length", i);
+    const std::string v = req.headers.get("Content-Length", i);
     if (!is_decimal(v)) return "the request's Content-Length is not a number: '" + v + "'";
     if (v != first) return "the request has several Content-Length values that disagree";
   }
   return {};
 }
 
-void close_after_response(httplib::Response& res) {
-  res.headers.erase("Connection");  // one header, however many times a response is marked
-  res.set_header("Connection", "close");
+void close_after_response(HttpResponse& res) {
+  res.headers.set("Connection", "close");  // one header, however many times a response is marked
 }
 
 }  // namespace kiln::server

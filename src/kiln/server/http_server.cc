@@ -31,7 +31,7 @@ class HttpHost final : public RequestHost {
  public:
   HttpHost(ServerState& state, const Router& router) : st_(state), router_(router) {}
 
-  bool answer_before_body(const httplib::Request& req, httplib::Response& res) override {
+  bool answer_before_body(const HttpRequest& req, HttpResponse& res) override {
     if (std::string problem = framing_problem(req); !problem.empty()) {
       set_error(res, 400, problem);
       close_after_response(res);
@@ -49,12 +49,12 @@ class HttpHost final : public RequestHost {
       return true;
     }
     if (!st_.options.api_key.empty() && req.path != "/health" &&
-        !bearer_matches(req.get_header_value("Authorization"), st_.options.api_key)) {
-      res.set_header("WWW-Authenticate", "Bearer");
+        !bearer_matches(req.headers.get("Authorization"), st_.options.api_key)) {
+      res.headers.set("WWW-Authenticate", "Bearer");
       set_error(res, 401, "missing or wrong API key (send Authorization: Bearer <key>)");
       return true;
     }
-    const std::string encoding = req.get_header_value("Content-Encoding");
+    const std::string encoding = req.headers.get("Content-Encoding");
     if (!encoding.empty() && encoding != "identity") {
       set_error(res, 415, "the request's Content-Encoding is not supported");
       close_after_response(res);
@@ -63,23 +63,22 @@ class HttpHost final : public RequestHost {
     return false;
   }
 
-  void handle(const httplib::Request& req, httplib::Response& res) override {
+  void handle(const HttpRequest& req, HttpResponse& res) override {
     try {
       router_.dispatch(req, res);  // route handlers turn their own exceptions into errors
     } catch (const std::exception& e) {
       KILN_LOG_ERROR("{} {}: {}", req.method, req.path, e.what());
-      res = httplib::Response();
+      res = HttpResponse();
       set_error(res, 500, std::string("internal error: ") + e.what());
     }
   }
 
-  bool answers_at_once(const httplib::Request& req) const override { return router_.is_quick(req); }
+  bool answers_at_once(const HttpRequest& req) const override { return router_.is_quick(req); }
 
-  void before_write(const httplib::Request& req, httplib::Response& res) override {
-    if (res.status < 0) res.status = 200;
+  void before_write(const HttpRequest& req, HttpResponse& res) override {
     if (!st_.options.cors_allow_origin.empty() && req.method != "OPTIONS") {
-      res.set_header("Access-Control-Allow-Origin", st_.options.cors_allow_origin);
-      if (st_.options.cors_allow_origin != "*") res.set_header("Vary", "Origin");
+      res.headers.set("Access-Control-Allow-Origin", st_.options.cors_allow_origin);
+      if (st_.options.cors_allow_origin != "*") res.headers.set("Vary", "Origin");
     }
     st_.metrics->http_request(res.status);
     KILN_LOG_DEBUG("{} {} -> {}", req.method, req.path, res.status);
@@ -175,7 +174,7 @@ HttpServer::HttpServer(GenerationBackend& backend, const TextCodec& codec, Model
   pool_ = std::make_unique<HandlerPool>(static_cast<size_t>(workers));
   add_native_routes(*router_, st);
   add_openai_routes(*router_, st);
-  router_->get_quick("/metrics", [&st](const httplib::Request&, httplib::Response& res) {
+  router_->get_quick("/metrics", [&st](const HttpRequest&, HttpResponse& res) {
     res.set_content(st.metrics->render(st.backend.stats()), "text/plain; version=0.0.4");
   });
   host_ = std::make_unique<HttpHost>(st, *router_);

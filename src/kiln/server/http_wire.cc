@@ -1,5 +1,7 @@
 #include "kiln/server/http_wire.h"
 
+// status.hpp is not self-contained in Boost 1.74 (it needs <ostream>); fields.hpp brings it.
+#include <boost/beast/http/fields.hpp>
 #include <boost/beast/http/status.hpp>
 #include <cstdio>
 
@@ -16,8 +18,7 @@ int hex_value(char c) {
 
 }  // namespace
 
-std::string response_head(const httplib::Response& res, bool chunked, bool close,
-                          bool keep_alive_1_0) {
+std::string response_head(const HttpResponse& res, bool chunked, bool close, bool keep_alive_1_0) {
   namespace http = boost::beast::http;
   const auto reason = http::obsolete_reason(http::int_to_status(static_cast<unsigned>(res.status)));
   std::string out = "HTTP/1.1 " + std::to_string(res.status) + " ";

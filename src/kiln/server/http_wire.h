@@ -1,11 +1,10 @@
-// The bytes of an HTTP/1.1 response head and of chunked framing, and the request fields kiln's
-// routes read (httplib::Request and httplib::Response serve as plain data structs: the route
-// code predates the event-driven transport and keeps its types).
+// The bytes of an HTTP/1.1 response head and of chunked framing, and the decoded path kiln's
+// routes match.
 #pragma once
-#include <httplib.h>
-
 #include <string>
 #include <string_view>
+
+#include "kiln/server/http_message.h"
 
 namespace kiln::server {
 
@@ -13,8 +12,7 @@ namespace kiln::server {
 // with Transfer-Encoding: chunked; otherwise Content-Length is res.body's size. `close` adds
 // "Connection: close", `keep_alive_1_0` "Connection: keep-alive" (what an HTTP/1.0 client that
 // asked to keep the connection needs to hear).
-std::string response_head(const httplib::Response& res, bool chunked, bool close,
-                          bool keep_alive_1_0);
+std::string response_head(const HttpResponse& res, bool chunked, bool close, bool keep_alive_1_0);
 
 // One chunk of a chunked body (`data` must not be empty) and the last chunk.
 std::string chunk(std::string_view data);

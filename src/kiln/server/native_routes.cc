@@ -61,7 +61,7 @@ void throw_if_engine_failed(const GenerationJob& job) {
   }
 }
 
-void handle_generate(ServerState& state, const httplib::Request& req, httplib::Response& res) {
+void handle_generate(ServerState& state, const HttpRequest& req, HttpResponse& res) {
   auto parsed = parse_native_generate(parse_json_body(req), state.parse_limits());
   auto job = std::make_shared<GenerationJob>(state.backend, state.metrics, "/generate");
   job->start(build_requests(parsed, state));
@@ -89,7 +89,7 @@ void handle_generate(ServerState& state, const httplib::Request& req, httplib::R
   stream_job(res, std::move(job), state, std::move(renderer));
 }
 
-void handle_health_generate(ServerState& state, httplib::Response& res) {
+void handle_health_generate(ServerState& state, HttpResponse& res) {
   // One greedy token from the first token of an empty prompt (BOS): proves the scheduler and
   // the model run, which /health (process alive) does not.
   std::vector<int32_t> prompt = state.codec.encode("", true);
@@ -156,7 +156,7 @@ json worker_load(const ServerState& state) {
                        {"num_tokens", (s.kv_pages_used - s.kv_pages_cached) * page_size}}});
 }
 
-void handle_tokenize(ServerState& state, const httplib::Request& req, httplib::Response& res) {
+void handle_tokenize(ServerState& state, const HttpRequest& req, HttpResponse& res) {
   json body = parse_json_body(req);
   if (!body.is_object()) throw HttpError(400, "the request body must be a JSON object");
   const json* prompt = field(body, "prompt");
@@ -183,7 +183,7 @@ void handle_tokenize(ServerState& state, const httplib::Request& req, httplib::R
   set_json(res, out);
 }
 
-void handle_detokenize(ServerState& state, const httplib::Request& req, httplib::Response& res) {
+void handle_detokenize(ServerState& state, const HttpRequest& req, HttpResponse& res) {
   json body = parse_json_body(req);
   if (!body.is_object()) throw HttpError(400, "the request body must be a JSON object");
   const json* tokens = field(body, "tokens");
@@ -222,22 +222,21 @@ json tokenizer_info(const ServerState& state) {
 }  // namespace
 
 void add_native_routes(Router& router, ServerState& state) {
-  router.post("/generate", [&state](const httplib::Request& req, httplib::Response& res) {
+  router.post("/generate", [&state](const HttpRequest& req, HttpResponse& res) {
     handle_generate(state, req, res);
   });
-  router.get_quick("/health",
-                   [](const httplib::Request&, httplib::Response& res) { res.status = 200; });
-  router.get("/health_generate", [&state](const httplib::Request&, httplib::Response& res) {
+  router.get_quick("/health", [](const HttpRequest&, HttpResponse& res) { res.status = 200; });
+  router.get("/health_generate", [&state](const HttpRequest&, HttpResponse& res) {
     handle_health_generate(state, res);
   });
   // SGLang's current names and the deprecated get_ ones (sglang-router tries both).
   for (const char* path : {"/model_info", "/get_model_info"}) {
-    router.get(path, [&state](const httplib::Request&, httplib::Response& res) {
+    router.get(path, [&state](const HttpRequest&, HttpResponse& res) {
       set_json(res, model_info(state));
     });
   }
   for (const char* path : {"/server_info", "/get_server_info"}) {
-    router.get(path, [&state](const httplib::Request&, httplib::Response& res) {
+    router.get(path, [&state](const HttpRequest&, HttpResponse& res) {
       json info =
           state.options.server_args.is_object() ? state.options.server_args : json::object();
       info["version"] = KILN_VERSION;
@@ -246,11 +245,11 @@ void add_native_routes(Router& router, ServerState& state) {
       set_json(res, info);
     });
   }
-  router.get_quick("/get_load", [&state](const httplib::Request&, httplib::Response& res) {
+  router.get_quick("/get_load", [&state](const HttpRequest&, HttpResponse& res) {
     set_json(res, worker_load(state));
   });
   // SGLang accepts both methods (its docs use `curl -X POST` without a body, scripts use GET).
-  auto flush = [&state](const httplib::Request&, httplib::Response& res) {
+  auto flush = [&state](const HttpRequest&, HttpResponse& res) {
     if (!state.backend.flush_cache()) {
       throw HttpError(400, "the cache was not flushed: requests are running or waiting");
     }
@@ -258,13 +257,13 @@ void add_native_routes(Router& router, ServerState& state) {
   };
   router.get("/flush_cache", flush);
   router.post("/flush_cache", flush);
-  router.post("/tokenize", [&state](const httplib::Request& req, httplib::Response& res) {
+  router.post("/tokenize", [&state](const HttpRequest& req, HttpResponse& res) {
     handle_tokenize(state, req, res);
   });
-  router.post("/detokenize", [&state](const httplib::Request& req, httplib::Response& res) {
+  router.post("/detokenize", [&state](const HttpRequest& req, HttpResponse& res) {
     handle_detokenize(state, req, res);
   });
-  router.get("/tokenizer_info", [&state](const httplib::Request&, httplib::Response& res) {
+  router.get("/tokenizer_info", [&state](const HttpRequest&, HttpResponse& res) {
     set_json(res, tokenizer_info(state));
   });
 }

@@ -66,7 +66,7 @@ json model_object(const ServerState& state) {
 
 // ---- /v1/completions ----
 
-void handle_completions(ServerState& state, const httplib::Request& req, httplib::Response& res) {
+void handle_completions(ServerState& state, const HttpRequest& req, HttpResponse& res) {
   auto parsed = parse_completion_request(parse_json_body(req), state.parse_limits());
   if (parsed.prompts.size() > static_cast<size_t>(state.options.max_batch_prompts)) {
     bad_field("prompt", "has {} prompts, more than {}", parsed.prompts.size(),
@@ -201,7 +201,7 @@ struct ChatCallReading {
 // The request's tool definitions as the template writes them (none without tools). Refuses
 // tools when the model's template has no tool format.
 std::vector<std::string> chat_tool_definitions(const ServerState& state, const ChatTools& tools,
-                                               const httplib::Request& req) {
+                                               const HttpRequest& req) {
   if (tools.tools.empty()) return {};
   if (std::string why = state.codec.tools_refusal(); !why.empty()) {
     throw HttpError(400, "tools cannot be used: " + why, "tools");
@@ -263,7 +263,7 @@ std::shared_ptr<GenerationJob> start_chat_job(ServerState& state, const ChatRequ
 // The whole response once every choice is done: each reply read for calls at once.
 void respond_chat_whole(ServerState& state, GenerationJob& job, const ResponseHeader& head,
                         const ChatRequest& parsed, const ChatCallReading& calls,
-                        httplib::Response& res) {
+                        HttpResponse& res) {
   ActiveGeneration active(state);
   job.wait_all(ClientWatch::client_gone);
   throw_if_engine_failed(job);
@@ -321,7 +321,7 @@ std::shared_ptr<std::vector<ToolCallStream>> make_call_streams(const ChatCallRea
 
 // The response as server-sent events.
 void stream_chat(ServerState& state, std::shared_ptr<GenerationJob> job, const ResponseHeader& head,
-                 const ChatRequest& parsed, const ChatCallReading& calls, httplib::Response& res) {
+                 const ChatRequest& parsed, const ChatCallReading& calls, HttpResponse& res) {
   const bool usage = parsed.include_usage;
   const bool logprobs = parsed.logprobs;
   const int top_n = parsed.top_logprobs;
@@ -379,7 +379,7 @@ void stream_chat(ServerState& state, std::shared_ptr<GenerationJob> job, const R
   stream_job(res, std::move(job), state, std::move(renderer));
 }
 
-void handle_chat(ServerState& state, const httplib::Request& req, httplib::Response& res) {
+void handle_chat(ServerState& state, const HttpRequest& req, HttpResponse& res) {
   auto parsed = parse_chat_request(parse_json_body(req), state.parse_limits());
   check_sequence_count(parsed.options.n, state.options.max_request_sequences, "n");
   const std::vector<std::string> tool_definitions = chat_tool_definitions(state, parsed.tools, req);
@@ -397,19 +397,18 @@ void handle_chat(ServerState& state, const httplib::Request& req, httplib::Respo
 }  // namespace
 
 void add_openai_routes(Router& router, ServerState& state) {
-  router.post("/v1/completions", [&state](const httplib::Request& req, httplib::Response& res) {
+  router.post("/v1/completions", [&state](const HttpRequest& req, HttpResponse& res) {
     handle_completions(state, req, res);
   });
-  router.post("/v1/chat/completions",
-              [&state](const httplib::Request& req, httplib::Response& res) {
-                handle_chat(state, req, res);
-              });
-  router.get("/v1/models", [&state](const httplib::Request&, httplib::Response& res) {
+  router.post("/v1/chat/completions", [&state](const HttpRequest& req, HttpResponse& res) {
+    handle_chat(state, req, res);
+  });
+  router.get("/v1/models", [&state](const HttpRequest&, HttpResponse& res) {
     set_json(res, {{"object", "list"}, {"data", json::array({model_object(state)})}});
   });
   // OpenAI's "retrieve model": the object for the served id, 404 in the error shape otherwise.
   // The id may contain '/' ("org/name"), so it is the whole rest of the path.
-  router.get("/v1/models/(.+)", [&state](const httplib::Request& req, httplib::Response& res) {
+  router.get("/v1/models/(.+)", [&state](const HttpRequest& req, HttpResponse& res) {
     const std::string id = req.path.substr(std::string("/v1/models/").size());
     if (id != state.model.id) {
       throw HttpError(404, fmt::format("The model '{}' does not exist", id), "model");

@@ -14,7 +14,7 @@ namespace kiln::server {
 namespace {
 
 Handler guarded(Handler handler) {
-  return [handler = std::move(handler)](const httplib::Request& req, httplib::Response& res) {
+  return [handler = std::move(handler)](const HttpRequest& req, HttpResponse& res) {
     try {
       handler(req, res);
     } catch (const HttpError& e) {
@@ -55,7 +55,7 @@ void Router::get_quick(const std::string& path, Handler handler) {
                                   c == '_' || c == '-';
                          }),
              "quick route {}: only a literal path (letters, digits, / _ -)", path);
-  httplib::Request probe;
+  HttpRequest probe;
   probe.method = "GET";
   probe.path = path;
   KILN_CHECK(find(probe) == nullptr, "quick route {} is shadowed by an earlier route", path);
@@ -63,7 +63,7 @@ void Router::get_quick(const std::string& path, Handler handler) {
   quick_paths_.insert(path);
 }
 
-const Router::Route* Router::find(const httplib::Request& req) const {
+const Router::Route* Router::find(const HttpRequest& req) const {
   const std::string method = req.method == "HEAD" ? "GET" : req.method;
   for (const auto& r : routes_) {
     if (r.method == method && std::regex_match(req.path, r.pattern)) return &r;
@@ -71,7 +71,7 @@ const Router::Route* Router::find(const httplib::Request& req) const {
   return nullptr;
 }
 
-bool Router::is_quick(const httplib::Request& req) const {
+bool Router::is_quick(const HttpRequest& req) const {
   return (req.method == "GET" || req.method == "HEAD") && quick_paths_.count(req.path) > 0;
 }
 
@@ -86,7 +86,7 @@ std::vector<std::string> Router::methods(const std::string& path) const {
   return out;
 }
 
-void Router::dispatch(const httplib::Request& req, httplib::Response& res) const {
+void Router::dispatch(const HttpRequest& req, HttpResponse& res) const {
   if (const Route* r = find(req)) {
     r->handler(req, res);
     return;
@@ -94,7 +94,7 @@ void Router::dispatch(const httplib::Request& req, httplib::Response& res) const
   set_no_route_error(req, res);
 }
 
-void Router::set_no_route_error(const httplib::Request& req, httplib::Response& res) const {
+void Router::set_no_route_error(const HttpRequest& req, HttpResponse& res) const {
   auto allowed = methods(req.path);
   if (allowed.empty()) {
     set_error(res, 404, "no route " + req.path);
@@ -102,22 +102,22 @@ void Router::set_no_route_error(const httplib::Request& req, httplib::Response& 
   }
   std::string allow;
   for (const auto& m : allowed) allow += (allow.empty() ? "" : ", ") + m;
-  res.set_header("Allow", allow);
+  res.headers.set("Allow", allow);
   set_error(res, 405, req.method + " is not allowed on " + req.path + " (use " + allow + ")");
 }
 
-void set_error(httplib::Response& res, int status, const std::string& message,
+void set_error(HttpResponse& res, int status, const std::string& message,
                const std::string& param) {
   res.status = status;
   res.set_content(dump_json(error_body(status, message, param)), "application/json");
 }
 
-void set_json(httplib::Response& res, const nlohmann::json& body, int status) {
+void set_json(HttpResponse& res, const nlohmann::json& body, int status) {
   res.status = status;
   res.set_content(dump_json(body), "application/json");
 }
 
-nlohmann::json parse_json_body(const httplib::Request& req) {
+nlohmann::json parse_json_body(const HttpRequest& req) {
   if (req.body.empty()) throw HttpError(400, "the request body is empty; expected JSON");
   try {
     return parse_json_bounded(req.body, /*allow_exceptions=*/true);

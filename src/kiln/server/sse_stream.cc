@@ -20,8 +20,9 @@ struct StreamState {
   bool cancelled_for_drain = false;
 };
 
-bool write_next(StreamState& st, httplib::DataSink& sink) {
-  if (st.done) return false;
+// One round: waits briefly for an update and writes what it renders (the end of the stream
+// included, which sets st.done). False when a write failed.
+bool write_next(StreamState& st, const BodyWriter& write) {
   GenerationJob& job = *st.job;
   // A draining server ends streams at once: their client has every token so far and gets a
   // final "abort" event; only non-streaming requests are worth waiting for.
@@ -29,8 +30,8 @@ bool write_next(StreamState& st, httplib::DataSink& sink) {
     st.cancelled_for_drain = true;
     job.cancel_all();
   }
-  // Blocks this worker briefly; returning true with nothing written makes httplib call again,
-  // so the wait is a loop with a bounded sleep, not a busy spin.
+  // Blocks this worker briefly; the caller loops, so the wait is a loop with a bounded sleep,
+  // not a busy spin.
   auto update = job.next(std::chrono::milliseconds(200));
   std::string chunk;
   if (update) {
@@ -42,42 +43,38 @@ bool write_next(StreamState& st, httplib::DataSink& sink) {
     }
     chunk += kSseDone;
   }
-  if (!chunk.empty() && !sink.write(chunk.data(), chunk.size())) return false;
-  if (job.all_finished()) {
-    st.done = true;
-    sink.done();
-  }
+  if (!chunk.empty() && !write(chunk)) return false;
+  if (job.all_finished()) st.done = true;
   return true;
 }
 
 }  // namespace
 
-void stream_job(httplib::Response& res, std::shared_ptr<GenerationJob> job, ServerState& state,
+void stream_job(HttpResponse& res, std::shared_ptr<GenerationJob> job, ServerState& state,
                 SseRenderer renderer) {
   auto st = std::make_shared<StreamState>();
   st->job = std::move(job);
   st->renderer = std::move(renderer);
   st->server = &state;
   st->active = std::make_unique<ActiveGeneration>(state);
-  res.set_header("Cache-Control", "no-cache");
-  res.set_header("X-Accel-Buffering", "no");
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [st](size_t /*offset*/, httplib::DataSink& sink) {
-        // Runs after the handler returned, outside the router's error translation: a failure
-        // here can only end the stream (the status line is already sent).
-        try {
-          return write_next(*st, sink);
-        } catch (const std::exception& e) {
-          KILN_LOG_ERROR("stream aborted: {}", e.what());
-          return false;
-        }
-      },
-      [st](bool success) {
-        // On a write failure (client gone) stop generating now rather than at max_tokens.
-        if (!success) st->job->cancel_all();
-        st->active.reset();
-      });
+  res.headers.set("Cache-Control", "no-cache");
+  res.headers.set("X-Accel-Buffering", "no");
+  res.set_producer("text/event-stream", [st](const BodyWriter& write) {
+    bool complete = false;
+    // Runs after the handler returned, outside the router's error translation: a failure
+    // here can only end the stream (the status line is already sent).
+    try {
+      while (!st->done && write_next(*st, write)) {
+      }
+      complete = st->done;
+    } catch (const std::exception& e) {
+      KILN_LOG_ERROR("stream aborted: {}", e.what());
+    }
+    // On a write failure (client gone) stop generating now rather than at max_tokens.
+    if (!complete) st->job->cancel_all();
+    st->active.reset();
+    return complete;
+  });
 }
 
 }  // namespace kiln::server

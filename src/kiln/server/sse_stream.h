@@ -3,8 +3,6 @@
 // HTTP worker as events arrive; when the client goes away (a write fails) the job is
 // destroyed, which cancels its engine requests.
 #pragma once
-#include <httplib.h>
-
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -12,6 +10,7 @@
 #include <vector>
 
 #include "kiln/server/generation_job.h"
+#include "kiln/server/http_message.h"
 #include "kiln/server/server_state.h"
 
 namespace kiln::server {
@@ -28,7 +27,7 @@ struct SseRenderer {
 };
 
 // Makes `res` stream the (already started) job.
-void stream_job(httplib::Response& res, std::shared_ptr<GenerationJob> job, ServerState& state,
+void stream_job(HttpResponse& res, std::shared_ptr<GenerationJob> job, ServerState& state,
                 SseRenderer renderer);
 
 }  // namespace kiln::server
