@@ -1,7 +1,8 @@
 // The paged KV pool: K and V of every layer, f16 or q8, as planes [2 * layers][pages][page_size]
 // [kv_heads * head_dim] (kernels/kv_cache.h owns the exact layout, q8's scale planes included;
-// docs/architecture.md, Terms: "Paged KV pool"), plus the free-page allocator. One contiguous allocation whose address never changes: the graph
-// takes the whole pool as a single *state* input and mutates it in place.
+// docs/architecture.md, Terms: "Paged KV pool"), plus the free-page allocator. One contiguous
+// allocation whose address never changes: the graph takes the whole pool as a single *state* input
+// and mutates it in place.
 #pragma once
 #include <cstddef>
 #include <cstdint>
