@@ -20,6 +20,7 @@ SAME_UNIT = [
     ("kernels/attention", "kernels/attention_isa"),
     ("kernels/attention", "kernels/attention_simd"),
     ("graph/lowering", "graph/lowering_internal"),
+    ("engine/json/json_matcher", "engine/json/json_matcher_grammar"),
     ("model/tokenizer", "model/tokenizer_bpe"),
     ("model/tokenizer", "model/tokenizer_spm"),
 ]
