@@ -2,7 +2,7 @@
 includes only layers below it (docs/architecture.md, "Layers"), no files include each other in
 a cycle of any length (a header and its .cc count as one unit, and so do the implementation
 splits listed below), and the server reaches the engine through its configuration types, not
-through the Engine class."""
+through the Engine class and its plain-data configuration."""
 import re
 import shutil
 
@@ -144,3 +144,7 @@ def test_the_server_does_not_need_the_engine_class():
     graph = includes()
     assert "engine/engine" not in graph["server/backend"]
     assert "engine/engine" not in graph["engine/scheduler"]
+    # The configuration the server includes is plain data: live objects (a draft model's
+    # executor and pool, test hooks) travel beside it in speculative_resources.h.
+    assert "engine/speculative_resources" not in graph["engine/engine_config"]
+    assert not any("engine/speculative_resources" in graph[u] for u in graph if u.startswith("server/"))
