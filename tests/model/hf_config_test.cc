@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <utility>
 
 #include "kiln/base/error.h"
 #include "kiln/model/architecture_traits.h"
@@ -113,6 +114,29 @@ json llama() {
     "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 512,
     "rms_norm_eps": 1e-5, "vocab_size": 100, "rope_theta": 500000.0,
     "tie_word_embeddings": false})");
+}
+
+// Projection biases are read only where the architecture has them (Qwen 2's QKV); elsewhere a
+// config that declares them is refused rather than run without them.
+TEST(HfConfig, RefusesBiasesTheArchitectureDoesNotHave) {
+  for (const auto& [hf_class, model_type] :
+       {std::pair{"LlamaForCausalLM", "llama"}, std::pair{"Qwen3ForCausalLM", "qwen3"},
+        std::pair{"Phi3ForCausalLM", "phi3"}}) {
+    for (const char* key : {"attention_bias", "mlp_bias"}) {
+      json c = llama();
+      c["architectures"] = {hf_class};
+      c["model_type"] = model_type;
+      EXPECT_NO_THROW(model_config_from_hf(c)) << hf_class;
+      c[key] = true;
+      EXPECT_NE(error_of(c).find("attention_bias / mlp_bias are not supported"), std::string::npos)
+          << hf_class << " " << key << ": " << error_of(c);
+    }
+  }
+  json qwen2 = llama();
+  qwen2["architectures"] = {"Qwen2ForCausalLM"};
+  qwen2["model_type"] = "qwen2";
+  qwen2["attention_bias"] = true;
+  EXPECT_TRUE(model_config_from_hf(qwen2).config.qkv_bias);
 }
 
 TEST(HfConfig, TransformersFourKeys) {
