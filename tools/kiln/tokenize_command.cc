@@ -1,10 +1,12 @@
 // `kiln tokenize`: the token ids of a text as one JSON line, from the model's tokenizer alone
 // (no weights are loaded). For comparing kiln's tokenizers with other implementations
-// (tests/model/test_hf_tokenizer.py compares HF tokenizer.json files with `tokenizers`).
+// (tests/model/test_hf_tokenizer.py compares HF tokenizer.json files with `tokenizers`;
+// tests/model/test_llama_vocab.py runs llama.cpp's vocabulary test set through --split-on).
 #include <cstdio>
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
+#include <string_view>
 
 #include "commands.h"
 #include "default_model.h"
@@ -23,6 +25,7 @@ struct TokenizeArgs {
   std::string text_file;
   bool add_special = false;
   bool no_parse_special = false;
+  std::string split_on;
   std::string log_level = "warn";
 };
 
@@ -36,8 +39,26 @@ int run_tokenize(const TokenizeArgs& a) {
   }
   const std::string path = model_or_default(a.model);
   auto tok = model::Tokenizer::create(model::read_tokenizer(path));
-  const std::vector<int32_t> ids = tok->encode(text, a.add_special, !a.no_parse_special);
-  std::printf("%s\n", nlohmann::json{{"ids", ids}}.dump().c_str());
+  auto print_ids = [&](std::string_view piece) {
+    const std::vector<int32_t> ids = tok->encode(piece, a.add_special, !a.no_parse_special);
+    std::printf("%s\n", nlohmann::json{{"ids", ids}}.dump().c_str());
+  };
+  if (a.split_on.empty()) {
+    print_ids(text);
+    return 0;
+  }
+  // Batch mode: one line per piece, so that a whole test set costs one vocabulary load. A
+  // separator that ends the text ends the last piece (no empty piece after it).
+  const std::string_view all = text;
+  for (size_t pos = 0; pos < all.size();) {
+    const size_t next = all.find(a.split_on, pos);
+    if (next == std::string_view::npos) {
+      print_ids(all.substr(pos));
+      break;
+    }
+    print_ids(all.substr(pos, next - pos));
+    pos = next + a.split_on.size();
+  }
   return 0;
 }
 
@@ -50,6 +71,8 @@ void add_tokenize_command(CLI::App& app) {
   add_model_options(cmd, args->model);
   auto* text = cmd->add_option("--text", args->text, "Text to tokenize");
   cmd->add_option("--text-file", args->text_file, "File whose bytes are the text")->excludes(text);
+  cmd->add_option("--split-on", args->split_on,
+                  "Tokenize each piece of the text between these separators: one line per piece");
   cmd->add_flag("--add-special", args->add_special, "Add BOS/EOS as the tokenizer asks");
   cmd->add_flag("--no-parse-special", args->no_parse_special,
                 "Tokenize control-token text (\"<s>\") as plain text");
