@@ -15,6 +15,7 @@
 #include "kiln/engine/runtime.h"
 #include "kiln/model/model_files.h"
 #include "kiln/model/tokenizer.h"
+#include "kiln/model/tokenizer_pretypes.h"
 
 namespace kiln::cli {
 namespace {
@@ -26,11 +27,31 @@ struct TokenizeArgs {
   bool add_special = false;
   bool no_parse_special = false;
   std::string split_on;
+  bool pre_types = false;
   std::string log_level = "warn";
 };
 
+// The pre-tokenizer table as JSON lines (docs and bench/tokenizer_pretypes_vs_llama_cpp.py read
+// it): one line per row.
+int print_pre_types() {
+  for (const model::PreTokenizerType& row : model::pretokenizer_types()) {
+    nlohmann::json names = nlohmann::json::array();
+    for (std::string_view n : row.names) names.push_back(n);
+    nlohmann::json line = {{"type", row.type},
+                           {"names", names},
+                           {"regexes", row.regexes.size()},
+                           {"ignore_merges", row.ignore_merges},
+                           {"add_bos", row.add_bos || row.force_add_bos},
+                           {"byte_level", row.byte_level},
+                           {"refusal", row.refusal}};
+    std::printf("%s\n", line.dump().c_str());
+  }
+  return 0;
+}
+
 int run_tokenize(const TokenizeArgs& a) {
   set_log_level(a.log_level);
+  if (a.pre_types) return print_pre_types();
   std::string text = a.text;
   if (!a.text_file.empty()) {
     std::ifstream in(a.text_file, std::ios::binary);
@@ -73,6 +94,8 @@ void add_tokenize_command(CLI::App& app) {
   cmd->add_option("--text-file", args->text_file, "File whose bytes are the text")->excludes(text);
   cmd->add_option("--split-on", args->split_on,
                   "Tokenize each piece of the text between these separators: one line per piece");
+  cmd->add_flag("--pre-types", args->pre_types,
+                "Print the BPE pre-tokenizer types kiln knows (JSON lines) and exit");
   cmd->add_flag("--add-special", args->add_special, "Add BOS/EOS as the tokenizer asks");
   cmd->add_flag("--no-parse-special", args->no_parse_special,
                 "Tokenize control-token text (\"<s>\") as plain text");
