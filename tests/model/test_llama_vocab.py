@@ -109,3 +109,36 @@ def test_untested_vocab_refused_with_reason(models_dir, name):
                            "--text", "Hello"], capture_output=True, text=True, timeout=300)
     assert proc.returncode != 0
     assert UNTESTED_REFUSED[name] in proc.stderr, proc.stderr
+
+
+# Texts for the WordPiece check below, beyond the test set's: accents, a word over BERT's
+# 100-character limit, non-ASCII whitespace, ASCII symbols, full-width letters and CJK.
+BERT_EXTRA = ["Äpfel Straße naïve café", "a" * 101, "x" * 100, "Ελληνικά ÅNGSTRÖM",
+              "tab\tand\u00a0nbsp", "$5 + 3 = 8; a^b | c~d", "ｆｕｌｌ 中文字 日本語"]
+
+
+def test_bert_matches_hf_wordpiece(models_dir, tmp_path):
+    """bert-bge against HF tokenizers' own BertNormalizer + BertPreTokenizer + WordPiece, built
+    from the same vocabulary (the converter's U+2581 word starts back to BERT's ## continuations).
+    Hangul is left out: llama.cpp (and so kiln) replaces a character by the first character of
+    its decomposition, which for a Hangul syllable is its first jamo only."""
+    tokenizers = pytest.importorskip("tokenizers")
+    gguf = pytest.importorskip("gguf")
+    path = models_dir / "ggml-vocab-bert-bge.gguf"
+    field = gguf.GGUFReader(str(path)).fields["tokenizer.ggml.tokens"]
+    vocab = {}
+    for i, text in enumerate(bytes(field.parts[j]).decode("utf-8") for j in field.data):
+        if text.startswith("\u2581"):
+            text = text[1:]
+        elif not (text.startswith("[") and text.endswith("]")):
+            text = "##" + text
+        vocab.setdefault(text, i)
+    ref = tokenizers.Tokenizer(tokenizers.models.WordPiece(vocab, unk_token="[UNK]",
+                                                           max_input_chars_per_word=100))
+    ref.normalizer = tokenizers.normalizers.BertNormalizer(lowercase=True)
+    ref.pre_tokenizer = tokenizers.pre_tokenizers.BertPreTokenizer()
+    texts = [t for t, _ in read_cases(models_dir, "bert-bge")] + BERT_EXTRA
+    got = kiln_batch(path, texts, tmp_path)
+    failures = [(t, ref.encode(t, add_special_tokens=False).ids, ids)
+                for t, ids in zip(texts, got) if ref.encode(t, add_special_tokens=False).ids != ids]
+    assert not failures, failures[:4]

@@ -103,8 +103,9 @@ TokenizerVocab wpm_vocab() {
               "apfel",
               "\xE2\x96\x81\xE4\xB8\xAD",
               "\xE2\x96\x81"
+              "a",
               "a"};
-  v.token_types = {3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1};
+  v.token_types = {3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1};
   v.unk_id = 1;
   v.bos_id = 2;
   v.eos_id = 3;
@@ -121,6 +122,17 @@ TEST(WordPiece, LongestPiecesLowercasedAccentsStrippedPunctuationApart) {
             (std::vector<int32_t>{4, 8, 9, 5, 6, 7, 10}));
   // A word some part of which is no piece is [UNK] whole; [CLS]/[SEP] frame the text.
   EXPECT_EQ(tok->encode("hello unbelievz", true, false), (std::vector<int32_t>{2, 4, 1, 3}));
+  // Over 100 characters: [UNK] whatever its pieces (BERT's max_input_chars_per_word).
+  std::string long_word;
+  for (int i = 0; i < 50; ++i) long_word += "a";
+  std::vector<int32_t> a50(50, 12);  // "▁a" then 49 continuation "a"
+  a50[0] = 11;
+  EXPECT_EQ(tok->encode(long_word + long_word, false, false), [&] {
+    std::vector<int32_t> a100 = a50;
+    a100.insert(a100.end(), 50, 12);
+    return a100;
+  }());
+  EXPECT_EQ(tok->encode(long_word + long_word + "a", false, false), (std::vector<int32_t>{1}));
   // Decoding puts the word-initial pieces' spaces back.
   EXPECT_EQ(tok->decode({4, 8, 5, 6, 7}, true), " hello , unbelievable");
 }

@@ -1,7 +1,9 @@
 // WordPiece (BERT) as llama.cpp runs it on a GGUF vocab. The converter stores a word-initial
 // piece with a U+2581 prefix ("▁hello") and a continuation piece ("##llo" in vocab.txt) bare
 // ("llo"), so a word is U+2581 + its text, cut greedily into the longest pieces from the left;
-// a word with any part no piece covers becomes [UNK] whole.
+// a word with any part no piece covers becomes [UNK] whole, and so does a word of more than 100
+// characters (BERT's max_input_chars_per_word; llama.cpp has no such limit, HF tokenizers and
+// transformers do).
 //
 // Before that, BertNormalizer and BertPreTokenizer: whitespace separates words; control
 // characters, NUL and U+FFFD are dropped; with strip_accents every character is replaced by the
@@ -22,6 +24,7 @@ namespace kiln::model {
 namespace {
 
 constexpr std::string_view kWordPrefix = "\xE2\x96\x81";  // U+2581
+constexpr size_t kMaxWordChars = 100;
 
 void append_utf8(UChar32 cp, std::string& out) {
   if (cp < 0x80) {
@@ -120,6 +123,12 @@ class WpmTokenizer final : public Tokenizer {
   }
 
   void encode_word(const std::string& word, std::vector<int32_t>& out) const {
+    size_t chars = 0;
+    for (char c : word) chars += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+    if (chars > kMaxWordChars) {
+      out.push_back(*vocab_.unk_id);
+      return;
+    }
     const std::string text = std::string(kWordPrefix) + word;
     const size_t start = out.size();
     for (size_t i = 0; i < text.size();) {
