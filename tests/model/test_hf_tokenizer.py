@@ -5,7 +5,7 @@ on a varied corpus (code, CJK, emoji, whitespace runs, digits, contractions, spe
 Families: SentencePiece-style BPE (Metaspace, byte fallback) from the oracle fixtures'
 converted tokenizers and variants of it (Metaspace "always", Gemma's Replace normalizer, the
 legacy Prepend + Replace normalizers), and byte-level BPE trained here, offline, with the `tokenizers` trainer
-on this repository's own text, with Llama 3's and Qwen 2's split regexes and GPT-2's.
+on this repository's own text, with Llama 3's, Qwen 2's and Qwen 3.5's split regexes and GPT-2's.
 
 Run with: KILN_BIN=build/release/kiln .venv/bin/python3 -m pytest tests/model/test_hf_tokenizer.py
 """
@@ -26,6 +26,9 @@ LLAMA3_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,
                 r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 QWEN2_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|"
                r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+# Qwen 3.5: combining marks are part of words.
+QWEN35_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}|"
+                r" ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 
 CORPUS = [
     "Hello world",
@@ -41,6 +44,7 @@ CORPUS = [
     "日本語のテキストと中文文本，还有한국어.",
     "Emoji: 😀👍🏽🇫🇷 👨‍👩‍👧 ❤️",
     "Mixed: naïve café résumé Ελληνικά русский עברית العربية",
+    "Combining marks: e\u0301 a\u0308 x\u0323\u0302, नमस्ते दुनिया, ภาษาไทย",
     "   ",
     "\n",
     "a",
@@ -103,6 +107,7 @@ def byte_level_dirs(tmp_path_factory):
     return {
         "llama3": train_byte_level(base / "llama3", LLAMA3_REGEX, ignore_merges=True),
         "qwen2": train_byte_level(base / "qwen2", QWEN2_REGEX, ignore_merges=False),
+        "qwen35": train_byte_level(base / "qwen35", QWEN35_REGEX, ignore_merges=False),
         "gpt2": train_byte_level(base / "gpt2", None, ignore_merges=False),
     }
 
@@ -147,7 +152,7 @@ def model_dirs(byte_level_dirs, metaspace_variant_dirs):
     return dirs
 
 
-@pytest.mark.parametrize("family", ["llama3", "qwen2", "gpt2", "metaspace-llama", "metaspace-qwen2",
+@pytest.mark.parametrize("family", ["llama3", "qwen2", "qwen35", "gpt2", "metaspace-llama", "metaspace-qwen2",
                                     *METASPACE_VARIANTS])
 def test_ids_match_tokenizers(family, byte_level_dirs, metaspace_variant_dirs, tmp_path):
     model_dir = model_dirs(byte_level_dirs, metaspace_variant_dirs)[family]

@@ -4,7 +4,7 @@
 #include <type_traits>
 
 #include "kiln/base/error.h"
-#include "kiln/model/tokenizer_pretokenizer.h"
+#include "kiln/model/tokenizer_pretypes.h"
 
 namespace kiln::model {
 namespace {
@@ -81,24 +81,30 @@ std::optional<bool> config_bool(const json& config, const char* key) {
   return config[key].get<bool>();
 }
 
-// The byte-level family's pre-tokenizer name (tokenizer_bpe.cc knows these).
-std::string byte_level_pre(const json& pre_tokenizer) {
+// The byte-level family's pre-tokenizer: the GGUF pre-type name whose row (tokenizer_pretypes.h)
+// gives the flags, and the Split regex as the file states it (run as given).
+void read_byte_level_pre(const json& pre_tokenizer, TokenizerVocab& v) {
   const std::vector<json> parts = flatten(pre_tokenizer);
   auto is_byte_level = [](const json& p, bool regex) {
     return type_of(p) == "ByteLevel" && !bool_or(p, "add_prefix_space", false) &&
            bool_or(p, "use_regex", true) == regex;
   };
-  if (parts.size() == 1 && is_byte_level(parts[0], true)) return "gpt2";
+  if (parts.size() == 1 && is_byte_level(parts[0], true)) {
+    v.pre = "gpt2";
+    return;
+  }
   if (parts.size() == 2 && type_of(parts[0]) == "Split" && is_byte_level(parts[1], false)) {
     const std::string regex = string_or(object_or_empty(parts[0], "pattern"), "Regex");
     const bool isolated =
         string_or(parts[0], "behavior") == "Isolated" && !bool_or(parts[0], "invert", false);
-    if (isolated && regex == pretokenizer_regex(PreTokenizerKind::kLlama3)) return "llama3";
-    if (isolated && regex == pretokenizer_regex(PreTokenizerKind::kQwen2)) return "qwen2";
-    fail(
-        "tokenizer.json: byte-level pre-tokenizer regex is not supported (kiln knows GPT-2's, "
-        "Llama 3's and Qwen 2's): {}",
-        regex);
+    const PreTokenizerType* type = find_pretokenizer_type_by_hf_regex(regex);
+    KILN_CHECK(isolated && type != nullptr,
+               "tokenizer.json: byte-level pre-tokenizer regex is not supported (kiln knows "
+               "GPT-2's, Llama 3's, Qwen 2's and Qwen 3.5's): {}",
+               regex);
+    v.pre = std::string(type->names.front());
+    v.pre_regexes = {regex};
+    return;
   }
   fail("tokenizer.json: pre-tokenizer {} is not supported for byte-level BPE",
        pre_tokenizer.dump().substr(0, 200));
@@ -195,7 +201,7 @@ TokenizerVocab vocab_from_hf_tokenizer(const json& tok, const json& config, cons
   const bool byte_level = !flatten(pre).empty() && type_of(flatten(pre).back()) == "ByteLevel";
   if (byte_level) {
     v.model = "gpt2";
-    v.pre = byte_level_pre(pre);
+    read_byte_level_pre(pre, v);
     for (const json& n : flatten(tok.value("normalizer", json()))) {
       // kiln does not normalize: NFC text (what Qwen's NFC normalizer leaves alone) is exact.
       KILN_CHECK(type_of(n) == "NFC", "tokenizer.json: normalizer '{}' is not supported",

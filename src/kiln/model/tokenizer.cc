@@ -4,6 +4,7 @@
 #include "kiln/model/tokenizer_bpe.h"
 #include "kiln/model/tokenizer_spm.h"
 #include "kiln/model/tokenizer_utf8.h"
+#include "kiln/model/tokenizer_wpm.h"
 
 namespace kiln::model {
 namespace {
@@ -23,8 +24,9 @@ void check_optional_id(const std::optional<int32_t>& id, size_t n, const char* w
 
 std::unique_ptr<Tokenizer> Tokenizer::create(TokenizerVocab vocab) {
   if (vocab.model == "llama") return make_spm_tokenizer(std::move(vocab));
-  if (vocab.model == "gpt2") return make_bpe_tokenizer(std::move(vocab));
-  fail("tokenizer model '{}' is not supported (supported: llama, gpt2)", vocab.model);
+  if (vocab.model == "gpt2" || vocab.model == "gemma4") return make_bpe_tokenizer(std::move(vocab));
+  if (vocab.model == "bert") return make_wpm_tokenizer(std::move(vocab));
+  fail("tokenizer model '{}' is not supported (supported: llama, gpt2, gemma4, bert)", vocab.model);
 }
 
 Tokenizer::Tokenizer(TokenizerVocab vocab) : vocab_(std::move(vocab)) {

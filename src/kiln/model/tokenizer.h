@@ -1,8 +1,11 @@
-// Text <-> token ids for the two tokenizer families GGUF files carry:
+// Text <-> token ids for the tokenizer models GGUF files carry (tokenizer.ggml.model):
 //  - "llama": SentencePiece-style BPE driven by piece scores, spaces as U+2581, byte fallback
 //    (Gemma 3, Llama 2, Mistral). Matches the sentencepiece library on the same pieces.
-//  - "gpt2": byte-level BPE driven by merge ranks after a regex pre-tokenizer (Llama 3, Qwen 2).
-//    Matches HF tokenizers (Split + ByteLevel + BPE) on the same vocab and merges.
+//  - "gpt2": BPE driven by merge ranks within the words of a regex pre-tokenizer, one row of
+//    tokenizer_pretypes.h per tokenizer.ggml.pre (Llama 3, Qwen, DeepSeek, ...); "gemma4": the
+//    same merges on raw UTF-8 with U+2581 spaces. Matches llama.cpp (its vocabulary test set) and
+//    HF tokenizers (Split + ByteLevel + BPE) on the same vocab and merges.
+//  - "bert": WordPiece after BERT's normalizer (lowercasing, accent stripping, punctuation).
 // A Tokenizer is immutable after create(); every const method is safe to call from many threads.
 #pragma once
 #include <cstdint>

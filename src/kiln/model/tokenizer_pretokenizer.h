@@ -1,5 +1,6 @@
-// Splits text into the words a byte-level BPE merges within, by the regex a model was trained
-// with (PCRE2, UTF + UCP so that \p{L}, \p{N} and \s are Unicode-aware).
+// Splits text into the words a BPE merges within, by a sequence of regexes (a pre-tokenizer
+// type of tokenizer_pretypes.h, or a tokenizer.json Split regex). PCRE2 with UTF + UCP, so that
+// \p{L}, \p{N} and \s are Unicode-aware.
 #pragma once
 #include <memory>
 #include <string>
@@ -8,26 +9,25 @@
 
 namespace kiln::model {
 
-// The regexes of the pre-tokenizers kiln supports, as HF tokenizer.json files give them.
-enum class PreTokenizerKind { kGpt2, kLlama3, kQwen2 };
-
-// The regex of a kind, as tokenizer.json files spell it.
-std::string_view pretokenizer_regex(PreTokenizerKind kind);
-
 class PreTokenizer {
  public:
-  explicit PreTokenizer(PreTokenizerKind kind);
+  // Throws kiln::Error when a regex does not compile.
+  explicit PreTokenizer(const std::vector<std::string>& regexes);
   ~PreTokenizer();
   PreTokenizer(const PreTokenizer&) = delete;
   PreTokenizer& operator=(const PreTokenizer&) = delete;
 
-  // Every byte of `text` ends up in exactly one word, in order. Bytes the regex cannot match
-  // (ill-formed UTF-8) form words of their own.
+  // Every byte of `text` ends up in exactly one word, in order. Each regex in turn splits every
+  // word the previous ones left: its matches and the text between them (bytes it cannot match,
+  // ill-formed UTF-8 among them) become words; an empty match only cuts. A regex sees one word
+  // at a time (lookaheads stop at its end, $ matches there).
   std::vector<std::string_view> split(std::string_view text) const;
 
  private:
   struct Compiled;
-  std::unique_ptr<Compiled> compiled_;
+  void split_one(const Compiled& re, std::string_view word, void* match_data,
+                 std::vector<std::string_view>& out) const;
+  std::vector<std::unique_ptr<Compiled>> compiled_;
 };
 
 }  // namespace kiln::model

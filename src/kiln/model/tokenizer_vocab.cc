@@ -1,6 +1,7 @@
 #include "kiln/model/tokenizer_vocab.h"
 
 #include "kiln/base/error.h"
+#include "kiln/model/tokenizer_pretypes.h"
 
 namespace kiln::model {
 namespace {
@@ -27,6 +28,8 @@ TokenizerVocab vocab_from_gguf_metadata(const VocabMetadata& md) {
   KILN_CHECK(model.has_value(), "model file has no tokenizer (key tokenizer.ggml.model missing)");
   v.model = *model;
   v.pre = call<std::string>(md.get_string, "tokenizer.ggml.pre").value_or("default");
+  // llama.cpp reads a gemma4 vocab as BPE with the gemma4 pre-type, whatever the file names.
+  if (v.model == "gemma4") v.pre = "gemma4";
 
   std::optional<std::vector<std::string>> tokens =
       call<std::vector<std::string>>(md.get_string_array, "tokenizer.ggml.tokens");
@@ -38,8 +41,8 @@ TokenizerVocab vocab_from_gguf_metadata(const VocabMetadata& md) {
                       .value_or(std::vector<int32_t>{});
   v.merges = call<std::vector<std::string>>(md.get_string_array, "tokenizer.ggml.merges")
                  .value_or(std::vector<std::string>{});
-  KILN_CHECK(v.model != "gpt2" || !v.merges.empty(),
-             "BPE tokenizer (tokenizer.ggml.model = gpt2) has no tokenizer.ggml.merges");
+  KILN_CHECK((v.model != "gpt2" && v.model != "gemma4") || !v.merges.empty(),
+             "BPE tokenizer (tokenizer.ggml.model = {}) has no tokenizer.ggml.merges", v.model);
 
   v.bos_id = token_id(md, "tokenizer.ggml.bos_token_id");
   v.eos_id = token_id(md, "tokenizer.ggml.eos_token_id");
@@ -50,10 +53,27 @@ TokenizerVocab vocab_from_gguf_metadata(const VocabMetadata& md) {
   }
 
   const bool spm = v.model == "llama";
-  const bool llama3_bpe = v.pre == "llama-bpe" || v.pre == "llama3" || v.pre == "llama-v3";
-  v.add_bos = call<bool>(md.get_bool, "tokenizer.ggml.add_bos_token").value_or(spm || llama3_bpe);
+  const bool bert = v.model == "bert";
+  const PreTokenizerType* type =
+      v.model == "gpt2" || v.model == "gemma4" ? find_pretokenizer_type(v.pre) : nullptr;
+  const bool bos_default = spm || bert || (type != nullptr && type->add_bos);
+  v.add_bos = call<bool>(md.get_bool, "tokenizer.ggml.add_bos_token").value_or(bos_default);
+  if (type != nullptr && type->force_add_bos) v.add_bos = true;
   v.add_eos = call<bool>(md.get_bool, "tokenizer.ggml.add_eos_token").value_or(false);
   v.add_space_prefix = call<bool>(md.get_bool, "tokenizer.ggml.add_space_prefix").value_or(spm);
+  if (bert) {
+    // WordPiece encoders frame the text as [CLS] ... [SEP] (llama.cpp's defaults 101 and 102,
+    // BERT's own ids, when the file does not name them).
+    if (!v.bos_id) v.bos_id = token_id(md, "tokenizer.ggml.cls_token_id");
+    if (!v.bos_id && v.tokens.size() > 101) v.bos_id = 101;
+    if (!v.eos_id) v.eos_id = token_id(md, "tokenizer.ggml.seperator_token_id");
+    if (!v.eos_id && v.tokens.size() > 102) v.eos_id = 102;
+    if (!v.unk_id && v.tokens.size() > 100) v.unk_id = 100;
+    v.add_eos = v.eos_id.has_value();
+    v.lowercase = call<bool>(md.get_bool, "tokenizer.ggml.normalizer.lowercase").value_or(true);
+    v.strip_accents =
+        call<bool>(md.get_bool, "tokenizer.ggml.normalizer.strip_accents").value_or(v.lowercase);
+  }
   return v;
 }
 

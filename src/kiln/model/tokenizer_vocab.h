@@ -22,8 +22,16 @@ enum class TokenType : int32_t {
 };
 
 struct TokenizerVocab {
-  std::string model;  // "llama" (SentencePiece-style) or "gpt2" (byte-level BPE)
-  std::string pre;    // pre-tokenizer name: "default" (llama), "llama-bpe", "llama3", "qwen2", ...
+  // "llama" (SentencePiece-style BPE), "gpt2" (BPE after a regex pre-tokenizer), "gemma4" (a
+  // SentencePiece-style BPE that llama.cpp runs as gpt2 with the gemma4 pre-type) or "bert"
+  // (WordPiece).
+  std::string model;
+  // Pre-tokenizer name (tokenizer.ggml.pre): "default", "llama-bpe", "qwen2", ... (the rows of
+  // tokenizer_pretypes.h for gpt2 and gemma4 vocabs).
+  std::string pre;
+  // tokenizer.json only: the Split regex as the file gives it, run instead of the pre-type's
+  // own (which names the flags).
+  std::vector<std::string> pre_regexes;
   std::vector<std::string> tokens;
   std::vector<float> scores;         // SentencePiece merge priorities; may be empty for gpt2
   std::vector<int32_t> token_types;  // TokenType values; empty means every token is normal
@@ -46,6 +54,9 @@ struct TokenizerVocab {
   SpacePrefixScope space_prefix_scope = SpacePrefixScope::kSentencePiece;
   bool space_prefix_unless_space = false;  // HF Metaspace: none before text opening with ' '
   std::optional<bool> ignore_merges;       // gpt2: overrides the pre-tokenizer's default
+  // bert: BertNormalizer's lowercasing and accent stripping (NFD, combining marks dropped).
+  bool lowercase = true;
+  bool strip_accents = true;
 };
 
 // Typed accessors into a model file's metadata; each returns nullopt when the key is absent.
@@ -60,8 +71,9 @@ struct VocabMetadata {
 };
 
 // Fills a TokenizerVocab from the tokenizer.ggml.* keys, with llama.cpp's defaults for absent
-// flags (llama: add BOS, add space prefix; gpt2: neither). Throws kiln::Error when the model,
-// tokens or (for gpt2) merges are missing.
+// flags (llama: add BOS, add space prefix; gpt2: BOS as the pre-type's row says; bert: [CLS]
+// before and [SEP] after). Throws kiln::Error when the model, tokens or (for gpt2 and gemma4)
+// merges are missing.
 TokenizerVocab vocab_from_gguf_metadata(const VocabMetadata& metadata);
 
 }  // namespace kiln::model
