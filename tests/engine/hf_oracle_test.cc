@@ -337,7 +337,8 @@ TEST_P(HfDirectoryVsGguf, SameTokensAsConversion) {
       "mean KL %.2e\n",
       name.c_str(), type.c_str(), matching_conversion(type).c_str(), max_diff, max_diff / scale,
       static_cast<long long>(top1_diff), between.mean_kl());
-  const bool rope_layout_differs = name == "llama" || name == "llama3-rope" || name == "mistral";
+  const bool rope_layout_differs =
+      name == "llama" || name == "llama3-rope" || name == "mistral" || name == "mixtral";
   if (!rope_layout_differs) {
     EXPECT_EQ(max_diff, 0.0) << "the same numbers, read another way";
   } else if (type == "hf-q8_0") {
@@ -386,6 +387,21 @@ TEST(HfOracleMutants, HfDirectoryWithoutRopeScalingFails) {
                                {"rope_theta", config["rope_parameters"]["rope_theta"]}};
   std::ofstream(dir / "config.json") << config.dump();
   expect_model_far_from_golden(dir, "llama3-rope");
+  fs::remove_all(dir.parent_path());
+}
+
+// Mixtral's routing matters: the checkpoint routed to one expert instead of two misses.
+TEST(HfOracleMutants, MixtralRoutedToOneExpertFails) {
+  const fs::path src = oracle_dir() / "mixtral" / "hf";
+  const fs::path dir =
+      fs::temp_directory_path() / ("kiln-hf-mutant-" + std::to_string(::getpid())) / "mixtral-top1";
+  fs::create_directories(dir);
+  for (const auto& e : fs::directory_iterator(src))
+    fs::copy_file(e.path(), dir / e.path().filename());
+  auto config = nlohmann::json::parse(std::ifstream(src / "config.json"));
+  config["num_experts_per_tok"] = 1;
+  std::ofstream(dir / "config.json") << config.dump();
+  expect_model_far_from_golden(dir, "mixtral");
   fs::remove_all(dir.parent_path());
 }
 

@@ -35,8 +35,17 @@ int count_op(const Graph& g, Op op) {
 
 class ModelPipeline : public ::testing::TestWithParam<std::string> {};
 
+// The fixtures' tiny models, and the Q8_0 conversions of the oracle cases (tests/oracle) of
+// the architectures the fixtures do not carry, named "oracle-<case>".
+fs::path model_path(const std::string& name) {
+  const std::string oracle = "oracle-";
+  if (name.rfind(oracle, 0) != 0) return tiny_model(name);
+  return fs::path(KILN_SOURCE_DIR) / "tests" / "oracle" / "data" / name.substr(oracle.size()) /
+         "model.q8_0.gguf";
+}
+
 TEST_P(ModelPipeline, FusesEverythingAndComputesTheSameBits) {
-  const fs::path path = tiny_model(GetParam());
+  const fs::path path = model_path(GetParam());
   ASSERT_TRUE(fs::exists(path)) << "fixture missing (tests/fixtures/generate_all.py): " << path;
   auto file = model::GgufFile::open(path.string());
   const model::ModelConfig c = model::read_model_config(*file);
@@ -104,6 +113,8 @@ TEST_P(ModelPipeline, FusesEverythingAndComputesTheSameBits) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Tiny, ModelPipeline, ::testing::ValuesIn(kiln::testing::kTinyModels),
+                         kiln::testing::model_param_name);
+INSTANTIATE_TEST_SUITE_P(Oracle, ModelPipeline, ::testing::Values("oracle-mixtral"),
                          kiln::testing::model_param_name);
 
 }  // namespace

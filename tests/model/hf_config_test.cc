@@ -246,6 +246,33 @@ TEST(HfConfig, Qwen3MoeDenseLayersRefused) {
   EXPECT_NE(error_of(c).find("mlp_only_layers"), std::string::npos) << error_of(c);
 }
 
+// Mixtral loads as the llama row with experts intermediate_size wide, always renormalized.
+TEST(HfConfig, MixtralIsLlamaWithExperts) {
+  json c = llama();
+  c["architectures"] = {"MixtralForCausalLM"};
+  c["model_type"] = "mixtral";
+  c["num_local_experts"] = 8;
+  c["num_experts_per_tok"] = 2;
+  c["norm_topk_prob"] = false;  // not read by Mixtral: it always renormalizes
+  const ModelConfig m = model_config_from_hf(c).config;
+  EXPECT_EQ(m.arch, "llama");
+  EXPECT_EQ(m.n_experts, 8);
+  EXPECT_EQ(m.n_experts_used, 2);
+  EXPECT_EQ(m.n_ff_expert, c["intermediate_size"].get<int>());
+  EXPECT_TRUE(m.expert_weights_norm);
+  EXPECT_EQ(model_config_from_hf(llama()).config.n_experts, 0);
+}
+
+TEST(HfConfig, RefusesExpertsOnDenseClassesAndSharedExperts) {
+  json c = llama();
+  c["num_local_experts"] = 8;
+  EXPECT_NE(error_of(c).find("LlamaForCausalLM with mixture-of-experts"), std::string::npos)
+      << error_of(c);
+  c = read_json(oracle_dir() / "qwen3moe" / "hf" / "config.json");
+  c["shared_expert_intermediate_size"] = 64;
+  EXPECT_NE(error_of(c).find("shared experts"), std::string::npos) << error_of(c);
+}
+
 TEST(HfConfig, GemmaSlidingPatternWithoutLayerTypes) {
   json c = read_json(oracle_dir() / "gemma3" / "hf" / "config.json");
   c.erase("layer_types");

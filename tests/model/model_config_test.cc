@@ -166,7 +166,7 @@ TEST(ModelConfig, EveryArchitectureRowReadsAsItsTraits) {
     SCOPED_TRACE(std::string(t.arch));
     ConfigFile f{std::string(t.arch)};
     const std::string p = f.arch + ".";
-    if (t.moe) {
+    if (t.experts == Experts::kAlways) {
       f.b.add_u32(p + "expert_count", 4);
       f.b.add_u32(p + "expert_used_count", 2);
       f.b.add_u32(p + "expert_feed_forward_length", 32);
@@ -179,12 +179,83 @@ TEST(ModelConfig, EveryArchitectureRowReadsAsItsTraits) {
     EXPECT_EQ(c.post_norms, t.gemma);
     EXPECT_EQ(c.scale_embeddings, t.gemma);
     EXPECT_EQ(c.activation, t.gemma ? Activation::GeluTanh : Activation::Silu);
-    EXPECT_EQ(c.n_experts > 0, t.moe);
+    EXPECT_EQ(c.n_experts > 0, t.experts == Experts::kAlways);
     EXPECT_EQ(c.fused_gate_up, t.fused_projections);  // the file has no ffn_gate tensor
     bool any_sliding = false;
     for (const LayerConfig& l : c.layers) any_sliding = any_sliding || l.sliding;
     EXPECT_EQ(any_sliding, t.sliding_period > 0);
   }
+}
+
+// Mixtral is architecture llama with expert keys; its files give no expert width (the experts
+// are feed_forward_length wide, as llama.cpp reads them) and it always renormalizes.
+TEST(ModelConfig, LlamaWithExpertCountIsMixtral) {
+  ConfigFile f("llama");
+  f.b.add_u32("llama.expert_count", 8);
+  f.b.add_u32("llama.expert_used_count", 2);
+  const ModelConfig c = f.read();
+  EXPECT_EQ(c.n_experts, 8);
+  EXPECT_EQ(c.n_experts_used, 2);
+  EXPECT_EQ(c.n_ff_expert, 128);
+  EXPECT_TRUE(c.expert_weights_norm);
+  EXPECT_FALSE(c.rope_neox);
+  ConfigFile dense("llama");
+  EXPECT_EQ(dense.read().n_experts, 0);
+}
+
+// Each mixture-of-experts variant kiln does not run is refused by the key that marks it.
+TEST(ModelConfig, RefusesMoeVariantsByTheirKeys) {
+  struct Variant {
+    const char* key;
+    uint32_t value;
+    const char* message;
+  };
+  const Variant variants[] = {
+      {"expert_shared_count", 2, "shared experts"},
+      {"expert_shared_feed_forward_length", 64, "shared experts"},
+      {"expert_gating_func", 2, "expert gating function 2"},
+      {"expert_group_count", 8, "group-limited expert routing"},
+      {"leading_dense_block_count", 1, "leading_dense_block_count 1"},
+  };
+  for (const char* arch : {"llama", "qwen3moe"}) {
+    for (const Variant& v : variants) {
+      SCOPED_TRACE(std::string(arch) + " " + v.key);
+      ConfigFile f(arch);
+      const std::string p = std::string(arch) + ".";
+      f.b.add_u32(p + "expert_count", 8);
+      f.b.add_u32(p + "expert_used_count", 2);
+      f.b.add_u32(p + v.key, v.value);
+      expect_error_mentioning(f, v.message);
+    }
+  }
+  // The plain values of the same keys are accepted.
+  ConfigFile plain("llama");
+  plain.b.add_u32("llama.expert_count", 8);
+  plain.b.add_u32("llama.expert_used_count", 2);
+  plain.b.add_u32("llama.expert_gating_func", 1);
+  plain.b.add_u32("llama.expert_shared_count", 0);
+  EXPECT_EQ(plain.read().n_experts, 8);
+}
+
+TEST(ModelConfig, RefusesPerExpertTensorsOfOldMixtralFiles) {
+  ConfigFile f("llama");
+  f.b.add_u32("llama.expert_count", 8);
+  f.b.add_u32("llama.expert_used_count", 2);
+  f.b.add_tensor("blk.0.ffn_gate.0.weight", kF32, {64, 128}, 64 * 128 * 4);
+  expect_error_mentioning(f, "one tensor per expert");
+}
+
+TEST(ModelConfig, RefusesExpertsOnADenseArchitecture) {
+  ConfigFile f("qwen3");
+  f.b.add_u32("qwen3.expert_count", 8);
+  expect_error_mentioning(f, "the qwen3 model has mixture-of-experts FFNs");
+}
+
+TEST(ModelConfig, KnownMoeFamiliesSayWhatTheyNeed) {
+  ConfigFile f("qwen2moe");
+  expect_error_mentioning(f, "unsupported architecture 'qwen2moe': a mixture-of-experts family");
+  expect_error_mentioning(f, "shared expert");
+  expect_error_mentioning(f, "qwen3moe");
 }
 
 TEST(ModelConfig, UnknownArchitectureNamesEveryRow) {

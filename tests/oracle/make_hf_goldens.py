@@ -114,6 +114,14 @@ CASES = [
          num_experts_per_tok=2, moe_intermediate_size=32, norm_topk_prob=True,
          decoder_sparse_step=1, mlp_only_layers=[], tie_word_embeddings=False,
          use_sliding_window=False),
+    # Mixtral: the converter writes it as architecture "llama" (normal RoPE, permuted Q/K) with
+    # expert_count and stacked ffn_*_exps; the router always renormalizes its top-k and the
+    # experts are intermediate_size wide.
+    case("mixtral", "MixtralForCausalLM", "MixtralConfig",
+         ["moe 8 experts top-2", "llama arch", "gqa", "untied", "normal-rope"],
+         **{**BASE, "intermediate_size": 32}, num_hidden_layers=2, rope_theta=1000000.0,
+         num_local_experts=8, num_experts_per_tok=2, sliding_window=None,
+         tie_word_embeddings=False),
 ]
 
 

@@ -9,6 +9,15 @@
 
 namespace kiln::model {
 
+// Where an architecture's FFNs are mixtures of experts (expert_* keys, ffn_*_exps tensors).
+enum class Experts {
+  kNever,
+  kAlways,
+  // When the file says so: a Llama file with expert_count is Mixtral (llama.cpp's converter
+  // writes Mixtral under architecture "llama"; Hugging Face: MixtralForCausalLM).
+  kWhenKeyed,
+};
+
 struct ArchitectureTraits {
   std::string_view arch;  // GGUF's general.architecture (kiln's name of the architecture)
   // GGUF files keep Q/K rows as NeoX halves (i, i + n/2). llama.cpp's converter permutes
@@ -31,23 +40,23 @@ struct ArchitectureTraits {
   // Gemma scales queries by 1/sqrt(query_pre_attn_scalar), which GGUF files do not store: it is
   // n_embd / n_heads rather than head_dim for the model of this depth (the 27B), 0: never.
   int layers_scaled_by_embd_per_head;
-  bool moe;  // every layer's FFN is a mixture of experts (expert_* keys)
+  Experts experts;
   // One attn_qkv tensor and one gate+up tensor (Phi-3). GGUF files may also store them split.
   bool fused_projections;
 };
 
 // Field order: arch, gguf_rope_neox, qkv_bias, qk_norm, gemma, sliding_period,
 // default_sliding_window, local_rope_uses_global_base, attn_softcap,
-// layers_scaled_by_embd_per_head, moe, fused_projections.
+// layers_scaled_by_embd_per_head, experts, fused_projections.
 inline constexpr ArchitectureTraits kArchitectures[] = {
-    {"llama", false, false, false, false, 0, 0, false, false, 0, false, false},
-    {"mistral", false, false, false, false, 0, 0, false, false, 0, false, false},
-    {"qwen2", true, true, false, false, 0, 0, false, false, 0, false, false},
-    {"qwen3", true, false, true, false, 0, 0, false, false, 0, false, false},
-    {"qwen3moe", true, false, true, false, 0, 0, false, false, 0, true, false},
-    {"gemma2", true, false, false, true, 2, 4096, true, true, 46, false, false},
-    {"gemma3", true, false, true, true, 6, 0, false, false, 62, false, false},
-    {"phi3", true, false, false, false, 0, 0, false, false, 0, false, true},
+    {"llama", false, false, false, false, 0, 0, false, false, 0, Experts::kWhenKeyed, false},
+    {"mistral", false, false, false, false, 0, 0, false, false, 0, Experts::kNever, false},
+    {"qwen2", true, true, false, false, 0, 0, false, false, 0, Experts::kNever, false},
+    {"qwen3", true, false, true, false, 0, 0, false, false, 0, Experts::kNever, false},
+    {"qwen3moe", true, false, true, false, 0, 0, false, false, 0, Experts::kAlways, false},
+    {"gemma2", true, false, false, true, 2, 4096, true, true, 46, Experts::kNever, false},
+    {"gemma3", true, false, true, true, 6, 0, false, false, 62, Experts::kNever, false},
+    {"phi3", true, false, false, false, 0, 0, false, false, 0, Experts::kNever, true},
 };
 
 // A Hugging Face config's class and model_type, and the architecture row it loads as.
@@ -57,12 +66,14 @@ struct HfArchitecture {
   std::string_view arch;
 };
 
-// Mistral converts to GGUF architecture "llama" (same tensors, same graph).
+// Mistral and Mixtral convert to GGUF architecture "llama" (same tensors, same graph; Mixtral
+// with expert FFNs).
 inline constexpr HfArchitecture kHfArchitectures[] = {
     {"LlamaForCausalLM", "llama", "llama"},           {"MistralForCausalLM", "mistral", "llama"},
     {"Qwen2ForCausalLM", "qwen2", "qwen2"},           {"Qwen3ForCausalLM", "qwen3", "qwen3"},
     {"Qwen3MoeForCausalLM", "qwen3_moe", "qwen3moe"}, {"Gemma2ForCausalLM", "gemma2", "gemma2"},
     {"Gemma3ForCausalLM", "gemma3_text", "gemma3"},   {"Phi3ForCausalLM", "phi3", "phi3"},
+    {"MixtralForCausalLM", "mixtral", "llama"},
 };
 
 // The row of `arch`, or null when kiln does not run it.

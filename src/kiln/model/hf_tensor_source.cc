@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <unordered_set>
+#include <utility>
 
 #include "kiln/base/error.h"
 #include "kiln/base/half.h"
@@ -138,13 +139,21 @@ void HfTensorSource::map_names(const HfModelConfig& h) {
       add(blk + "ffn_norm.weight", norm, {hf + "post_attention_layernorm.weight"});
     }
     if (c.n_experts > 0) {
-      add(blk + "ffn_gate_inp.weight", Kind::kAsStored, {hf + "mlp.gate.weight"});
-      for (const char* p : {"gate", "up", "down"}) {
+      // Mixtral's checkpoints name the block block_sparse_moe and the experts' gate, down and
+      // up projections w1, w2 and w3; Qwen3-MoE's name them as the dense MLP does.
+      const bool mixtral = h.model_type == "mixtral";
+      const std::string moe = hf + (mixtral ? "block_sparse_moe." : "mlp.");
+      add(blk + "ffn_gate_inp.weight", Kind::kAsStored, {moe + "gate.weight"});
+      const std::pair<const char*, const char*> projections[] = {
+          {"gate", mixtral ? "w1" : "gate_proj"},
+          {"up", mixtral ? "w3" : "up_proj"},
+          {"down", mixtral ? "w2" : "down_proj"}};
+      for (const auto& [gguf_name, hf_name] : projections) {
         std::vector<std::string> experts;
         for (int e = 0; e < c.n_experts; ++e) {
-          experts.push_back(hf + "mlp.experts." + std::to_string(e) + "." + p + "_proj.weight");
+          experts.push_back(moe + "experts." + std::to_string(e) + "." + hf_name + ".weight");
         }
-        add(blk + "ffn_" + p + "_exps.weight", Kind::kStacked, std::move(experts));
+        add(blk + "ffn_" + gguf_name + "_exps.weight", Kind::kStacked, std::move(experts));
       }
       check_shape(blk + "ffn_gate_exps.weight", Shape{c.n_experts, c.n_ff_expert, embd});
       check_shape(blk + "ffn_up_exps.weight", Shape{c.n_experts, c.n_ff_expert, embd});

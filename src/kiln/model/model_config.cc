@@ -72,16 +72,76 @@ void read_sliding_layers(const GgufFile& file, const std::string& p, const Archi
   }
 }
 
+// Keys of mixture-of-experts variants kiln does not model; each one's presence (with a value
+// other than the plain one) is refused with what it would need, instead of running a model
+// that silently drops part of its FFN or routes differently.
+void refuse_moe_variants(const GgufFile& file, const std::string& p) {
+  const uint32_t shared = file.try_get_u32(p + "expert_shared_count").value_or(0);
+  const uint32_t shared_ff = file.try_get_u32(p + "expert_shared_feed_forward_length").value_or(0);
+  KILN_CHECK(shared == 0 && shared_ff == 0,
+             "the model has shared experts ({}expert_shared_count {}, "
+             "expert_shared_feed_forward_length {}), which kiln's mixture-of-experts FFN does not "
+             "run",
+             p, shared, shared_ff);
+  // llama.cpp's gating functions: 1 softmax, 2 sigmoid, 3 sqrt(softplus).
+  const uint32_t gating = file.try_get_u32(p + "expert_gating_func").value_or(1);
+  KILN_CHECK(gating == 1,
+             "expert gating function {} ({}expert_gating_func) is not supported: kiln routes with "
+             "the softmax of the router logits",
+             gating, p);
+  const uint32_t groups = file.try_get_u32(p + "expert_group_count").value_or(1);
+  KILN_CHECK(groups <= 1, "group-limited expert routing ({}expert_group_count {}) is not supported",
+             p, groups);
+  const uint32_t dense = file.try_get_u32(p + "leading_dense_block_count").value_or(0);
+  KILN_CHECK(dense == 0,
+             "dense layers before the mixture-of-experts layers ({}leading_dense_block_count {}) "
+             "are not supported",
+             p, dense);
+}
+
 void read_moe(const GgufFile& file, const std::string& p, ModelConfig& c) {
   c.n_experts = static_cast<int>(file.get_u32(p + "expert_count"));
   c.n_experts_used = static_cast<int>(file.get_u32(p + "expert_used_count"));
-  c.n_ff_expert = static_cast<int>(file.get_u32(p + "expert_feed_forward_length"));
-  // Qwen3-MoE renormalizes (norm_topk_prob); converters do not always write the key.
-  c.expert_weights_norm = file.try_get_bool(p + "expert_weights_norm").value_or(true);
+  // Mixtral's files (architecture llama) give no expert width: its experts are
+  // feed_forward_length wide, as llama.cpp reads them.
+  const auto expert_ff = file.try_get_u32(p + "expert_feed_forward_length");
+  KILN_CHECK(expert_ff.has_value() || file.has_key(p + "feed_forward_length"),
+             "missing metadata key '{}expert_feed_forward_length' (the experts' width)", p);
+  c.n_ff_expert = static_cast<int>(expert_ff.value_or(c.n_ff));
+  // Qwen3-MoE renormalizes (norm_topk_prob) unless the key says otherwise (converters do not
+  // always write it); llama.cpp's Llama graph (Mixtral) always does, whatever the key.
+  c.expert_weights_norm =
+      c.arch == "llama" || file.try_get_bool(p + "expert_weights_norm").value_or(true);
   KILN_CHECK(c.n_experts > 0 && c.n_experts_used > 0 && c.n_experts_used <= c.n_experts &&
                  c.n_ff_expert > 0,
              "invalid experts: {} used of {}, expert width {}", c.n_experts_used, c.n_experts,
              c.n_ff_expert);
+  refuse_moe_variants(file, p);
+  // Files from before llama.cpp stacked the experts (early 2024) store one tensor per expert.
+  KILN_CHECK(!file.has_tensor("blk.0.ffn_gate.0.weight"),
+             "the model stores one tensor per expert (blk.0.ffn_gate.0.weight), the layout of "
+             "GGUF files from before llama.cpp stacked them into ffn_*_exps; convert the model "
+             "again");
+}
+
+// Whether the file's FFNs are mixtures of experts: always, never, or (Mixtral, architecture
+// llama) when it has expert_count. A dense-only architecture whose file has experts is refused
+// here rather than by a missing dense tensor later.
+bool has_experts(const GgufFile& file, const std::string& p, const ArchitectureTraits& t) {
+  const bool keyed = file.try_get_u32(p + "expert_count").value_or(0) > 0;
+  switch (t.experts) {
+    case Experts::kAlways:
+      return true;
+    case Experts::kWhenKeyed:
+      return keyed;
+    case Experts::kNever:
+      break;
+  }
+  KILN_CHECK(!keyed && !file.has_tensor("blk.0.ffn_gate_inp.weight"),
+             "the {} model has mixture-of-experts FFNs ({}expert_count, ffn_gate_inp), which kiln "
+             "runs only for llama (Mixtral) and qwen3moe",
+             t.arch, p);
+  return false;
 }
 
 }  // namespace
@@ -99,7 +159,7 @@ ModelConfig read_model_config(const GgufFile& file) {
   c.arch = file.architecture();
   const ArchitectureTraits& traits = architecture_traits(c.arch);
   const std::string p = c.arch + ".";
-  const bool moe = traits.moe;
+  const bool moe = has_experts(file, p, traits);
   c.n_layers = static_cast<int>(file.get_u32(p + "block_count"));
   c.n_embd = static_cast<int>(file.get_u32(p + "embedding_length"));
   // An MoE file may omit the dense FFN width: its FFNs are n_ff_expert wide (read_moe).

@@ -1,6 +1,6 @@
 // The hyper-parameters of a decoder-only transformer, read from GGUF metadata. One struct
-// covers every supported architecture (gemma2, gemma3, llama, mistral, qwen2, qwen3, phi3,
-// qwen3moe): they differ only in the flags below, so the forward pass is written once
+// covers every supported architecture (gemma2, gemma3, llama (with Mixtral), mistral, qwen2,
+// qwen3, phi3, qwen3moe): they differ only in the flags below, so the forward pass is written once
 // (transformer.h). Each flag is set the way llama.cpp's loader reads the same file, and each
 // architecture is checked against Hugging Face transformers (tests/oracle).
 #pragma once
@@ -52,8 +52,8 @@ struct ModelConfig {
   double attention_scale = 0;      // 1/sqrt(head_dim) unless the architecture says otherwise
   double attn_logit_softcap = 0;   // gemma2: cap * tanh(score / cap) before softmax; 0: none
   double final_logit_softcap = 0;  // 0: none
-  // Mixture of experts (qwen3moe): every layer's FFN routes each token to n_experts_used of
-  // n_experts experts of width n_ff_expert, weighted by the renormalized router softmax.
+  // Mixture of experts (qwen3moe, Mixtral): every layer's FFN routes each token to n_experts_used
+  // of n_experts experts of width n_ff_expert, weighted by the renormalized router softmax.
   int n_experts = 0;
   int n_experts_used = 0;
   int n_ff_expert = 0;

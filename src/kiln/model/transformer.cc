@@ -97,10 +97,10 @@ class ForwardBuilder {
     return b_.matmul(b_.mul(act, up), weight(blk + ".ffn_down.weight"));
   }
 
-  // Qwen3-MoE: router softmax over the experts, the top n_experts_used renormalized, each
-  // token's chosen experts' SwiGLU outputs summed with those weights. One fixed-shape op: the
-  // routing is data dependent, so it happens inside the op at run time (graph mode captures it
-  // like any other node).
+  // Qwen3-MoE and Mixtral: router softmax over the experts, the top n_experts_used (renormalized
+  // when the model says so), each token's chosen experts' SwiGLU outputs summed with those
+  // weights. One fixed-shape op: the routing is data dependent, so it happens inside the op at
+  // run time (graph mode captures it like any other node).
   Value moe_ffn(Value h, const std::string& blk) {
     return b_.moe_ffn(h, weight(blk + ".ffn_gate_inp.weight"),
                       weight(blk + ".ffn_gate_exps.weight"), weight(blk + ".ffn_up_exps.weight"),
