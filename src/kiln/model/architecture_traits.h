@@ -4,13 +4,14 @@
 // which defaults its files may leave out. An architecture that differs from these only in such
 // traits is one row here (plus its Hugging Face class below) and its tests.
 #pragma once
+#include <cstdint>
 #include <string>
 #include <string_view>
 
 namespace kiln::model {
 
 // Where an architecture's FFNs are mixtures of experts (expert_* keys, ffn_*_exps tensors).
-enum class Experts {
+enum class Experts : uint8_t {
   kNever,
   kAlways,
   // When the file says so: a Llama file with expert_count is Mixtral (llama.cpp's converter
