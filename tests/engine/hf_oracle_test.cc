@@ -23,6 +23,10 @@
 //    tiny models have flat distributions that amplify it, so only distribution-level agreement
 //    is asked: mean KL(transformers || kiln) below kQ8MeanKl and top-1 agreement of at least
 //    kQ8Top1 (measured worst: 0.026 and 0.80). Every deliberately broken file misses by far more.
+//    DeepSeek's cases are held to kQ8MeanKlRouted / kQ8Top1Routed: two chained low-rank
+//    projections per attention add int8 activation error on the way to a group-limited router
+//    over 8 experts, and a flipped group or expert moves these tiny models' logits by their
+//    whole scale (their float32 files agree to 0.2% of it). Measured worst: 0.068 and 0.74.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -46,6 +50,10 @@ namespace fs = std::filesystem;
 constexpr double kF32RelTol = 1e-2;
 constexpr double kQ8MeanKl = 0.05;
 constexpr double kQ8Top1 = 0.75;
+constexpr double kQ8MeanKlRouted = 0.1;
+constexpr double kQ8Top1Routed = 0.7;
+
+bool deepseek(const std::string& name) { return name.rfind("deepseek", 0) == 0; }
 
 fs::path oracle_dir() { return fs::path(KILN_SOURCE_DIR) / "tests" / "oracle" / "data"; }
 
@@ -252,8 +260,10 @@ TEST_P(HfOracle, LogitsMatchTransformers) {
         EXPECT_LT(a.max_rel, kF32RelTol) << (mixed ? "mixed batch" : "batch 1");
         EXPECT_EQ(a.top1_decisive_diff, 0) << (mixed ? "mixed batch" : "batch 1");
       } else {
-        EXPECT_LT(a.mean_kl(), kQ8MeanKl) << (mixed ? "mixed batch" : "batch 1");
-        EXPECT_GE(a.top1(), kQ8Top1) << (mixed ? "mixed batch" : "batch 1");
+        EXPECT_LT(a.mean_kl(), deepseek(name) ? kQ8MeanKlRouted : kQ8MeanKl)
+            << (mixed ? "mixed batch" : "batch 1");
+        EXPECT_GE(a.top1(), deepseek(name) ? kQ8Top1Routed : kQ8Top1)
+            << (mixed ? "mixed batch" : "batch 1");
       }
     }
   }
@@ -339,7 +349,13 @@ TEST_P(HfDirectoryVsGguf, SameTokensAsConversion) {
       static_cast<long long>(top1_diff), between.mean_kl());
   const bool rope_layout_differs =
       name == "llama" || name == "llama3-rope" || name == "mistral" || name == "mixtral";
-  if (!rope_layout_differs) {
+  if (deepseek(name) && type == "hf-q8_0") {
+    // The converter splits kv_b_proj into attn_k_b, whose 16-wide rows it keeps in F16, and
+    // attn_v_b; --quantize q8_0 quantizes kv_b_proj whole: not the same numbers. Measured: mean
+    // KL 0.038, 9 of 63 top-1 tokens differ.
+    EXPECT_LT(between.mean_kl(), 0.1);
+    EXPECT_GE(between.top1(), 0.8);
+  } else if (!rope_layout_differs) {
     EXPECT_EQ(max_diff, 0.0) << "the same numbers, read another way";
   } else if (type == "hf-q8_0") {
     EXPECT_LT(between.mean_kl(), 1e-3);

@@ -20,8 +20,6 @@ struct RefusedMoe {
 constexpr RefusedMoe kRefusedMoe[] = {
     {"qwen2moe", "a shared expert with its own sigmoid gate beside the routed experts"},
     {"deepseek", "shared experts and leading dense layers"},
-    {"deepseek2",
-     "multi-head latent attention, shared experts and group-limited or sigmoid routing"},
     {"olmoe", "Q/K RMSNorm over the whole projection rather than per head"},
     {"granitemoe", "Granite's embedding, residual, attention and logit multipliers"},
     {"phimoe", "LayerNorm with biases and its sparsemixer routing"},

@@ -58,6 +58,9 @@ inline constexpr ArchitectureTraits kArchitectures[] = {
     {"gemma2", true, false, false, true, 2, 4096, true, true, 46, Experts::kNever, false},
     {"gemma3", true, false, true, true, 6, 0, false, false, 62, Experts::kNever, false},
     {"phi3", true, false, false, false, 0, 0, false, false, 0, Experts::kNever, true},
+    // DeepSeek V2/V3: multi-head latent attention and DeepSeek's routing, read by
+    // deepseek_config.h beyond this row (adjacent-pair RoPE, kept so by the converter).
+    {"deepseek2", false, false, false, false, 0, 0, false, false, 0, Experts::kAlways, false},
 };
 
 // A Hugging Face config's class and model_type, and the architecture row it loads as.
@@ -70,11 +73,17 @@ struct HfArchitecture {
 // Mistral and Mixtral convert to GGUF architecture "llama" (same tensors, same graph; Mixtral
 // with expert FFNs).
 inline constexpr HfArchitecture kHfArchitectures[] = {
-    {"LlamaForCausalLM", "llama", "llama"},           {"MistralForCausalLM", "mistral", "llama"},
-    {"Qwen2ForCausalLM", "qwen2", "qwen2"},           {"Qwen3ForCausalLM", "qwen3", "qwen3"},
-    {"Qwen3MoeForCausalLM", "qwen3_moe", "qwen3moe"}, {"Gemma2ForCausalLM", "gemma2", "gemma2"},
-    {"Gemma3ForCausalLM", "gemma3_text", "gemma3"},   {"Phi3ForCausalLM", "phi3", "phi3"},
+    {"LlamaForCausalLM", "llama", "llama"},
+    {"MistralForCausalLM", "mistral", "llama"},
+    {"Qwen2ForCausalLM", "qwen2", "qwen2"},
+    {"Qwen3ForCausalLM", "qwen3", "qwen3"},
+    {"Qwen3MoeForCausalLM", "qwen3_moe", "qwen3moe"},
+    {"Gemma2ForCausalLM", "gemma2", "gemma2"},
+    {"Gemma3ForCausalLM", "gemma3_text", "gemma3"},
+    {"Phi3ForCausalLM", "phi3", "phi3"},
     {"MixtralForCausalLM", "mixtral", "llama"},
+    {"DeepseekV2ForCausalLM", "deepseek_v2", "deepseek2"},
+    {"DeepseekV3ForCausalLM", "deepseek_v3", "deepseek2"},
 };
 
 // The row of `arch`, or null when kiln does not run it.

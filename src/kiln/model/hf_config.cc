@@ -7,6 +7,7 @@
 
 #include "kiln/base/error.h"
 #include "kiln/model/architecture_traits.h"
+#include "kiln/model/deepseek_config.h"
 #include "kiln/model/model_limits.h"
 
 namespace kiln::model {
@@ -261,6 +262,14 @@ HfModelConfig model_config_from_hf(const json& c) {
   KILN_CHECK(m.n_heads % m.n_kv_heads == 0,
              "num_attention_heads {} is not a multiple of num_key_value_heads {}", m.n_heads,
              m.n_kv_heads);
+  if (name.arch == "deepseek2") {
+    m.layers.resize(m.n_layers);
+    m.tied_output = try_bool(c, "tie_word_embeddings").value_or(false);
+    apply_architecture_traits(traits, m);
+    read_deepseek_hf(c, name.model_type == "deepseek_v3", m);
+    h.rope_freq_factors = m.computed_rope_factors;
+    return h;
+  }
   m.head_dim = try_int32(c, "head_dim").value_or(m.n_embd / m.n_heads);
   KILN_CHECK(m.head_dim > 0 && m.head_dim % 2 == 0, "head_dim {} must be even", m.head_dim);
   m.layers.resize(m.n_layers);

@@ -4,6 +4,7 @@
 
 #include "kiln/base/error.h"
 #include "kiln/model/architecture_traits.h"
+#include "kiln/model/deepseek_config.h"
 #include "kiln/model/gguf.h"
 #include "kiln/model/model_limits.h"
 
@@ -99,7 +100,7 @@ void refuse_moe_variants(const GgufFile& file, const std::string& p) {
              p, dense);
 }
 
-void read_moe(const GgufFile& file, const std::string& p, ModelConfig& c) {
+void read_moe(const GgufFile& file, const std::string& p, ModelConfig& c, bool deepseek) {
   c.n_experts = static_cast<int>(file.get_u32(p + "expert_count"));
   c.n_experts_used = static_cast<int>(file.get_u32(p + "expert_used_count"));
   // Mixtral's files (architecture llama) give no expert width: its experts are
@@ -116,7 +117,7 @@ void read_moe(const GgufFile& file, const std::string& p, ModelConfig& c) {
                  c.n_ff_expert > 0,
              "invalid experts: {} used of {}, expert width {}", c.n_experts_used, c.n_experts,
              c.n_ff_expert);
-  refuse_moe_variants(file, p);
+  if (!deepseek) refuse_moe_variants(file, p);  // DeepSeek's are read by read_deepseek2_rest
   // Files from before llama.cpp stacked the experts (early 2024) store one tensor per expert.
   KILN_CHECK(!file.has_tensor("blk.0.ffn_gate.0.weight"),
              "the model stores one tensor per expert (blk.0.ffn_gate.0.weight), the layout of "
@@ -142,6 +143,19 @@ bool has_experts(const GgufFile& file, const std::string& p, const ArchitectureT
              "runs only for llama (Mixtral) and qwen3moe",
              t.arch, p);
   return false;
+}
+
+// Head width (key_length, equal to value_length) and rotary dimensions.
+void read_head_dims(const GgufFile& file, const std::string& p, ModelConfig& c) {
+  c.head_dim =
+      static_cast<int>(file.try_get_u32(p + "attention.key_length").value_or(c.n_embd / c.n_heads));
+  uint32_t value_length = file.try_get_u32(p + "attention.value_length").value_or(c.head_dim);
+  KILN_CHECK(static_cast<int>(value_length) == c.head_dim,
+             "key_length {} != value_length {} is not supported", c.head_dim, value_length);
+  KILN_CHECK(c.head_dim > 0 && c.head_dim % 2 == 0, "head_dim {} must be even", c.head_dim);
+  c.n_rot = static_cast<int>(file.try_get_u32(p + "rope.dimension_count").value_or(c.head_dim));
+  KILN_CHECK(c.n_rot > 0 && c.n_rot % 2 == 0 && c.n_rot <= c.head_dim,
+             "rope.dimension_count {} must be even and at most head_dim {}", c.n_rot, c.head_dim);
 }
 
 }  // namespace
@@ -176,18 +190,14 @@ ModelConfig read_model_config(const GgufFile& file) {
              kMaxLayers);
   KILN_CHECK(c.n_heads % c.n_kv_heads == 0, "head_count {} is not a multiple of head_count_kv {}",
              c.n_heads, c.n_kv_heads);
-  c.head_dim =
-      static_cast<int>(file.try_get_u32(p + "attention.key_length").value_or(c.n_embd / c.n_heads));
-  uint32_t value_length = file.try_get_u32(p + "attention.value_length").value_or(c.head_dim);
-  KILN_CHECK(static_cast<int>(value_length) == c.head_dim,
-             "key_length {} != value_length {} is not supported", c.head_dim, value_length);
-  KILN_CHECK(c.head_dim > 0 && c.head_dim % 2 == 0, "head_dim {} must be even", c.head_dim);
-  c.n_rot = static_cast<int>(file.try_get_u32(p + "rope.dimension_count").value_or(c.head_dim));
-  KILN_CHECK(c.n_rot > 0 && c.n_rot % 2 == 0 && c.n_rot <= c.head_dim,
-             "rope.dimension_count {} must be even and at most head_dim {}", c.n_rot, c.head_dim);
-
-  check_rope_scaling(file, p);
-  c.rope_freq_factors = file.has_tensor(kRopeFreqsTensor);
+  const bool mla = c.arch == "deepseek2";
+  if (mla) {
+    read_deepseek2_dims(file, p, c);
+  } else {
+    read_head_dims(file, p, c);
+    check_rope_scaling(file, p);
+    c.rope_freq_factors = file.has_tensor(kRopeFreqsTensor);
+  }
   if (c.rope_freq_factors) {
     const auto& info = file.tensor_info(kRopeFreqsTensor);
     KILN_CHECK(info.shape.numel() == c.n_rot / 2, "tensor '{}' has {} factors, expected {}",
@@ -219,7 +229,8 @@ ModelConfig read_model_config(const GgufFile& file) {
     c.fused_qkv = file.has_tensor("blk.0.attn_qkv.weight");
     c.fused_gate_up = !file.has_tensor("blk.0.ffn_gate.weight");
   }
-  if (moe) read_moe(file, p, c);
+  if (moe) read_moe(file, p, c, mla);
+  if (mla) read_deepseek2_rest(file, p, c);
   if (auto scale = file.try_get_f32(p + "attention.scale"); scale && *scale > 0) {
     c.attention_scale = *scale;
   }

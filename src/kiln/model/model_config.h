@@ -58,6 +58,29 @@ struct ModelConfig {
   int n_experts_used = 0;
   int n_ff_expert = 0;
   bool expert_weights_norm = true;  // renormalize the chosen experts' weights to sum to 1
+  // DeepSeek's routing (kernels/moe_ffn.h): sigmoid scores (V3; else softmax), group-limited
+  // top-k (expert_groups > 1), weights times expert_weights_scale (routed_scaling_factor); the
+  // first n_dense_lead layers have a dense FFN of n_ff; the others add shared experts of width
+  // n_ff_shared (0: none) to the routed ones.
+  bool expert_sigmoid = false;
+  int expert_groups = 1;
+  int expert_groups_used = 1;
+  double expert_weights_scale = 1.0;
+  int n_dense_lead = 0;
+  int n_ff_shared = 0;
+  // DeepSeek's multi-head latent attention (deepseek2; model/mla_tensors.h): Q from x (or from
+  // x through a rank-q_lora_rank bottleneck and its norm), K/V decompressed from a rank
+  // kv_lora_rank latent (after its norm) plus one rotary key shared by the heads. Each head is
+  // head_dim = qk_nope_dim + n_rot wide, its rotary dimensions first; V's v_head_dim values are
+  // padded to head_dim with zeros.
+  bool mla = false;
+  int q_lora_rank = 0;  // 0: Q is projected from x directly
+  int kv_lora_rank = 0;
+  int qk_nope_dim = 0;
+  int v_head_dim = 0;
+  // RoPE frequency factors computed from the config (YaRN), served as kRopeFreqsTensor when the
+  // file has none (mla_tensors.h); empty: none.
+  std::vector<float> computed_rope_factors;
   // Tensor parallelism (tensor_parallel.h): > 1 when this config is one rank's part of the
   // model (n_heads, n_kv_heads and n_ff are then the rank's; vocab stays the whole one).
   int tp_size = 1;
