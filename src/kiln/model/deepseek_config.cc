@@ -51,8 +51,8 @@ void check_routing(const ModelConfig& c) {
                  c.n_experts_used <= c.expert_groups_used * (c.n_experts / c.expert_groups),
              "invalid expert groups: {} used of {} groups of {} experts, {} experts per token",
              c.expert_groups_used, c.expert_groups, c.n_experts, c.n_experts_used);
-  KILN_CHECK(c.n_dense_lead >= 0 && c.n_dense_lead <= c.n_layers,
-             "{} leading dense layers of {}", c.n_dense_lead, c.n_layers);
+  KILN_CHECK(c.n_dense_lead >= 0 && c.n_dense_lead <= c.n_layers, "{} leading dense layers of {}",
+             c.n_dense_lead, c.n_layers);
 }
 
 const json* find(const json& c, const char* key) {
@@ -189,8 +189,8 @@ void read_deepseek2_rest(const GgufFile& file, const std::string& p, ModelConfig
              gating);
   c.expert_sigmoid = gating == 2;
   c.expert_groups = static_cast<int>(file.try_get_u32(p + "expert_group_count").value_or(1));
-  c.expert_groups_used = static_cast<int>(
-      file.try_get_u32(p + "expert_group_used_count").value_or(c.expert_groups));
+  c.expert_groups_used =
+      static_cast<int>(file.try_get_u32(p + "expert_group_used_count").value_or(c.expert_groups));
   const float scale = file.try_get_f32(p + "expert_weights_scale").value_or(0.0f);
   c.expert_weights_scale = scale != 0.0f ? scale : 1.0;  // 0: not written, no scaling
   // DeepSeek renormalizes only when the key says so (norm_topk_prob), unlike Qwen3-MoE.
@@ -216,9 +216,10 @@ void read_deepseek_hf(const json& c, bool v3, ModelConfig& m) {
              "config.json: attention_bias / mlp_bias are not supported for DeepSeek");
   read_hf_rope(c, m);
 
-  m.n_experts = integer(c, "n_routed_experts")
-                    .value_or(integer(c, "num_local_experts")
-                                  .value_or(integer(c, "num_experts").value_or(0)));
+  m.n_experts =
+      integer(c, "n_routed_experts")
+          .value_or(
+              integer(c, "num_local_experts").value_or(integer(c, "num_experts").value_or(0)));
   m.n_experts_used = need_int(c, "num_experts_per_tok");
   m.n_ff_expert = need_int(c, "moe_intermediate_size");
   KILN_CHECK(m.n_experts > 0 && m.n_experts_used > 0 && m.n_experts_used <= m.n_experts &&
@@ -230,8 +231,7 @@ void read_deepseek_hf(const json& c, bool v3, ModelConfig& m) {
              "config.json: 'moe_layer_freq' other than 1 is not supported");
   m.n_ff_shared = integer(c, "n_shared_experts").value_or(0) * m.n_ff_expert;
   m.expert_weights_scale = number(c, "routed_scaling_factor").value_or(1.0);
-  const std::string method =
-      string_or(c, "topk_method", v3 ? "noaux_tc" : "greedy");
+  const std::string method = string_or(c, "topk_method", v3 ? "noaux_tc" : "greedy");
   const bool grouped = v3 || method == "group_limited_greedy";
   KILN_CHECK(v3 ? method == "noaux_tc" : (method == "greedy" || grouped),
              "config.json: topk_method '{}' is not supported for {}", method,

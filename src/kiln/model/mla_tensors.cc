@@ -150,11 +150,11 @@ class MlaTensorSource final : public TensorSource {
       // transposed) and attn_v_b [H, v, lora].
       const std::string k_b = blk(il, "attn_k_b"), v_b = blk(il, "attn_v_b");
       KILN_CHECK(info_of(k_b).shape == (Shape{H, lora, nope}),
-                 "tensor '{}' has shape {}, expected [{}, {}, {}]", k_b,
-                 info_of(k_b).shape.str(), H, lora, nope);
+                 "tensor '{}' has shape {}, expected [{}, {}, {}]", k_b, info_of(k_b).shape.str(),
+                 H, lora, nope);
       KILN_CHECK(info_of(v_b).shape == (Shape{H, v, lora}),
-                 "tensor '{}' has shape {}, expected [{}, {}, {}]", v_b,
-                 info_of(v_b).shape.str(), H, v, lora);
+                 "tensor '{}' has shape {}, expected [{}, {}, {}]", v_b, info_of(v_b).shape.str(),
+                 H, v, lora);
       add_f32(mla_weight_name(il, "attn_k_nope_mla"), Shape{H * hd, lora}, [=, this] {
         const std::vector<float> w = dequantized(src().tensor(k_b));
         Tensor out = Tensor::empty(DType::F32, Shape{H * hd, lora});
@@ -176,8 +176,9 @@ class MlaTensorSource final : public TensorSource {
     // The output projection reads each head's v values at the head's first v slots.
     const std::string wo = blk(il, "attn_output");
     const int64_t d = info_of(wo).shape[0];
-    KILN_CHECK(info_of(wo).shape == (Shape{d, H * v}), "tensor '{}' has shape {}, expected [{}, {}]",
-               wo, info_of(wo).shape.str(), d, H * v);
+    KILN_CHECK(info_of(wo).shape == (Shape{d, H * v}),
+               "tensor '{}' has shape {}, expected [{}, {}]", wo, info_of(wo).shape.str(), d,
+               H * v);
     add_f32(mla_weight_name(il, "attn_output_mla"), Shape{d, H * hd}, [=, this] {
       const std::vector<float> w = dequantized(src().tensor(wo));
       Tensor out = Tensor::empty(DType::F32, Shape{d, H * hd});
