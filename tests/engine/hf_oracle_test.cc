@@ -35,6 +35,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <ostream>
 
@@ -406,19 +407,46 @@ TEST(HfOracleMutants, HfDirectoryWithoutRopeScalingFails) {
   fs::remove_all(dir.parent_path());
 }
 
-// Mixtral's routing matters: the checkpoint routed to one expert instead of two misses.
-TEST(HfOracleMutants, MixtralRoutedToOneExpertFails) {
-  const fs::path src = oracle_dir() / "mixtral" / "hf";
+// The checkpoint of `golden_case` with config.json edited by `edit` misses the goldens.
+void expect_config_mutant_far(const std::string& golden_case, const std::string& mutant,
+                              const std::function<void(nlohmann::json&)>& edit) {
+  const fs::path src = oracle_dir() / golden_case / "hf";
   const fs::path dir =
-      fs::temp_directory_path() / ("kiln-hf-mutant-" + std::to_string(::getpid())) / "mixtral-top1";
+      fs::temp_directory_path() / ("kiln-hf-mutant-" + std::to_string(::getpid())) / mutant;
   fs::create_directories(dir);
   for (const auto& e : fs::directory_iterator(src))
     fs::copy_file(e.path(), dir / e.path().filename());
   auto config = nlohmann::json::parse(std::ifstream(src / "config.json"));
-  config["num_experts_per_tok"] = 1;
+  edit(config);
   std::ofstream(dir / "config.json") << config.dump();
-  expect_model_far_from_golden(dir, "mixtral");
+  expect_model_far_from_golden(dir, golden_case);
   fs::remove_all(dir.parent_path());
+}
+
+// Mixtral's routing matters: the checkpoint routed to one expert instead of two misses.
+TEST(HfOracleMutants, MixtralRoutedToOneExpertFails) {
+  expect_config_mutant_far("mixtral", "mixtral-top1",
+                           [](nlohmann::json& c) { c["num_experts_per_tok"] = 1; });
+}
+
+// DeepSeek's routed scale, YaRN and its sigmoid routing each matter.
+TEST(HfOracleMutants, DeepseekWithoutRoutedScaleFails) {
+  expect_config_mutant_far("deepseek-v3", "deepseek-v3-unscaled",
+                           [](nlohmann::json& c) { c["routed_scaling_factor"] = 1.0; });
+}
+
+TEST(HfOracleMutants, DeepseekWithoutYarnFails) {
+  expect_config_mutant_far("deepseek-v2", "deepseek-v2-no-yarn", [](nlohmann::json& c) {
+    c["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 10000.0}};
+  });
+}
+
+TEST(HfOracleMutants, DeepseekV3RoutedAsV2Fails) {
+  expect_config_mutant_far("deepseek-v3", "deepseek-v3-as-v2", [](nlohmann::json& c) {
+    c["architectures"] = {"DeepseekV2ForCausalLM"};
+    c["model_type"] = "deepseek_v2";
+    c["topk_method"] = "group_limited_greedy";
+  });
 }
 
 TEST(HfOracleMutants, DroppedRopeFactorsFail) {

@@ -53,8 +53,9 @@ TEST_P(HfConfigVsGguf, SameConfigAsConversion) {
   EXPECT_EQ(h.vocab, g.vocab);
   EXPECT_EQ(h.context_length, g.context_length);
   EXPECT_FLOAT_EQ(h.rms_eps, g.rms_eps);
-  // The converter permutes Llama's Q/K rows into the normal layout; HF rows are NeoX.
-  EXPECT_TRUE(h.rope_neox);
+  // The converter permutes Llama's Q/K rows into the normal layout; HF rows are NeoX, but for
+  // DeepSeek, which rotates adjacent pairs and whose rows the converter keeps.
+  EXPECT_EQ(h.rope_neox, !h.mla);
   EXPECT_EQ(h.rope_freq_factors, g.rope_freq_factors);
   EXPECT_EQ(h.qkv_bias, g.qkv_bias);
   EXPECT_EQ(h.qk_norm, g.qk_norm);
@@ -71,6 +72,20 @@ TEST_P(HfConfigVsGguf, SameConfigAsConversion) {
   EXPECT_EQ(h.n_experts_used, g.n_experts_used);
   EXPECT_EQ(h.n_ff_expert, g.n_ff_expert);
   EXPECT_EQ(h.expert_weights_norm, g.expert_weights_norm);
+  EXPECT_EQ(h.expert_sigmoid, g.expert_sigmoid);
+  EXPECT_EQ(h.expert_groups, g.expert_groups);
+  EXPECT_EQ(h.expert_groups_used, g.expert_groups_used);
+  EXPECT_FLOAT_EQ(h.expert_weights_scale, g.expert_weights_scale);
+  EXPECT_EQ(h.n_dense_lead, g.n_dense_lead);
+  EXPECT_EQ(h.n_ff_shared, g.n_ff_shared);
+  EXPECT_EQ(h.mla, g.mla);
+  EXPECT_EQ(h.q_lora_rank, g.q_lora_rank);
+  EXPECT_EQ(h.kv_lora_rank, g.kv_lora_rank);
+  EXPECT_EQ(h.qk_nope_dim, g.qk_nope_dim);
+  EXPECT_EQ(h.v_head_dim, g.v_head_dim);
+  ASSERT_EQ(h.computed_rope_factors.size(), g.computed_rope_factors.size());
+  for (size_t i = 0; i < h.computed_rope_factors.size(); ++i)
+    EXPECT_FLOAT_EQ(h.computed_rope_factors[i], g.computed_rope_factors[i]) << "factor " << i;
   ASSERT_EQ(h.layers.size(), g.layers.size());
   for (size_t il = 0; il < h.layers.size(); ++il) {
     EXPECT_EQ(h.layers[il].sliding, g.layers[il].sliding) << "layer " << il;

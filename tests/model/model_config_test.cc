@@ -11,6 +11,7 @@
 #include "gguf_test_builder.h"
 #include "kiln/base/error.h"
 #include "kiln/model/architecture_traits.h"
+#include "kiln/model/deepseek_config.h"
 #include "kiln/model/fused_tensors.h"
 
 namespace kiln::model {
@@ -172,6 +173,12 @@ TEST(ModelConfig, EveryArchitectureRowReadsAsItsTraits) {
       f.b.add_u32(p + "expert_feed_forward_length", 32);
     }
     if (t.gemma) f.b.add_u32(p + "attention.sliding_window", 8);
+    if (t.arch == "deepseek2") {  // the latent attention's dimensions have no defaults
+      f.b.add_u32(p + "rope.dimension_count", 8);
+      f.b.add_u32(p + "attention.key_length_mla", 24);
+      f.b.add_u32(p + "attention.value_length_mla", 16);
+      f.b.add_u32(p + "attention.kv_lora_rank", 32);
+    }
     const ModelConfig c = f.read();
     EXPECT_EQ(c.rope_neox, t.gguf_rope_neox);
     EXPECT_EQ(c.qkv_bias, t.qkv_bias);
@@ -256,6 +263,50 @@ TEST(ModelConfig, KnownMoeFamiliesSayWhatTheyNeed) {
   expect_error_mentioning(f, "unsupported architecture 'qwen2moe': a mixture-of-experts family");
   expect_error_mentioning(f, "shared expert");
   expect_error_mentioning(f, "qwen3moe");
+}
+
+// DeepSeek's YaRN: transformers' ramp for 8 rotary dimensions at base 1e4 over an original
+// context of 64 (beta 32 / 1) runs from dimension pair 0 to 2: factors 1, 1 / (1/2 + 1/8), 4,
+// 4; the attention scale gains mscale(4, mscale_all_dim)^2.
+TEST(ModelConfig, DeepseekYarnFactorsAndAttentionScale) {
+  const std::vector<float> f = yarn_rope_factors(8, 10000.0, 4.0, 64.0, 32.0, 1.0);
+  ASSERT_EQ(f.size(), 4u);
+  EXPECT_FLOAT_EQ(f[0], 1.0f);
+  EXPECT_FLOAT_EQ(f[1], 1.6f);
+  EXPECT_FLOAT_EQ(f[2], 4.0f);
+  EXPECT_FLOAT_EQ(f[3], 4.0f);
+  ConfigFile c("deepseek2");
+  const std::string p = "deepseek2.";
+  c.b.add_u32(p + "rope.dimension_count", 8);
+  c.b.add_u32(p + "attention.key_length_mla", 24);
+  c.b.add_u32(p + "attention.value_length_mla", 16);
+  c.b.add_u32(p + "attention.kv_lora_rank", 32);
+  c.b.add_u32(p + "expert_count", 8);
+  c.b.add_u32(p + "expert_used_count", 2);
+  c.b.add_u32(p + "expert_feed_forward_length", 32);
+  c.b.add_string(p + "rope.scaling.type", "yarn");
+  c.b.add_kv(p + "rope.scaling.factor", GgufType::F32, encode_scalar(4.0f));
+  c.b.add_u32(p + "rope.scaling.original_context_length", 64);
+  c.b.add_kv(p + "rope.scaling.yarn_log_multiplier", GgufType::F32, encode_scalar(0.0707f));
+  const ModelConfig m = c.read();
+  EXPECT_TRUE(m.mla && m.rope_freq_factors);
+  EXPECT_EQ(m.head_dim, 24);
+  EXPECT_EQ(m.qk_nope_dim, 16);
+  EXPECT_EQ(m.n_kv_heads, m.n_heads);
+  EXPECT_EQ(m.computed_rope_factors, f);
+  const double mscale = 0.1 * 0.707 * std::log(4.0) + 1.0;
+  EXPECT_NEAR(m.attention_scale, mscale * mscale / std::sqrt(24.0), 1e-6);
+  ConfigFile linear("deepseek2");
+  for (auto* file : {&linear}) {
+    file->b.add_u32(p + "rope.dimension_count", 8);
+    file->b.add_u32(p + "attention.key_length_mla", 24);
+    file->b.add_u32(p + "attention.value_length_mla", 16);
+    file->b.add_u32(p + "attention.kv_lora_rank", 32);
+    file->b.add_u32(p + "expert_count", 8);
+    file->b.add_u32(p + "expert_used_count", 2);
+    file->b.add_string(p + "rope.scaling.type", "linear");
+  }
+  expect_error_mentioning(linear, "rope scaling 'linear' is not implemented for deepseek2");
 }
 
 TEST(ModelConfig, UnknownArchitectureNamesEveryRow) {
