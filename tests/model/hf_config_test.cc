@@ -79,6 +79,9 @@ TEST_P(HfConfigVsGguf, SameConfigAsConversion) {
   EXPECT_EQ(h.n_dense_lead, g.n_dense_lead);
   EXPECT_EQ(h.n_ff_shared, g.n_ff_shared);
   EXPECT_EQ(h.mla, g.mla);
+  EXPECT_FLOAT_EQ(h.embedding_scale, g.embedding_scale);
+  EXPECT_FLOAT_EQ(h.residual_scale, g.residual_scale);
+  EXPECT_FLOAT_EQ(h.logit_scale, g.logit_scale);
   EXPECT_EQ(h.q_lora_rank, g.q_lora_rank);
   EXPECT_EQ(h.kv_lora_rank, g.kv_lora_rank);
   EXPECT_EQ(h.qk_nope_dim, g.qk_nope_dim);

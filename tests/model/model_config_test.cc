@@ -173,6 +173,9 @@ TEST(ModelConfig, EveryArchitectureRowReadsAsItsTraits) {
       f.b.add_u32(p + "expert_feed_forward_length", 32);
     }
     if (t.gemma) f.b.add_u32(p + "attention.sliding_window", 8);
+    if (t.arch == "granite") {  // required, as llama.cpp requires it
+      f.b.add_kv(p + "logit_scale", GgufType::F32, encode_scalar(8.0f));
+    }
     if (t.arch == "deepseek2") {  // the latent attention's dimensions have no defaults
       f.b.add_u32(p + "rope.dimension_count", 8);
       f.b.add_u32(p + "attention.key_length_mla", 24);

@@ -156,6 +156,13 @@ CASES = [
          rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
                           "original_max_position_embeddings": 64, "beta_fast": 32,
                           "beta_slow": 1, "mscale": 1.0, "mscale_all_dim": 1.0}),
+    # Granite 3: Llama with an embedding multiplier, residual multiplier, attention multiplier
+    # (the attention scale) and logits divided by logits_scaling.
+    case("granite", "GraniteForCausalLM", "GraniteConfig",
+         ["embedding x4", "residual x0.5", "attention scale 0.15", "logits / 2", "gqa", "untied"],
+         **BASE, num_hidden_layers=2, rope_theta=10000.0, tie_word_embeddings=False,
+         embedding_multiplier=4.0, residual_multiplier=0.5, attention_multiplier=0.15,
+         logits_scaling=2.0),
 ]
 
 

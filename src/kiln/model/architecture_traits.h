@@ -61,6 +61,8 @@ inline constexpr ArchitectureTraits kArchitectures[] = {
     // DeepSeek V2/V3: multi-head latent attention and DeepSeek's routing, read by
     // deepseek_config.h beyond this row (adjacent-pair RoPE, kept so by the converter).
     {"deepseek2", false, false, false, false, 0, 0, false, false, 0, Experts::kAlways, false},
+    // Granite (3.x dense): Llama with multipliers (model_config.h), read beyond this row.
+    {"granite", false, false, false, false, 0, 0, false, false, 0, Experts::kNever, false},
 };
 
 // A Hugging Face config's class and model_type, and the architecture row it loads as.
@@ -84,6 +86,7 @@ inline constexpr HfArchitecture kHfArchitectures[] = {
     {"MixtralForCausalLM", "mixtral", "llama"},
     {"DeepseekV2ForCausalLM", "deepseek_v2", "deepseek2"},
     {"DeepseekV3ForCausalLM", "deepseek_v3", "deepseek2"},
+    {"GraniteForCausalLM", "granite", "granite"},
 };
 
 // The row of `arch`, or null when kiln does not run it.

@@ -321,6 +321,13 @@ HfModelConfig model_config_from_hf(const json& c) {
     m.fused_gate_up = true;
   }
   if (moe) read_moe(c, name, m);
+  if (m.arch == "granite") {
+    if (auto a = try_number(c, "attention_multiplier")) m.attention_scale = *a;
+    m.embedding_scale = try_number(c, "embedding_multiplier").value_or(1.0);
+    m.residual_scale = try_number(c, "residual_multiplier").value_or(1.0);
+    m.logit_scale = try_number(c, "logits_scaling").value_or(1.0);
+    KILN_CHECK(m.logit_scale > 0, "config.json: 'logits_scaling' must be positive");
+  }
   return h;
 }
 

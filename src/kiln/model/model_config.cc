@@ -231,6 +231,13 @@ ModelConfig read_model_config(const GgufFile& file) {
   }
   if (moe) read_moe(file, p, c, mla);
   if (mla) read_deepseek2_rest(file, p, c);
+  if (c.arch == "granite") {
+    // llama.cpp requires logit_scale; the others default to no scaling.
+    c.logit_scale = file.get_f32(p + "logit_scale");
+    c.embedding_scale = file.try_get_f32(p + "embedding_scale").value_or(1.0f);
+    c.residual_scale = file.try_get_f32(p + "residual_scale").value_or(1.0f);
+    KILN_CHECK(c.logit_scale > 0, "{}logit_scale must be positive", p);
+  }
   if (auto scale = file.try_get_f32(p + "attention.scale"); scale && *scale > 0) {
     c.attention_scale = *scale;
   }

@@ -52,6 +52,11 @@ struct ModelConfig {
   double attention_scale = 0;      // 1/sqrt(head_dim) unless the architecture says otherwise
   double attn_logit_softcap = 0;   // gemma2: cap * tanh(score / cap) before softmax; 0: none
   double final_logit_softcap = 0;  // 0: none
+  // Granite's multipliers: embeddings times embedding_scale, each layer's attention and FFN
+  // outputs times residual_scale before their residual add, logits divided by logit_scale.
+  double embedding_scale = 1.0;
+  double residual_scale = 1.0;
+  double logit_scale = 1.0;
   // Mixture of experts (qwen3moe, Mixtral): every layer's FFN routes each token to n_experts_used
   // of n_experts experts of width n_ff_expert, weighted by the renormalized router softmax.
   int n_experts = 0;

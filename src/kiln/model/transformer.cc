@@ -38,6 +38,7 @@ class ForwardBuilder {
     if (c_.rope_freq_factors) rope_factors_ = weight(kRopeFreqsTensor);
     Value x = b_.embedding(weight("token_embd.weight"), ids_);
     if (c_.scale_embeddings) x = b_.scale(x, std::sqrt(static_cast<double>(c_.n_embd)));
+    if (c_.embedding_scale != 1.0) x = b_.scale(x, c_.embedding_scale);
 
     for (int il = 0; il < c_.n_layers; ++il) x = layer(il, x, kv);
 
@@ -50,6 +51,7 @@ class ForwardBuilder {
       // This rank's vocabulary rows: greedy ids come from a distributed argmax, logits are
       // gathered from every rank's slice.
       Value logits = b_.matmul(x, weight(kTpLmHeadTensor));
+      if (c_.logit_scale != 1.0 && !s_.greedy) logits = b_.scale(logits, 1.0 / c_.logit_scale);
       if (c_.final_logit_softcap > 0) logits = b_.softcap(logits, c_.final_logit_softcap);
       b_.output(s_.greedy ? b_.all_argmax(logits, c_.vocab)
                           : b_.all_gather_vocab(logits, c_.vocab));
@@ -57,6 +59,8 @@ class ForwardBuilder {
     }
     Value head = weight(c_.tied_output ? "token_embd.weight" : "output.weight");
     Value logits = b_.matmul(x, head);
+    // Granite divides the logits; a positive factor leaves greedy's argmax as it is.
+    if (c_.logit_scale != 1.0 && !s_.greedy) logits = b_.scale(logits, 1.0 / c_.logit_scale);
     if (c_.final_logit_softcap > 0) logits = b_.softcap(logits, c_.final_logit_softcap);
     b_.output(s_.greedy ? b_.argmax(logits) : logits);
     return b_.finish();
@@ -168,12 +172,14 @@ class ForwardBuilder {
     // Under tensor parallelism o is this rank's heads' share: the sum over ranks is the output.
     if (c_.tp_size > 1) o = b_.all_reduce(o);
     if (c_.post_norms) o = b_.rms_norm(o, weight(blk + ".post_attention_norm.weight"), c_.rms_eps);
+    if (c_.residual_scale != 1.0) o = b_.scale(o, c_.residual_scale);
     x = b_.add(x, o);
 
     h = b_.rms_norm(x, weight(blk + ".ffn_norm.weight"), c_.rms_eps);
     Value d = ffn(il, h, blk);
     if (c_.tp_size > 1) d = b_.all_reduce(d);  // this rank's FFN columns' share, summed
     if (c_.post_norms) d = b_.rms_norm(d, weight(blk + ".post_ffw_norm.weight"), c_.rms_eps);
+    if (c_.residual_scale != 1.0) d = b_.scale(d, c_.residual_scale);
     return b_.add(x, d);
   }
 
