@@ -57,13 +57,12 @@ struct Packed {
   PackedWeight router;
   PackedExperts gate_up, down;
   MoeFfnWeights w;
-  explicit Packed(Layer& l) {
-    router = PackedWeight::pack(Tensor::borrow(l.router_t, {l.E, l.D}, l.router.data()));
-    gate_up = pack_experts({Tensor::borrow(l.expert_t, {l.E, l.F, l.D}, l.gate.data()),
-                            Tensor::borrow(l.expert_t, {l.E, l.F, l.D}, l.up.data())});
-    down = pack_experts({Tensor::borrow(l.expert_t, {l.E, l.D, l.F}, l.down.data())});
-    w = MoeFfnWeights{&router, &gate_up, &down, l.top_k, l.norm};
-  }
+  explicit Packed(Layer& l)
+      : router(PackedWeight::pack(Tensor::borrow(l.router_t, {l.E, l.D}, l.router.data()))),
+        gate_up(pack_experts({Tensor::borrow(l.expert_t, {l.E, l.F, l.D}, l.gate.data()),
+                              Tensor::borrow(l.expert_t, {l.E, l.F, l.D}, l.up.data())})),
+        down(pack_experts({Tensor::borrow(l.expert_t, {l.E, l.D, l.F}, l.down.data())})),
+        w{&router, &gate_up, &down, l.top_k, l.norm} {}
 };
 
 std::vector<float> run_moe(const MoeFfnWeights& w, const std::vector<float>& x, int64_t m,
@@ -312,12 +311,15 @@ TEST(MoeFfn, RouteRowSigmoidWithScoreBias) {
 // dot product): with top_k 2 the kernel must take 1 and 4, as the reference does.
 TEST(MoeFfn, TiedExpertsInTheKernelGoToTheLowestIndex) {
   Layer l(8, 64, 32, 2, DType::F32, DType::F32, 31);
-  auto* r = reinterpret_cast<float*>(l.router.data());
+  // The F32 router's values, edited as floats and written back (no type-punned pointer).
+  std::vector<float> r(static_cast<size_t>(l.E * l.D));
+  std::memcpy(r.data(), l.router.data(), r.size() * sizeof(float));
   for (int64_t c = 0; c < l.D; ++c) {
     r[1 * l.D + c] = 4.0f * r[c];  // large: the tied experts are the top ones
     r[4 * l.D + c] = r[1 * l.D + c];
     r[6 * l.D + c] = r[1 * l.D + c];
   }
+  std::memcpy(l.router.data(), r.data(), r.size() * sizeof(float));
   Packed p(l);
   std::mt19937 rng(8);
   auto x = testing::random_acts(5, l.D, rng);
