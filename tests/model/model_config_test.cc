@@ -186,7 +186,9 @@ TEST(ModelConfig, EveryArchitectureRowReadsAsItsTraits) {
     EXPECT_EQ(c.rope_neox, t.gguf_rope_neox);
     EXPECT_EQ(c.qkv_bias, t.qkv_bias);
     EXPECT_EQ(c.qk_norm, t.qk_norm);
-    EXPECT_EQ(c.post_norms, t.gemma);
+    EXPECT_EQ(c.post_norms, t.gemma || t.arch == "olmo2");
+    EXPECT_EQ(c.pre_norms, t.arch != "olmo2");
+    EXPECT_EQ(c.qk_norm_full, t.arch == "olmo2");
     EXPECT_EQ(c.scale_embeddings, t.gemma);
     EXPECT_EQ(c.activation, t.gemma ? Activation::GeluTanh : Activation::Silu);
     EXPECT_EQ(c.n_experts > 0, t.experts == Experts::kAlways);

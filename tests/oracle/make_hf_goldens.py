@@ -163,6 +163,11 @@ CASES = [
          **BASE, num_hidden_layers=2, rope_theta=10000.0, tie_word_embeddings=False,
          embedding_multiplier=4.0, residual_multiplier=0.5, attention_multiplier=0.15,
          logits_scaling=2.0),
+    # OLMo 2: RMSNorm after the attention and after the FFN (none before), Q/K RMSNorm over the
+    # whole projection, NeoX RoPE kept as stored by the converter.
+    case("olmo2", "Olmo2ForCausalLM", "Olmo2Config",
+         ["post-norms only", "qk-norm over the projection", "gqa", "untied"],
+         **BASE, num_hidden_layers=2, rope_theta=500000.0, tie_word_embeddings=False),
 ]
 
 
@@ -300,7 +305,7 @@ def try_build_case(c: dict, seed: int) -> bool:
     return True
 
 
-# Runs the converter unchanged except for one thing: its Qwen3-MoE and DeepSeek classes take the
+# Runs the converter unchanged except for one thing: its Qwen3-MoE, DeepSeek and OLMo 2 classes take the
 # vocabulary only from a GPT-2 style tokenizer.json whose pre-tokenizer hash they recognize (a
 # real Qwen or DeepSeek tokenizer), which cannot be had offline; they are pointed at the
 # SentencePiece path its dense Qwen classes already use. Only the vocabulary is affected: every tensor is converted by the
@@ -311,8 +316,10 @@ script = pathlib.Path(sys.argv[1])
 sys.path[:0] = [str(script.parent), str(script.parent / "gguf-py")]
 import conversion.qwen as qwen
 import conversion.deepseek as deepseek
+import conversion.olmo as olmo
 qwen.Qwen3MoeModel.set_vocab = lambda self: self._set_vocab_sentencepiece()
 deepseek.DeepseekV2Model.set_vocab = lambda self: self._set_vocab_sentencepiece()
+olmo.Olmo2Model.set_vocab = lambda self: self._set_vocab_sentencepiece()
 sys.argv = sys.argv[1:]
 runpy.run_path(str(script), run_name="__main__")
 """

@@ -63,6 +63,9 @@ inline constexpr ArchitectureTraits kArchitectures[] = {
     {"deepseek2", false, false, false, false, 0, 0, false, false, 0, Experts::kAlways, false},
     // Granite (3.x dense): Llama with multipliers (model_config.h), read beyond this row.
     {"granite", false, false, false, false, 0, 0, false, false, 0, Experts::kNever, false},
+    // OLMo 2: norms after the attention and the FFN instead of before, Q/K RMSNorm over the
+    // whole projection (apply_architecture_traits).
+    {"olmo2", true, false, false, false, 0, 0, false, false, 0, Experts::kNever, false},
 };
 
 // A Hugging Face config's class and model_type, and the architecture row it loads as.
@@ -87,6 +90,7 @@ inline constexpr HfArchitecture kHfArchitectures[] = {
     {"DeepseekV2ForCausalLM", "deepseek_v2", "deepseek2"},
     {"DeepseekV3ForCausalLM", "deepseek_v3", "deepseek2"},
     {"GraniteForCausalLM", "granite", "granite"},
+    {"Olmo2ForCausalLM", "olmo2", "olmo2"},
 };
 
 // The row of `arch`, or null when kiln does not run it.

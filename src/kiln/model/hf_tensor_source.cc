@@ -111,7 +111,7 @@ void HfTensorSource::map_names(const HfModelConfig& h) {
   for (int il = 0; il < c.n_layers; ++il) {
     const std::string hf = "model.layers." + std::to_string(il) + ".";
     const std::string blk = "blk." + std::to_string(il) + ".";
-    add(blk + "attn_norm.weight", norm, {hf + "input_layernorm.weight"});
+    if (c.pre_norms) add(blk + "attn_norm.weight", norm, {hf + "input_layernorm.weight"});
     if (c.mla) {
       map_mla_attention(c, hf, blk);
     } else if (c.fused_qkv) {
@@ -130,11 +130,14 @@ void HfTensorSource::map_names(const HfModelConfig& h) {
     add(blk + "attn_output.weight", Kind::kAsStored, {hf + "self_attn.o_proj.weight"});
     check_shape(blk + "attn_output.weight",
                 Shape{embd, c.mla ? c.n_heads * static_cast<int64_t>(c.v_head_dim) : q_rows});
-    if (c.qk_norm) {
+    if (c.qk_norm || c.qk_norm_full) {
       add(blk + "attn_q_norm.weight", norm, {hf + "self_attn.q_norm.weight"});
       add(blk + "attn_k_norm.weight", norm, {hf + "self_attn.k_norm.weight"});
     }
-    if (c.post_norms) {
+    if (!c.pre_norms) {  // OLMo 2: norms after the attention and the FFN only
+      add(blk + "post_attention_norm.weight", norm, {hf + "post_attention_layernorm.weight"});
+      add(blk + "post_ffw_norm.weight", norm, {hf + "post_feedforward_layernorm.weight"});
+    } else if (c.post_norms) {
       add(blk + "post_attention_norm.weight", norm, {hf + "post_attention_layernorm.weight"});
       add(blk + "ffn_norm.weight", norm, {hf + "pre_feedforward_layernorm.weight"});
       add(blk + "post_ffw_norm.weight", norm, {hf + "post_feedforward_layernorm.weight"});

@@ -166,6 +166,11 @@ void apply_architecture_traits(const ArchitectureTraits& t, ModelConfig& c) {
   c.post_norms = t.gemma;
   c.scale_embeddings = t.gemma;
   c.activation = t.gemma ? Activation::GeluTanh : Activation::Silu;
+  if (t.arch == "olmo2") {
+    c.post_norms = true;
+    c.pre_norms = false;
+    c.qk_norm_full = true;
+  }
 }
 
 ModelConfig read_model_config(const GgufFile& file) {

@@ -43,7 +43,9 @@ struct ModelConfig {
   bool rope_freq_factors = false;  // the file has kRopeFreqsTensor (llama3 rope scaling)
   bool qkv_bias = false;           // qwen2
   bool qk_norm = false;            // gemma3, qwen3, qwen3moe: per-head RMSNorm on Q and K
-  bool post_norms = false;         // gemma2/3: post_attention_norm and post_ffw_norm
+  bool post_norms = false;         // gemma2/3, olmo2: post_attention_norm and post_ffw_norm
+  bool pre_norms = true;           // attn_norm and ffn_norm (olmo2 has none)
+  bool qk_norm_full = false;       // olmo2: RMSNorm over the whole Q and K projections
   bool scale_embeddings = false;   // gemma2/3: embeddings times sqrt(n_embd)
   bool tied_output = false;        // no output.weight: the LM head is token_embd
   bool fused_qkv = false;          // phi3: one attn_qkv tensor (rows q, then k, then v)

@@ -167,7 +167,7 @@ class ForwardBuilder {
     const std::string blk = "blk." + std::to_string(il);
     const LayerConfig& lc = c_.layers[il];
 
-    Value h = b_.rms_norm(x, weight(blk + ".attn_norm.weight"), c_.rms_eps);
+    Value h = c_.pre_norms ? b_.rms_norm(x, weight(blk + ".attn_norm.weight"), c_.rms_eps) : x;
     Value o = c_.mla ? mla_attention(il, h, kv, lc, blk) : attention(il, h, kv, lc, blk);
     // Under tensor parallelism o is this rank's heads' share: the sum over ranks is the output.
     if (c_.tp_size > 1) o = b_.all_reduce(o);
@@ -175,7 +175,7 @@ class ForwardBuilder {
     if (c_.residual_scale != 1.0) o = b_.scale(o, c_.residual_scale);
     x = b_.add(x, o);
 
-    h = b_.rms_norm(x, weight(blk + ".ffn_norm.weight"), c_.rms_eps);
+    h = c_.pre_norms ? b_.rms_norm(x, weight(blk + ".ffn_norm.weight"), c_.rms_eps) : x;
     Value d = ffn(il, h, blk);
     if (c_.tp_size > 1) d = b_.all_reduce(d);  // this rank's FFN columns' share, summed
     if (c_.post_norms) d = b_.rms_norm(d, weight(blk + ".post_ffw_norm.weight"), c_.rms_eps);
@@ -190,6 +190,10 @@ class ForwardBuilder {
     if (c_.qk_norm) {
       q = head_norm(q, c_.n_heads, blk + ".attn_q_norm.weight");
       k = head_norm(k, c_.n_kv_heads, blk + ".attn_k_norm.weight");
+    }
+    if (c_.qk_norm_full) {
+      q = b_.rms_norm(q, weight(blk + ".attn_q_norm.weight"), c_.rms_eps);
+      k = b_.rms_norm(k, weight(blk + ".attn_k_norm.weight"), c_.rms_eps);
     }
     q = rope(q, lc);
     k = rope(k, lc);
