@@ -23,6 +23,10 @@
 //    tiny models have flat distributions that amplify it, so only distribution-level agreement
 //    is asked: mean KL(transformers || kiln) below kQ8MeanKl and top-1 agreement of at least
 //    kQ8Top1 (measured worst: 0.026 and 0.80). Every deliberately broken file misses by far more.
+//    DeepSeek's cases are held to kQ8MeanKlRouted / kQ8Top1Routed: two chained low-rank
+//    projections per attention add int8 activation error on the way to a group-limited router
+//    over 8 experts, and a flipped group or expert moves these tiny models' logits by their
+//    whole scale (their float32 files agree to 0.2% of it). Measured worst: 0.068 and 0.74.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -31,6 +35,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <ostream>
 
@@ -46,6 +51,10 @@ namespace fs = std::filesystem;
 constexpr double kF32RelTol = 1e-2;
 constexpr double kQ8MeanKl = 0.05;
 constexpr double kQ8Top1 = 0.75;
+constexpr double kQ8MeanKlRouted = 0.1;
+constexpr double kQ8Top1Routed = 0.7;
+
+bool deepseek(const std::string& name) { return name.rfind("deepseek", 0) == 0; }
 
 fs::path oracle_dir() { return fs::path(KILN_SOURCE_DIR) / "tests" / "oracle" / "data"; }
 
@@ -252,8 +261,10 @@ TEST_P(HfOracle, LogitsMatchTransformers) {
         EXPECT_LT(a.max_rel, kF32RelTol) << (mixed ? "mixed batch" : "batch 1");
         EXPECT_EQ(a.top1_decisive_diff, 0) << (mixed ? "mixed batch" : "batch 1");
       } else {
-        EXPECT_LT(a.mean_kl(), kQ8MeanKl) << (mixed ? "mixed batch" : "batch 1");
-        EXPECT_GE(a.top1(), kQ8Top1) << (mixed ? "mixed batch" : "batch 1");
+        EXPECT_LT(a.mean_kl(), deepseek(name) ? kQ8MeanKlRouted : kQ8MeanKl)
+            << (mixed ? "mixed batch" : "batch 1");
+        EXPECT_GE(a.top1(), deepseek(name) ? kQ8Top1Routed : kQ8Top1)
+            << (mixed ? "mixed batch" : "batch 1");
       }
     }
   }
@@ -337,8 +348,15 @@ TEST_P(HfDirectoryVsGguf, SameTokensAsConversion) {
       "mean KL %.2e\n",
       name.c_str(), type.c_str(), matching_conversion(type).c_str(), max_diff, max_diff / scale,
       static_cast<long long>(top1_diff), between.mean_kl());
-  const bool rope_layout_differs = name == "llama" || name == "llama3-rope" || name == "mistral";
-  if (!rope_layout_differs) {
+  const bool rope_layout_differs = name == "llama" || name == "llama3-rope" || name == "mistral" ||
+                                   name == "mixtral" || name == "granite";
+  if (deepseek(name) && type == "hf-q8_0") {
+    // The converter splits kv_b_proj into attn_k_b, whose 16-wide rows it keeps in F16, and
+    // attn_v_b; --quantize q8_0 quantizes kv_b_proj whole: not the same numbers. Measured: mean
+    // KL 0.038, 9 of 63 top-1 tokens differ.
+    EXPECT_LT(between.mean_kl(), 0.1);
+    EXPECT_GE(between.top1(), 0.8);
+  } else if (!rope_layout_differs) {
     EXPECT_EQ(max_diff, 0.0) << "the same numbers, read another way";
   } else if (type == "hf-q8_0") {
     EXPECT_LT(between.mean_kl(), 1e-3);
@@ -387,6 +405,48 @@ TEST(HfOracleMutants, HfDirectoryWithoutRopeScalingFails) {
   std::ofstream(dir / "config.json") << config.dump();
   expect_model_far_from_golden(dir, "llama3-rope");
   fs::remove_all(dir.parent_path());
+}
+
+// The checkpoint of `golden_case` with config.json edited by `edit` misses the goldens.
+void expect_config_mutant_far(const std::string& golden_case, const std::string& mutant,
+                              const std::function<void(nlohmann::json&)>& edit) {
+  const fs::path src = oracle_dir() / golden_case / "hf";
+  const fs::path dir =
+      fs::temp_directory_path() / ("kiln-hf-mutant-" + std::to_string(::getpid())) / mutant;
+  fs::create_directories(dir);
+  for (const auto& e : fs::directory_iterator(src))
+    fs::copy_file(e.path(), dir / e.path().filename());
+  auto config = nlohmann::json::parse(std::ifstream(src / "config.json"));
+  edit(config);
+  std::ofstream(dir / "config.json") << config.dump();
+  expect_model_far_from_golden(dir, golden_case);
+  fs::remove_all(dir.parent_path());
+}
+
+// Mixtral's routing matters: the checkpoint routed to one expert instead of two misses.
+TEST(HfOracleMutants, MixtralRoutedToOneExpertFails) {
+  expect_config_mutant_far("mixtral", "mixtral-top1",
+                           [](nlohmann::json& c) { c["num_experts_per_tok"] = 1; });
+}
+
+// DeepSeek's routed scale, YaRN and its sigmoid routing each matter.
+TEST(HfOracleMutants, DeepseekWithoutRoutedScaleFails) {
+  expect_config_mutant_far("deepseek-v3", "deepseek-v3-unscaled",
+                           [](nlohmann::json& c) { c["routed_scaling_factor"] = 1.0; });
+}
+
+TEST(HfOracleMutants, DeepseekWithoutYarnFails) {
+  expect_config_mutant_far("deepseek-v2", "deepseek-v2-no-yarn", [](nlohmann::json& c) {
+    c["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 10000.0}};
+  });
+}
+
+TEST(HfOracleMutants, DeepseekV3RoutedAsV2Fails) {
+  expect_config_mutant_far("deepseek-v3", "deepseek-v3-as-v2", [](nlohmann::json& c) {
+    c["architectures"] = {"DeepseekV2ForCausalLM"};
+    c["model_type"] = "deepseek_v2";
+    c["topk_method"] = "group_limited_greedy";
+  });
 }
 
 TEST(HfOracleMutants, DroppedRopeFactorsFail) {

@@ -58,12 +58,15 @@ inline std::map<std::string, int> unfused_patterns(const Graph& g) {
           ++projections[{n.inputs[0].node, n.inputs[0].index, g.type(n.inputs[1]).dtype}];
         break;
       case Op::KvWrite: {
-        // kv_write(k = rope(reshape(rms_norm(..)))), the reshape absent for one head
+        // kv_write(k = rope(reshape(rms_norm(..)))), the reshape absent for one head; a norm
+        // over the whole projection (OLMo 2: its weight wider than a head) is not per head
         const Node& rope = producer(n.inputs[1]);
         if (rope.op != Op::Rope) break;
         const Node* back = &producer(rope.inputs[0]);
         if (back->op == Op::Reshape) back = &producer(back->inputs[0]);
-        if (back->op == Op::RmsNorm) ++found["qk_norm+rope+kv_write"];
+        if (back->op == Op::RmsNorm &&
+            g.type(back->inputs[1]).shape[0] == rope.attrs.get_int("head_dim"))
+          ++found["qk_norm+rope+kv_write"];
         break;
       }
       case Op::Argmax: {

@@ -93,6 +93,12 @@ TEST(MoeFfnGraph, TypeRulesRejectMismatches) {
   expect_parse_error(replaced(kText, "top_k=2", "top_k=9"), "exceeds n_experts");
   expect_parse_error(replaced(kText, "n_experts=8", "n_experts=4"), "router has 8 rows");
   expect_parse_error(replaced(kText, "norm_topk_prob=1", "norm_topk_prob=2"), "norm_topk_prob");
+  // Group-limited routing: the groups must divide the experts and hold the top-k.
+  expect_parse_error(replaced(kText, "norm_topk_prob=1", "norm_topk_prob=1, n_groups=3"),
+                     "n_groups=3");
+  expect_parse_error(
+      replaced(kText, "norm_topk_prob=1", "norm_topk_prob=1, n_groups=8, topk_groups=1"),
+      "topk_groups=1");
   expect_parse_error(replaced(kText, "q8_0[8,32,64]\n  %u", "q8_0[8,32,64,1]\n  %u"), "rank 3");
   // The experts' K must be whole blocks: F = 48 is not a multiple of q8_0's 32 for down.
   expect_parse_error(

@@ -57,13 +57,12 @@ struct Packed {
   PackedWeight router;
   PackedExperts gate_up, down;
   MoeFfnWeights w;
-  explicit Packed(Layer& l) {
-    router = PackedWeight::pack(Tensor::borrow(l.router_t, {l.E, l.D}, l.router.data()));
-    gate_up = pack_experts({Tensor::borrow(l.expert_t, {l.E, l.F, l.D}, l.gate.data()),
-                            Tensor::borrow(l.expert_t, {l.E, l.F, l.D}, l.up.data())});
-    down = pack_experts({Tensor::borrow(l.expert_t, {l.E, l.D, l.F}, l.down.data())});
-    w = MoeFfnWeights{&router, &gate_up, &down, l.top_k, l.norm};
-  }
+  explicit Packed(Layer& l)
+      : router(PackedWeight::pack(Tensor::borrow(l.router_t, {l.E, l.D}, l.router.data()))),
+        gate_up(pack_experts({Tensor::borrow(l.expert_t, {l.E, l.F, l.D}, l.gate.data()),
+                              Tensor::borrow(l.expert_t, {l.E, l.F, l.D}, l.up.data())})),
+        down(pack_experts({Tensor::borrow(l.expert_t, {l.E, l.D, l.F}, l.down.data())})),
+        w{&router, &gate_up, &down, l.top_k, l.norm} {}
 };
 
 std::vector<float> run_moe(const MoeFfnWeights& w, const std::vector<float>& x, int64_t m,
@@ -255,16 +254,72 @@ TEST(MoeFfn, RouteRowTiesGoToTheLowestExpert) {
   EXPECT_NEAR(w[0], p, 1e-6);  // softmax probabilities, not renormalized
 }
 
+// DeepSeek V2's group-limited greedy routing: softmax scores, the best groups by their best
+// expert, the top-k within them, weights times routed_scale (not renormalized).
+TEST(MoeFfn, RouteRowGroupLimitedSoftmax) {
+  // Groups of 2: {0,1} best 2.0, {2,3} best 3.0, {4,5} best 2.5; expert 1 (2.0) would be in a
+  // plain top-3 but its group is not among the best two.
+  std::vector<float> logits = {1.9f, 2.0f, 3.0f, -1.0f, 2.5f, 1.95f};
+  std::vector<float> choice(6);
+  MoeRouting r;
+  r.top_k = 3;
+  r.norm_topk_prob = false;
+  r.n_groups = 3;
+  r.topk_groups = 2;
+  r.routed_scale = 16.0f;
+  std::vector<double> p(6);
+  double z = 0;
+  for (int e = 0; e < 6; ++e) z += std::exp(static_cast<double>(logits[e]));
+  for (int e = 0; e < 6; ++e) p[e] = std::exp(static_cast<double>(logits[e])) / z;
+  int32_t ids[3];
+  float w[3];
+  moe_route_row(logits.data(), 6, r, nullptr, choice.data(), ids, w);
+  EXPECT_EQ(ids[0], 2);
+  EXPECT_EQ(ids[1], 4);
+  EXPECT_EQ(ids[2], 5);
+  EXPECT_NEAR(w[0], 16.0 * p[2], 1e-5);
+  EXPECT_NEAR(w[2], 16.0 * p[5], 1e-5);
+}
+
+// DeepSeek V3's noaux_tc routing: sigmoid scores; the bias steers the choice (and a group's
+// score is the sum of its two best) but the weights are the unbiased scores, renormalized.
+TEST(MoeFfn, RouteRowSigmoidWithScoreBias) {
+  std::vector<float> logits = {0.0f, 1.0f, 2.0f, 0.5f, -1.0f, 0.2f, 0.1f, 0.3f};
+  const std::vector<float> bias = {0.0f, 0.0f, 0.0f, 0.0f, 3.0f, 0.0f, 0.0f, 0.0f};
+  std::vector<float> choice(8);
+  MoeRouting r;
+  r.top_k = 2;
+  r.norm_topk_prob = true;
+  r.gating = MoeGating::kSigmoid;
+  r.n_groups = 4;  // {0,1} {2,3} {4,5} {6,7}
+  r.topk_groups = 2;
+  r.routed_scale = 2.5f;
+  auto sig = [](double v) { return 1.0 / (1.0 + std::exp(-v)); };
+  int32_t ids[2];
+  float w[2];
+  moe_route_row(logits.data(), 8, r, bias.data(), choice.data(), ids, w);
+  // Group scores: {0,1} 1.23, {2,3} 1.50, {4,5} 3.27 + 0.55 (the bias lifts expert 4), {6,7}
+  // 1.10. Chosen groups {4,5} and {2,3}; top-2 by choice: 4 (3.27), then 2 (0.88).
+  EXPECT_EQ(ids[0], 4);
+  EXPECT_EQ(ids[1], 2);
+  const double s4 = sig(-1.0), s2 = sig(2.0);
+  EXPECT_NEAR(w[0], 2.5 * s4 / (s4 + s2), 1e-6);
+  EXPECT_NEAR(w[1], 2.5 * s2 / (s4 + s2), 1e-6);
+}
+
 // Experts 1, 4 and 6 have the same router row, so every row gives them equal logits (the same
 // dot product): with top_k 2 the kernel must take 1 and 4, as the reference does.
 TEST(MoeFfn, TiedExpertsInTheKernelGoToTheLowestIndex) {
   Layer l(8, 64, 32, 2, DType::F32, DType::F32, 31);
-  auto* r = reinterpret_cast<float*>(l.router.data());
+  // The F32 router's values, edited as floats and written back (no type-punned pointer).
+  std::vector<float> r(static_cast<size_t>(l.E * l.D));
+  std::memcpy(r.data(), l.router.data(), r.size() * sizeof(float));
   for (int64_t c = 0; c < l.D; ++c) {
     r[1 * l.D + c] = 4.0f * r[c];  // large: the tied experts are the top ones
     r[4 * l.D + c] = r[1 * l.D + c];
     r[6 * l.D + c] = r[1 * l.D + c];
   }
+  std::memcpy(l.router.data(), r.data(), r.size() * sizeof(float));
   Packed p(l);
   std::mt19937 rng(8);
   auto x = testing::random_acts(5, l.D, rng);

@@ -53,12 +53,15 @@ TEST_P(HfConfigVsGguf, SameConfigAsConversion) {
   EXPECT_EQ(h.vocab, g.vocab);
   EXPECT_EQ(h.context_length, g.context_length);
   EXPECT_FLOAT_EQ(h.rms_eps, g.rms_eps);
-  // The converter permutes Llama's Q/K rows into the normal layout; HF rows are NeoX.
-  EXPECT_TRUE(h.rope_neox);
+  // The converter permutes Llama's Q/K rows into the normal layout; HF rows are NeoX, but for
+  // DeepSeek, which rotates adjacent pairs and whose rows the converter keeps.
+  EXPECT_EQ(h.rope_neox, !h.mla);
   EXPECT_EQ(h.rope_freq_factors, g.rope_freq_factors);
   EXPECT_EQ(h.qkv_bias, g.qkv_bias);
   EXPECT_EQ(h.qk_norm, g.qk_norm);
   EXPECT_EQ(h.post_norms, g.post_norms);
+  EXPECT_EQ(h.pre_norms, g.pre_norms);
+  EXPECT_EQ(h.qk_norm_full, g.qk_norm_full);
   EXPECT_EQ(h.scale_embeddings, g.scale_embeddings);
   EXPECT_EQ(h.tied_output, g.tied_output);
   EXPECT_EQ(h.fused_qkv, g.fused_qkv);
@@ -71,6 +74,23 @@ TEST_P(HfConfigVsGguf, SameConfigAsConversion) {
   EXPECT_EQ(h.n_experts_used, g.n_experts_used);
   EXPECT_EQ(h.n_ff_expert, g.n_ff_expert);
   EXPECT_EQ(h.expert_weights_norm, g.expert_weights_norm);
+  EXPECT_EQ(h.expert_sigmoid, g.expert_sigmoid);
+  EXPECT_EQ(h.expert_groups, g.expert_groups);
+  EXPECT_EQ(h.expert_groups_used, g.expert_groups_used);
+  EXPECT_FLOAT_EQ(h.expert_weights_scale, g.expert_weights_scale);
+  EXPECT_EQ(h.n_dense_lead, g.n_dense_lead);
+  EXPECT_EQ(h.n_ff_shared, g.n_ff_shared);
+  EXPECT_EQ(h.mla, g.mla);
+  EXPECT_FLOAT_EQ(h.embedding_scale, g.embedding_scale);
+  EXPECT_FLOAT_EQ(h.residual_scale, g.residual_scale);
+  EXPECT_FLOAT_EQ(h.logit_scale, g.logit_scale);
+  EXPECT_EQ(h.q_lora_rank, g.q_lora_rank);
+  EXPECT_EQ(h.kv_lora_rank, g.kv_lora_rank);
+  EXPECT_EQ(h.qk_nope_dim, g.qk_nope_dim);
+  EXPECT_EQ(h.v_head_dim, g.v_head_dim);
+  ASSERT_EQ(h.computed_rope_factors.size(), g.computed_rope_factors.size());
+  for (size_t i = 0; i < h.computed_rope_factors.size(); ++i)
+    EXPECT_FLOAT_EQ(h.computed_rope_factors[i], g.computed_rope_factors[i]) << "factor " << i;
   ASSERT_EQ(h.layers.size(), g.layers.size());
   for (size_t il = 0; il < h.layers.size(); ++il) {
     EXPECT_EQ(h.layers[il].sliding, g.layers[il].sliding) << "layer " << il;
@@ -244,6 +264,33 @@ TEST(HfConfig, Qwen3MoeDenseLayersRefused) {
   json c = read_json(oracle_dir() / "qwen3moe" / "hf" / "config.json");
   c["mlp_only_layers"] = {0};
   EXPECT_NE(error_of(c).find("mlp_only_layers"), std::string::npos) << error_of(c);
+}
+
+// Mixtral loads as the llama row with experts intermediate_size wide, always renormalized.
+TEST(HfConfig, MixtralIsLlamaWithExperts) {
+  json c = llama();
+  c["architectures"] = {"MixtralForCausalLM"};
+  c["model_type"] = "mixtral";
+  c["num_local_experts"] = 8;
+  c["num_experts_per_tok"] = 2;
+  c["norm_topk_prob"] = false;  // not read by Mixtral: it always renormalizes
+  const ModelConfig m = model_config_from_hf(c).config;
+  EXPECT_EQ(m.arch, "llama");
+  EXPECT_EQ(m.n_experts, 8);
+  EXPECT_EQ(m.n_experts_used, 2);
+  EXPECT_EQ(m.n_ff_expert, c["intermediate_size"].get<int>());
+  EXPECT_TRUE(m.expert_weights_norm);
+  EXPECT_EQ(model_config_from_hf(llama()).config.n_experts, 0);
+}
+
+TEST(HfConfig, RefusesExpertsOnDenseClassesAndSharedExperts) {
+  json c = llama();
+  c["num_local_experts"] = 8;
+  EXPECT_NE(error_of(c).find("LlamaForCausalLM with mixture-of-experts"), std::string::npos)
+      << error_of(c);
+  c = read_json(oracle_dir() / "qwen3moe" / "hf" / "config.json");
+  c["shared_expert_intermediate_size"] = 64;
+  EXPECT_NE(error_of(c).find("shared experts"), std::string::npos) << error_of(c);
 }
 
 TEST(HfConfig, GemmaSlidingPatternWithoutLayerTypes) {

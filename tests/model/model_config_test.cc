@@ -11,6 +11,7 @@
 #include "gguf_test_builder.h"
 #include "kiln/base/error.h"
 #include "kiln/model/architecture_traits.h"
+#include "kiln/model/deepseek_config.h"
 #include "kiln/model/fused_tensors.h"
 
 namespace kiln::model {
@@ -166,25 +167,151 @@ TEST(ModelConfig, EveryArchitectureRowReadsAsItsTraits) {
     SCOPED_TRACE(std::string(t.arch));
     ConfigFile f{std::string(t.arch)};
     const std::string p = f.arch + ".";
-    if (t.moe) {
+    if (t.experts == Experts::kAlways) {
       f.b.add_u32(p + "expert_count", 4);
       f.b.add_u32(p + "expert_used_count", 2);
       f.b.add_u32(p + "expert_feed_forward_length", 32);
     }
     if (t.gemma) f.b.add_u32(p + "attention.sliding_window", 8);
+    if (t.arch == "granite") {  // required, as llama.cpp requires it
+      f.b.add_kv(p + "logit_scale", GgufType::F32, encode_scalar(8.0f));
+    }
+    if (t.arch == "deepseek2") {  // the latent attention's dimensions have no defaults
+      f.b.add_u32(p + "rope.dimension_count", 8);
+      f.b.add_u32(p + "attention.key_length_mla", 24);
+      f.b.add_u32(p + "attention.value_length_mla", 16);
+      f.b.add_u32(p + "attention.kv_lora_rank", 32);
+    }
     const ModelConfig c = f.read();
     EXPECT_EQ(c.rope_neox, t.gguf_rope_neox);
     EXPECT_EQ(c.qkv_bias, t.qkv_bias);
     EXPECT_EQ(c.qk_norm, t.qk_norm);
-    EXPECT_EQ(c.post_norms, t.gemma);
+    EXPECT_EQ(c.post_norms, t.gemma || t.arch == "olmo2");
+    EXPECT_EQ(c.pre_norms, t.arch != "olmo2");
+    EXPECT_EQ(c.qk_norm_full, t.arch == "olmo2");
     EXPECT_EQ(c.scale_embeddings, t.gemma);
     EXPECT_EQ(c.activation, t.gemma ? Activation::GeluTanh : Activation::Silu);
-    EXPECT_EQ(c.n_experts > 0, t.moe);
+    EXPECT_EQ(c.n_experts > 0, t.experts == Experts::kAlways);
     EXPECT_EQ(c.fused_gate_up, t.fused_projections);  // the file has no ffn_gate tensor
     bool any_sliding = false;
     for (const LayerConfig& l : c.layers) any_sliding = any_sliding || l.sliding;
     EXPECT_EQ(any_sliding, t.sliding_period > 0);
   }
+}
+
+// Mixtral is architecture llama with expert keys; its files give no expert width (the experts
+// are feed_forward_length wide, as llama.cpp reads them) and it always renormalizes.
+TEST(ModelConfig, LlamaWithExpertCountIsMixtral) {
+  ConfigFile f("llama");
+  f.b.add_u32("llama.expert_count", 8);
+  f.b.add_u32("llama.expert_used_count", 2);
+  const ModelConfig c = f.read();
+  EXPECT_EQ(c.n_experts, 8);
+  EXPECT_EQ(c.n_experts_used, 2);
+  EXPECT_EQ(c.n_ff_expert, 128);
+  EXPECT_TRUE(c.expert_weights_norm);
+  EXPECT_FALSE(c.rope_neox);
+  ConfigFile dense("llama");
+  EXPECT_EQ(dense.read().n_experts, 0);
+}
+
+// Each mixture-of-experts variant kiln does not run is refused by the key that marks it.
+TEST(ModelConfig, RefusesMoeVariantsByTheirKeys) {
+  struct Variant {
+    const char* key;
+    uint32_t value;
+    const char* message;
+  };
+  const Variant variants[] = {
+      {"expert_shared_count", 2, "shared experts"},
+      {"expert_shared_feed_forward_length", 64, "shared experts"},
+      {"expert_gating_func", 2, "expert gating function 2"},
+      {"expert_group_count", 8, "group-limited expert routing"},
+      {"leading_dense_block_count", 1, "leading_dense_block_count 1"},
+  };
+  for (const char* arch : {"llama", "qwen3moe"}) {
+    for (const Variant& v : variants) {
+      SCOPED_TRACE(std::string(arch) + " " + v.key);
+      ConfigFile f(arch);
+      const std::string p = std::string(arch) + ".";
+      f.b.add_u32(p + "expert_count", 8);
+      f.b.add_u32(p + "expert_used_count", 2);
+      f.b.add_u32(p + v.key, v.value);
+      expect_error_mentioning(f, v.message);
+    }
+  }
+  // The plain values of the same keys are accepted.
+  ConfigFile plain("llama");
+  plain.b.add_u32("llama.expert_count", 8);
+  plain.b.add_u32("llama.expert_used_count", 2);
+  plain.b.add_u32("llama.expert_gating_func", 1);
+  plain.b.add_u32("llama.expert_shared_count", 0);
+  EXPECT_EQ(plain.read().n_experts, 8);
+}
+
+TEST(ModelConfig, RefusesPerExpertTensorsOfOldMixtralFiles) {
+  ConfigFile f("llama");
+  f.b.add_u32("llama.expert_count", 8);
+  f.b.add_u32("llama.expert_used_count", 2);
+  f.b.add_tensor("blk.0.ffn_gate.0.weight", kF32, {64, 128}, 64 * 128 * 4);
+  expect_error_mentioning(f, "one tensor per expert");
+}
+
+TEST(ModelConfig, RefusesExpertsOnADenseArchitecture) {
+  ConfigFile f("qwen3");
+  f.b.add_u32("qwen3.expert_count", 8);
+  expect_error_mentioning(f, "the qwen3 model has mixture-of-experts FFNs");
+}
+
+TEST(ModelConfig, KnownMoeFamiliesSayWhatTheyNeed) {
+  ConfigFile f("qwen2moe");
+  expect_error_mentioning(f, "unsupported architecture 'qwen2moe': a mixture-of-experts family");
+  expect_error_mentioning(f, "shared expert");
+  expect_error_mentioning(f, "qwen3moe");
+}
+
+// DeepSeek's YaRN: transformers' ramp for 8 rotary dimensions at base 1e4 over an original
+// context of 64 (beta 32 / 1) runs from dimension pair 0 to 2: factors 1, 1 / (1/2 + 1/8), 4,
+// 4; the attention scale gains mscale(4, mscale_all_dim)^2.
+TEST(ModelConfig, DeepseekYarnFactorsAndAttentionScale) {
+  const std::vector<float> f = yarn_rope_factors(8, 10000.0, 4.0, 64.0, 32.0, 1.0);
+  ASSERT_EQ(f.size(), 4u);
+  EXPECT_FLOAT_EQ(f[0], 1.0f);
+  EXPECT_FLOAT_EQ(f[1], 1.6f);
+  EXPECT_FLOAT_EQ(f[2], 4.0f);
+  EXPECT_FLOAT_EQ(f[3], 4.0f);
+  ConfigFile c("deepseek2");
+  const std::string p = "deepseek2.";
+  c.b.add_u32(p + "rope.dimension_count", 8);
+  c.b.add_u32(p + "attention.key_length_mla", 24);
+  c.b.add_u32(p + "attention.value_length_mla", 16);
+  c.b.add_u32(p + "attention.kv_lora_rank", 32);
+  c.b.add_u32(p + "expert_count", 8);
+  c.b.add_u32(p + "expert_used_count", 2);
+  c.b.add_u32(p + "expert_feed_forward_length", 32);
+  c.b.add_string(p + "rope.scaling.type", "yarn");
+  c.b.add_kv(p + "rope.scaling.factor", GgufType::F32, encode_scalar(4.0f));
+  c.b.add_u32(p + "rope.scaling.original_context_length", 64);
+  c.b.add_kv(p + "rope.scaling.yarn_log_multiplier", GgufType::F32, encode_scalar(0.0707f));
+  const ModelConfig m = c.read();
+  EXPECT_TRUE(m.mla && m.rope_freq_factors);
+  EXPECT_EQ(m.head_dim, 24);
+  EXPECT_EQ(m.qk_nope_dim, 16);
+  EXPECT_EQ(m.n_kv_heads, m.n_heads);
+  EXPECT_EQ(m.computed_rope_factors, f);
+  const double mscale = 0.1 * 0.707 * std::log(4.0) + 1.0;
+  EXPECT_NEAR(m.attention_scale, mscale * mscale / std::sqrt(24.0), 1e-6);
+  ConfigFile linear("deepseek2");
+  for (auto* file : {&linear}) {
+    file->b.add_u32(p + "rope.dimension_count", 8);
+    file->b.add_u32(p + "attention.key_length_mla", 24);
+    file->b.add_u32(p + "attention.value_length_mla", 16);
+    file->b.add_u32(p + "attention.kv_lora_rank", 32);
+    file->b.add_u32(p + "expert_count", 8);
+    file->b.add_u32(p + "expert_used_count", 2);
+    file->b.add_string(p + "rope.scaling.type", "linear");
+  }
+  expect_error_mentioning(linear, "rope scaling 'linear' is not implemented for deepseek2");
 }
 
 TEST(ModelConfig, UnknownArchitectureNamesEveryRow) {

@@ -58,14 +58,22 @@ Value Builder::embedding(Value table, Value ids) { return emit(Op::Embedding, {t
 Value Builder::matmul(Value x, Value w) { return emit(Op::Matmul, {x, w}); }
 
 Value Builder::moe_ffn(Value h, Value router, Value gate_exps, Value up_exps, Value down_exps,
-                       int top_k, bool norm_topk_prob) {
+                       int top_k, bool norm_topk_prob, const MoeRoute& route) {
   KILN_CHECK(router.valid() && router.node < graph_.num_nodes(),
              "moe_ffn: router is not a value of this graph");
   Attrs a;
   a.set("n_experts", graph_.type(router).shape[0]);
   a.set("top_k", int64_t{top_k});
   a.set("norm_topk_prob", int64_t{norm_topk_prob ? 1 : 0});
-  return emit(Op::MoeFfn, {h, router, gate_exps, up_exps, down_exps}, std::move(a));
+  if (route.sigmoid) a.set("sigmoid", int64_t{1});
+  if (route.n_groups != 1) {
+    a.set("n_groups", int64_t{route.n_groups});
+    a.set("topk_groups", int64_t{route.topk_groups});
+  }
+  if (route.routed_scale != 1.0) a.set("routed_scale", route.routed_scale);
+  std::vector<Value> inputs{h, router, gate_exps, up_exps, down_exps};
+  if (route.score_bias) inputs.push_back(*route.score_bias);
+  return emit(Op::MoeFfn, std::move(inputs), std::move(a));
 }
 
 Value Builder::add(Value a, Value b) { return emit(Op::Add, {a, b}); }

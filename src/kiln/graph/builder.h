@@ -37,8 +37,20 @@ class Builder {
   Value matmul(Value x, Value w);
   // Mixture-of-experts FFN (op moe_ffn): h f32[T,D] after the FFN norm, router [E,D],
   // gate_exps and up_exps [E,F,D], down_exps [E,D,F]; n_experts is E, from the router.
+  // route: DeepSeek's routing options (kernels/moe_ffn.h); the defaults add no attribute.
+  struct MoeRoute {
+    bool sigmoid = false;
+    int n_groups = 1;
+    int topk_groups = 1;
+    double routed_scale = 1.0;
+    std::optional<Value> score_bias;  // f32[E]
+  };
   Value moe_ffn(Value h, Value router, Value gate_exps, Value up_exps, Value down_exps, int top_k,
-                bool norm_topk_prob);
+                bool norm_topk_prob, const MoeRoute& route);
+  Value moe_ffn(Value h, Value router, Value gate_exps, Value up_exps, Value down_exps, int top_k,
+                bool norm_topk_prob) {
+    return moe_ffn(h, router, gate_exps, up_exps, down_exps, top_k, norm_topk_prob, MoeRoute{});
+  }
   Value add(Value a, Value b);
   Value mul(Value a, Value b);
   Value scale(Value x, double factor);

@@ -38,7 +38,7 @@ void run_matmul_split(const Step& s, const MatmulSplitArgs& a, const kernels::Ex
 void run_moe_ffn(const Step& s, const MatmulArgs& a, const kernels::ExecContext& c) {
   kernels::moe_ffn(*static_cast<const kernels::MoeFfnWeights*>(s.state),
                    static_cast<const float*>(s.in[0]), a.rows, static_cast<float*>(s.out[0]),
-                   s.scratch, c);
+                   s.scratch, c, static_cast<const float*>(s.in[5]));
 }
 
 // rms_norm into scratch, then the LM head with argmax: logits are never written.
@@ -115,6 +115,11 @@ bool lower_gemm(const LowerContext& ctx, const Node& node, Lowered& l) {
       moe->down = &ctx.weights->packed_experts({param(4)});
       moe->top_k = static_cast<int>(node.attrs.get_int("top_k"));
       moe->norm_topk_prob = node.attrs.get_int("norm_topk_prob") != 0;
+      moe->gating = node.attrs.get_int("sigmoid", 0) != 0 ? kernels::MoeGating::kSigmoid
+                                                          : kernels::MoeGating::kSoftmax;
+      moe->n_groups = static_cast<int>(node.attrs.get_int("n_groups", 1));
+      moe->topk_groups = static_cast<int>(node.attrs.get_int("topk_groups", 1));
+      moe->routed_scale = static_cast<float>(node.attrs.get_float("routed_scale", 1.0));
       const int64_t m = g.type(node.inputs[0]).shape.rows();
       set_kernel<run_moe_ffn>(s, {.rows = m});
       s.state = moe.get();

@@ -16,7 +16,7 @@ bool is_packed_weight_slot(Op op, size_t input) {
     case Op::NormMatmulArgmax:
       return input == 2;
     case Op::MoeFfn:
-      return input >= 1;
+      return input >= 1 && input <= 4;  // not the score bias, an f32 vector
     default:
       return false;
   }

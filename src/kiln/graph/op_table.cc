@@ -23,7 +23,9 @@ std::optional<Op> op_from_name(std::string_view name) {
   return std::nullopt;
 }
 
-int optional_inputs(Op op) { return op == Op::Rope || op == Op::QkNormRopeKvWrite ? 1 : 0; }
+int optional_inputs(Op op) {
+  return op == Op::Rope || op == Op::QkNormRopeKvWrite || op == Op::MoeFfn ? 1 : 0;
+}
 
 int effect_input(Op op) {
   switch (op) {

@@ -35,8 +35,9 @@ enum class OpGroup {
   X(Embedding,        "embedding",        2, 1, Gemm,        false)                     \
   /* (x f32[T,K], w[N,K]) -> f32[T,N]: y = x w^T, any weight dtype */                    \
   X(Matmul,           "matmul",           2, 1, Gemm,        false)                     \
-  /* (h f32[T,D], router w[E,D], gate_exps [E,F,D], up_exps [E,F,D], down_exps [E,D,F]) \
-      {n_experts, top_k, norm_topk_prob} -> f32[T,D]: mixture-of-experts FFN; each row's \
+  /* (h f32[T,D], router w[E,D], gate_exps [E,F,D], up_exps [E,F,D], down_exps [E,D,F] \
+      [, score_bias f32[E]]) {n_experts, top_k, norm_topk_prob [, sigmoid, n_groups,    \
+      topk_groups, routed_scale]} -> f32[T,D]: mixture-of-experts FFN; each row's       \
       experts are chosen at run time, inside the kernel (kernels/moe_ffn.h) */            \
   X(MoeFfn,           "moe_ffn",          5, 1, Gemm,        false)                     \
   X(Add,              "add",              2, 1, Elementwise, true)                      \

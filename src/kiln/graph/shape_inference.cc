@@ -25,6 +25,8 @@ class Checker {
   }
 
   const ValueType& in(int i) const { return in_[i]; }
+  int num_inputs() const { return static_cast<int>(in_.size()); }
+  const Attrs& attrs() const { return attrs_; }
 
   void dtype(int i, const char* what, DType want) const {
     if (in_[i].dtype != want) {
@@ -232,6 +234,17 @@ ValueType moe_ffn_type(const Checker& c) {
   if (k > e) c.error("top_k={} exceeds n_experts={}", k, e);
   const int64_t norm = c.int_attr("norm_topk_prob");
   if (norm != 0 && norm != 1) c.error("norm_topk_prob must be 0 or 1, got {}", norm);
+  const Attrs& a = c.attrs();
+  const int64_t groups = a.get_int("n_groups", 1), topk_groups = a.get_int("topk_groups", 1);
+  if (groups < 1 || e % groups != 0 || topk_groups < 1 || topk_groups > groups ||
+      k > topk_groups * (e / groups))
+    c.error("top_k={} from topk_groups={} of n_groups={} groups of {} experts", k, topk_groups,
+            groups, e);
+  if (c.num_inputs() > 5) {
+    const ValueType& bias = c.in(5);
+    if (bias.dtype != DType::F32 || bias.shape != Shape{e})
+      c.error("score_bias must be f32[{}], got {}", e, type_text(bias));
+  }
   c.rank(2, "gate_exps", 3);
   const int64_t f = c.in(2).shape[1];
   if (f <= 0) c.error("gate_exps {} has no rows", type_text(c.in(2)));

@@ -19,7 +19,7 @@ size_t align64(size_t n) { return (n + 63) / 64 * 64; }
 // own barrier after quantizing proves the one before the previous has finished everywhere).
 struct Layout {
   int64_t n_experts, d, f, k, slots;
-  size_t mm[2], logits, ids, weights, slot_of, count, start, row_of, xy, g, u, end;
+  size_t mm[2], logits, choice, ids, weights, slot_of, count, start, row_of, xy, g, u, end;
 };
 
 Layout layout(const MoeFfnWeights& w, int64_t m) {
@@ -35,6 +35,11 @@ Layout layout(const MoeFfnWeights& w, int64_t m) {
   L.f = w.down->experts[0].k();
   L.k = w.top_k;
   KILN_CHECK(L.k >= 1 && L.k <= L.n_experts, "moe_ffn: top_k {} of {} experts", L.k, L.n_experts);
+  KILN_CHECK(w.n_groups >= 1 && w.n_groups <= kMaxMoeGroups && L.n_experts % w.n_groups == 0 &&
+                 w.topk_groups >= 1 && w.topk_groups <= w.n_groups &&
+                 L.k <= w.topk_groups * (L.n_experts / w.n_groups),
+             "moe_ffn: top_k {} from {} of {} groups of {} experts", L.k, w.topk_groups, w.n_groups,
+             L.n_experts);
   L.slots = m * L.k;
   size_t mm_bytes = matmul_scratch_bytes(*w.router, m);
   for (int64_t e = 0; e < L.n_experts; ++e) {
@@ -56,6 +61,7 @@ Layout layout(const MoeFfnWeights& w, int64_t m) {
   L.mm[0] = take(mm_bytes);
   L.mm[1] = take(mm_bytes);
   L.logits = take(4 * sm * static_cast<size_t>(L.n_experts));
+  L.choice = take(4 * sm * static_cast<size_t>(L.n_experts));
   L.ids = take(4 * ss);
   L.weights = take(4 * ss);
   L.slot_of = take(4 * ss);
@@ -74,9 +80,15 @@ bool ranks_above(float a, float b) { return !std::isnan(a) && (std::isnan(b) || 
 
 }  // namespace
 
-void moe_route_row(float* row, int64_t n_experts, int top_k, bool norm_topk_prob, int32_t* ids,
-                   float* weights) {
-  // Softmax in f32 with libm's exp, in expert order (the same bits on every ISA tier).
+namespace {
+
+// Scores in place: softmax or sigmoid, in f32 with libm's exp, in expert order (the same bits on
+// every ISA tier).
+void score_row(float* row, int64_t n_experts, MoeGating gating) {
+  if (gating == MoeGating::kSigmoid) {
+    for (int64_t e = 0; e < n_experts; ++e) row[e] = 1.0f / (1.0f + std::exp(-row[e]));
+    return;
+  }
   float mx = row[0];
   for (int64_t e = 1; e < n_experts; ++e) mx = std::max(mx, row[e]);
   float sum = 0;
@@ -85,23 +97,82 @@ void moe_route_row(float* row, int64_t n_experts, int top_k, bool norm_topk_prob
     sum += row[e];
   }
   for (int64_t e = 0; e < n_experts; ++e) row[e] /= sum;
-  // Top-k of the probabilities by selection (k is small); the strict comparison keeps the lowest
-  // index on ties.
-  for (int j = 0; j < top_k; ++j) {
+}
+
+// The index of the best of values[0..n) not yet taken (taken[i] true), lowest index on ties.
+int64_t best_untaken(const float* values, int64_t n, const bool* taken) {
+  int64_t best = -1;
+  for (int64_t i = 0; i < n; ++i) {
+    if (taken[i]) continue;
+    if (best < 0 || ranks_above(values[i], values[best])) best = i;
+  }
+  return best;
+}
+
+// Group-limited routing: `choice` of every expert outside the topk_groups best groups becomes
+// -inf. A group's score is its best choice (softmax gating: DeepSeek V2) or the sum of its two
+// best (sigmoid gating: DeepSeek V3).
+void keep_best_groups(float* choice, int64_t n_experts, const MoeRouting& r) {
+  const int64_t per_group = n_experts / r.n_groups;
+  float group_score[kMaxMoeGroups];
+  bool taken[kMaxMoeGroups] = {};
+  for (int g = 0; g < r.n_groups; ++g) {
+    const float* c = choice + g * per_group;
+    float first = c[0], second = -INFINITY;
+    for (int64_t i = 1; i < per_group; ++i) {
+      if (ranks_above(c[i], first)) {
+        second = first;
+        first = c[i];
+      } else if (ranks_above(c[i], second)) {
+        second = c[i];
+      }
+    }
+    group_score[g] = r.gating == MoeGating::kSigmoid && per_group > 1 ? first + second : first;
+  }
+  for (int j = 0; j < r.topk_groups; ++j)
+    taken[best_untaken(group_score, r.n_groups, taken)] = true;
+  for (int g = 0; g < r.n_groups; ++g) {
+    if (taken[g]) continue;  // a chosen group keeps its experts
+    std::fill(choice + g * per_group, choice + (g + 1) * per_group, -INFINITY);
+  }
+}
+
+}  // namespace
+
+void moe_route_row(float* row, int64_t n_experts, const MoeRouting& r, const float* score_bias,
+                   float* choice, int32_t* ids, float* weights) {
+  score_row(row, n_experts, r.gating);
+  for (int64_t e = 0; e < n_experts; ++e) choice[e] = score_bias ? row[e] + score_bias[e] : row[e];
+  if (r.n_groups > 1) keep_best_groups(choice, n_experts, r);
+  // Top-k of the choice scores by selection (k is small); the strict comparison keeps the
+  // lowest index on ties. The weights are the scores themselves, without the bias.
+  for (int j = 0; j < r.top_k; ++j) {
     int32_t best = -1;
     for (int64_t e = 0; e < n_experts; ++e) {
       bool taken = false;
       for (int i = 0; i < j; ++i) taken |= ids[i] == e;
       if (taken) continue;
-      if (best < 0 || ranks_above(row[e], row[best])) best = static_cast<int32_t>(e);
+      if (best < 0 || ranks_above(choice[e], choice[best])) best = static_cast<int32_t>(e);
     }
     ids[j] = best;
     weights[j] = row[best];
   }
-  if (!norm_topk_prob) return;
-  float total = 0;
-  for (int j = 0; j < top_k; ++j) total += weights[j];
-  for (int j = 0; j < top_k; ++j) weights[j] /= total;
+  if (r.norm_topk_prob) {
+    float total = 0;
+    for (int j = 0; j < r.top_k; ++j) total += weights[j];
+    for (int j = 0; j < r.top_k; ++j) weights[j] /= total;
+  }
+  if (r.routed_scale != 1.0f) {
+    for (int j = 0; j < r.top_k; ++j) weights[j] *= r.routed_scale;
+  }
+}
+
+void moe_route_row(float* row, int64_t n_experts, int top_k, bool norm_topk_prob, int32_t* ids,
+                   float* weights) {
+  MoeRouting r;
+  r.top_k = top_k;
+  r.norm_topk_prob = norm_topk_prob;
+  moe_route_row(row, n_experts, r, nullptr, row, ids, weights);
 }
 
 size_t moe_ffn_scratch_bytes(const MoeFfnWeights& w, int64_t m) {
@@ -110,7 +181,7 @@ size_t moe_ffn_scratch_bytes(const MoeFfnWeights& w, int64_t m) {
 }
 
 void moe_ffn(const MoeFfnWeights& w, const float* x, int64_t m, float* y, void* scratch,
-             const ExecContext& ctx) {
+             const ExecContext& ctx, const float* score_bias) {
   KILN_CHECK(m >= 0, "moe_ffn: negative row count {}", m);
   if (m == 0) return;
   KILN_CHECK(x != nullptr && y != nullptr && scratch != nullptr, "moe_ffn: null pointer");
@@ -120,6 +191,7 @@ void moe_ffn(const MoeFfnWeights& w, const float* x, int64_t m, float* y, void* 
   auto at = [&](size_t off) { return base + off; };
   void* mm[2] = {at(L.mm[0]), at(L.mm[1])};
   auto* logits = reinterpret_cast<float*>(at(L.logits));
+  auto* choice = reinterpret_cast<float*>(at(L.choice));
   auto* ids = reinterpret_cast<int32_t*>(at(L.ids));
   auto* weights = reinterpret_cast<float*>(at(L.weights));
   auto* slot_of = reinterpret_cast<int32_t*>(at(L.slot_of));
@@ -136,8 +208,11 @@ void moe_ffn(const MoeFfnWeights& w, const float* x, int64_t m, float* y, void* 
   ctx.sync();
   // 2. Each row's experts and weights.
   const Range rows = split_range(m, ctx.tid, ctx.nth);
-  for (int64_t i = rows.begin; i < rows.end; ++i)
-    moe_route_row(logits + i * E, E, w.top_k, w.norm_topk_prob, ids + i * K, weights + i * K);
+  const MoeRouting routing = w.routing();
+  for (int64_t i = rows.begin; i < rows.end; ++i) {
+    moe_route_row(logits + i * E, E, routing, score_bias, choice + i * E, ids + i * K,
+                  weights + i * K);
+  }
   ctx.sync();
   // 3. Slots grouped by expert, rows in increasing order within an expert (a few thousand
   // integer operations: one thread, no second barrier).

@@ -4,10 +4,20 @@
 // which defaults its files may leave out. An architecture that differs from these only in such
 // traits is one row here (plus its Hugging Face class below) and its tests.
 #pragma once
+#include <cstdint>
 #include <string>
 #include <string_view>
 
 namespace kiln::model {
+
+// Where an architecture's FFNs are mixtures of experts (expert_* keys, ffn_*_exps tensors).
+enum class Experts : uint8_t {
+  kNever,
+  kAlways,
+  // When the file says so: a Llama file with expert_count is Mixtral (llama.cpp's converter
+  // writes Mixtral under architecture "llama"; Hugging Face: MixtralForCausalLM).
+  kWhenKeyed,
+};
 
 struct ArchitectureTraits {
   std::string_view arch;  // GGUF's general.architecture (kiln's name of the architecture)
@@ -31,23 +41,31 @@ struct ArchitectureTraits {
   // Gemma scales queries by 1/sqrt(query_pre_attn_scalar), which GGUF files do not store: it is
   // n_embd / n_heads rather than head_dim for the model of this depth (the 27B), 0: never.
   int layers_scaled_by_embd_per_head;
-  bool moe;  // every layer's FFN is a mixture of experts (expert_* keys)
+  Experts experts;
   // One attn_qkv tensor and one gate+up tensor (Phi-3). GGUF files may also store them split.
   bool fused_projections;
 };
 
 // Field order: arch, gguf_rope_neox, qkv_bias, qk_norm, gemma, sliding_period,
 // default_sliding_window, local_rope_uses_global_base, attn_softcap,
-// layers_scaled_by_embd_per_head, moe, fused_projections.
+// layers_scaled_by_embd_per_head, experts, fused_projections.
 inline constexpr ArchitectureTraits kArchitectures[] = {
-    {"llama", false, false, false, false, 0, 0, false, false, 0, false, false},
-    {"mistral", false, false, false, false, 0, 0, false, false, 0, false, false},
-    {"qwen2", true, true, false, false, 0, 0, false, false, 0, false, false},
-    {"qwen3", true, false, true, false, 0, 0, false, false, 0, false, false},
-    {"qwen3moe", true, false, true, false, 0, 0, false, false, 0, true, false},
-    {"gemma2", true, false, false, true, 2, 4096, true, true, 46, false, false},
-    {"gemma3", true, false, true, true, 6, 0, false, false, 62, false, false},
-    {"phi3", true, false, false, false, 0, 0, false, false, 0, false, true},
+    {"llama", false, false, false, false, 0, 0, false, false, 0, Experts::kWhenKeyed, false},
+    {"mistral", false, false, false, false, 0, 0, false, false, 0, Experts::kNever, false},
+    {"qwen2", true, true, false, false, 0, 0, false, false, 0, Experts::kNever, false},
+    {"qwen3", true, false, true, false, 0, 0, false, false, 0, Experts::kNever, false},
+    {"qwen3moe", true, false, true, false, 0, 0, false, false, 0, Experts::kAlways, false},
+    {"gemma2", true, false, false, true, 2, 4096, true, true, 46, Experts::kNever, false},
+    {"gemma3", true, false, true, true, 6, 0, false, false, 62, Experts::kNever, false},
+    {"phi3", true, false, false, false, 0, 0, false, false, 0, Experts::kNever, true},
+    // DeepSeek V2/V3: multi-head latent attention and DeepSeek's routing, read by
+    // deepseek_config.h beyond this row (adjacent-pair RoPE, kept so by the converter).
+    {"deepseek2", false, false, false, false, 0, 0, false, false, 0, Experts::kAlways, false},
+    // Granite (3.x dense): Llama with multipliers (model_config.h), read beyond this row.
+    {"granite", false, false, false, false, 0, 0, false, false, 0, Experts::kNever, false},
+    // OLMo 2: norms after the attention and the FFN instead of before, Q/K RMSNorm over the
+    // whole projection (apply_architecture_traits).
+    {"olmo2", true, false, false, false, 0, 0, false, false, 0, Experts::kNever, false},
 };
 
 // A Hugging Face config's class and model_type, and the architecture row it loads as.
@@ -57,12 +75,22 @@ struct HfArchitecture {
   std::string_view arch;
 };
 
-// Mistral converts to GGUF architecture "llama" (same tensors, same graph).
+// Mistral and Mixtral convert to GGUF architecture "llama" (same tensors, same graph; Mixtral
+// with expert FFNs).
 inline constexpr HfArchitecture kHfArchitectures[] = {
-    {"LlamaForCausalLM", "llama", "llama"},           {"MistralForCausalLM", "mistral", "llama"},
-    {"Qwen2ForCausalLM", "qwen2", "qwen2"},           {"Qwen3ForCausalLM", "qwen3", "qwen3"},
-    {"Qwen3MoeForCausalLM", "qwen3_moe", "qwen3moe"}, {"Gemma2ForCausalLM", "gemma2", "gemma2"},
-    {"Gemma3ForCausalLM", "gemma3_text", "gemma3"},   {"Phi3ForCausalLM", "phi3", "phi3"},
+    {"LlamaForCausalLM", "llama", "llama"},
+    {"MistralForCausalLM", "mistral", "llama"},
+    {"Qwen2ForCausalLM", "qwen2", "qwen2"},
+    {"Qwen3ForCausalLM", "qwen3", "qwen3"},
+    {"Qwen3MoeForCausalLM", "qwen3_moe", "qwen3moe"},
+    {"Gemma2ForCausalLM", "gemma2", "gemma2"},
+    {"Gemma3ForCausalLM", "gemma3_text", "gemma3"},
+    {"Phi3ForCausalLM", "phi3", "phi3"},
+    {"MixtralForCausalLM", "mixtral", "llama"},
+    {"DeepseekV2ForCausalLM", "deepseek_v2", "deepseek2"},
+    {"DeepseekV3ForCausalLM", "deepseek_v3", "deepseek2"},
+    {"GraniteForCausalLM", "granite", "granite"},
+    {"Olmo2ForCausalLM", "olmo2", "olmo2"},
 };
 
 // The row of `arch`, or null when kiln does not run it.

@@ -7,6 +7,7 @@
 
 #include "kiln/base/error.h"
 #include "kiln/model/architecture_traits.h"
+#include "kiln/model/deepseek_config.h"
 #include "kiln/model/model_limits.h"
 
 namespace kiln::model {
@@ -165,11 +166,14 @@ void read_gemma(const json& c, const ArchitectureTraits& t, HfModelConfig& h) {
   }
 }
 
-void read_moe(const json& c, ModelConfig& m) {
+// Mixtral's router always renormalizes its top-k and its experts are intermediate_size wide;
+// Qwen3-MoE says both (norm_topk_prob, moe_intermediate_size).
+void read_moe(const json& c, const HfArchitecture& name, ModelConfig& m) {
+  const bool mixtral = name.model_type == "mixtral";
   m.n_experts = try_int32(c, "num_experts").value_or(try_int32(c, "num_local_experts").value_or(0));
   m.n_experts_used = get_int32(c, "num_experts_per_tok");
-  m.n_ff_expert = get_int32(c, "moe_intermediate_size");
-  m.expert_weights_norm = try_bool(c, "norm_topk_prob").value_or(false);
+  m.n_ff_expert = get_int32(c, mixtral ? "intermediate_size" : "moe_intermediate_size");
+  m.expert_weights_norm = mixtral || try_bool(c, "norm_topk_prob").value_or(false);
   KILN_CHECK(m.n_experts > 0 && m.n_experts_used > 0 && m.n_experts_used <= m.n_experts &&
                  m.n_ff_expert > 0,
              "invalid experts: {} used of {}, expert width {}", m.n_experts_used, m.n_experts,
@@ -179,6 +183,30 @@ void read_moe(const json& c, ModelConfig& m) {
                  (dense == nullptr || (dense->is_array() && dense->empty())),
              "config.json: dense layers between MoE layers (decoder_sparse_step, "
              "mlp_only_layers) are not supported");
+  KILN_CHECK(try_int(c, "shared_expert_intermediate_size").value_or(0) == 0 &&
+                 try_int(c, "n_shared_experts").value_or(0) == 0,
+             "config.json: shared experts (shared_expert_intermediate_size, n_shared_experts) are "
+             "not supported");
+}
+
+// Whether the model's FFNs are mixtures of experts: by its row, and for the rows that may be
+// either (llama: Mixtral), by its class. A dense row whose config has experts is refused.
+bool has_experts(const json& c, const HfArchitecture& name, const ArchitectureTraits& t) {
+  switch (t.experts) {
+    case Experts::kAlways:
+      return true;
+    case Experts::kWhenKeyed:
+      if (name.model_type == "mixtral") return true;
+      break;
+    case Experts::kNever:
+      break;
+  }
+  KILN_CHECK(try_int(c, "num_local_experts").value_or(0) == 0 &&
+                 try_int(c, "num_experts").value_or(0) == 0,
+             "config.json: {} with mixture-of-experts FFNs (num_local_experts, num_experts) is not "
+             "supported",
+             name.hf_class);
+  return false;
 }
 
 }  // namespace
@@ -216,7 +244,7 @@ HfModelConfig model_config_from_hf(const json& c) {
   h.model_type = name.model_type;
   ModelConfig& m = h.config;
   m.arch = name.arch;
-  const bool moe = traits.moe;
+  const bool moe = has_experts(c, name, traits);
   m.n_layers = get_int32(c, "num_hidden_layers");
   m.n_embd = get_int32(c, "hidden_size");
   m.n_ff = moe ? try_int32(c, "intermediate_size").value_or(1) : get_int32(c, "intermediate_size");
@@ -234,6 +262,14 @@ HfModelConfig model_config_from_hf(const json& c) {
   KILN_CHECK(m.n_heads % m.n_kv_heads == 0,
              "num_attention_heads {} is not a multiple of num_key_value_heads {}", m.n_heads,
              m.n_kv_heads);
+  if (name.arch == "deepseek2") {
+    m.layers.resize(m.n_layers);
+    m.tied_output = try_bool(c, "tie_word_embeddings").value_or(false);
+    apply_architecture_traits(traits, m);
+    read_deepseek_hf(c, name.model_type == "deepseek_v3", m);
+    h.rope_freq_factors = m.computed_rope_factors;
+    return h;
+  }
   m.head_dim = try_int32(c, "head_dim").value_or(m.n_embd / m.n_heads);
   KILN_CHECK(m.head_dim > 0 && m.head_dim % 2 == 0, "head_dim {} must be even", m.head_dim);
   m.layers.resize(m.n_layers);
@@ -284,7 +320,14 @@ HfModelConfig model_config_from_hf(const json& c) {
     m.fused_qkv = true;
     m.fused_gate_up = true;
   }
-  if (moe) read_moe(c, m);
+  if (moe) read_moe(c, name, m);
+  if (m.arch == "granite") {
+    if (auto a = try_number(c, "attention_multiplier")) m.attention_scale = *a;
+    m.embedding_scale = try_number(c, "embedding_multiplier").value_or(1.0);
+    m.residual_scale = try_number(c, "residual_multiplier").value_or(1.0);
+    m.logit_scale = try_number(c, "logits_scaling").value_or(1.0);
+    KILN_CHECK(m.logit_scale > 0, "config.json: 'logits_scaling' must be positive");
+  }
   return h;
 }
 

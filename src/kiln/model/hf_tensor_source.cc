@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <unordered_set>
+#include <utility>
 
 #include "kiln/base/error.h"
 #include "kiln/base/half.h"
@@ -110,8 +111,10 @@ void HfTensorSource::map_names(const HfModelConfig& h) {
   for (int il = 0; il < c.n_layers; ++il) {
     const std::string hf = "model.layers." + std::to_string(il) + ".";
     const std::string blk = "blk." + std::to_string(il) + ".";
-    add(blk + "attn_norm.weight", norm, {hf + "input_layernorm.weight"});
-    if (c.fused_qkv) {
+    if (c.pre_norms) add(blk + "attn_norm.weight", norm, {hf + "input_layernorm.weight"});
+    if (c.mla) {
+      map_mla_attention(c, hf, blk);
+    } else if (c.fused_qkv) {
       add(blk + "attn_qkv.weight", Kind::kAsStored, {hf + "self_attn.qkv_proj.weight"});
       check_shape(blk + "attn_qkv.weight", Shape{q_rows + 2 * kv_rows, embd});
     } else {
@@ -125,30 +128,52 @@ void HfTensorSource::map_names(const HfModelConfig& h) {
       check_shape(blk + "attn_v.weight", Shape{kv_rows, embd});
     }
     add(blk + "attn_output.weight", Kind::kAsStored, {hf + "self_attn.o_proj.weight"});
-    check_shape(blk + "attn_output.weight", Shape{embd, q_rows});
-    if (c.qk_norm) {
+    check_shape(blk + "attn_output.weight",
+                Shape{embd, c.mla ? c.n_heads * static_cast<int64_t>(c.v_head_dim) : q_rows});
+    if (c.qk_norm || c.qk_norm_full) {
       add(blk + "attn_q_norm.weight", norm, {hf + "self_attn.q_norm.weight"});
       add(blk + "attn_k_norm.weight", norm, {hf + "self_attn.k_norm.weight"});
     }
-    if (c.post_norms) {
+    if (!c.pre_norms) {  // OLMo 2: norms after the attention and the FFN only
+      add(blk + "post_attention_norm.weight", norm, {hf + "post_attention_layernorm.weight"});
+      add(blk + "post_ffw_norm.weight", norm, {hf + "post_feedforward_layernorm.weight"});
+    } else if (c.post_norms) {
       add(blk + "post_attention_norm.weight", norm, {hf + "post_attention_layernorm.weight"});
       add(blk + "ffn_norm.weight", norm, {hf + "pre_feedforward_layernorm.weight"});
       add(blk + "post_ffw_norm.weight", norm, {hf + "post_feedforward_layernorm.weight"});
     } else {
       add(blk + "ffn_norm.weight", norm, {hf + "post_attention_layernorm.weight"});
     }
-    if (c.n_experts > 0) {
-      add(blk + "ffn_gate_inp.weight", Kind::kAsStored, {hf + "mlp.gate.weight"});
-      for (const char* p : {"gate", "up", "down"}) {
+    if (c.n_experts > 0 && il >= c.n_dense_lead) {
+      // Mixtral's checkpoints name the block block_sparse_moe and the experts' gate, down and
+      // up projections w1, w2 and w3; Qwen3-MoE's name them as the dense MLP does.
+      const bool mixtral = h.model_type == "mixtral";
+      const std::string moe = hf + (mixtral ? "block_sparse_moe." : "mlp.");
+      add(blk + "ffn_gate_inp.weight", Kind::kAsStored, {moe + "gate.weight"});
+      const std::pair<const char*, const char*> projections[] = {
+          {"gate", mixtral ? "w1" : "gate_proj"},
+          {"up", mixtral ? "w3" : "up_proj"},
+          {"down", mixtral ? "w2" : "down_proj"}};
+      for (const auto& [gguf_name, hf_name] : projections) {
         std::vector<std::string> experts;
         for (int e = 0; e < c.n_experts; ++e) {
-          experts.push_back(hf + "mlp.experts." + std::to_string(e) + "." + p + "_proj.weight");
+          experts.push_back(moe + "experts." + std::to_string(e) + "." + hf_name + ".weight");
         }
-        add(blk + "ffn_" + p + "_exps.weight", Kind::kStacked, std::move(experts));
+        add(blk + "ffn_" + gguf_name + "_exps.weight", Kind::kStacked, std::move(experts));
       }
       check_shape(blk + "ffn_gate_exps.weight", Shape{c.n_experts, c.n_ff_expert, embd});
       check_shape(blk + "ffn_up_exps.weight", Shape{c.n_experts, c.n_ff_expert, embd});
       check_shape(blk + "ffn_down_exps.weight", Shape{c.n_experts, embd, c.n_ff_expert});
+      // DeepSeek: V3's score bias, and the shared experts beside the routed ones.
+      add_optional(blk + "exp_probs_b.bias", moe + "gate.e_score_correction_bias");
+      if (c.n_ff_shared > 0) {
+        for (const char* p : {"gate", "up", "down"}) {
+          add(blk + "ffn_" + p + "_shexp.weight", Kind::kAsStored,
+              {moe + "shared_experts." + p + "_proj.weight"});
+        }
+        check_shape(blk + "ffn_gate_shexp.weight", Shape{c.n_ff_shared, embd});
+        check_shape(blk + "ffn_down_shexp.weight", Shape{embd, c.n_ff_shared});
+      }
     } else if (c.fused_gate_up) {
       // Phi-3's gate_up_proj holds the gate rows, then the up rows (fused_tensors.h).
       add(blk + "ffn_up.weight", Kind::kAsStored, {hf + "mlp.gate_up_proj.weight"});
@@ -188,6 +213,31 @@ void HfTensorSource::map_names(const HfModelConfig& h) {
       KILN_LOG_WARN("ignoring checkpoint tensor '{}' ({} does not use it)", hf_name, c.arch);
     }
   }
+}
+
+// DeepSeek's latent attention, under the names llama.cpp's converter gives it (kv_b_proj kept
+// whole: mla_tensors.h rearranges it either way).
+void HfTensorSource::map_mla_attention(const ModelConfig& c, const std::string& hf,
+                                       const std::string& blk) {
+  const Kind norm = Kind::kAsStored;
+  const std::string a = hf + "self_attn.";
+  const int64_t embd = c.n_embd, heads = c.n_heads;
+  if (c.q_lora_rank > 0) {
+    add(blk + "attn_q_a.weight", Kind::kAsStored, {a + "q_a_proj.weight"});
+    add(blk + "attn_q_a_norm.weight", norm, {a + "q_a_layernorm.weight"});
+    add(blk + "attn_q_b.weight", Kind::kAsStored, {a + "q_b_proj.weight"});
+    check_shape(blk + "attn_q_a.weight", Shape{c.q_lora_rank, embd});
+    check_shape(blk + "attn_q_b.weight", Shape{heads * c.head_dim, c.q_lora_rank});
+  } else {
+    add(blk + "attn_q.weight", Kind::kAsStored, {a + "q_proj.weight"});
+    check_shape(blk + "attn_q.weight", Shape{heads * c.head_dim, embd});
+  }
+  add(blk + "attn_kv_a_mqa.weight", Kind::kAsStored, {a + "kv_a_proj_with_mqa.weight"});
+  add(blk + "attn_kv_a_norm.weight", norm, {a + "kv_a_layernorm.weight"});
+  add(blk + "attn_kv_b.weight", Kind::kAsStored, {a + "kv_b_proj.weight"});
+  check_shape(blk + "attn_kv_a_mqa.weight", Shape{c.kv_lora_rank + c.n_rot, embd});
+  check_shape(blk + "attn_kv_b.weight",
+              Shape{heads * (c.qk_nope_dim + c.v_head_dim), c.kv_lora_rank});
 }
 
 // [experts, rows, cols]: one expert's shape, experts deep (each expert is checked as stacked).

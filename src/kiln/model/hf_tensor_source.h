@@ -60,6 +60,7 @@ class HfTensorSource final : public TensorSource {
   void add_optional(const std::string& name, const std::string& hf_name);
   void check_shape(const std::string& name, const Shape& expected) const;
   void map_names(const HfModelConfig& config);
+  void map_mla_attention(const ModelConfig& c, const std::string& hf, const std::string& blk);
 
   std::vector<std::shared_ptr<SafetensorsFile>> shards_;
   std::unordered_map<std::string, Stored> stored_;   // HF name -> where it is

@@ -4,6 +4,7 @@
 
 #include "kiln/base/error.h"
 #include "kiln/model/architecture_traits.h"
+#include "kiln/model/deepseek_config.h"
 #include "kiln/model/gguf.h"
 #include "kiln/model/model_limits.h"
 
@@ -72,16 +73,89 @@ void read_sliding_layers(const GgufFile& file, const std::string& p, const Archi
   }
 }
 
-void read_moe(const GgufFile& file, const std::string& p, ModelConfig& c) {
+// Keys of mixture-of-experts variants kiln does not model; each one's presence (with a value
+// other than the plain one) is refused with what it would need, instead of running a model
+// that silently drops part of its FFN or routes differently.
+void refuse_moe_variants(const GgufFile& file, const std::string& p) {
+  const uint32_t shared = file.try_get_u32(p + "expert_shared_count").value_or(0);
+  const uint32_t shared_ff = file.try_get_u32(p + "expert_shared_feed_forward_length").value_or(0);
+  KILN_CHECK(shared == 0 && shared_ff == 0,
+             "the model has shared experts ({}expert_shared_count {}, "
+             "expert_shared_feed_forward_length {}), which kiln's mixture-of-experts FFN does not "
+             "run",
+             p, shared, shared_ff);
+  // llama.cpp's gating functions: 1 softmax, 2 sigmoid, 3 sqrt(softplus).
+  const uint32_t gating = file.try_get_u32(p + "expert_gating_func").value_or(1);
+  KILN_CHECK(gating == 1,
+             "expert gating function {} ({}expert_gating_func) is not supported: kiln routes with "
+             "the softmax of the router logits",
+             gating, p);
+  const uint32_t groups = file.try_get_u32(p + "expert_group_count").value_or(1);
+  KILN_CHECK(groups <= 1, "group-limited expert routing ({}expert_group_count {}) is not supported",
+             p, groups);
+  const uint32_t dense = file.try_get_u32(p + "leading_dense_block_count").value_or(0);
+  KILN_CHECK(dense == 0,
+             "dense layers before the mixture-of-experts layers ({}leading_dense_block_count {}) "
+             "are not supported",
+             p, dense);
+}
+
+void read_moe(const GgufFile& file, const std::string& p, ModelConfig& c, bool deepseek) {
   c.n_experts = static_cast<int>(file.get_u32(p + "expert_count"));
   c.n_experts_used = static_cast<int>(file.get_u32(p + "expert_used_count"));
-  c.n_ff_expert = static_cast<int>(file.get_u32(p + "expert_feed_forward_length"));
-  // Qwen3-MoE renormalizes (norm_topk_prob); converters do not always write the key.
-  c.expert_weights_norm = file.try_get_bool(p + "expert_weights_norm").value_or(true);
+  // Mixtral's files (architecture llama) give no expert width: its experts are
+  // feed_forward_length wide, as llama.cpp reads them.
+  const auto expert_ff = file.try_get_u32(p + "expert_feed_forward_length");
+  KILN_CHECK(expert_ff.has_value() || file.has_key(p + "feed_forward_length"),
+             "missing metadata key '{}expert_feed_forward_length' (the experts' width)", p);
+  c.n_ff_expert = static_cast<int>(expert_ff.value_or(c.n_ff));
+  // Qwen3-MoE renormalizes (norm_topk_prob) unless the key says otherwise (converters do not
+  // always write it); llama.cpp's Llama graph (Mixtral) always does, whatever the key.
+  c.expert_weights_norm =
+      c.arch == "llama" || file.try_get_bool(p + "expert_weights_norm").value_or(true);
   KILN_CHECK(c.n_experts > 0 && c.n_experts_used > 0 && c.n_experts_used <= c.n_experts &&
                  c.n_ff_expert > 0,
              "invalid experts: {} used of {}, expert width {}", c.n_experts_used, c.n_experts,
              c.n_ff_expert);
+  if (!deepseek) refuse_moe_variants(file, p);  // DeepSeek's are read by read_deepseek2_rest
+  // Files from before llama.cpp stacked the experts (early 2024) store one tensor per expert.
+  KILN_CHECK(!file.has_tensor("blk.0.ffn_gate.0.weight"),
+             "the model stores one tensor per expert (blk.0.ffn_gate.0.weight), the layout of "
+             "GGUF files from before llama.cpp stacked them into ffn_*_exps; convert the model "
+             "again");
+}
+
+// Whether the file's FFNs are mixtures of experts: always, never, or (Mixtral, architecture
+// llama) when it has expert_count. A dense-only architecture whose file has experts is refused
+// here rather than by a missing dense tensor later.
+bool has_experts(const GgufFile& file, const std::string& p, const ArchitectureTraits& t) {
+  const bool keyed = file.try_get_u32(p + "expert_count").value_or(0) > 0;
+  switch (t.experts) {
+    case Experts::kAlways:
+      return true;
+    case Experts::kWhenKeyed:
+      return keyed;
+    case Experts::kNever:
+      break;
+  }
+  KILN_CHECK(!keyed && !file.has_tensor("blk.0.ffn_gate_inp.weight"),
+             "the {} model has mixture-of-experts FFNs ({}expert_count, ffn_gate_inp), which kiln "
+             "runs only for llama (Mixtral) and qwen3moe",
+             t.arch, p);
+  return false;
+}
+
+// Head width (key_length, equal to value_length) and rotary dimensions.
+void read_head_dims(const GgufFile& file, const std::string& p, ModelConfig& c) {
+  c.head_dim =
+      static_cast<int>(file.try_get_u32(p + "attention.key_length").value_or(c.n_embd / c.n_heads));
+  uint32_t value_length = file.try_get_u32(p + "attention.value_length").value_or(c.head_dim);
+  KILN_CHECK(static_cast<int>(value_length) == c.head_dim,
+             "key_length {} != value_length {} is not supported", c.head_dim, value_length);
+  KILN_CHECK(c.head_dim > 0 && c.head_dim % 2 == 0, "head_dim {} must be even", c.head_dim);
+  c.n_rot = static_cast<int>(file.try_get_u32(p + "rope.dimension_count").value_or(c.head_dim));
+  KILN_CHECK(c.n_rot > 0 && c.n_rot % 2 == 0 && c.n_rot <= c.head_dim,
+             "rope.dimension_count {} must be even and at most head_dim {}", c.n_rot, c.head_dim);
 }
 
 }  // namespace
@@ -92,6 +166,11 @@ void apply_architecture_traits(const ArchitectureTraits& t, ModelConfig& c) {
   c.post_norms = t.gemma;
   c.scale_embeddings = t.gemma;
   c.activation = t.gemma ? Activation::GeluTanh : Activation::Silu;
+  if (t.arch == "olmo2") {
+    c.post_norms = true;
+    c.pre_norms = false;
+    c.qk_norm_full = true;
+  }
 }
 
 ModelConfig read_model_config(const GgufFile& file) {
@@ -99,7 +178,7 @@ ModelConfig read_model_config(const GgufFile& file) {
   c.arch = file.architecture();
   const ArchitectureTraits& traits = architecture_traits(c.arch);
   const std::string p = c.arch + ".";
-  const bool moe = traits.moe;
+  const bool moe = has_experts(file, p, traits);
   c.n_layers = static_cast<int>(file.get_u32(p + "block_count"));
   c.n_embd = static_cast<int>(file.get_u32(p + "embedding_length"));
   // An MoE file may omit the dense FFN width: its FFNs are n_ff_expert wide (read_moe).
@@ -116,18 +195,14 @@ ModelConfig read_model_config(const GgufFile& file) {
              kMaxLayers);
   KILN_CHECK(c.n_heads % c.n_kv_heads == 0, "head_count {} is not a multiple of head_count_kv {}",
              c.n_heads, c.n_kv_heads);
-  c.head_dim =
-      static_cast<int>(file.try_get_u32(p + "attention.key_length").value_or(c.n_embd / c.n_heads));
-  uint32_t value_length = file.try_get_u32(p + "attention.value_length").value_or(c.head_dim);
-  KILN_CHECK(static_cast<int>(value_length) == c.head_dim,
-             "key_length {} != value_length {} is not supported", c.head_dim, value_length);
-  KILN_CHECK(c.head_dim > 0 && c.head_dim % 2 == 0, "head_dim {} must be even", c.head_dim);
-  c.n_rot = static_cast<int>(file.try_get_u32(p + "rope.dimension_count").value_or(c.head_dim));
-  KILN_CHECK(c.n_rot > 0 && c.n_rot % 2 == 0 && c.n_rot <= c.head_dim,
-             "rope.dimension_count {} must be even and at most head_dim {}", c.n_rot, c.head_dim);
-
-  check_rope_scaling(file, p);
-  c.rope_freq_factors = file.has_tensor(kRopeFreqsTensor);
+  const bool mla = c.arch == "deepseek2";
+  if (mla) {
+    read_deepseek2_dims(file, p, c);
+  } else {
+    read_head_dims(file, p, c);
+    check_rope_scaling(file, p);
+    c.rope_freq_factors = file.has_tensor(kRopeFreqsTensor);
+  }
   if (c.rope_freq_factors) {
     const auto& info = file.tensor_info(kRopeFreqsTensor);
     KILN_CHECK(info.shape.numel() == c.n_rot / 2, "tensor '{}' has {} factors, expected {}",
@@ -159,7 +234,15 @@ ModelConfig read_model_config(const GgufFile& file) {
     c.fused_qkv = file.has_tensor("blk.0.attn_qkv.weight");
     c.fused_gate_up = !file.has_tensor("blk.0.ffn_gate.weight");
   }
-  if (moe) read_moe(file, p, c);
+  if (moe) read_moe(file, p, c, mla);
+  if (mla) read_deepseek2_rest(file, p, c);
+  if (c.arch == "granite") {
+    // llama.cpp requires logit_scale; the others default to no scaling.
+    c.logit_scale = file.get_f32(p + "logit_scale");
+    c.embedding_scale = file.try_get_f32(p + "embedding_scale").value_or(1.0f);
+    c.residual_scale = file.try_get_f32(p + "residual_scale").value_or(1.0f);
+    KILN_CHECK(c.logit_scale > 0, "{}logit_scale must be positive", p);
+  }
   if (auto scale = file.try_get_f32(p + "attention.scale"); scale && *scale > 0) {
     c.attention_scale = *scale;
   }

@@ -1,6 +1,6 @@
 // The hyper-parameters of a decoder-only transformer, read from GGUF metadata. One struct
-// covers every supported architecture (gemma2, gemma3, llama, mistral, qwen2, qwen3, phi3,
-// qwen3moe): they differ only in the flags below, so the forward pass is written once
+// covers every supported architecture (gemma2, gemma3, llama (with Mixtral), mistral, qwen2,
+// qwen3, phi3, qwen3moe): they differ only in the flags below, so the forward pass is written once
 // (transformer.h). Each flag is set the way llama.cpp's loader reads the same file, and each
 // architecture is checked against Hugging Face transformers (tests/oracle).
 #pragma once
@@ -43,7 +43,9 @@ struct ModelConfig {
   bool rope_freq_factors = false;  // the file has kRopeFreqsTensor (llama3 rope scaling)
   bool qkv_bias = false;           // qwen2
   bool qk_norm = false;            // gemma3, qwen3, qwen3moe: per-head RMSNorm on Q and K
-  bool post_norms = false;         // gemma2/3: post_attention_norm and post_ffw_norm
+  bool post_norms = false;         // gemma2/3, olmo2: post_attention_norm and post_ffw_norm
+  bool pre_norms = true;           // attn_norm and ffn_norm (olmo2 has none)
+  bool qk_norm_full = false;       // olmo2: RMSNorm over the whole Q and K projections
   bool scale_embeddings = false;   // gemma2/3: embeddings times sqrt(n_embd)
   bool tied_output = false;        // no output.weight: the LM head is token_embd
   bool fused_qkv = false;          // phi3: one attn_qkv tensor (rows q, then k, then v)
@@ -52,12 +54,40 @@ struct ModelConfig {
   double attention_scale = 0;      // 1/sqrt(head_dim) unless the architecture says otherwise
   double attn_logit_softcap = 0;   // gemma2: cap * tanh(score / cap) before softmax; 0: none
   double final_logit_softcap = 0;  // 0: none
-  // Mixture of experts (qwen3moe): every layer's FFN routes each token to n_experts_used of
-  // n_experts experts of width n_ff_expert, weighted by the renormalized router softmax.
+  // Granite's multipliers: embeddings times embedding_scale, each layer's attention and FFN
+  // outputs times residual_scale before their residual add, logits divided by logit_scale.
+  double embedding_scale = 1.0;
+  double residual_scale = 1.0;
+  double logit_scale = 1.0;
+  // Mixture of experts (qwen3moe, Mixtral): every layer's FFN routes each token to n_experts_used
+  // of n_experts experts of width n_ff_expert, weighted by the renormalized router softmax.
   int n_experts = 0;
   int n_experts_used = 0;
   int n_ff_expert = 0;
   bool expert_weights_norm = true;  // renormalize the chosen experts' weights to sum to 1
+  // DeepSeek's routing (kernels/moe_ffn.h): sigmoid scores (V3; else softmax), group-limited
+  // top-k (expert_groups > 1), weights times expert_weights_scale (routed_scaling_factor); the
+  // first n_dense_lead layers have a dense FFN of n_ff; the others add shared experts of width
+  // n_ff_shared (0: none) to the routed ones.
+  bool expert_sigmoid = false;
+  int expert_groups = 1;
+  int expert_groups_used = 1;
+  double expert_weights_scale = 1.0;
+  int n_dense_lead = 0;
+  int n_ff_shared = 0;
+  // DeepSeek's multi-head latent attention (deepseek2; model/mla_tensors.h): Q from x (or from
+  // x through a rank-q_lora_rank bottleneck and its norm), K/V decompressed from a rank
+  // kv_lora_rank latent (after its norm) plus one rotary key shared by the heads. Each head is
+  // head_dim = qk_nope_dim + n_rot wide, its rotary dimensions first; V's v_head_dim values are
+  // padded to head_dim with zeros.
+  bool mla = false;
+  int q_lora_rank = 0;  // 0: Q is projected from x directly
+  int kv_lora_rank = 0;
+  int qk_nope_dim = 0;
+  int v_head_dim = 0;
+  // RoPE frequency factors computed from the config (YaRN), served as kRopeFreqsTensor when the
+  // file has none (mla_tensors.h); empty: none.
+  std::vector<float> computed_rope_factors;
   // Tensor parallelism (tensor_parallel.h): > 1 when this config is one rank's part of the
   // model (n_heads, n_kv_heads and n_ff are then the rank's; vocab stays the whole one).
   int tp_size = 1;

@@ -5,6 +5,7 @@
 #include "kiln/base/error.h"
 #include "kiln/model/gguf.h"
 #include "kiln/model/hf_checkpoint.h"
+#include "kiln/model/mla_tensors.h"
 #include "kiln/model/tokenizer_loader.h"
 
 namespace kiln::model {
@@ -36,7 +37,7 @@ ModelFiles open_model_files(const std::string& path, const std::string& quantize
     m.format = "hf";
     m.name = base_name(path);
     m.config = hf.config.config;
-    m.tensors = hf.tensors;
+    m.tensors = with_mla_tensors(hf.tensors, m.config);
     m.vocab = std::move(hf.vocab);
     m.chat_template = std::move(hf.chat_template);
     return m;
@@ -47,7 +48,7 @@ ModelFiles open_model_files(const std::string& path, const std::string& quantize
   m.config = read_model_config(*file);
   m.vocab = read_tokenizer_vocab(*file);
   m.chat_template = file->try_get_string("tokenizer.chat_template").value_or("");
-  m.tensors = gguf_tensor_source(file);
+  m.tensors = with_mla_tensors(gguf_tensor_source(file), m.config);
   return m;
 }
 

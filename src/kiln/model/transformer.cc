@@ -5,6 +5,7 @@
 
 #include "kiln/base/error.h"
 #include "kiln/graph/builder.h"
+#include "kiln/model/mla_tensors.h"
 
 namespace kiln::model {
 namespace {
@@ -37,6 +38,7 @@ class ForwardBuilder {
     if (c_.rope_freq_factors) rope_factors_ = weight(kRopeFreqsTensor);
     Value x = b_.embedding(weight("token_embd.weight"), ids_);
     if (c_.scale_embeddings) x = b_.scale(x, std::sqrt(static_cast<double>(c_.n_embd)));
+    if (c_.embedding_scale != 1.0) x = b_.scale(x, c_.embedding_scale);
 
     for (int il = 0; il < c_.n_layers; ++il) x = layer(il, x, kv);
 
@@ -49,6 +51,7 @@ class ForwardBuilder {
       // This rank's vocabulary rows: greedy ids come from a distributed argmax, logits are
       // gathered from every rank's slice.
       Value logits = b_.matmul(x, weight(kTpLmHeadTensor));
+      if (c_.logit_scale != 1.0 && !s_.greedy) logits = b_.scale(logits, 1.0 / c_.logit_scale);
       if (c_.final_logit_softcap > 0) logits = b_.softcap(logits, c_.final_logit_softcap);
       b_.output(s_.greedy ? b_.all_argmax(logits, c_.vocab)
                           : b_.all_gather_vocab(logits, c_.vocab));
@@ -56,6 +59,8 @@ class ForwardBuilder {
     }
     Value head = weight(c_.tied_output ? "token_embd.weight" : "output.weight");
     Value logits = b_.matmul(x, head);
+    // Granite divides the logits; a positive factor leaves greedy's argmax as it is.
+    if (c_.logit_scale != 1.0 && !s_.greedy) logits = b_.scale(logits, 1.0 / c_.logit_scale);
     if (c_.final_logit_softcap > 0) logits = b_.softcap(logits, c_.final_logit_softcap);
     b_.output(s_.greedy ? b_.argmax(logits) : logits);
     return b_.finish();
@@ -90,40 +95,58 @@ class ForwardBuilder {
     return b_.rope(x, positions_, c_.head_dim, lc.rope_base, c_.rope_neox, rope_factors_, c_.n_rot);
   }
 
-  Value dense_ffn(Value h, const std::string& blk) {
-    Value gate = b_.matmul(h, weight(blk + ".ffn_gate.weight"));
-    Value up = b_.matmul(h, weight(blk + ".ffn_up.weight"));
+  // suffix: "" for a dense layer, "_shexp" for DeepSeek's shared experts.
+  Value dense_ffn(Value h, const std::string& blk, const std::string& suffix = "") {
+    Value gate = b_.matmul(h, weight(blk + ".ffn_gate" + suffix + ".weight"));
+    Value up = b_.matmul(h, weight(blk + ".ffn_up" + suffix + ".weight"));
     Value act = c_.activation == Activation::GeluTanh ? b_.gelu(gate) : b_.silu(gate);
-    return b_.matmul(b_.mul(act, up), weight(blk + ".ffn_down.weight"));
+    return b_.matmul(b_.mul(act, up), weight(blk + ".ffn_down" + suffix + ".weight"));
   }
 
-  // Qwen3-MoE: router softmax over the experts, the top n_experts_used renormalized, each
-  // token's chosen experts' SwiGLU outputs summed with those weights. One fixed-shape op: the
-  // routing is data dependent, so it happens inside the op at run time (graph mode captures it
-  // like any other node).
+  // Qwen3-MoE and Mixtral: router softmax over the experts, the top n_experts_used (renormalized
+  // when the model says so), each token's chosen experts' SwiGLU outputs summed with those
+  // weights. One fixed-shape op: the routing is data dependent, so it happens inside the op at
+  // run time (graph mode captures it like any other node).
+  // DeepSeek adds its routing options (kernels/moe_ffn.h) and its shared experts.
   Value moe_ffn(Value h, const std::string& blk) {
-    return b_.moe_ffn(h, weight(blk + ".ffn_gate_inp.weight"),
-                      weight(blk + ".ffn_gate_exps.weight"), weight(blk + ".ffn_up_exps.weight"),
-                      weight(blk + ".ffn_down_exps.weight"), c_.n_experts_used,
-                      c_.expert_weights_norm);
+    graph::Builder::MoeRoute route;
+    route.sigmoid = c_.expert_sigmoid;
+    route.n_groups = c_.expert_groups;
+    route.topk_groups = c_.expert_groups_used;
+    route.routed_scale = c_.expert_weights_scale;
+    const std::string bias = blk + ".exp_probs_b.bias";
+    if (has_weight(bias)) route.score_bias = weight(bias);
+    Value routed =
+        b_.moe_ffn(h, weight(blk + ".ffn_gate_inp.weight"), weight(blk + ".ffn_gate_exps.weight"),
+                   weight(blk + ".ffn_up_exps.weight"), weight(blk + ".ffn_down_exps.weight"),
+                   c_.n_experts_used, c_.expert_weights_norm, route);
+    if (c_.n_ff_shared == 0) return routed;
+    return b_.add(routed, dense_ffn(h, blk, "_shexp"));
   }
 
-  Value layer(int il, Value x, Value& kv) {
-    const std::string blk = "blk." + std::to_string(il);
-    const LayerConfig& lc = c_.layers[il];
-
-    Value h = b_.rms_norm(x, weight(blk + ".attn_norm.weight"), c_.rms_eps);
-    Value q = linear(h, blk + ".attn_q");
-    Value k = linear(h, blk + ".attn_k");
-    Value v = linear(h, blk + ".attn_v");
-    if (c_.qk_norm) {
-      q = head_norm(q, c_.n_heads, blk + ".attn_q_norm.weight");
-      k = head_norm(k, c_.n_kv_heads, blk + ".attn_k_norm.weight");
+  // DeepSeek's multi-head latent attention, decompressed (mla_tensors.h): Q (through the
+  // q_lora bottleneck and its norm when the model has one), the normed latent, K as the
+  // rotated shared key plus the latent's key decompression, V the latent's value one; each
+  // head's rotary dimensions first.
+  Value mla_attention(int il, Value h, Value& kv, const LayerConfig& lc, const std::string& blk) {
+    Value q_in = h;
+    if (c_.q_lora_rank > 0) {
+      q_in = b_.rms_norm(b_.matmul(h, weight(blk + ".attn_q_a.weight")),
+                         weight(blk + ".attn_q_a_norm.weight"), c_.rms_eps);
     }
-    q = rope(q, lc);
-    k = rope(k, lc);
+    Value q = rope(b_.matmul(q_in, weight(mla_weight_name(il, "attn_q_mla"))), lc);
+    Value latent = b_.rms_norm(b_.matmul(h, weight(mla_weight_name(il, "attn_kv_c"))),
+                               weight(blk + ".attn_kv_a_norm.weight"), c_.rms_eps);
+    Value k = b_.add(rope(b_.matmul(h, weight(mla_weight_name(il, "attn_k_pe_mla"))), lc),
+                     b_.matmul(latent, weight(mla_weight_name(il, "attn_k_nope_mla"))));
+    Value v = b_.matmul(latent, weight(mla_weight_name(il, "attn_v_mla")));
     kv = b_.kv_write(kv, k, v, slots_, il);
+    Value attn = b_.attention(q, kv, block_table_, seq_lens_, positions_, token_seq_,
+                              attention_spec(il, lc));
+    return b_.matmul(attn, weight(mla_weight_name(il, "attn_output_mla")));
+  }
 
+  graph::AttentionSpec attention_spec(int il, const LayerConfig& lc) const {
     graph::AttentionSpec spec;
     spec.layer = il;
     spec.n_heads = c_.n_heads;
@@ -132,18 +155,52 @@ class ForwardBuilder {
     spec.window = lc.window;
     spec.scale = static_cast<float>(c_.attention_scale);
     spec.softcap = static_cast<float>(c_.attn_logit_softcap);
-    Value attn = b_.attention(q, kv, block_table_, seq_lens_, positions_, token_seq_, spec);
-    Value o = b_.matmul(attn, weight(blk + ".attn_output.weight"));
+    return spec;
+  }
+
+  Value ffn(int il, Value h, const std::string& blk) {
+    if (c_.n_experts == 0 || il < c_.n_dense_lead) return dense_ffn(h, blk);
+    return moe_ffn(h, blk);
+  }
+
+  Value layer(int il, Value x, Value& kv) {
+    const std::string blk = "blk." + std::to_string(il);
+    const LayerConfig& lc = c_.layers[il];
+
+    Value h = c_.pre_norms ? b_.rms_norm(x, weight(blk + ".attn_norm.weight"), c_.rms_eps) : x;
+    Value o = c_.mla ? mla_attention(il, h, kv, lc, blk) : attention(il, h, kv, lc, blk);
     // Under tensor parallelism o is this rank's heads' share: the sum over ranks is the output.
     if (c_.tp_size > 1) o = b_.all_reduce(o);
     if (c_.post_norms) o = b_.rms_norm(o, weight(blk + ".post_attention_norm.weight"), c_.rms_eps);
+    if (c_.residual_scale != 1.0) o = b_.scale(o, c_.residual_scale);
     x = b_.add(x, o);
 
-    h = b_.rms_norm(x, weight(blk + ".ffn_norm.weight"), c_.rms_eps);
-    Value d = c_.n_experts > 0 ? moe_ffn(h, blk) : dense_ffn(h, blk);
+    h = c_.pre_norms ? b_.rms_norm(x, weight(blk + ".ffn_norm.weight"), c_.rms_eps) : x;
+    Value d = ffn(il, h, blk);
     if (c_.tp_size > 1) d = b_.all_reduce(d);  // this rank's FFN columns' share, summed
     if (c_.post_norms) d = b_.rms_norm(d, weight(blk + ".post_ffw_norm.weight"), c_.rms_eps);
+    if (c_.residual_scale != 1.0) d = b_.scale(d, c_.residual_scale);
     return b_.add(x, d);
+  }
+
+  Value attention(int il, Value h, Value& kv, const LayerConfig& lc, const std::string& blk) {
+    Value q = linear(h, blk + ".attn_q");
+    Value k = linear(h, blk + ".attn_k");
+    Value v = linear(h, blk + ".attn_v");
+    if (c_.qk_norm) {
+      q = head_norm(q, c_.n_heads, blk + ".attn_q_norm.weight");
+      k = head_norm(k, c_.n_kv_heads, blk + ".attn_k_norm.weight");
+    }
+    if (c_.qk_norm_full) {
+      q = b_.rms_norm(q, weight(blk + ".attn_q_norm.weight"), c_.rms_eps);
+      k = b_.rms_norm(k, weight(blk + ".attn_k_norm.weight"), c_.rms_eps);
+    }
+    q = rope(q, lc);
+    k = rope(k, lc);
+    kv = b_.kv_write(kv, k, v, slots_, il);
+    Value attn = b_.attention(q, kv, block_table_, seq_lens_, positions_, token_seq_,
+                              attention_spec(il, lc));
+    return b_.matmul(attn, weight(blk + ".attn_output.weight"));
   }
 
   const ModelConfig& c_;
