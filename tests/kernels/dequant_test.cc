@@ -59,7 +59,7 @@ TEST(Dequant, MatchesGgufReferenceForEveryType) {
     // Same float operations as ggml, so nearly everything should be bit-exact.
     EXPECT_EQ(exact, n) << name;
   }
-  EXPECT_EQ(types, 9);
+  EXPECT_EQ(types, 10);
 }
 
 // Hand-built blocks with known values, independent of any fixture.
@@ -86,6 +86,19 @@ TEST(Dequant, Q5_0KnownBlock) {
   EXPECT_EQ(out[19], static_cast<float>(0x15 - 16));
   EXPECT_EQ(out[31], 0.0f);   // code 16 -> 0
   EXPECT_EQ(out[0], -16.0f);  // code 0
+}
+
+// w = d * q + m: the minimum is added (kiln keeps it as the minimum -m).
+TEST(Dequant, Q4_1KnownBlock) {
+  BlockQ4_1 b{};
+  b.d = 0x3800;    // 0.5
+  b.m = 0xC000;    // -2.0
+  b.qs[5] = 0x3C;  // element 5 code 12, element 21 code 3
+  float out[32];
+  dequantize_row(DType::Q4_1, &b, out, 32);
+  EXPECT_EQ(out[5], 0.5f * 12 - 2.0f);
+  EXPECT_EQ(out[21], 0.5f * 3 - 2.0f);
+  EXPECT_EQ(out[0], -2.0f);
 }
 
 TEST(Dequant, Q4_KScaleUnpacking) {

@@ -92,13 +92,13 @@ float contract_reference(const Problem& p, const float* x, int64_t col) {
       int64_t k0 = b * qs.block_size() + s * qs.sub_block;
       int32_t dot = 0, sum = 0;
       for (int j = 0; j < qs.sub_block; ++j) {
-        int c = codes[s * qs.sub_block + j] - (qs.has_min ? 0 : qs.zero_point);
+        int c = qs.code_value(codes[s * qs.sub_block + j]) - (qs.has_min ? 0 : qs.zero_point);
         dot += c * a.q[k0 + j];
       }
       float d = a.d[k0 / 32];
       acc = std::fma(static_cast<float>(dot), scale[s] * d, acc);
-      if (qs.has_min) {
-        for (int j = 0; j < 32; ++j) sum += a.q[k0 + j];
+      if (qs.has_min) {  // the sub-block's activation codes (32, or Q2_K's 16)
+        for (int j = 0; j < qs.sub_block; ++j) sum += a.q[k0 + j];
         acc = std::fma(-min[s], d * static_cast<float>(sum), acc);
       }
     }

@@ -50,6 +50,18 @@ void decode_q4_0(const void* p, uint8_t* q, float* scale) {
   scale[0] = f16_to_f32(b.d);
 }
 
+// Q4_1's minimum is -m: scale * q - (-m) is d * q + m exactly (the negation of an f16 is exact,
+// and a - (-b) is the same IEEE operation as a + b), gguf-py's `d * qs + m`.
+void decode_q4_1(const void* p, uint8_t* q, float* scale, float* min) {
+  auto b = load_block<BlockQ4_1>(p);
+  for (int j = 0; j < 16; ++j) {
+    q[j] = b.qs[j] & 0x0F;
+    q[j + 16] = b.qs[j] >> 4;
+  }
+  scale[0] = f16_to_f32(b.d);
+  if (min != nullptr) min[0] = -f16_to_f32(b.m);
+}
+
 void decode_q5_0(const void* p, uint8_t* q, float* scale) {
   auto b = load_block<BlockQ5_0>(p);
   uint32_t qh;
@@ -153,6 +165,8 @@ void decode_block(DType t, const void* block, uint8_t* codes, float* scale, floa
       return decode_q5_k(block, codes, scale, min);
     case DType::Q6_K:
       return decode_q6_k(block, codes, scale);
+    case DType::Q4_1:
+      return decode_q4_1(block, codes, scale, min);
     default:
       fail("decode_block: {} is not a quantized type", dtype_name(t));
   }
@@ -190,9 +204,10 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
     float* out = dst + b * qs.block_size();
     for (int i = 0; i < qs.block_size(); ++i) {
       int s = i / qs.sub_block;
-      // The same float operations as ggml: scale * (code - zp), or scale * code - min.
+      // The same float operations as ggml: scale * (code - zp), or scale * code - min
+      // (lookup-table formats: scale * table[index], the code being table[index] + 128).
       out[i] = qs.has_min ? scale[s] * static_cast<float>(codes[i]) - min[s]
-                          : scale[s] * static_cast<float>(codes[i] - qs.zero_point);
+                          : scale[s] * static_cast<float>(qs.code_value(codes[i]) - qs.zero_point);
     }
   }
 }

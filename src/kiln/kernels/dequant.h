@@ -2,11 +2,13 @@
 // (repacking, matmul kernels, embedding lookup) is checked against.
 //
 // A quantized row is a sequence of blocks. Within a block every weight is an unsigned code times a
-// scale, minus an offset that is either a constant zero point (Q4_0, Q5_0, Q8_0, Q6_K) or a
-// per-sub-block minimum (Q4_K, Q5_K). `decode_block` exposes exactly that view (codes, scales,
+// scale, minus an offset that is either a constant zero point (Q4_0, Q5_0, Q8_0, Q6_K, Q3_K; the
+// lookup-table formats' 128, see quant_format.h) or a per-sub-block minimum (Q4_K, Q5_K, Q2_K;
+// Q4_1 and Q5_1, whose minimum is -m). `decode_block` exposes exactly that view (codes, scales,
 // minimums); dequantize_row is written on top of it, and the weight packer reuses it so the packed
 // form holds the same numbers.
 #pragma once
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 
@@ -28,6 +30,11 @@ struct BlockQ5_0 {
 struct BlockQ8_0 {
   uint16_t d;
   int8_t qs[32];
+};
+struct BlockQ4_1 {
+  uint16_t d;
+  uint16_t m;      // w = d * q + m
+  uint8_t qs[16];  // as Q4_0
 };
 struct BlockQ4_K {  // 8 sub-blocks of 32, 6-bit scales and minimums packed in `scales`
   uint16_t d;
@@ -70,6 +77,16 @@ static_assert(matches_format<BlockQ4_K>(DType::Q4_K, offsetof(BlockQ4_K, d),
 static_assert(matches_format<BlockQ5_K>(DType::Q5_K, offsetof(BlockQ5_K, d),
                                         offsetof(BlockQ5_K, dmin)));
 static_assert(matches_format<BlockQ6_K>(DType::Q6_K, offsetof(BlockQ6_K, d)));
+static_assert(matches_format<BlockQ4_1>(DType::Q4_1, offsetof(BlockQ4_1, d),
+                                        offsetof(BlockQ4_1, m)));
+
+// ggml's e8m0 scale byte as f32, 2^(e - 128) (ggml_e8m0_to_fp32_half: MXFP4's scale of its
+// doubled fp4 values), for every byte: e < 2 gives the subnormals 2^-128 and 2^-127, e = 255
+// gives 2^127 (ggml reads no NaN).
+inline float e8m0_to_f32(uint8_t e) {
+  const uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
+  return std::bit_cast<float>(bits);
+}
 
 // Decodes one block of a quantized type: codes[block_size] (unsigned, < 2^bits),
 // scale[block_size / sub_block], and (has_min types) min[block_size / sub_block]. The values
