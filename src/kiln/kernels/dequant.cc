@@ -121,6 +121,30 @@ void decode_q6_k(const void* p, uint8_t* q, float* scale) {
   }
 }
 
+// Sub-block j's scale of a Q3_K block, sc - 32: the low nibble from bytes 0-7 (low nibbles for
+// j < 8, high ones above), the top 2 bits from byte 8 + j % 4 (bits 2 (j / 4) and up).
+int q3_k_scale(const uint8_t* s, int j) {
+  const int low = j < 8 ? s[j] & 0x0F : s[j - 8] >> 4;
+  const int high = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
+  return (low | (high << 4)) - 32;
+}
+
+void decode_q3_k(const void* p, uint8_t* q, float* scale) {
+  auto b = load_block<BlockQ3_K>(p);
+  if (scale != nullptr) {
+    const float d = f16_to_f32(b.d);
+    for (int j = 0; j < 16; ++j) scale[j] = d * static_cast<float>(q3_k_scale(b.scales, j));
+  }
+  // Codes 0..7 with zero point 4: the low 2 bits, plus 4 where the hmask bit is set (gguf-py's
+  // low - 4 * (1 - bit)).
+  for (int i = 0; i < 256; ++i) {
+    const int h = i / 128, c = (i % 128) / 32, l = i % 32;
+    const int low = (b.qs[32 * h + l] >> (2 * c)) & 3;
+    const int bit = (b.hmask[l] >> (i / 32)) & 1;
+    q[i] = static_cast<uint8_t>(low | (bit << 2));
+  }
+}
+
 }  // namespace
 
 const QuantFormat& quant_format(DType t) {
@@ -130,6 +154,12 @@ const QuantFormat& quant_format(DType t) {
 
 KQuantFactors decode_kquant_factors(DType t, const void* block) {
   KQuantFactors f;
+  if (t == DType::Q3_K) {
+    auto b = load_block<BlockQ3_K>(block);
+    f.d = b.d;
+    for (int j = 0; j < 16; ++j) f.sc[j] = static_cast<int8_t>(q3_k_scale(b.scales, j));
+    return f;
+  }
   if (t == DType::Q6_K) {
     auto b = load_block<BlockQ6_K>(block);
     f.d = b.d;
@@ -167,6 +197,8 @@ void decode_block(DType t, const void* block, uint8_t* codes, float* scale, floa
       return decode_q6_k(block, codes, scale);
     case DType::Q4_1:
       return decode_q4_1(block, codes, scale, min);
+    case DType::Q3_K:
+      return decode_q3_k(block, codes, scale);
     default:
       fail("decode_block: {} is not a quantized type", dtype_name(t));
   }

@@ -55,6 +55,12 @@ struct BlockQ6_K {  // 16 sub-blocks of 16, int8 scales
   int8_t scales[16];
   uint16_t d;
 };
+struct BlockQ3_K {    // 16 sub-blocks of 16, 6-bit scales (minus 32) packed in `scales`
+  uint8_t hmask[32];  // bit j of hmask[l] is bit 2 of element 32j + l
+  uint8_t qs[64];     // 128-element halves: element 32c + l's low 2 bits at qs[32h + l] >> 2c
+  uint8_t scales[12];
+  uint16_t d;
+};
 // The format table (quant_format.h) states the same layouts: block sizes and scale offsets.
 // (A loop over the table, not find_quant_format: GCC's -fsanitize=null instrumentation makes a
 // pointer's comparison with nullptr non-constant, which broke these asserts in the sanitize
@@ -79,6 +85,7 @@ static_assert(matches_format<BlockQ5_K>(DType::Q5_K, offsetof(BlockQ5_K, d),
 static_assert(matches_format<BlockQ6_K>(DType::Q6_K, offsetof(BlockQ6_K, d)));
 static_assert(matches_format<BlockQ4_1>(DType::Q4_1, offsetof(BlockQ4_1, d),
                                         offsetof(BlockQ4_1, m)));
+static_assert(matches_format<BlockQ3_K>(DType::Q3_K, offsetof(BlockQ3_K, d)));
 
 // ggml's e8m0 scale byte as f32, 2^(e - 128) (ggml_e8m0_to_fp32_half: MXFP4's scale of its
 // doubled fp4 values), for every byte: e < 2 gives the subnormals 2^-128 and 2^-127, e = 255
@@ -95,9 +102,10 @@ inline float e8m0_to_f32(uint8_t e) {
 // their factors from decode_kquant_factors instead); types without minimums never write min.
 void decode_block(DType t, const void* block, uint8_t* codes, float* scale, float* min);
 
-// The two factors of each scale of a K-quant block (Q4_K, Q5_K, Q6_K) as the file stores them:
+// The two factors of each scale of a split-scale block (quant_format.h) as the file stores them:
 // sub-block j's scale is f16(d) * sc[j] and its minimum f16(dmin) * m[j] (Q4_K/Q5_K: 8 sub-blocks,
-// 6-bit sc and m; Q6_K: 16 sub-blocks, signed 8-bit sc, no minimum). Both products are exact in
+// 6-bit sc and m; Q6_K: 16 sub-blocks, signed 8-bit sc, no minimum; Q3_K: 16 sub-blocks, 6-bit
+// sc - 32). Both products are exact in
 // f32 (an 11-bit mantissa times at most 8 bits), so they equal decode_block's scale and min.
 struct KQuantFactors {
   uint16_t d = 0, dmin = 0;  // f16 bits
