@@ -28,8 +28,9 @@ enum class DType : uint8_t {
   // keep their values.
   Q4_1,
   Q3_K,
+  Q2_K,
 };
-inline constexpr int kNumDTypes = 14;
+inline constexpr int kNumDTypes = 15;
 
 struct DTypeInfo {
   std::string_view name;  // as printed in text IR: f32, q4_k, ...
@@ -54,7 +55,7 @@ inline constexpr DTypeInfo kDTypeInfos[kNumDTypes] = {
     detail::gguf_dtype(26, false), detail::gguf_dtype(24, false), detail::gguf_dtype(2, true),
     detail::gguf_dtype(6, true),   detail::gguf_dtype(8, true),   detail::gguf_dtype(12, true),
     detail::gguf_dtype(13, true),  detail::gguf_dtype(14, true),  {"token", 1, 0, false, -1},
-    detail::gguf_dtype(3, true),   detail::gguf_dtype(11, true),
+    detail::gguf_dtype(3, true),   detail::gguf_dtype(11, true),  detail::gguf_dtype(10, true),
 };
 
 constexpr const DTypeInfo& dtype_info(DType t) { return kDTypeInfos[static_cast<int>(t)]; }

@@ -121,6 +121,13 @@ void decode_q6_k(const void* p, uint8_t* q, float* scale) {
   }
 }
 
+// The 2-bit codes of Q2_K and the low 2 bits of Q3_K's: element 32c + l of half h at
+// qs[32h + l] >> 2c.
+int low2(const uint8_t* qs, int i) {
+  const int h = i / 128, c = (i % 128) / 32, l = i % 32;
+  return (qs[32 * h + l] >> (2 * c)) & 3;
+}
+
 // Sub-block j's scale of a Q3_K block, sc - 32: the low nibble from bytes 0-7 (low nibbles for
 // j < 8, high ones above), the top 2 bits from byte 8 + j % 4 (bits 2 (j / 4) and up).
 int q3_k_scale(const uint8_t* s, int j) {
@@ -138,11 +145,21 @@ void decode_q3_k(const void* p, uint8_t* q, float* scale) {
   // Codes 0..7 with zero point 4: the low 2 bits, plus 4 where the hmask bit is set (gguf-py's
   // low - 4 * (1 - bit)).
   for (int i = 0; i < 256; ++i) {
-    const int h = i / 128, c = (i % 128) / 32, l = i % 32;
-    const int low = (b.qs[32 * h + l] >> (2 * c)) & 3;
-    const int bit = (b.hmask[l] >> (i / 32)) & 1;
-    q[i] = static_cast<uint8_t>(low | (bit << 2));
+    const int bit = (b.hmask[i % 32] >> (i / 32)) & 1;
+    q[i] = static_cast<uint8_t>(low2(b.qs, i) | (bit << 2));
   }
+}
+
+void decode_q2_k(const void* p, uint8_t* q, float* scale, float* min) {
+  auto b = load_block<BlockQ2_K>(p);
+  if (scale != nullptr) {
+    const float d = f16_to_f32(b.d), dmin = f16_to_f32(b.dmin);
+    for (int j = 0; j < 16; ++j) {
+      scale[j] = d * static_cast<float>(b.scales[j] & 0x0F);
+      min[j] = dmin * static_cast<float>(b.scales[j] >> 4);
+    }
+  }
+  for (int i = 0; i < 256; ++i) q[i] = static_cast<uint8_t>(low2(b.qs, i));
 }
 
 }  // namespace
@@ -154,6 +171,16 @@ const QuantFormat& quant_format(DType t) {
 
 KQuantFactors decode_kquant_factors(DType t, const void* block) {
   KQuantFactors f;
+  if (t == DType::Q2_K) {
+    auto b = load_block<BlockQ2_K>(block);
+    f.d = b.d;
+    f.dmin = b.dmin;
+    for (int j = 0; j < 16; ++j) {
+      f.sc[j] = static_cast<int8_t>(b.scales[j] & 0x0F);
+      f.m[j] = static_cast<int8_t>(b.scales[j] >> 4);
+    }
+    return f;
+  }
   if (t == DType::Q3_K) {
     auto b = load_block<BlockQ3_K>(block);
     f.d = b.d;
@@ -199,6 +226,8 @@ void decode_block(DType t, const void* block, uint8_t* codes, float* scale, floa
       return decode_q4_1(block, codes, scale, min);
     case DType::Q3_K:
       return decode_q3_k(block, codes, scale);
+    case DType::Q2_K:
+      return decode_q2_k(block, codes, scale, min);
     default:
       fail("decode_block: {} is not a quantized type", dtype_name(t));
   }

@@ -61,6 +61,12 @@ struct BlockQ3_K {    // 16 sub-blocks of 16, 6-bit scales (minus 32) packed in 
   uint8_t scales[12];
   uint16_t d;
 };
+struct BlockQ2_K {     // 16 sub-blocks of 16
+  uint8_t scales[16];  // sub-block j: scale in the low nibble, minimum in the high one
+  uint8_t qs[64];      // as Q3_K's low 2 bits
+  uint16_t d;
+  uint16_t dmin;
+};
 // The format table (quant_format.h) states the same layouts: block sizes and scale offsets.
 // (A loop over the table, not find_quant_format: GCC's -fsanitize=null instrumentation makes a
 // pointer's comparison with nullptr non-constant, which broke these asserts in the sanitize
@@ -86,6 +92,8 @@ static_assert(matches_format<BlockQ6_K>(DType::Q6_K, offsetof(BlockQ6_K, d)));
 static_assert(matches_format<BlockQ4_1>(DType::Q4_1, offsetof(BlockQ4_1, d),
                                         offsetof(BlockQ4_1, m)));
 static_assert(matches_format<BlockQ3_K>(DType::Q3_K, offsetof(BlockQ3_K, d)));
+static_assert(matches_format<BlockQ2_K>(DType::Q2_K, offsetof(BlockQ2_K, d),
+                                        offsetof(BlockQ2_K, dmin)));
 
 // ggml's e8m0 scale byte as f32, 2^(e - 128) (ggml_e8m0_to_fp32_half: MXFP4's scale of its
 // doubled fp4 values), for every byte: e < 2 gives the subnormals 2^-128 and 2^-127, e = 255
@@ -105,7 +113,7 @@ void decode_block(DType t, const void* block, uint8_t* codes, float* scale, floa
 // The two factors of each scale of a split-scale block (quant_format.h) as the file stores them:
 // sub-block j's scale is f16(d) * sc[j] and its minimum f16(dmin) * m[j] (Q4_K/Q5_K: 8 sub-blocks,
 // 6-bit sc and m; Q6_K: 16 sub-blocks, signed 8-bit sc, no minimum; Q3_K: 16 sub-blocks, 6-bit
-// sc - 32). Both products are exact in
+// sc - 32; Q2_K: 16 sub-blocks, 4-bit sc and m). Both products are exact in
 // f32 (an 11-bit mantissa times at most 8 bits), so they equal decode_block's scale and min.
 struct KQuantFactors {
   uint16_t d = 0, dmin = 0;  // f16 bits

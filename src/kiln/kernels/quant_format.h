@@ -108,6 +108,11 @@ inline constexpr QuantFormat kQuantFormats[] = {
     {.dtype = DType::Q3_K, .d_offset = 108, .dmin_offset = -1, .sub_block = 16, .bits = 4,
      .file_bits = 3, .zero_point = 4, .has_min = false, .split_scales = true,
      .expand_for_many_rows = true},
+    // w = d * sc * q - dmin * m, 4-bit sc and m per 16 inputs: Q4_K's form with 2-bit codes,
+    // packed as 4-bit ones in 16-input records.
+    {.dtype = DType::Q2_K, .d_offset = 80, .dmin_offset = 82, .sub_block = 16, .bits = 4,
+     .file_bits = 2, .zero_point = 0, .has_min = true, .split_scales = true,
+     .expand_for_many_rows = true},
 };
 // clang-format on
 
