@@ -62,8 +62,9 @@ TEST(PackedWeight, BytesAndFormat) {
       {DType::Q6_K, 2048, 32 * 2048 * 105 / 128, "q6_kx16/vnni"},  // 6.5625 bits, as the file
       {DType::Q6_K, 256, 2 * 3392, "q6_kx16/vnni"},          // 3360 bytes a group, padded to 64
       {DType::Q4_1, 64, 32 * 64 / 32 * 20, "q4_1x16/vnni"},  // f16 scale and minimum: 5 bits
-      {DType::Q3_K, 2048, 32 * 2048 * 73 / 128, "q3_kx16/vnni"},  // 4-bit codes: 4.5625 bits
-      {DType::Q2_K, 2048, 32 * 2048 * 41 / 64, "q2_kx16/vnni"},   // 4-bit codes: 5.125 bits
+      {DType::Q3_K, 2048, 32 * 2048 * 73 / 128, "q3_kx16/vnni"},      // 4-bit codes: 4.5625 bits
+      {DType::Q2_K, 2048, 32 * 2048 * 41 / 64, "q2_kx16/vnni"},       // 4-bit codes: 5.125 bits
+      {DType::IQ4_XS, 2048, 32 * 2048 * 69 / 128, "iq4_xsx16/vnni"},  // 4.3125 bits
       {DType::BF16, 10, 32 * 10 * 2, "bf16x16/fma"},
   };
   for (const Case& c : cases) {

@@ -29,8 +29,9 @@ enum class DType : uint8_t {
   Q4_1,
   Q3_K,
   Q2_K,
+  IQ4_XS,
 };
-inline constexpr int kNumDTypes = 15;
+inline constexpr int kNumDTypes = 16;
 
 struct DTypeInfo {
   std::string_view name;  // as printed in text IR: f32, q4_k, ...
@@ -56,6 +57,7 @@ inline constexpr DTypeInfo kDTypeInfos[kNumDTypes] = {
     detail::gguf_dtype(6, true),   detail::gguf_dtype(8, true),   detail::gguf_dtype(12, true),
     detail::gguf_dtype(13, true),  detail::gguf_dtype(14, true),  {"token", 1, 0, false, -1},
     detail::gguf_dtype(3, true),   detail::gguf_dtype(11, true),  detail::gguf_dtype(10, true),
+    detail::gguf_dtype(23, true),
 };
 
 constexpr const DTypeInfo& dtype_info(DType t) { return kDTypeInfos[static_cast<int>(t)]; }

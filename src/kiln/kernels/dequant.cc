@@ -162,6 +162,28 @@ void decode_q2_k(const void* p, uint8_t* q, float* scale, float* min) {
   for (int i = 0; i < 256; ++i) q[i] = static_cast<uint8_t>(low2(b.qs, i));
 }
 
+// Sub-block j's scale of an IQ4_XS block, ls - 32.
+int iq4_xs_scale(const BlockIQ4_XS& b, int j) {
+  const int low = (b.scales_l[j / 2] >> (4 * (j % 2))) & 0x0F;
+  const int high = (b.scales_h >> (2 * j)) & 3;
+  return (low | (high << 4)) - 32;
+}
+
+// Index codes (the table is applied by code_value) and d * (ls - 32), as gguf-py's dl.
+void decode_iq4_xs(const void* p, uint8_t* q, float* scale) {
+  auto b = load_block<BlockIQ4_XS>(p);
+  if (scale != nullptr) {
+    const float d = f16_to_f32(b.d);
+    for (int j = 0; j < 8; ++j) scale[j] = d * static_cast<float>(iq4_xs_scale(b, j));
+  }
+  for (int j = 0; j < 8; ++j) {
+    for (int l = 0; l < 16; ++l) {
+      q[32 * j + l] = b.qs[16 * j + l] & 0x0F;
+      q[32 * j + 16 + l] = b.qs[16 * j + l] >> 4;
+    }
+  }
+}
+
 }  // namespace
 
 const QuantFormat& quant_format(DType t) {
@@ -171,6 +193,12 @@ const QuantFormat& quant_format(DType t) {
 
 KQuantFactors decode_kquant_factors(DType t, const void* block) {
   KQuantFactors f;
+  if (t == DType::IQ4_XS) {
+    auto b = load_block<BlockIQ4_XS>(block);
+    f.d = b.d;
+    for (int j = 0; j < 8; ++j) f.sc[j] = static_cast<int8_t>(iq4_xs_scale(b, j));
+    return f;
+  }
   if (t == DType::Q2_K) {
     auto b = load_block<BlockQ2_K>(block);
     f.d = b.d;
@@ -193,7 +221,7 @@ KQuantFactors decode_kquant_factors(DType t, const void* block) {
     std::memcpy(f.sc, b.scales, 16);
     return f;
   }
-  KILN_CHECK(t == DType::Q4_K || t == DType::Q5_K, "decode_kquant_factors: {} is not a K-quant",
+  KILN_CHECK(t == DType::Q4_K || t == DType::Q5_K, "decode_kquant_factors: {} has no split scales",
              dtype_name(t));
   // Q4_K and Q5_K share the header: d, dmin, then the 12 bytes of 6-bit scales and minimums.
   auto b = load_block<BlockQ4_K>(block);
@@ -228,6 +256,8 @@ void decode_block(DType t, const void* block, uint8_t* codes, float* scale, floa
       return decode_q3_k(block, codes, scale);
     case DType::Q2_K:
       return decode_q2_k(block, codes, scale, min);
+    case DType::IQ4_XS:
+      return decode_iq4_xs(block, codes, scale);
     default:
       fail("decode_block: {} is not a quantized type", dtype_name(t));
   }

@@ -67,6 +67,12 @@ struct BlockQ2_K {     // 16 sub-blocks of 16
   uint16_t d;
   uint16_t dmin;
 };
+struct BlockIQ4_XS {  // 8 sub-blocks of 32, 6-bit scales ls (w = d * (ls - 32) * value)
+  uint16_t d;
+  uint16_t scales_h;    // bits 2j, 2j + 1: the top 2 bits of ls[j]
+  uint8_t scales_l[4];  // ls[j]'s low 4 bits: nibble j % 2 of byte j / 2
+  uint8_t qs[128];      // sub-block j at 16j: element l low nibble, element 16 + l high
+};
 // The format table (quant_format.h) states the same layouts: block sizes and scale offsets.
 // (A loop over the table, not find_quant_format: GCC's -fsanitize=null instrumentation makes a
 // pointer's comparison with nullptr non-constant, which broke these asserts in the sanitize
@@ -94,6 +100,7 @@ static_assert(matches_format<BlockQ4_1>(DType::Q4_1, offsetof(BlockQ4_1, d),
 static_assert(matches_format<BlockQ3_K>(DType::Q3_K, offsetof(BlockQ3_K, d)));
 static_assert(matches_format<BlockQ2_K>(DType::Q2_K, offsetof(BlockQ2_K, d),
                                         offsetof(BlockQ2_K, dmin)));
+static_assert(matches_format<BlockIQ4_XS>(DType::IQ4_XS, offsetof(BlockIQ4_XS, d)));
 
 // ggml's e8m0 scale byte as f32, 2^(e - 128) (ggml_e8m0_to_fp32_half: MXFP4's scale of its
 // doubled fp4 values), for every byte: e < 2 gives the subnormals 2^-128 and 2^-127, e = 255
@@ -113,8 +120,10 @@ void decode_block(DType t, const void* block, uint8_t* codes, float* scale, floa
 // The two factors of each scale of a split-scale block (quant_format.h) as the file stores them:
 // sub-block j's scale is f16(d) * sc[j] and its minimum f16(dmin) * m[j] (Q4_K/Q5_K: 8 sub-blocks,
 // 6-bit sc and m; Q6_K: 16 sub-blocks, signed 8-bit sc, no minimum; Q3_K: 16 sub-blocks, 6-bit
-// sc - 32; Q2_K: 16 sub-blocks, 4-bit sc and m). Both products are exact in
-// f32 (an 11-bit mantissa times at most 8 bits), so they equal decode_block's scale and min.
+// sc - 32; Q2_K: 16 sub-blocks, 4-bit sc and m; IQ4_XS: 8 sub-blocks, 6-bit ls - 32). Codes of
+// lookup-table formats are their indices (quant_format.h: code_value gives the arithmetic's). Both
+// products are exact in f32 (an 11-bit mantissa times at most 8 bits), so they equal decode_block's
+// scale and min.
 struct KQuantFactors {
   uint16_t d = 0, dmin = 0;  // f16 bits
   int8_t sc[16] = {};

@@ -137,7 +137,7 @@ void tile_quant_row(const uint8_t* group, const ActView& a, int64_t row, float* 
           __m256i lo, hi;
           code_pair<Bits, S, V>(rec, h, plane[h], lo, hi);
           if constexpr (Table) {
-            const __m256i lut = avx2::table_lut(F.table);
+            const __m256i lut = avx2::table_lut(F.table.data());
             dot[h] = _mm256_add_epi32(
                 dot[h], _mm256_add_epi32(avx2::signed_dot4(_mm256_shuffle_epi8(lut, lo), a_lo),
                                          avx2::signed_dot4(_mm256_shuffle_epi8(lut, hi), a_hi)));

@@ -118,7 +118,7 @@ inline __m512 e8m0_16(const uint8_t* e16) {
 // vpshufb (index -> unsigned code; the zero point 128 is subtracted as for Q8_0).
 template <QuantFormat F>
 inline __m512i table_codes() {
-  const __m128i values = _mm_loadu_si128(reinterpret_cast<const __m128i*>(F.table));
+  const __m128i values = _mm_loadu_si128(reinterpret_cast<const __m128i*>(F.table.data()));
   return _mm512_xor_si512(_mm512_broadcast_i32x4(values), _mm512_set1_epi8(-128));
 }
 

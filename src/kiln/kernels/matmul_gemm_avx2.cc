@@ -481,7 +481,7 @@ inline void expand_record(const uint8_t* group, const SplitScaleAreas& areas, in
   const uint8_t* rec = group + s * F.record_bytes();
   const __m256i low4 = _mm256_set1_epi8(0x0F);
   // Table values as chunk_rows' Signed8 records hold them: value + 128.
-  const __m256i lut = avx2::table_lut(F.table), to_unsigned = _mm256_set1_epi8(-128);
+  const __m256i lut = avx2::table_lut(F.table.data()), to_unsigned = _mm256_set1_epi8(-128);
 #pragma GCC unroll 4
   for (int v = 0; v < NV; ++v) {
     for (int h = 0; h < 2; ++h) {

@@ -23,6 +23,7 @@
 // 5.125 bits a weight packed (4 of codes, 1 of int8 scale and minimum factors per 16 inputs,
 // 0.125 of f16 super-block factors) against the file's 2.625, Q3_K 4.5625 against 3.4375.
 #pragma once
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
@@ -54,8 +55,8 @@ struct QuantFormat {
   // records are read as stored.
   bool expand_for_many_rows;
   RecordScale record_scale = RecordScale::F16;
-  bool has_table = false;  // codes are indices into `table`
-  int8_t table[16] = {};   // the value of each index (lookup-table formats)
+  bool has_table = false;             // codes are indices into `table`
+  std::array<int8_t, 16> table = {};  // the value of each index (lookup-table formats)
 
   constexpr int block_size() const { return dtype_info(dtype).block_size; }
   constexpr int block_bytes() const { return dtype_info(dtype).block_bytes; }
@@ -76,6 +77,10 @@ struct QuantFormat {
   // lookup-table formats).
   constexpr int code_value(int c) const { return has_table ? table[c] + 128 : c; }
 };
+
+// ggml's kvalues_iq4nl: IQ4_NL's and IQ4_XS's non-linear 4-bit grid.
+inline constexpr std::array<int8_t, 16> kIq4NlValues = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                                        1,    13,   25,  38,  53,  69,  89,  113};
 
 // Rows in the order the types were added. Block layouts are ggml's (the structs in dequant.h,
 // which checks these offsets against them).
@@ -113,6 +118,11 @@ inline constexpr QuantFormat kQuantFormats[] = {
     {.dtype = DType::Q2_K, .d_offset = 80, .dmin_offset = 82, .sub_block = 16, .bits = 4,
      .file_bits = 2, .zero_point = 0, .has_min = true, .split_scales = true,
      .expand_for_many_rows = true},
+    // w = d * (ls - 32) * kvalues_iq4nl[q], a 6-bit ls per 32 inputs: split scales like Q4_K's
+    // without a minimum, 4-bit table indices.
+    {.dtype = DType::IQ4_XS, .d_offset = 0, .dmin_offset = -1, .sub_block = 32, .bits = 4,
+     .file_bits = 4, .zero_point = 128, .has_min = false, .split_scales = true,
+     .expand_for_many_rows = true, .has_table = true, .table = kIq4NlValues},
 };
 // clang-format on
 
