@@ -30,8 +30,9 @@ enum class DType : uint8_t {
   Q3_K,
   Q2_K,
   IQ4_XS,
+  IQ4_NL,
 };
-inline constexpr int kNumDTypes = 16;
+inline constexpr int kNumDTypes = 17;
 
 struct DTypeInfo {
   std::string_view name;  // as printed in text IR: f32, q4_k, ...
@@ -57,7 +58,7 @@ inline constexpr DTypeInfo kDTypeInfos[kNumDTypes] = {
     detail::gguf_dtype(6, true),   detail::gguf_dtype(8, true),   detail::gguf_dtype(12, true),
     detail::gguf_dtype(13, true),  detail::gguf_dtype(14, true),  {"token", 1, 0, false, -1},
     detail::gguf_dtype(3, true),   detail::gguf_dtype(11, true),  detail::gguf_dtype(10, true),
-    detail::gguf_dtype(23, true),
+    detail::gguf_dtype(23, true),  detail::gguf_dtype(20, true),
 };
 
 constexpr const DTypeInfo& dtype_info(DType t) { return kDTypeInfos[static_cast<int>(t)]; }

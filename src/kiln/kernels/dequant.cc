@@ -184,6 +184,15 @@ void decode_iq4_xs(const void* p, uint8_t* q, float* scale) {
   }
 }
 
+void decode_iq4_nl(const void* p, uint8_t* q, float* scale) {
+  auto b = load_block<BlockIQ4_NL>(p);
+  for (int j = 0; j < 16; ++j) {
+    q[j] = b.qs[j] & 0x0F;
+    q[j + 16] = b.qs[j] >> 4;
+  }
+  scale[0] = f16_to_f32(b.d);
+}
+
 }  // namespace
 
 const QuantFormat& quant_format(DType t) {
@@ -258,6 +267,8 @@ void decode_block(DType t, const void* block, uint8_t* codes, float* scale, floa
       return decode_q2_k(block, codes, scale, min);
     case DType::IQ4_XS:
       return decode_iq4_xs(block, codes, scale);
+    case DType::IQ4_NL:
+      return decode_iq4_nl(block, codes, scale);
     default:
       fail("decode_block: {} is not a quantized type", dtype_name(t));
   }

@@ -73,6 +73,10 @@ struct BlockIQ4_XS {  // 8 sub-blocks of 32, 6-bit scales ls (w = d * (ls - 32) 
   uint8_t scales_l[4];  // ls[j]'s low 4 bits: nibble j % 2 of byte j / 2
   uint8_t qs[128];      // sub-block j at 16j: element l low nibble, element 16 + l high
 };
+struct BlockIQ4_NL {
+  uint16_t d;
+  uint8_t qs[16];  // as Q4_0: indices into kvalues_iq4nl
+};
 // The format table (quant_format.h) states the same layouts: block sizes and scale offsets.
 // (A loop over the table, not find_quant_format: GCC's -fsanitize=null instrumentation makes a
 // pointer's comparison with nullptr non-constant, which broke these asserts in the sanitize
@@ -101,6 +105,7 @@ static_assert(matches_format<BlockQ3_K>(DType::Q3_K, offsetof(BlockQ3_K, d)));
 static_assert(matches_format<BlockQ2_K>(DType::Q2_K, offsetof(BlockQ2_K, d),
                                         offsetof(BlockQ2_K, dmin)));
 static_assert(matches_format<BlockIQ4_XS>(DType::IQ4_XS, offsetof(BlockIQ4_XS, d)));
+static_assert(matches_format<BlockIQ4_NL>(DType::IQ4_NL, offsetof(BlockIQ4_NL, d)));
 
 // ggml's e8m0 scale byte as f32, 2^(e - 128) (ggml_e8m0_to_fp32_half: MXFP4's scale of its
 // doubled fp4 values), for every byte: e < 2 gives the subnormals 2^-128 and 2^-127, e = 255

@@ -123,6 +123,10 @@ inline constexpr QuantFormat kQuantFormats[] = {
     {.dtype = DType::IQ4_XS, .d_offset = 0, .dmin_offset = -1, .sub_block = 32, .bits = 4,
      .file_bits = 4, .zero_point = 128, .has_min = false, .split_scales = true,
      .expand_for_many_rows = true, .has_table = true, .table = kIq4NlValues},
+    // w = d * kvalues_iq4nl[q]: Q4_0's block with table indices for codes.
+    {.dtype = DType::IQ4_NL, .d_offset = 0, .dmin_offset = -1, .sub_block = 32, .bits = 4,
+     .file_bits = 4, .zero_point = 128, .has_min = false, .split_scales = false,
+     .expand_for_many_rows = true, .has_table = true, .table = kIq4NlValues},
 };
 // clang-format on
 
