@@ -59,7 +59,7 @@ TEST(Dequant, MatchesGgufReferenceForEveryType) {
     // Same float operations as ggml, so nearly everything should be bit-exact.
     EXPECT_EQ(exact, n) << name;
   }
-  EXPECT_EQ(types, 14);
+  EXPECT_EQ(types, 15);
 }
 
 // Hand-built blocks with known values, independent of any fixture.

@@ -66,6 +66,7 @@ TEST(PackedWeight, BytesAndFormat) {
       {DType::Q2_K, 2048, 32 * 2048 * 41 / 64, "q2_kx16/vnni"},       // 4-bit codes: 5.125 bits
       {DType::IQ4_XS, 2048, 32 * 2048 * 69 / 128, "iq4_xsx16/vnni"},  // 4.3125 bits
       {DType::IQ4_NL, 64, 32 * 64 / 32 * 18, "iq4_nlx16/vnni"},       // as the file
+      {DType::Q5_1, 64, 32 * 64 / 32 * 24, "q5_1x16/vnni"},           // as the file
       {DType::BF16, 10, 32 * 10 * 2, "bf16x16/fma"},
   };
   for (const Case& c : cases) {

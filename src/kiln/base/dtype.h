@@ -31,8 +31,9 @@ enum class DType : uint8_t {
   Q2_K,
   IQ4_XS,
   IQ4_NL,
+  Q5_1,
 };
-inline constexpr int kNumDTypes = 17;
+inline constexpr int kNumDTypes = 18;
 
 struct DTypeInfo {
   std::string_view name;  // as printed in text IR: f32, q4_k, ...
@@ -58,7 +59,7 @@ inline constexpr DTypeInfo kDTypeInfos[kNumDTypes] = {
     detail::gguf_dtype(6, true),   detail::gguf_dtype(8, true),   detail::gguf_dtype(12, true),
     detail::gguf_dtype(13, true),  detail::gguf_dtype(14, true),  {"token", 1, 0, false, -1},
     detail::gguf_dtype(3, true),   detail::gguf_dtype(11, true),  detail::gguf_dtype(10, true),
-    detail::gguf_dtype(23, true),  detail::gguf_dtype(20, true),
+    detail::gguf_dtype(23, true),  detail::gguf_dtype(20, true),  detail::gguf_dtype(7, true),
 };
 
 constexpr const DTypeInfo& dtype_info(DType t) { return kDTypeInfos[static_cast<int>(t)]; }

@@ -62,15 +62,28 @@ void decode_q4_1(const void* p, uint8_t* q, float* scale, float* min) {
   if (min != nullptr) min[0] = -f16_to_f32(b.m);
 }
 
+// Q5_0's (and Q5_1's) codes: the nibbles of qs with bit 4 from the u32 qh.
+void q5_codes(const uint8_t* qh_bytes, const uint8_t* qs, uint8_t* q) {
+  uint32_t qh;
+  std::memcpy(&qh, qh_bytes, 4);
+  for (int j = 0; j < 16; ++j) {
+    q[j] = static_cast<uint8_t>((qs[j] & 0x0F) | (((qh >> j) & 1) << 4));
+    q[j + 16] = static_cast<uint8_t>((qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4));
+  }
+}
+
 void decode_q5_0(const void* p, uint8_t* q, float* scale) {
   auto b = load_block<BlockQ5_0>(p);
-  uint32_t qh;
-  std::memcpy(&qh, b.qh, 4);
-  for (int j = 0; j < 16; ++j) {
-    q[j] = static_cast<uint8_t>((b.qs[j] & 0x0F) | (((qh >> j) & 1) << 4));
-    q[j + 16] = static_cast<uint8_t>((b.qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4));
-  }
+  q5_codes(b.qh, b.qs, q);
   scale[0] = f16_to_f32(b.d);
+}
+
+// Q5_1's minimum is -m, as Q4_1's.
+void decode_q5_1(const void* p, uint8_t* q, float* scale, float* min) {
+  auto b = load_block<BlockQ5_1>(p);
+  q5_codes(b.qh, b.qs, q);
+  scale[0] = f16_to_f32(b.d);
+  if (min != nullptr) min[0] = -f16_to_f32(b.m);
 }
 
 void decode_q8_0(const void* p, uint8_t* q, float* scale) {
@@ -269,6 +282,8 @@ void decode_block(DType t, const void* block, uint8_t* codes, float* scale, floa
       return decode_iq4_xs(block, codes, scale);
     case DType::IQ4_NL:
       return decode_iq4_nl(block, codes, scale);
+    case DType::Q5_1:
+      return decode_q5_1(block, codes, scale, min);
     default:
       fail("decode_block: {} is not a quantized type", dtype_name(t));
   }

@@ -77,6 +77,12 @@ struct BlockIQ4_NL {
   uint16_t d;
   uint8_t qs[16];  // as Q4_0: indices into kvalues_iq4nl
 };
+struct BlockQ5_1 {
+  uint16_t d;
+  uint16_t m;      // w = d * q + m
+  uint8_t qh[4];   // as Q5_0
+  uint8_t qs[16];  // as Q4_0
+};
 // The format table (quant_format.h) states the same layouts: block sizes and scale offsets.
 // (A loop over the table, not find_quant_format: GCC's -fsanitize=null instrumentation makes a
 // pointer's comparison with nullptr non-constant, which broke these asserts in the sanitize
@@ -106,6 +112,8 @@ static_assert(matches_format<BlockQ2_K>(DType::Q2_K, offsetof(BlockQ2_K, d),
                                         offsetof(BlockQ2_K, dmin)));
 static_assert(matches_format<BlockIQ4_XS>(DType::IQ4_XS, offsetof(BlockIQ4_XS, d)));
 static_assert(matches_format<BlockIQ4_NL>(DType::IQ4_NL, offsetof(BlockIQ4_NL, d)));
+static_assert(matches_format<BlockQ5_1>(DType::Q5_1, offsetof(BlockQ5_1, d),
+                                        offsetof(BlockQ5_1, m)));
 
 // ggml's e8m0 scale byte as f32, 2^(e - 128) (ggml_e8m0_to_fp32_half: MXFP4's scale of its
 // doubled fp4 values), for every byte: e < 2 gives the subnormals 2^-128 and 2^-127, e = 255

@@ -127,6 +127,10 @@ inline constexpr QuantFormat kQuantFormats[] = {
     {.dtype = DType::IQ4_NL, .d_offset = 0, .dmin_offset = -1, .sub_block = 32, .bits = 4,
      .file_bits = 4, .zero_point = 128, .has_min = false, .split_scales = false,
      .expand_for_many_rows = true, .has_table = true, .table = kIq4NlValues},
+    // w = d * q + m with 5-bit codes: Q4_1's minimum, Q5_0's codes.
+    {.dtype = DType::Q5_1, .d_offset = 0, .dmin_offset = 2, .sub_block = 32, .bits = 5,
+     .file_bits = 5, .zero_point = 0, .has_min = true, .split_scales = false,
+     .expand_for_many_rows = true},
 };
 // clang-format on
 
