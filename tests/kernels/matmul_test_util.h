@@ -51,6 +51,10 @@ inline std::vector<uint8_t> random_rows(DType t, int64_t n, int64_t k, std::mt19
   // size (split-scale types' are multiplied by an integer factor per sub-block).
   const QuantFormat& f = quant_format(t);
   for (size_t b = 0; b < out.size() / f.block_bytes(); ++b) {
+    if (f.record_scale == RecordScale::E8M0) {  // 2^-10 .. 2^-5 (times values up to 12)
+      out[b * f.block_bytes() + f.d_offset] = static_cast<uint8_t>(118 + rng() % 6);
+      continue;
+    }
     for (int off : {f.d_offset, f.dmin_offset}) {
       if (off < 0) continue;
       float s = mag(rng) * ((rng() & 1) ? 1.0f : -1.0f);

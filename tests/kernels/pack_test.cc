@@ -67,6 +67,7 @@ TEST(PackedWeight, BytesAndFormat) {
       {DType::IQ4_XS, 2048, 32 * 2048 * 69 / 128, "iq4_xsx16/vnni"},  // 4.3125 bits
       {DType::IQ4_NL, 64, 32 * 64 / 32 * 18, "iq4_nlx16/vnni"},       // as the file
       {DType::Q5_1, 64, 32 * 64 / 32 * 24, "q5_1x16/vnni"},           // as the file
+      {DType::MXFP4, 64, 32 * 64 / 32 * 17, "mxfp4x16/vnni"},         // e8m0 bytes: as the file
       {DType::BF16, 10, 32 * 10 * 2, "bf16x16/fma"},
   };
   for (const Case& c : cases) {

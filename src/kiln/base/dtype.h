@@ -32,8 +32,9 @@ enum class DType : uint8_t {
   IQ4_XS,
   IQ4_NL,
   Q5_1,
+  MXFP4,
 };
-inline constexpr int kNumDTypes = 18;
+inline constexpr int kNumDTypes = 19;
 
 struct DTypeInfo {
   std::string_view name;  // as printed in text IR: f32, q4_k, ...
@@ -60,6 +61,7 @@ inline constexpr DTypeInfo kDTypeInfos[kNumDTypes] = {
     detail::gguf_dtype(13, true),  detail::gguf_dtype(14, true),  {"token", 1, 0, false, -1},
     detail::gguf_dtype(3, true),   detail::gguf_dtype(11, true),  detail::gguf_dtype(10, true),
     detail::gguf_dtype(23, true),  detail::gguf_dtype(20, true),  detail::gguf_dtype(7, true),
+    detail::gguf_dtype(39, true),
 };
 
 constexpr const DTypeInfo& dtype_info(DType t) { return kDTypeInfos[static_cast<int>(t)]; }

@@ -206,6 +206,15 @@ void decode_iq4_nl(const void* p, uint8_t* q, float* scale) {
   scale[0] = f16_to_f32(b.d);
 }
 
+void decode_mxfp4(const void* p, uint8_t* q, float* scale) {
+  auto b = load_block<BlockMXFP4>(p);
+  for (int j = 0; j < 16; ++j) {
+    q[j] = b.qs[j] & 0x0F;
+    q[j + 16] = b.qs[j] >> 4;
+  }
+  scale[0] = e8m0_to_f32(b.e);
+}
+
 }  // namespace
 
 const QuantFormat& quant_format(DType t) {
@@ -284,6 +293,8 @@ void decode_block(DType t, const void* block, uint8_t* codes, float* scale, floa
       return decode_iq4_nl(block, codes, scale);
     case DType::Q5_1:
       return decode_q5_1(block, codes, scale, min);
+    case DType::MXFP4:
+      return decode_mxfp4(block, codes, scale);
     default:
       fail("decode_block: {} is not a quantized type", dtype_name(t));
   }

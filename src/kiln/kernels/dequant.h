@@ -83,6 +83,10 @@ struct BlockQ5_1 {
   uint8_t qh[4];   // as Q5_0
   uint8_t qs[16];  // as Q4_0
 };
+struct BlockMXFP4 {
+  uint8_t e;       // e8m0 scale: 2^(e - 128) of the doubled fp4 values (e8m0_to_f32)
+  uint8_t qs[16];  // as Q4_0: indices into kvalues_mxfp4
+};
 // The format table (quant_format.h) states the same layouts: block sizes and scale offsets.
 // (A loop over the table, not find_quant_format: GCC's -fsanitize=null instrumentation makes a
 // pointer's comparison with nullptr non-constant, which broke these asserts in the sanitize
@@ -114,6 +118,7 @@ static_assert(matches_format<BlockIQ4_XS>(DType::IQ4_XS, offsetof(BlockIQ4_XS, d
 static_assert(matches_format<BlockIQ4_NL>(DType::IQ4_NL, offsetof(BlockIQ4_NL, d)));
 static_assert(matches_format<BlockQ5_1>(DType::Q5_1, offsetof(BlockQ5_1, d),
                                         offsetof(BlockQ5_1, m)));
+static_assert(matches_format<BlockMXFP4>(DType::MXFP4, offsetof(BlockMXFP4, e)));
 
 // ggml's e8m0 scale byte as f32, 2^(e - 128) (ggml_e8m0_to_fp32_half: MXFP4's scale of its
 // doubled fp4 values), for every byte: e < 2 gives the subnormals 2^-128 and 2^-127, e = 255

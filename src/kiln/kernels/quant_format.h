@@ -131,6 +131,12 @@ inline constexpr QuantFormat kQuantFormats[] = {
     {.dtype = DType::Q5_1, .d_offset = 0, .dmin_offset = 2, .sub_block = 32, .bits = 5,
      .file_bits = 5, .zero_point = 0, .has_min = true, .split_scales = false,
      .expand_for_many_rows = true},
+    // w = 2^(e - 128) * kvalues_mxfp4[q] (fp4 e2m1 values doubled, ggml's form): the record keeps
+    // the file's e8m0 byte, 4.25 bits a weight as the file. Padding rows read index 0, value 0.
+    {.dtype = DType::MXFP4, .d_offset = 0, .dmin_offset = -1, .sub_block = 32, .bits = 4,
+     .file_bits = 4, .zero_point = 128, .has_min = false, .split_scales = false,
+     .expand_for_many_rows = true, .record_scale = RecordScale::E8M0, .has_table = true,
+     .table = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12}},
 };
 // clang-format on
 
