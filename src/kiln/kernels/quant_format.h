@@ -8,7 +8,15 @@
 // Lookup-table formats (IQ4_NL, IQ4_XS, MXFP4) store 4-bit indices; the code of index c is
 // table[c] + 128 (the table's int8 value as an unsigned byte) with zero point 128, so that
 // w = scale * table[c]: kernels translate the indices with a byte shuffle (pshufb / vpshufb),
-// which keeps the packed form at 4 bits a weight.
+// which keeps the packed form at 4 bits a weight. AVX-512 shuffles to the unsigned codes and
+// subtracts the zero point as for Q8_0; AVX2, whose vpmaddubsw would overflow int16 on codes up
+// to 255, shuffles to the signed values and multiplies with the sign trick (|w| x sign(a, w)),
+// which gives the same integer dot with no zero point to subtract.
+//
+// Scales: split_scales rows keep the file's two factors per sub-block (d * sc, dmin * m);
+// others keep their scale in each record as `record_scale` says (f16, with f16 minimums after
+// them for has_min; MXFP4's e8m0 byte). The minimum step of the contract sums the sub-block's
+// activation codes, 32 or 16 (Q2_K) of them.
 //
 // Kernels per tier (the same bits on every tier, see matmul_kernels.h):
 //   scalar   a 16-column tile per group, any rows (the reference)
