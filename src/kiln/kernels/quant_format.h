@@ -46,14 +46,17 @@ namespace kiln::kernels {
 // 2^(e - 128) as ggml and gguf-py read it, which no f16 can hold).
 enum class RecordScale : uint8_t { F16, E8M0 };
 
+// (Fields in an order without padding holes: the one-byte ones first and last.)
 struct QuantFormat {
-  DType dtype;      // its GGUF block (elements, bytes) is dtype_info's, from the GGUF table
-  int d_offset;     // byte offset of the block's scale d (of the super-block for K-quants)
-  int dmin_offset;  // byte offset of the f16 dmin (Q4_1/Q5_1: m) of the minimums, -1 without
-  int sub_block;    // elements sharing one scale: 32, or 16 for Q6_K, Q3_K, Q2_K
-  int bits;         // packed code width: 4, 5, 6 or 8
-  int file_bits;    // the file's code width: bits, or less for codes packed wider (Q2_K, Q3_K)
-  int zero_point;   // subtracted from every code (formats without a minimum); 0 with one
+  DType dtype;  // its GGUF block (elements, bytes) is dtype_info's, from the GGUF table
+  RecordScale record_scale = RecordScale::F16;
+  bool has_table = false;  // codes are indices into `table`
+  int d_offset;            // byte offset of the block's scale d (of the super-block for K-quants)
+  int dmin_offset;         // byte offset of the f16 dmin (Q4_1/Q5_1: m) of the minimums, -1 without
+  int sub_block;           // elements sharing one scale: 32, or 16 for Q6_K, Q3_K, Q2_K
+  int bits;                // packed code width: 4, 5, 6 or 8
+  int file_bits;   // the file's code width: bits, or less for codes packed wider (Q2_K, Q3_K)
+  int zero_point;  // subtracted from every code (formats without a minimum); 0 with one
   bool has_min;
   // K-quants (and IQ4_XS): each scale is the product of an f16 super-block factor and a small
   // integer per sub-block (d * sc, dmin * m). The packed form keeps the two factors in areas
@@ -62,8 +65,6 @@ struct QuantFormat {
   // Many-row kernels unpack the codes to 8-bit records first (4-, 5-, 6-bit codes); 8-bit
   // records are read as stored.
   bool expand_for_many_rows;
-  RecordScale record_scale = RecordScale::F16;
-  bool has_table = false;             // codes are indices into `table`
   std::array<int8_t, 16> table = {};  // the value of each index (lookup-table formats)
 
   constexpr int block_size() const { return dtype_info(dtype).block_size; }
@@ -128,22 +129,22 @@ inline constexpr QuantFormat kQuantFormats[] = {
      .expand_for_many_rows = true},
     // w = d * (ls - 32) * kvalues_iq4nl[q], a 6-bit ls per 32 inputs: split scales like Q4_K's
     // without a minimum, 4-bit table indices.
-    {.dtype = DType::IQ4_XS, .d_offset = 0, .dmin_offset = -1, .sub_block = 32, .bits = 4,
-     .file_bits = 4, .zero_point = 128, .has_min = false, .split_scales = true,
-     .expand_for_many_rows = true, .has_table = true, .table = kIq4NlValues},
+    {.dtype = DType::IQ4_XS, .has_table = true, .d_offset = 0, .dmin_offset = -1,
+     .sub_block = 32, .bits = 4, .file_bits = 4, .zero_point = 128, .has_min = false,
+     .split_scales = true, .expand_for_many_rows = true, .table = kIq4NlValues},
     // w = d * kvalues_iq4nl[q]: Q4_0's block with table indices for codes.
-    {.dtype = DType::IQ4_NL, .d_offset = 0, .dmin_offset = -1, .sub_block = 32, .bits = 4,
-     .file_bits = 4, .zero_point = 128, .has_min = false, .split_scales = false,
-     .expand_for_many_rows = true, .has_table = true, .table = kIq4NlValues},
+    {.dtype = DType::IQ4_NL, .has_table = true, .d_offset = 0, .dmin_offset = -1,
+     .sub_block = 32, .bits = 4, .file_bits = 4, .zero_point = 128, .has_min = false,
+     .split_scales = false, .expand_for_many_rows = true, .table = kIq4NlValues},
     // w = d * q + m with 5-bit codes: Q4_1's minimum, Q5_0's codes.
     {.dtype = DType::Q5_1, .d_offset = 0, .dmin_offset = 2, .sub_block = 32, .bits = 5,
      .file_bits = 5, .zero_point = 0, .has_min = true, .split_scales = false,
      .expand_for_many_rows = true},
     // w = 2^(e - 128) * kvalues_mxfp4[q] (fp4 e2m1 values doubled, ggml's form): the record keeps
     // the file's e8m0 byte, 4.25 bits a weight as the file. Padding rows read index 0, value 0.
-    {.dtype = DType::MXFP4, .d_offset = 0, .dmin_offset = -1, .sub_block = 32, .bits = 4,
-     .file_bits = 4, .zero_point = 128, .has_min = false, .split_scales = false,
-     .expand_for_many_rows = true, .record_scale = RecordScale::E8M0, .has_table = true,
+    {.dtype = DType::MXFP4, .record_scale = RecordScale::E8M0, .has_table = true,
+     .d_offset = 0, .dmin_offset = -1, .sub_block = 32, .bits = 4, .file_bits = 4,
+     .zero_point = 128, .has_min = false, .split_scales = false, .expand_for_many_rows = true,
      .table = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12}},
 };
 // clang-format on
