@@ -4,7 +4,7 @@ import numpy as np
 
 
 def write_variant(src, dst, arch=None, retype=None, chat_template=None):
-    """Copies a GGUF file, optionally renaming its architecture, storing one tensor as Q2_K, or
+    """Copies a GGUF file, optionally renaming its architecture, storing one tensor as IQ2_XS (a type kiln does not read), or
     replacing its tokenizer.chat_template ("" leaves the key out)."""
     r = gguf.GGUFReader(str(src))
     old_arch = str(bytes(r.fields["general.architecture"].parts[-1]), "utf-8")
@@ -35,8 +35,8 @@ def write_variant(src, dst, arch=None, retype=None, chat_template=None):
         data = np.array(t.data)
         if retype and t.name == retype:
             rows, cols = int(t.shape[1]), int(t.shape[0])
-            data = np.zeros((rows, cols // 256 * 84), dtype=np.uint8)
-            w.add_tensor(t.name, data, raw_shape=data.shape, raw_dtype=gguf.GGMLQuantizationType.Q2_K)
+            data = np.zeros((rows, cols // 256 * 74), dtype=np.uint8)
+            w.add_tensor(t.name, data, raw_shape=data.shape, raw_dtype=gguf.GGMLQuantizationType.IQ2_XS)
         else:
             w.add_tensor(t.name, data, raw_shape=data.shape, raw_dtype=t.tensor_type)
     w.write_header_to_file()

@@ -57,9 +57,9 @@ def test_unsupported_architecture(tiny_models, tmp_path):
 
 
 def test_unsupported_tensor_type(tiny_models, tmp_path):
-    dst = tmp_path / "q2k.gguf"
+    dst = tmp_path / "iq2xs.gguf"
     write_variant(tiny_models / "tiny-gemma3.gguf", dst, retype="blk.0.ffn_up.weight")
-    assert_one_error_line(run_kiln("run", "-m", str(dst), "-p", "hi"), "q2_k")
+    assert_one_error_line(run_kiln("run", "-m", str(dst), "-p", "hi"), "iq2_xs")
 
 
 def test_prompt_longer_than_context(tiny_models):

@@ -158,7 +158,8 @@ TEST_P(ReferenceModel, LogitsAndGreedyMatchNumpyReference) { check_model(GetPara
 
 INSTANTIATE_TEST_SUITE_P(TinyModels, ReferenceModel,
                          ::testing::Values("tiny-gemma3", "tiny-llama", "tiny-qwen2", "tiny-qwen3",
-                                           "tiny-mistral", "tiny-qwen3moe", "gemma3-270m"),
+                                           "tiny-mistral", "tiny-qwen3moe", "tiny-quants",
+                                           "gemma3-270m"),
                          model_param_name);
 
 }  // namespace

@@ -59,7 +59,7 @@ TEST(Dequant, MatchesGgufReferenceForEveryType) {
     // Same float operations as ggml, so nearly everything should be bit-exact.
     EXPECT_EQ(exact, n) << name;
   }
-  EXPECT_EQ(types, 9);
+  EXPECT_EQ(types, 16);
 }
 
 // Hand-built blocks with known values, independent of any fixture.
@@ -86,6 +86,38 @@ TEST(Dequant, Q5_0KnownBlock) {
   EXPECT_EQ(out[19], static_cast<float>(0x15 - 16));
   EXPECT_EQ(out[31], 0.0f);   // code 16 -> 0
   EXPECT_EQ(out[0], -16.0f);  // code 0
+}
+
+// w = d * q + m: the minimum is added (kiln keeps it as the minimum -m).
+TEST(Dequant, Q4_1KnownBlock) {
+  BlockQ4_1 b{};
+  b.d = 0x3800;    // 0.5
+  b.m = 0xC000;    // -2.0
+  b.qs[5] = 0x3C;  // element 5 code 12, element 21 code 3
+  float out[32];
+  dequantize_row(DType::Q4_1, &b, out, 32);
+  EXPECT_EQ(out[5], 0.5f * 12 - 2.0f);
+  EXPECT_EQ(out[21], 0.5f * 3 - 2.0f);
+  EXPECT_EQ(out[0], -2.0f);
+}
+
+// MXFP4's e8m0 scale is 2^(e - 128) over the whole byte range, subnormal at e < 2 (an f16 could
+// hold neither end): kiln keeps the byte and forms the f32 as ggml does.
+TEST(Dequant, Mxfp4ScalesOverTheWholeByteRange) {
+  BlockMXFP4 b{};
+  b.qs[0] = 0x72;  // element 0: index 2 (value 2), element 16: index 7 (value 12)
+  b.qs[1] = 0xF9;  // element 1: index 9 (-1), element 17: index 15 (-12)
+  float out[32];
+  for (int e : {0, 1, 2, 127, 128, 254, 255}) {
+    b.e = static_cast<uint8_t>(e);
+    dequantize_row(DType::MXFP4, &b, out, 32);
+    const float scale = std::ldexp(1.0f, e - 128);
+    EXPECT_EQ(out[0], 2 * scale) << e;
+    EXPECT_EQ(out[16], 12 * scale) << e;  // infinite at e = 255, as in ggml
+    EXPECT_EQ(out[1], -scale) << e;
+    EXPECT_EQ(out[17], -12 * scale) << e;
+    EXPECT_EQ(out[2], 0.0f) << e;
+  }
 }
 
 TEST(Dequant, Q4_KScaleUnpacking) {

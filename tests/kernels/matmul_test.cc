@@ -92,13 +92,13 @@ float contract_reference(const Problem& p, const float* x, int64_t col) {
       int64_t k0 = b * qs.block_size() + s * qs.sub_block;
       int32_t dot = 0, sum = 0;
       for (int j = 0; j < qs.sub_block; ++j) {
-        int c = codes[s * qs.sub_block + j] - (qs.has_min ? 0 : qs.zero_point);
+        int c = qs.code_value(codes[s * qs.sub_block + j]) - (qs.has_min ? 0 : qs.zero_point);
         dot += c * a.q[k0 + j];
       }
       float d = a.d[k0 / 32];
       acc = std::fma(static_cast<float>(dot), scale[s] * d, acc);
-      if (qs.has_min) {
-        for (int j = 0; j < 32; ++j) sum += a.q[k0 + j];
+      if (qs.has_min) {  // the sub-block's activation codes (32, or Q2_K's 16)
+        for (int j = 0; j < qs.sub_block; ++j) sum += a.q[k0 + j];
         acc = std::fma(-min[s], d * static_cast<float>(sum), acc);
       }
     }
@@ -304,6 +304,35 @@ TEST(Matmul, LargestCodesDoNotOverflowInAnyTile) {
         ASSERT_EQ(y[e], expect[e])
             << dtype_name(t) << " m " << m << " row " << e / n << " col " << e % n;
         ASSERT_EQ(expect[e], contract_reference(p, &x[(e / n) * k], e % n)) << dtype_name(t);
+      }
+    }
+  }
+}
+
+// MXFP4's e8m0 scales reach below f32's normal range (2^-128 and 2^-127 at e = 0, 1): every tier
+// forms them as the scalar reference does (the vector tiers from the byte's bits), for the decode
+// tiles and every many-row form. Random e in 0..3 and around 1.0; inputs large enough that
+// scale * d_b is a normal f32 (a scale formed as 0 or as its neighbour would change the result).
+TEST(Matmul, Mxfp4SubnormalScalesMatchOnEveryTier) {
+  testing::IsaCapGuard guard;
+  std::mt19937 rng(17);
+  const int64_t n = 19, k = 256;
+  std::vector<uint8_t> bytes = random_rows(DType::MXFP4, n, k, rng);
+  const uint8_t exps[] = {0, 1, 2, 3, 127, 128};
+  for (size_t b = 0; b < bytes.size(); b += 17) bytes[b] = exps[rng() % 6];
+  Problem p{DType::MXFP4, n, k, bytes, {}};
+  p.w = PackedWeight::pack(testing::borrow_rows(DType::MXFP4, n, k, p.bytes));
+  const int64_t m_max = 13;
+  auto x = random_acts(m_max, k, rng);
+  for (float& v : x) v *= 1e30f;
+  for (Isa isa : testing::isa_tiers()) {
+    set_isa_cap(isa);
+    for (int64_t m : {1, 2, 5, 13}) {
+      auto y = run_matmul(p.w, x, m, 2);
+      for (int64_t e = 0; e < m * n; ++e) {
+        const float want = contract_reference(p, &x[(e / n) * k], e % n);
+        ASSERT_NE(want, 0.0f);
+        ASSERT_EQ(y[e], want) << isa_name(isa) << " m " << m << " row " << e / n;
       }
     }
   }

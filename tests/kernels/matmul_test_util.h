@@ -47,25 +47,20 @@ inline std::vector<uint8_t> random_rows(DType t, int64_t n, int64_t k, std::mt19
     return out;
   }
   for (auto& b : out) b = static_cast<uint8_t>(rng());
-  const DTypeInfo& info = dtype_info(t);
-  std::vector<int> scale_offsets;
-  switch (t) {
-    case DType::Q4_K:
-    case DType::Q5_K:
-      scale_offsets = {0, 2};
-      break;
-    case DType::Q6_K:
-      scale_offsets = {208};
-      break;
-    default:
-      scale_offsets = {0};
-  }
-  for (size_t b = 0; b < out.size() / info.block_bytes; ++b) {
-    for (int off : scale_offsets) {
+  // The scale fields (d, and dmin or m) as the format table places them: finite f16 of moderate
+  // size (split-scale types' are multiplied by an integer factor per sub-block).
+  const QuantFormat& f = quant_format(t);
+  for (size_t b = 0; b < out.size() / f.block_bytes(); ++b) {
+    if (f.record_scale == RecordScale::E8M0) {  // 2^-10 .. 2^-5 (times values up to 12)
+      out[b * f.block_bytes() + f.d_offset] = static_cast<uint8_t>(118 + rng() % 6);
+      continue;
+    }
+    for (int off : {f.d_offset, f.dmin_offset}) {
+      if (off < 0) continue;
       float s = mag(rng) * ((rng() & 1) ? 1.0f : -1.0f);
-      if (t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K) s *= 0.1f;  // times sc
+      if (f.split_scales) s *= 0.1f;  // times sc
       uint16_t h = f32_to_f16(s);
-      std::memcpy(&out[b * info.block_bytes + off], &h, 2);
+      std::memcpy(&out[b * f.block_bytes() + off], &h, 2);
     }
   }
   return out;

@@ -60,7 +60,14 @@ TEST(PackedWeight, BytesAndFormat) {
       {DType::Q4_K, 2048, 32 * 2048 * 37 / 64, "q4_kx16/vnni"},
       {DType::Q5_K, 256, 32 * 256 * 45 / 64, "q5_kx16/vnni"},      // 5.625 bits
       {DType::Q6_K, 2048, 32 * 2048 * 105 / 128, "q6_kx16/vnni"},  // 6.5625 bits, as the file
-      {DType::Q6_K, 256, 2 * 3392, "q6_kx16/vnni"},  // 3360 bytes a group, padded to 64
+      {DType::Q6_K, 256, 2 * 3392, "q6_kx16/vnni"},          // 3360 bytes a group, padded to 64
+      {DType::Q4_1, 64, 32 * 64 / 32 * 20, "q4_1x16/vnni"},  // f16 scale and minimum: 5 bits
+      {DType::Q3_K, 2048, 32 * 2048 * 73 / 128, "q3_kx16/vnni"},      // 4-bit codes: 4.5625 bits
+      {DType::Q2_K, 2048, 32 * 2048 * 41 / 64, "q2_kx16/vnni"},       // 4-bit codes: 5.125 bits
+      {DType::IQ4_XS, 2048, 32 * 2048 * 69 / 128, "iq4_xsx16/vnni"},  // 4.3125 bits
+      {DType::IQ4_NL, 64, 32 * 64 / 32 * 18, "iq4_nlx16/vnni"},       // as the file
+      {DType::Q5_1, 64, 32 * 64 / 32 * 24, "q5_1x16/vnni"},           // as the file
+      {DType::MXFP4, 64, 32 * 64 / 32 * 17, "mxfp4x16/vnni"},         // e8m0 bytes: as the file
       {DType::BF16, 10, 32 * 10 * 2, "bf16x16/fma"},
   };
   for (const Case& c : cases) {

@@ -316,19 +316,19 @@ TEST(GgufCorruption, InvalidUtf8KeysAreAccepted) {
 
 TEST(GgufCorruption, UnsupportedTensorTypeFailsOnlyWhenRead) {
   GgufBuilder b;
-  b.add_tensor("q2", kQ2_K, {256}, 84);
+  b.add_tensor("iq2", kIQ2_XS, {256}, 74);
   b.add_tensor("mystery", 99, {16}, 64);
   b.add_tensor("ok", kF32, {2}, 8);
   auto f = parse(b.build(), "model.gguf");
   EXPECT_NO_THROW(f->tensor("ok"));
-  const GgufTensorInfo& q2 = f->tensor_info("q2");
-  EXPECT_FALSE(q2.dtype.has_value());
-  EXPECT_EQ(q2.nbytes, 84u);
+  const GgufTensorInfo& iq2 = f->tensor_info("iq2");
+  EXPECT_FALSE(iq2.dtype.has_value());
+  EXPECT_EQ(iq2.nbytes, 74u);
   try {
-    f->tensor("q2");
+    f->tensor("iq2");
     ADD_FAILURE();
   } catch (const Error& e) {
-    EXPECT_STREQ(e.what(), "model.gguf: tensor 'q2' has type q2_k, which kiln does not support");
+    EXPECT_STREQ(e.what(), "model.gguf: tensor 'iq2' has type iq2_xs, which kiln does not support");
   }
   try {
     f->tensor("mystery");

@@ -54,7 +54,7 @@ GgufBuilder rich_builder() {
   b.add_tensor("output_norm.weight", kF32, {64}, 64 * 4);
   b.add_tensor("blk.0.ffn_up.weight", kQ4_K, {256, 2}, 2 * 144);
   b.add_tensor("blk.0.attn_q.weight", kF16, {4, 2, 2}, 16 * 2);
-  b.add_tensor("blk.0.q2", kQ2_K, {256}, 84);
+  b.add_tensor("blk.0.iq2", kIQ2_XS, {256}, 74);
   b.add_tensor("i8", kI8, {5}, 5);
   return b;
 }
@@ -168,7 +168,7 @@ TEST(GgufMutation, BuilderFileSurvivesEveryTruncationAndTwoThousandMutations) {
   Outcome outcome;
   exercise(base, outcome);
   ASSERT_EQ(outcome.opened, 1) << "the unmutated file must open";
-  ASSERT_EQ(outcome.tensors_read, 5);  // all but the q2_k tensor
+  ASSERT_EQ(outcome.tensors_read, 5);  // all but the iq2_xs tensor
 
   // Cutting any byte up to the end of the last tensor must be caught; only padding may go.
   size_t end_of_data = builder.fields.at("end_of_data");

@@ -230,7 +230,7 @@ TEST_F(GgufRoundTrip, DescribeSummarizesTheFile) {
   EXPECT_NE(d.find("15 tensors"), std::string::npos) << d;
   EXPECT_NE(d.find("q8_0 x1"), std::string::npos) << d;
   EXPECT_NE(d.find("f32 x4"), std::string::npos) << d;
-  EXPECT_NE(d.find("q2_k x1 (84 B, unsupported)"), std::string::npos) << d;
+  EXPECT_NE(d.find("iq2_xs x1 (74 B, unsupported)"), std::string::npos) << d;
 }
 
 }  // namespace

@@ -159,7 +159,7 @@ class GgufBuilder {
 };
 
 // ggml type ids used in tests.
-inline constexpr uint32_t kF32 = 0, kF16 = 1, kQ8_0 = 8, kQ2_K = 10, kQ4_K = 12, kI8 = 24;
+inline constexpr uint32_t kF32 = 0, kF16 = 1, kQ8_0 = 8, kQ4_K = 12, kIQ2_XS = 17, kI8 = 24;
 
 // Parses bytes held in a heap buffer of exactly their size, so AddressSanitizer sees any read
 // past the end (an mmap has slack up to the page boundary that would hide it).

@@ -426,6 +426,7 @@ EXPECTED_TYPES = {
     "tiny-qwen3": {"Q4_K", "Q5_K", "Q6_K", "Q8_0", "F32"},
     "tiny-mistral": {"Q4_K", "Q6_K", "Q5_0", "Q4_0", "F16", "F32"},
     "tiny-qwen3moe": {"Q4_K", "Q6_K", "Q8_0", "Q5_0", "F16", "F32"},
+    "tiny-quants": {"Q4_1", "Q5_1", "Q2_K", "Q3_K", "IQ4_NL", "IQ4_XS", "MXFP4", "F32"},
 }
 
 

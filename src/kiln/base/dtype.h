@@ -24,8 +24,17 @@ enum class DType : uint8_t {
   Q5_K,
   Q6_K,
   Token,  // the effect token of mutating graph ops: no storage
+  // Types added later follow Token, so the ids above (which packed-weight cache files store)
+  // keep their values.
+  Q4_1,
+  Q3_K,
+  Q2_K,
+  IQ4_XS,
+  IQ4_NL,
+  Q5_1,
+  MXFP4,
 };
-inline constexpr int kNumDTypes = 12;
+inline constexpr int kNumDTypes = 19;
 
 struct DTypeInfo {
   std::string_view name;  // as printed in text IR: f32, q4_k, ...
@@ -50,6 +59,9 @@ inline constexpr DTypeInfo kDTypeInfos[kNumDTypes] = {
     detail::gguf_dtype(26, false), detail::gguf_dtype(24, false), detail::gguf_dtype(2, true),
     detail::gguf_dtype(6, true),   detail::gguf_dtype(8, true),   detail::gguf_dtype(12, true),
     detail::gguf_dtype(13, true),  detail::gguf_dtype(14, true),  {"token", 1, 0, false, -1},
+    detail::gguf_dtype(3, true),   detail::gguf_dtype(11, true),  detail::gguf_dtype(10, true),
+    detail::gguf_dtype(23, true),  detail::gguf_dtype(20, true),  detail::gguf_dtype(7, true),
+    detail::gguf_dtype(39, true),
 };
 
 constexpr const DTypeInfo& dtype_info(DType t) { return kDTypeInfos[static_cast<int>(t)]; }

@@ -2,7 +2,7 @@
 // geometry: the one table of GGUF type facts. kiln's own element types (dtype.h) and quantized
 // formats (kernels/quant_format.h) take their names and block sizes from it. The reader needs
 // every type's geometry to bounds-check a file's tensor data even when kiln cannot compute with
-// that type: a q2_k tensor still occupies bytes that must not overlap its neighbours.
+// that type: an iq2_xs tensor still occupies bytes that must not overlap its neighbours.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -42,7 +42,7 @@ constexpr const GgufTensorType* find_gguf_tensor_type(uint32_t id) {
   return nullptr;
 }
 
-// "q2_k", or "type 99" for an unknown id.
+// "iq2_xs", or "type 99" for an unknown id.
 std::string gguf_tensor_type_name(uint32_t id);
 
 }  // namespace kiln

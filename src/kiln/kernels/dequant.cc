@@ -50,15 +50,40 @@ void decode_q4_0(const void* p, uint8_t* q, float* scale) {
   scale[0] = f16_to_f32(b.d);
 }
 
-void decode_q5_0(const void* p, uint8_t* q, float* scale) {
-  auto b = load_block<BlockQ5_0>(p);
-  uint32_t qh;
-  std::memcpy(&qh, b.qh, 4);
+// Q4_1's minimum is -m: scale * q - (-m) is d * q + m exactly (the negation of an f16 is exact,
+// and a - (-b) is the same IEEE operation as a + b), gguf-py's `d * qs + m`.
+void decode_q4_1(const void* p, uint8_t* q, float* scale, float* min) {
+  auto b = load_block<BlockQ4_1>(p);
   for (int j = 0; j < 16; ++j) {
-    q[j] = static_cast<uint8_t>((b.qs[j] & 0x0F) | (((qh >> j) & 1) << 4));
-    q[j + 16] = static_cast<uint8_t>((b.qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4));
+    q[j] = b.qs[j] & 0x0F;
+    q[j + 16] = b.qs[j] >> 4;
   }
   scale[0] = f16_to_f32(b.d);
+  if (min != nullptr) min[0] = -f16_to_f32(b.m);
+}
+
+// Q5_0's (and Q5_1's) codes: the nibbles of qs with bit 4 from the u32 qh.
+void q5_codes(const uint8_t* qh_bytes, const uint8_t* qs, uint8_t* q) {
+  uint32_t qh;
+  std::memcpy(&qh, qh_bytes, 4);
+  for (int j = 0; j < 16; ++j) {
+    q[j] = static_cast<uint8_t>((qs[j] & 0x0F) | (((qh >> j) & 1) << 4));
+    q[j + 16] = static_cast<uint8_t>((qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4));
+  }
+}
+
+void decode_q5_0(const void* p, uint8_t* q, float* scale) {
+  auto b = load_block<BlockQ5_0>(p);
+  q5_codes(b.qh, b.qs, q);
+  scale[0] = f16_to_f32(b.d);
+}
+
+// Q5_1's minimum is -m, as Q4_1's.
+void decode_q5_1(const void* p, uint8_t* q, float* scale, float* min) {
+  auto b = load_block<BlockQ5_1>(p);
+  q5_codes(b.qh, b.qs, q);
+  scale[0] = f16_to_f32(b.d);
+  if (min != nullptr) min[0] = -f16_to_f32(b.m);
 }
 
 void decode_q8_0(const void* p, uint8_t* q, float* scale) {
@@ -109,6 +134,87 @@ void decode_q6_k(const void* p, uint8_t* q, float* scale) {
   }
 }
 
+// The 2-bit codes of Q2_K and the low 2 bits of Q3_K's: element 32c + l of half h at
+// qs[32h + l] >> 2c.
+int low2(const uint8_t* qs, int i) {
+  const int h = i / 128, c = (i % 128) / 32, l = i % 32;
+  return (qs[32 * h + l] >> (2 * c)) & 3;
+}
+
+// Sub-block j's scale of a Q3_K block, sc - 32: the low nibble from bytes 0-7 (low nibbles for
+// j < 8, high ones above), the top 2 bits from byte 8 + j % 4 (bits 2 (j / 4) and up).
+int q3_k_scale(const uint8_t* s, int j) {
+  const int low = j < 8 ? s[j] & 0x0F : s[j - 8] >> 4;
+  const int high = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
+  return (low | (high << 4)) - 32;
+}
+
+void decode_q3_k(const void* p, uint8_t* q, float* scale) {
+  auto b = load_block<BlockQ3_K>(p);
+  if (scale != nullptr) {
+    const float d = f16_to_f32(b.d);
+    for (int j = 0; j < 16; ++j) scale[j] = d * static_cast<float>(q3_k_scale(b.scales, j));
+  }
+  // Codes 0..7 with zero point 4: the low 2 bits, plus 4 where the hmask bit is set (gguf-py's
+  // low - 4 * (1 - bit)).
+  for (int i = 0; i < 256; ++i) {
+    const int bit = (b.hmask[i % 32] >> (i / 32)) & 1;
+    q[i] = static_cast<uint8_t>(low2(b.qs, i) | (bit << 2));
+  }
+}
+
+void decode_q2_k(const void* p, uint8_t* q, float* scale, float* min) {
+  auto b = load_block<BlockQ2_K>(p);
+  if (scale != nullptr) {
+    const float d = f16_to_f32(b.d), dmin = f16_to_f32(b.dmin);
+    for (int j = 0; j < 16; ++j) {
+      scale[j] = d * static_cast<float>(b.scales[j] & 0x0F);
+      min[j] = dmin * static_cast<float>(b.scales[j] >> 4);
+    }
+  }
+  for (int i = 0; i < 256; ++i) q[i] = static_cast<uint8_t>(low2(b.qs, i));
+}
+
+// Sub-block j's scale of an IQ4_XS block, ls - 32.
+int iq4_xs_scale(const BlockIQ4_XS& b, int j) {
+  const int low = (b.scales_l[j / 2] >> (4 * (j % 2))) & 0x0F;
+  const int high = (b.scales_h >> (2 * j)) & 3;
+  return (low | (high << 4)) - 32;
+}
+
+// Index codes (the table is applied by code_value) and d * (ls - 32), as gguf-py's dl.
+void decode_iq4_xs(const void* p, uint8_t* q, float* scale) {
+  auto b = load_block<BlockIQ4_XS>(p);
+  if (scale != nullptr) {
+    const float d = f16_to_f32(b.d);
+    for (int j = 0; j < 8; ++j) scale[j] = d * static_cast<float>(iq4_xs_scale(b, j));
+  }
+  for (int j = 0; j < 8; ++j) {
+    for (int l = 0; l < 16; ++l) {
+      q[32 * j + l] = b.qs[16 * j + l] & 0x0F;
+      q[32 * j + 16 + l] = b.qs[16 * j + l] >> 4;
+    }
+  }
+}
+
+void decode_iq4_nl(const void* p, uint8_t* q, float* scale) {
+  auto b = load_block<BlockIQ4_NL>(p);
+  for (int j = 0; j < 16; ++j) {
+    q[j] = b.qs[j] & 0x0F;
+    q[j + 16] = b.qs[j] >> 4;
+  }
+  scale[0] = f16_to_f32(b.d);
+}
+
+void decode_mxfp4(const void* p, uint8_t* q, float* scale) {
+  auto b = load_block<BlockMXFP4>(p);
+  for (int j = 0; j < 16; ++j) {
+    q[j] = b.qs[j] & 0x0F;
+    q[j + 16] = b.qs[j] >> 4;
+  }
+  scale[0] = e8m0_to_f32(b.e);
+}
+
 }  // namespace
 
 const QuantFormat& quant_format(DType t) {
@@ -118,13 +224,35 @@ const QuantFormat& quant_format(DType t) {
 
 KQuantFactors decode_kquant_factors(DType t, const void* block) {
   KQuantFactors f;
+  if (t == DType::IQ4_XS) {
+    auto b = load_block<BlockIQ4_XS>(block);
+    f.d = b.d;
+    for (int j = 0; j < 8; ++j) f.sc[j] = static_cast<int8_t>(iq4_xs_scale(b, j));
+    return f;
+  }
+  if (t == DType::Q2_K) {
+    auto b = load_block<BlockQ2_K>(block);
+    f.d = b.d;
+    f.dmin = b.dmin;
+    for (int j = 0; j < 16; ++j) {
+      f.sc[j] = static_cast<int8_t>(b.scales[j] & 0x0F);
+      f.m[j] = static_cast<int8_t>(b.scales[j] >> 4);
+    }
+    return f;
+  }
+  if (t == DType::Q3_K) {
+    auto b = load_block<BlockQ3_K>(block);
+    f.d = b.d;
+    for (int j = 0; j < 16; ++j) f.sc[j] = static_cast<int8_t>(q3_k_scale(b.scales, j));
+    return f;
+  }
   if (t == DType::Q6_K) {
     auto b = load_block<BlockQ6_K>(block);
     f.d = b.d;
     std::memcpy(f.sc, b.scales, 16);
     return f;
   }
-  KILN_CHECK(t == DType::Q4_K || t == DType::Q5_K, "decode_kquant_factors: {} is not a K-quant",
+  KILN_CHECK(t == DType::Q4_K || t == DType::Q5_K, "decode_kquant_factors: {} has no split scales",
              dtype_name(t));
   // Q4_K and Q5_K share the header: d, dmin, then the 12 bytes of 6-bit scales and minimums.
   auto b = load_block<BlockQ4_K>(block);
@@ -153,6 +281,20 @@ void decode_block(DType t, const void* block, uint8_t* codes, float* scale, floa
       return decode_q5_k(block, codes, scale, min);
     case DType::Q6_K:
       return decode_q6_k(block, codes, scale);
+    case DType::Q4_1:
+      return decode_q4_1(block, codes, scale, min);
+    case DType::Q3_K:
+      return decode_q3_k(block, codes, scale);
+    case DType::Q2_K:
+      return decode_q2_k(block, codes, scale, min);
+    case DType::IQ4_XS:
+      return decode_iq4_xs(block, codes, scale);
+    case DType::IQ4_NL:
+      return decode_iq4_nl(block, codes, scale);
+    case DType::Q5_1:
+      return decode_q5_1(block, codes, scale, min);
+    case DType::MXFP4:
+      return decode_mxfp4(block, codes, scale);
     default:
       fail("decode_block: {} is not a quantized type", dtype_name(t));
   }
@@ -190,9 +332,10 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
     float* out = dst + b * qs.block_size();
     for (int i = 0; i < qs.block_size(); ++i) {
       int s = i / qs.sub_block;
-      // The same float operations as ggml: scale * (code - zp), or scale * code - min.
+      // The same float operations as ggml: scale * (code - zp), or scale * code - min
+      // (lookup-table formats: scale * table[index], the code being table[index] + 128).
       out[i] = qs.has_min ? scale[s] * static_cast<float>(codes[i]) - min[s]
-                          : scale[s] * static_cast<float>(codes[i] - qs.zero_point);
+                          : scale[s] * static_cast<float>(qs.code_value(codes[i]) - qs.zero_point);
     }
   }
 }

@@ -51,7 +51,7 @@ struct ActScratch {
     size_t offset;
   };
   size_t q, d, s16, s32, ds, end;
-  Correction corrections[4];
+  Correction corrections[kZeroPointSlots];
   int n_corrections;
 };
 
@@ -66,7 +66,7 @@ ActScratch act_scratch(const PackedWeight& w, int64_t m) {
   s.s32 = s.s16 + align64(mm * (k / 16) * 4);
   s.ds = s.s32 + align64(mm * (k / 32) * 4);
   s.end = s.ds + align64(mm * (k / 32) * 4);
-  bool seen[4] = {};
+  bool seen[kZeroPointSlots] = {};
   for (const PackedSegment& seg : w.segments()) {
     const PackedLayout L = packed_layout(seg.dtype);
     if (L.is_float || L.has_min || L.zero_point == 0) continue;

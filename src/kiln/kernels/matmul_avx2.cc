@@ -61,13 +61,22 @@ inline void code_pair(const uint8_t* rec, int h, __m256i plane, __m256i& lo, __m
 // record against 26 here; llvm-mca, znver3: 34 cycles per record, bound by the load pipes,
 // against 27). The int16 sums take the words in the order v, v + S/8, ..., never more than
 // words_per_madd of them, so the int32 dots are exact, and the float steps are the contract's.
-template <int Bits, int S, int ZP, bool Min, bool Split>
+//
+// Lookup-table formats (4-bit indices) translate each word with vpshufb to the table's int8
+// values and take the sign trick (signed_dot4), one word per vpmaddwd: their dot is the plain
+// signed sum, which is the contract's (value + 128) * q - 128 * sum(q).
+template <QuantFormat F>
 void tile_quant_row(const uint8_t* group, const ActView& a, int64_t row, float* tile) {
-  constexpr int code_bytes = Bits == 8 ? 16 * S : 8 * S + (Bits > 4 ? 64 : 0);
-  constexpr int record_bytes = code_bytes + (Split ? 0 : 32);
+  constexpr int Bits = F.bits, S = F.sub_block, ZP = F.zero_point;
+  constexpr bool Min = F.has_min, Split = F.split_scales, Table = F.has_table;
+  constexpr bool E8M0 = F.record_scale == RecordScale::E8M0;
+  static_assert(!Table || Bits == 4, "table indices are 4-bit");
+  constexpr int code_bytes = F.code_bytes();
+  constexpr int record_bytes = F.record_bytes();
   constexpr int NV = S / 8;                  // raw vectors per half (4-6 bits)
   constexpr int G = words_per_madd<Bits>();  // words per int16 sum
-  constexpr int kPairsPerMadd = G / 2;       // raw vectors (two words each) per int16 sum
+  // Raw vectors (two words each) per int16 sum: all of a 16-input record's when fewer.
+  constexpr int kPairsPerMadd = G / 2 < NV ? G / 2 : NV;
   const int64_t nsub = a.k / S;
   const SplitScaleAreas areas = split_scale_areas(code_bytes, S, Min, a.k);
   const __m256i ones = _mm256_set1_epi16(1);
@@ -96,7 +105,7 @@ void tile_quant_row(const uint8_t* group, const ActView& a, int64_t row, float* 
     const int64_t super = s * S / 256;
     const int8_t* qa = a.q_at(row, s * S);
     __m256i dot[2];
-    if constexpr (Min || Bits == 8) {
+    if constexpr (Min || Bits == 8 || Table) {
       dot[0] = _mm256_setzero_si256();
     } else {
       const int32_t sum = S == 32 ? a.s32_at(row, blk) : a.s16_at(row, s);
@@ -127,6 +136,13 @@ void tile_quant_row(const uint8_t* group, const ActView& a, int64_t row, float* 
         for (int h = 0; h < 2; ++h) {
           __m256i lo, hi;
           code_pair<Bits, S, V>(rec, h, plane[h], lo, hi);
+          if constexpr (Table) {
+            const __m256i lut = avx2::table_lut(F.table.data());
+            dot[h] = _mm256_add_epi32(
+                dot[h], _mm256_add_epi32(avx2::signed_dot4(_mm256_shuffle_epi8(lut, lo), a_lo),
+                                         avx2::signed_dot4(_mm256_shuffle_epi8(lut, hi), a_hi)));
+            continue;
+          }
           const __m256i pair =
               _mm256_add_epi16(_mm256_maddubs_epi16(lo, a_lo), _mm256_maddubs_epi16(hi, a_hi));
           p16[h] = V % kPairsPerMadd == 0 ? pair : _mm256_add_epi16(p16[h], pair);
@@ -149,17 +165,26 @@ void tile_quant_row(const uint8_t* group, const ActView& a, int64_t row, float* 
     }
     for (int h = 0; h < 2; ++h) {
       __m256 scale;
+      __m256 mn;
       if constexpr (Split) {
         scale = split_factor8(super_d[h], group + areas.sc + 16 * s, h);
+        if constexpr (Min) mn = split_factor8(super_dmin[h], group + areas.m + 16 * s, h);
+      } else if constexpr (E8M0) {
+        scale = avx2::e8m0_8(rec + code_bytes + 8 * h);
       } else {
         scale = _mm256_cvtph_ps(
             _mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + code_bytes + 16 * h)));
+        if constexpr (Min)  // the record's f16 minimums follow its scales
+          mn = _mm256_cvtph_ps(
+              _mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + code_bytes + 32 + 16 * h)));
       }
       const __m256 t = _mm256_mul_ps(scale, _mm256_set1_ps(a.d_at(row, blk)));
       acc[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[h]), t, acc[h]);
       if constexpr (Min) {
-        const __m256 mn = split_factor8(super_dmin[h], group + areas.m + 16 * s, h);
-        acc[h] = _mm256_fnmadd_ps(mn, _mm256_set1_ps(a.ds_at(row, blk)), acc[h]);
+        // The contract's d_b * sum of the sub-block's codes (Q2_K: 16 inputs).
+        const float msum =
+            S == 32 ? a.ds_at(row, blk) : a.d_at(row, blk) * static_cast<float>(a.s16_at(row, s));
+        acc[h] = _mm256_fnmadd_ps(mn, _mm256_set1_ps(msum), acc[h]);
       }
     }
   }
@@ -169,10 +194,9 @@ void tile_quant_row(const uint8_t* group, const ActView& a, int64_t row, float* 
 
 // Row by row (each later row rereads the group from L1). From 2 rows the driver takes the
 // many-row tiles of matmul_gemm_avx2.cc for every quantized type, so this runs at 1 row.
-template <int Bits, int S, int ZP, bool Min, bool Split>
+template <QuantFormat F>
 void tile_quant(const uint8_t* group, const ActView& a, int64_t row0, int mt, float* tile) {
-  for (int i = 0; i < mt; ++i)
-    tile_quant_row<Bits, S, ZP, Min, Split>(group, a, row0 + i, tile + 16 * i);
+  for (int i = 0; i < mt; ++i) tile_quant_row<F>(group, a, row0 + i, tile + 16 * i);
 }
 
 template <DType T>
@@ -235,11 +259,7 @@ TileFn tile_fn_avx2(DType t) {
       break;
   }
   TileFn f = visit_quant_format(
-      t,
-      []<QuantFormat F>() -> TileFn {
-        return tile_quant<F.bits, F.sub_block, F.zero_point, F.has_min, F.split_scales>;
-      },
-      TileFn{nullptr});
+      t, []<QuantFormat F>() -> TileFn { return tile_quant<F>; }, TileFn{nullptr});
   KILN_CHECK(f != nullptr, "matmul: no kernel for {} weights", dtype_name(t));
   return f;
 }

@@ -55,4 +55,27 @@ inline __m256 split_factor8(const uint8_t* d_f16, const uint8_t* factor_i8, int 
   return split_factor8(split_d8(d_f16, h), factor_i8, h);
 }
 
+// A lookup-table format's 16 int8 values in both 128-bit lanes, for vpshufb (index -> value).
+inline __m256i table_lut(const int8_t* table) {
+  return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(table)));
+}
+
+// Exact int32 products of signed int8 weight values w (a table's) and activations a, 4 inputs
+// per lane: the sign trick makes vpmaddubsw's unsigned operand |w| (pairs <= 2 * 127 * 127, no
+// int16 overflow), then vpmaddwd adds the pairs.
+inline __m256i signed_dot4(__m256i w, __m256i a) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(a, w)),
+                           _mm256_set1_epi16(1));
+}
+
+// 8 f32 lanes 2^(e - 128) of 8 e8m0 bytes (rows 8h .. 8h + 7 of an MXFP4 record), as
+// e8m0_to_f32 (dequant.h) forms each: exponent bits for e >= 2, the subnormals below.
+inline __m256 e8m0_8(const uint8_t* e8) {
+  const __m256i e = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(e8)));
+  const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
+  const __m256i subnormal = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
+  const __m256i small = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e);
+  return _mm256_castsi256_ps(_mm256_blendv_epi8(normal, subnormal, small));
+}
+
 }  // namespace kiln::kernels::avx2

@@ -77,14 +77,59 @@ inline void load_codes(const uint8_t* rec, __m512i* w) {
   }
 }
 
-// Where a record's scales (and minimums) are: an f16 scale per row in the record (Q4_0, Q5_0,
-// Q8_0), f32 scale and minimum per row in the record (K-quant groups expand_group rewrote), or
-// as factors after the group's records (K-quants as packed; packed_weight.h).
-enum class ScaleAt { F16InRecord, F32InRecord, Split };
+// Where a record's scales (and minimums) are: an f16 scale (and minimum: Q4_1, Q5_1) per row in
+// the record (Q4_0, Q5_0, Q8_0, IQ4_NL), an e8m0 byte per row in the record (MXFP4), f32 scale
+// and minimum per row in the record (groups expand_group rewrote), or as factors after the
+// group's records (K-quants and IQ4_XS as packed; packed_weight.h).
+enum class ScaleAt { F16InRecord, E8M0InRecord, F32InRecord, Split };
 
 template <ScaleAt At, bool Min>
 constexpr int record_tail_bytes() {
-  return At == ScaleAt::F16InRecord ? 32 : At == ScaleAt::F32InRecord ? 64 + (Min ? 64 : 0) : 0;
+  switch (At) {
+    case ScaleAt::F16InRecord:
+      return 32 + (Min ? 32 : 0);
+    case ScaleAt::E8M0InRecord:
+      return 16;
+    case ScaleAt::F32InRecord:
+      return 64 + (Min ? 64 : 0);
+    default:
+      return 0;
+  }
+}
+
+// Where a format's records keep their scales as packed.
+template <QuantFormat F>
+constexpr ScaleAt packed_scale_at() {
+  if (F.split_scales) return ScaleAt::Split;
+  return F.record_scale == RecordScale::E8M0 ? ScaleAt::E8M0InRecord : ScaleAt::F16InRecord;
+}
+
+// 16 f32 lanes 2^(e - 128) of a record's 16 e8m0 bytes, as e8m0_to_f32 (dequant.h) forms each:
+// exponent bits for e >= 2, the subnormals below.
+inline __m512 e8m0_16(const uint8_t* e16) {
+  const __m512i e = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(e16)));
+  const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
+  const __m512i subnormal = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
+  const __mmask16 small = _mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2));
+  return _mm512_castsi512_ps(_mm512_mask_blend_epi32(small, normal, subnormal));
+}
+
+// A lookup-table format's codes, table value + 128 per index, in every 128-bit lane for
+// vpshufb (index -> unsigned code; the zero point 128 is subtracted as for Q8_0).
+template <QuantFormat F>
+inline __m512i table_codes() {
+  const __m128i values = _mm_loadu_si128(reinterpret_cast<const __m128i*>(F.table.data()));
+  return _mm512_xor_si512(_mm512_broadcast_i32x4(values), _mm512_set1_epi8(-128));
+}
+
+// The contract's d_b * sum of a sub-block's activation codes for a minimum: the precomputed ds
+// for 32 inputs, the same multiply on s16 for 16 (Q2_K). dsb, db: block blk's arrays at row0;
+// s16: [sub * m + i] from row0.
+template <int S>
+inline float min_sum(const float* dsb, const float* db, const int32_t* s16, int64_t s, int64_t m,
+                     int i) {
+  if constexpr (S == 32) return dsb[i];
+  return db[i] * static_cast<float>(s16[s * m + i]);
 }
 
 // 16 f32 lanes of f16(d) * int8 factor, one per row of the group: d * sc or dmin * m, exact.
@@ -151,8 +196,11 @@ inline void prefetch_split_scales(const uint8_t* group, const SplitScaleAreas& a
 // split each dot over two chains (integer sums: exact, so the result is the same bits). Tiles
 // of 4 or more rows keep one chain per row: splitting those too measured slower (the kernel is
 // bound by issue ports, not by vpdpbusd latency).
-template <DType T, int Bits, int S, int ZP, bool Min, ScaleAt At, int MT>
+// F: the format; Bits and At say how this group holds it (as packed, or expanded to 8-bit
+// records, whose table codes are already translated).
+template <QuantFormat F, int Bits, int S, int ZP, bool Min, ScaleAt At, int MT>
 void tile_quant(const uint8_t* group, const ActView& a, int64_t row0, float* tile) {
+  constexpr bool kTranslate = F.has_table && Bits == 4;
   constexpr int code_bytes = Bits == 8 ? 16 * S : 8 * S + (Bits > 4 ? 64 : 0);
   constexpr int record_bytes = code_bytes + record_tail_bytes<At, Min>();
   const SplitScaleAreas areas = split_scale_areas(code_bytes, S, Min, a.k);
@@ -165,6 +213,7 @@ void tile_quant(const uint8_t* group, const ActView& a, int64_t row0, float* til
   const int8_t* q = a.q + row0 * 32;  // block 0, row row0
   const float* d = a.d + row0;        // [blk * m + i]
   const float* ds = a.ds + row0;
+  const int32_t* s16 = a.s16 + row0;  // [sub * m + i]
   // -ZP * sum(q), [sub * m + i] (Min types have no zero point).
   const int32_t* corr = nullptr;
   if constexpr (!Min) corr = a.zp_corr[zp_slot(ZP)] + row0;
@@ -193,10 +242,19 @@ void tile_quant(const uint8_t* group, const ActView& a, int64_t row0, float* til
     }
     __m512i w[S / 4];
     load_codes<Bits, S>(rec, w);
+    if constexpr (kTranslate) {
+      const __m512i lut = table_codes<F>();
+#pragma GCC unroll 8
+      for (int j = 0; j < S / 4; ++j) w[j] = _mm512_shuffle_epi8(lut, w[j]);
+    }
     const uint8_t* sp = rec + code_bytes;
     __m512 scale, mn;
     if constexpr (At == ScaleAt::F16InRecord) {
       scale = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sp)));
+      if constexpr (Min)
+        mn = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sp + 32)));
+    } else if constexpr (At == ScaleAt::E8M0InRecord) {
+      scale = e8m0_16(sp);
     } else if constexpr (At == ScaleAt::F32InRecord) {
       scale = _mm512_loadu_ps(sp);
       if constexpr (Min) mn = _mm512_loadu_ps(sp + 64);
@@ -233,7 +291,8 @@ void tile_quant(const uint8_t* group, const ActView& a, int64_t row0, float* til
       if constexpr (NC == 2) di = _mm512_add_epi32(di, dot[1][i]);
       __m512 t = _mm512_mul_ps(scale, _mm512_set1_ps(db[i]));
       acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(di), t, acc[i]);
-      if constexpr (Min) acc[i] = _mm512_fnmadd_ps(mn, _mm512_set1_ps(dsb[i]), acc[i]);
+      if constexpr (Min)
+        acc[i] = _mm512_fnmadd_ps(mn, _mm512_set1_ps(min_sum<S>(dsb, db, s16, s, m, i)), acc[i]);
     }
   }
 #pragma GCC unroll 8
@@ -254,6 +313,7 @@ void pair_tile_quant(const uint8_t* group0, const uint8_t* group1, const ActView
   const int8_t* q = a.q + row0 * 32;
   const float* d = a.d + row0;
   const float* ds = a.ds + row0;
+  const int32_t* s16 = a.s16 + row0;
   const int32_t* corr = nullptr;
   if constexpr (!Min) corr = a.zp_corr[zp_slot(ZP)] + row0;
   // The first row tile brings both groups from memory (two streams, one group apart).
@@ -311,7 +371,7 @@ void pair_tile_quant(const uint8_t* group0, const uint8_t* group1, const ActView
       acc0[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot0[i]), _mm512_mul_ps(scale0, di), acc0[i]);
       acc1[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot1[i]), _mm512_mul_ps(scale1, di), acc1[i]);
       if constexpr (Min) {
-        const __m512 dsi = _mm512_set1_ps(dsb[i]);
+        const __m512 dsi = _mm512_set1_ps(min_sum<S>(dsb, db, s16, s, m, i));
         acc0[i] = _mm512_fnmadd_ps(_mm512_loadu_ps(rec0 + code_bytes + 64), dsi, acc0[i]);
         acc1[i] = _mm512_fnmadd_ps(_mm512_loadu_ps(rec1 + code_bytes + 64), dsi, acc1[i]);
       }
@@ -389,12 +449,12 @@ void by_rows(const uint8_t* group, const ActView& a, int64_t row0, int mt, float
   }
 }
 
-template <DType T, int Bits, int S, int ZP, bool Min, ScaleAt At>
+template <QuantFormat F, int Bits, int S, int ZP, bool Min, ScaleAt At>
 struct Quant {
   template <int MT>
   struct K {
     static void run(const uint8_t* g, const ActView& a, int64_t r, float* t) {
-      tile_quant<T, Bits, S, ZP, Min, At, MT>(g, a, r, t);
+      tile_quant<F, Bits, S, ZP, Min, At, MT>(g, a, r, t);
     }
   };
   static void fn(const uint8_t* g, const ActView& a, int64_t r, int mt, float* t) {
@@ -415,14 +475,24 @@ struct Float {
   }
 };
 
-// Rewrites every record of a group with 8-bit codes (see ExpandedTiles), each followed by its
-// scales as the expanded tiles read them: the f16 scales copied (Q4_0, Q5_0), or for K-quants
-// (Split) the f32 products d * sc and dmin * m, formed as the direct kernel forms them.
-template <int Bits, int S, bool Min, bool Split>
+// Where an expanded group keeps its scales: f16 records copied as they are (Q4_0, Q5_0,
+// IQ4_NL); every other form as f32 (the K-quants' products d * sc and dmin * m, formed as the
+// direct kernel forms them; Q4_1/Q5_1's f16 and MXFP4's e8m0, converted exactly).
+template <QuantFormat F>
+constexpr ScaleAt expanded_scale_at() {
+  return packed_scale_at<F>() == ScaleAt::F16InRecord && !F.has_min ? ScaleAt::F16InRecord
+                                                                    : ScaleAt::F32InRecord;
+}
+
+// Rewrites every record of a group with 8-bit codes (see ExpandedTiles; lookup-table indices
+// translated to their codes), each followed by its scales as expanded_scale_at says.
+template <QuantFormat F>
 void expand_group(const uint8_t* group, int64_t k, uint8_t* out) {
-  constexpr int code_bytes = 8 * S + (Bits > 4 ? 64 : 0);
-  constexpr ScaleAt src_at = Split ? ScaleAt::Split : ScaleAt::F16InRecord;
-  constexpr ScaleAt dst_at = Split ? ScaleAt::F32InRecord : ScaleAt::F16InRecord;
+  constexpr int Bits = F.bits, S = F.sub_block;
+  constexpr bool Min = F.has_min;
+  constexpr int code_bytes = F.code_bytes();
+  constexpr ScaleAt src_at = packed_scale_at<F>();
+  constexpr ScaleAt dst_at = expanded_scale_at<F>();
   constexpr int src_record = code_bytes + record_tail_bytes<src_at, Min>();
   constexpr int dst_record = 16 * S + record_tail_bytes<dst_at, Min>();
   const SplitScaleAreas areas = split_scale_areas(code_bytes, S, Min, k);
@@ -433,30 +503,45 @@ void expand_group(const uint8_t* group, int64_t k, uint8_t* out) {
       _mm_prefetch(reinterpret_cast<const char*>(rec + kPrefetchBytes + l), _MM_HINT_T0);
     __m512i w[S / 4];
     load_codes<Bits, S>(rec, w);
+    if constexpr (F.has_table) {
+      const __m512i lut = table_codes<F>();
+#pragma GCC unroll 8
+      for (int j = 0; j < S / 4; ++j) w[j] = _mm512_shuffle_epi8(lut, w[j]);
+    }
     uint8_t* o = out + s * dst_record;
 #pragma GCC unroll 8
     for (int j = 0; j < S / 4; ++j) _mm512_storeu_si512(o + 64 * j, w[j]);
-    if constexpr (Split) {
+    const uint8_t* sp = rec + code_bytes;
+    if constexpr (dst_at == ScaleAt::F16InRecord) {
+      std::memcpy(o + 16 * S, sp, record_tail_bytes<src_at, Min>());
+    } else if constexpr (src_at == ScaleAt::Split) {
       const int64_t super = s * S / 256;
       _mm512_storeu_ps(o + 16 * S,
                        split_factor16(group + areas.d + 32 * super, group + areas.sc + 16 * s));
       if constexpr (Min)
         _mm512_storeu_ps(o + 16 * S + 64,
                          split_factor16(group + areas.dmin + 32 * super, group + areas.m + 16 * s));
-    } else {
-      std::memcpy(o + 16 * S, rec + code_bytes, record_tail_bytes<src_at, Min>());
+    } else if constexpr (src_at == ScaleAt::E8M0InRecord) {
+      _mm512_storeu_ps(o + 16 * S, e8m0_16(sp));
+    } else {  // f16 scales and minimums
+      _mm512_storeu_ps(o + 16 * S,
+                       _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sp))));
+      _mm512_storeu_ps(
+          o + 16 * S + 64,
+          _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sp + 32))));
     }
   }
 }
 
-template <DType T, int Bits, int S, int ZP, bool Min, bool Split>
+template <QuantFormat F>
 ExpandedTiles expanded() {
-  constexpr ScaleAt at = Split ? ScaleAt::F32InRecord : ScaleAt::F16InRecord;
+  constexpr ScaleAt at = expanded_scale_at<F>();
+  constexpr int S = F.sub_block;
   ExpandedTiles e;
-  e.expand = expand_group<Bits, S, Min, Split>;
-  e.tile = Quant<T, 8, S, ZP, Min, at>::fn;
-  e.pair = pair_tile<S, ZP, Min, !Split>;
-  e.record_bytes = 16 * S + record_tail_bytes<at, Min>();
+  e.expand = expand_group<F>;
+  e.tile = Quant<F, 8, S, F.zero_point, F.has_min, at>::fn;
+  e.pair = pair_tile<S, F.zero_point, F.has_min, at == ScaleAt::F16InRecord>;
+  e.record_bytes = 16 * S + record_tail_bytes<at, F.has_min>();
   e.sub_block = S;
   return e;
 }
@@ -469,7 +554,7 @@ ExpandedTiles expanded_tiles_avx512(DType t) {
       t,
       []<QuantFormat F>() -> ExpandedTiles {
         if constexpr (F.expand_for_many_rows)
-          return expanded<F.dtype, F.bits, F.sub_block, F.zero_point, F.has_min, F.split_scales>();
+          return expanded<F>();
         else
           return {};
       },
@@ -505,8 +590,7 @@ TileFn tile_fn_avx512(DType t) {
   TileFn f = visit_quant_format(
       t,
       []<QuantFormat F>() -> TileFn {
-        constexpr ScaleAt at = F.split_scales ? ScaleAt::Split : ScaleAt::F16InRecord;
-        return Quant<F.dtype, F.bits, F.sub_block, F.zero_point, F.has_min, at>::fn;
+        return Quant<F, F.bits, F.sub_block, F.zero_point, F.has_min, packed_scale_at<F>()>::fn;
       },
       TileFn{nullptr});
   KILN_CHECK(f != nullptr, "matmul: no kernel for {} weights", dtype_name(t));

@@ -83,7 +83,8 @@ void chunk_rows(const uint8_t* recs, const ActView& a, int64_t s0, int64_t s1, i
   const int8_t* q = a.q + row0 * 32;  // block 0, row row0; row i of block b at b * 32 m + 32 i
   const float* d = a.d + row0;        // [blk * m + i]
   const float* ds = a.ds + row0;
-  const int32_t* corr = nullptr;  // -ZP * sum(q), [sub * m + i]
+  const int32_t* s16 = a.s16 + row0;  // [sub * m + i]: Q2_K's minimum sums
+  const int32_t* corr = nullptr;      // -ZP * sum(q), [sub * m + i]
   if constexpr (kZeroPoint) corr = a.zp_corr[zp_slot(ZP)] + row0;
   const __m256i ones = _mm256_set1_epi16(1);
   for (int64_t s = s0; s < s1; ++s) {
@@ -156,7 +157,12 @@ void chunk_rows(const uint8_t* recs, const ActView& a, int64_t s0, int64_t s1, i
         float* at = acc + 16 * i + 8 * h;
         const __m256 t = _mm256_mul_ps(scale, _mm256_set1_ps(d[blk * m + i]));
         __m256 f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[i][h]), t, _mm256_loadu_ps(at));
-        if constexpr (Min) f = _mm256_fnmadd_ps(mn, _mm256_set1_ps(ds[blk * m + i]), f);
+        if constexpr (Min) {
+          // The contract's d_b * sum of the sub-block's codes (16 inputs: Q2_K).
+          const float msum =
+              S == 32 ? ds[blk * m + i] : d[blk * m + i] * static_cast<float>(s16[s * m + i]);
+          f = _mm256_fnmadd_ps(mn, _mm256_set1_ps(msum), f);
+        }
         _mm256_storeu_ps(at, f);
       }
     }
@@ -190,14 +196,16 @@ inline void finish_half(const uint8_t* group, const SplitScaleAreas& areas,
   __m256 scale, mn;
   if constexpr (Split) {
     scale = split_factor8(group + areas.d + 32 * super, group + areas.sc + 16 * s, h);
+    if constexpr (Min)
+      mn = split_factor8(group + areas.dmin + 32 * super, group + areas.m + 16 * s, h);
   } else {
     scale = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec_scales + 16 * h)));
+    if constexpr (Min)  // Q4_1/Q5_1: the record's f16 minimums follow its scales
+      mn = _mm256_cvtph_ps(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(rec_scales + 32 + 16 * h)));
   }
   _mm256_storeu_ps(reinterpret_cast<float*>(o + 16 * S + 32 * h), scale);
-  if constexpr (Min) {
-    mn = split_factor8(group + areas.dmin + 32 * super, group + areas.m + 16 * s, h);
-    _mm256_storeu_ps(reinterpret_cast<float*>(o + 16 * S + 64 + 32 * h), mn);
-  }
+  if constexpr (Min) _mm256_storeu_ps(reinterpret_cast<float*>(o + 16 * S + 64 + 32 * h), mn);
 #pragma GCC unroll 8
   for (int i = 0; i < MT; ++i) {
     float* at = acc + 16 * i + 8 * h;
@@ -244,7 +252,7 @@ void first_rows_4bit(const uint8_t* group, int64_t k, const ActView& a, int64_t 
   static_assert(S == 32, "4-bit records of 32 inputs");
   constexpr int NV = S / 8;  // raw vectors per half record, two words each
   constexpr int code_bytes = 8 * S;
-  constexpr int src_record = code_bytes + (Split ? 0 : 32);
+  constexpr int src_record = code_bytes + (Split ? 0 : Min ? 64 : 32);  // in-record scales
   constexpr int dst_record = chunk_record_bytes<S, Min, false>();
   static_assert(avx2::words_per_madd<4>() == S / 4, "one vpmaddwd per record");
   static_assert(Min == (ZP == 0), "a minimum or a zero point");
@@ -385,7 +393,7 @@ template <int ZP, bool Min, bool Split, int MT>
 void first_rows_5bit(const uint8_t* group, int64_t k, const ActView& a, int64_t s0, int64_t s1,
                      int64_t row0, float* acc, uint8_t* out) {
   constexpr int S = 32, code_bytes = 8 * S + 64;  // four nibble vectors and the high-bit plane
-  constexpr int src_record = code_bytes + (Split ? 0 : 32);
+  constexpr int src_record = code_bytes + (Split ? 0 : Min ? 64 : 32);  // in-record scales
   constexpr int dst_record = chunk_record_bytes<S, Min, false>();
   static_assert(avx2::words_per_madd<5>() == 4, "two raw vectors' words per vpmaddwd");
   static_assert(Min == (ZP == 0), "a minimum or a zero point");
@@ -458,16 +466,91 @@ void first_tile_q8_0(const uint8_t* group, int64_t /*k*/, const ActView& a, int6
   chunk_tile<32, 128, false, true, 1, true, MT>(group + s0 * record, a, s0, s1, row0, mt, acc);
 }
 
+// The first slab's pass for the 4-bit formats the fused passes above do not take (16-input
+// records: Q3_K, Q2_K; lookup-table indices: IQ4_NL, IQ4_XS, MXFP4): records [s0, s1) are
+// expanded to `out` first (expand_record), then read there as every other slab reads them. Each
+// record's codes are unpacked as the fused passes unpack them and its scales formed as the
+// 1-row tile forms them, so the arithmetic is the same; the cost is a pass over the chunk's
+// stores before its first dot products (the fused passes overlap the two), which matters only
+// at a few rows.
+template <QuantFormat F>
+inline void expand_record(const uint8_t* group, const SplitScaleAreas& areas, int64_t s,
+                          uint8_t* o) {
+  constexpr int S = F.sub_block, NV = S / 8, code_bytes = F.code_bytes();
+  static_assert(F.bits == 4, "4-bit codes or table indices");
+  const uint8_t* rec = group + s * F.record_bytes();
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  // Table values as chunk_rows' Signed8 records hold them: value + 128.
+  const __m256i lut = avx2::table_lut(F.table.data()), to_unsigned = _mm256_set1_epi8(-128);
+#pragma GCC unroll 4
+  for (int v = 0; v < NV; ++v) {
+    for (int h = 0; h < 2; ++h) {
+      const __m256i raw =
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + 64 * v + 32 * h));
+      __m256i lo = _mm256_and_si256(raw, low4);
+      __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
+      if constexpr (F.has_table) {
+        lo = _mm256_xor_si256(_mm256_shuffle_epi8(lut, lo), to_unsigned);
+        hi = _mm256_xor_si256(_mm256_shuffle_epi8(lut, hi), to_unsigned);
+      }
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 64 * v + 32 * h), lo);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 64 * (v + NV) + 32 * h), hi);
+    }
+  }
+  const int64_t super = s * S / 256;
+  for (int h = 0; h < 2; ++h) {
+    __m256 scale, mn;
+    if constexpr (F.split_scales) {
+      scale = split_factor8(group + areas.d + 32 * super, group + areas.sc + 16 * s, h);
+      if constexpr (F.has_min)
+        mn = split_factor8(group + areas.dmin + 32 * super, group + areas.m + 16 * s, h);
+    } else if constexpr (F.record_scale == RecordScale::E8M0) {
+      scale = avx2::e8m0_8(rec + code_bytes + 8 * h);
+    } else {
+      scale = _mm256_cvtph_ps(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + code_bytes + 16 * h)));
+      if constexpr (F.has_min)
+        mn = _mm256_cvtph_ps(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + code_bytes + 32 + 16 * h)));
+    }
+    _mm256_storeu_ps(reinterpret_cast<float*>(o + 16 * S + 32 * h), scale);
+    if constexpr (F.has_min)
+      _mm256_storeu_ps(reinterpret_cast<float*>(o + 16 * S + 64 + 32 * h), mn);
+  }
+}
+
+template <QuantFormat F, int G>
+void first_tile_expand(const uint8_t* group, int64_t k, const ActView& a, int64_t s0, int64_t s1,
+                       int64_t row0, int mt, float* acc, uint8_t* out) {
+  constexpr int S = F.sub_block;
+  constexpr int dst_record = chunk_record_bytes<S, F.has_min, false>();
+  const SplitScaleAreas areas = split_scale_areas(F.code_bytes(), S, F.has_min, k);
+  for (int64_t s = s0; s < s1; ++s) {
+    prefetch_ahead<F.record_bytes()>(group + s * F.record_bytes());
+    expand_record<F>(group, areas, s, out + (s - s0) * dst_record);
+  }
+  chunk_tile<S, F.zero_point, F.has_min, F.has_table, G, false, kChunkSlabRows>(out, a, s0, s1,
+                                                                                row0, mt, acc);
+}
+
 // Rows per sub-tile: 4 keeps 8 int16 sums, 2 weight vectors and the broadcast in the 16 ymm
 // registers (5- and 6-bit codes also keep 8 int32 sums across their int16 groups, and Q8_0's
 // sign trick needs 4 weight vectors per word: a few spills). Measured (one thread, Q4_K/Q5_0/
 // Q6_K at m = 128, Q8_0 at m = 8 and 32): 2 rows 10-20% slower, 3 to 6 within the noise; and 4
 // is the activation slab (kChunkSlabRows), which a 3-row sub-tile would leave a 1-row remainder.
-template <int Bits, int S, int ZP, bool Min, bool Split>
+// Lookup-table formats are read as signed values with the sign trick (one word per vpmaddwd, as
+// Q8_0); 16-input records sum all 4 of their words in int16.
+template <QuantFormat F>
 ChunkTiles expanded() {
-  constexpr int G = avx2::words_per_madd<Bits>();
+  constexpr int Bits = F.bits, S = F.sub_block, ZP = F.zero_point;
+  constexpr bool Min = F.has_min, Split = F.split_scales;
+  constexpr int G = F.has_table                            ? 1
+                    : avx2::words_per_madd<Bits>() < S / 4 ? avx2::words_per_madd<Bits>()
+                                                           : S / 4;
   ChunkTiles c;
-  if constexpr (Bits == 4) {
+  if constexpr (F.has_table || (Bits == 4 && S == 16)) {
+    c.first = first_tile_expand<F, G>;
+  } else if constexpr (Bits == 4) {
     c.first = first_tile_4bit<S, ZP, Min, Split, kChunkSlabRows>;
   } else if constexpr (Bits == 6) {
     static_assert(S == 16 && ZP == 32 && !Min && Split, "Q6_K's layout");
@@ -476,7 +559,7 @@ ChunkTiles expanded() {
     static_assert(Bits == 5 && S == 32, "5-bit codes in 32-input records");
     c.first = first_tile_5bit<ZP, Min, Split, kChunkSlabRows>;
   }
-  c.tile = chunk_tile<S, ZP, Min, false, G, false, kChunkSlabRows>;
+  c.tile = chunk_tile<S, ZP, Min, F.has_table, G, false, kChunkSlabRows>;
   c.expanded = true;
   c.record_bytes = chunk_record_bytes<S, Min, false>();
   c.sub_block = S;
@@ -491,7 +574,7 @@ ChunkTiles chunk_tiles_avx2(DType t) {
       t,
       []<QuantFormat F>() -> ChunkTiles {
         if constexpr (F.expand_for_many_rows) {
-          return expanded<F.bits, F.sub_block, F.zero_point, F.has_min, F.split_scales>();
+          return expanded<F>();
         } else {  // read as packed: 8-bit codes and f16 scales already
           static_assert(F.bits == 8 && F.sub_block == 32 && !F.has_min && !F.split_scales,
                         "records read as stored are Q8_0's");

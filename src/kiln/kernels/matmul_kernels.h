@@ -7,10 +7,14 @@
 // x86, then clamps); for each sub-block s of S inputs, in order, an output accumulates
 //   dot  = sum(code * q) - zp * sum(q)                (exact, int32)
 //   acc  = fma(float(dot), scale_s * d_b, acc)        (b: the 32-input block containing s)
-//   acc  = fma(-min_s, d_b * float(sum32(q)), acc)    (types with a minimum only)
-// starting from acc = 0. Float weights: acc = fma(x_k, w_k, acc) for k = 0..K-1 in order.
-// Each output element sees only its own weight row and activation row, in this fixed order,
-// whatever tile, thread or batch it is computed in.
+//   acc  = fma(-min_s, d_b * float(sumS(q)), acc)     (types with a minimum only)
+// starting from acc = 0, where sumS is the sum of the sub-block's S activation codes (ActView's
+// precomputed ds = d_b * float(s32) for S = 32; d_b * float(s16) for Q2_K's 16-input sub-blocks,
+// the same one f32 multiply on every tier). Lookup-table formats' codes are their table values
+// + 128 with zero point 128 (quant_format.h): dot is the plain sum(table[index] * q). Float
+// weights: acc = fma(x_k, w_k, acc) for k = 0..K-1 in order. Each output element sees only its own
+// weight row and activation row, in this fixed order, whatever tile, thread or batch it is computed
+// in.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -22,10 +26,11 @@ namespace kiln::kernels {
 
 // Where ActView::zp_corr keeps the correction for zero point zp; -1 for one no type has.
 constexpr int zp_slot(int zp) {
-  return zp == 8 ? 0 : zp == 16 ? 1 : zp == 32 ? 2 : zp == 128 ? 3 : -1;
+  return zp == 8 ? 0 : zp == 16 ? 1 : zp == 32 ? 2 : zp == 128 ? 3 : zp == 4 ? 4 : -1;
 }
-// Inputs per correction of a slot: 16 for zero point 32 (Q6_K only), else 32.
-constexpr int zp_sub_block(int slot) { return slot == 2 ? 16 : 32; }
+inline constexpr int kZeroPointSlots = 5;
+// Inputs per correction of a slot: 16 for zero points 32 (Q6_K) and 4 (Q3_K), else 32.
+constexpr int zp_sub_block(int slot) { return slot == 2 || slot == 4 ? 16 : 32; }
 
 // Activation rows as the tile kernels read them (views into the caller's scratch). The
 // quantized arrays are BLOCK-MAJOR: for each 32-input block, the m rows' entries are adjacent,
@@ -50,10 +55,10 @@ struct ActView {
   const float* x = nullptr;      // [m][x_stride] the f32 rows (float weights read them directly)
   int64_t x_stride = 0;
   // -zp * sum(q) per sub-block, [k/S][m], for each zero point the weight's segments use (index
-  // zp_slot(zp); S = 16 for zp 32, which only Q6_K has, else 32); null for the others. The
+  // zp_slot(zp); S = zp_sub_block(slot)); null for the others. The
   // same integers the kernels would compute per row and sub-block, computed once per matmul
   // (the AVX-512 kernel broadcasts them straight from memory).
-  const int32_t* zp_corr[4] = {};
+  const int32_t* zp_corr[kZeroPointSlots] = {};
 
   // Codes of `row` for inputs k0 .. k0 + 15 (k0 a multiple of 16; the next 16 follow when k0 is
   // a multiple of 32).
@@ -76,7 +81,7 @@ struct ActView {
     v.s32 = s32 + row0 * (k / 32);
     v.ds = ds + row0 * (k / 32);
     v.x = x + row0 * x_stride;
-    for (int slot = 0; slot < 4; ++slot)
+    for (int slot = 0; slot < kZeroPointSlots; ++slot)
       if (zp_corr[slot] != nullptr)
         v.zp_corr[slot] = zp_corr[slot] + row0 * (k / zp_sub_block(slot));
     return v;

@@ -6,6 +6,7 @@
 
 #include "kiln/base/error.h"
 #include "kiln/base/half.h"
+#include "kiln/kernels/dequant.h"
 #include "kiln/kernels/matmul_kernels.h"
 #include "kiln/kernels/packed_weight.h"
 
@@ -32,9 +33,15 @@ inline float f16_at(const uint8_t* p) {
   return f16_to_f32(h);
 }
 
-template <DType T>
+// The sum the contract's minimum step scales: ds = d_b * float(s32) for 32-input sub-blocks,
+// and the same multiply on s16 for 16-input ones (Q2_K).
+inline float min_sum(const ActView& a, int64_t row, int64_t blk, int64_t s, int S) {
+  return S == 32 ? a.ds_at(row, blk) : a.d_at(row, blk) * static_cast<float>(a.s16_at(row, s));
+}
+
+template <QuantFormat F>
 void tile_quant(const uint8_t* group, const ActView& a, int64_t row0, int mt, float* tile) {
-  static const PackedLayout L = packed_layout(T);
+  static const PackedLayout L = packed_layout(F.dtype);
   const int S = L.sub_block;
   const int64_t nsub = a.k / S;
   const SplitScaleAreas areas = split_scale_areas(L.code_bytes, S, L.has_min, a.k);
@@ -43,7 +50,7 @@ void tile_quant(const uint8_t* group, const ActView& a, int64_t row0, int mt, fl
   for (int64_t s = 0; s < nsub; ++s) {
     const uint8_t* rec = group + s * L.record_bytes;
     for (int r = 0; r < R; ++r)
-      for (int k = 0; k < S; ++k) codes[r][k] = record_code(L.bits, S, rec, r, k);
+      for (int k = 0; k < S; ++k) codes[r][k] = F.code_value(record_code(L.bits, S, rec, r, k));
     float scale[R], min[R] = {};
     const int64_t super = s * S / 256;
     for (int r = 0; r < R; ++r) {
@@ -53,8 +60,11 @@ void tile_quant(const uint8_t* group, const ActView& a, int64_t row0, int mt, fl
         if (L.has_min)
           min[r] = f16_at(group + areas.dmin + 32 * super + 2 * r) *
                    static_cast<float>(static_cast<int8_t>(group[areas.m + 16 * s + r]));
+      } else if constexpr (F.record_scale == RecordScale::E8M0) {
+        scale[r] = e8m0_to_f32(rec[L.code_bytes + r]);
       } else {
         scale[r] = f16_at(rec + L.code_bytes + 2 * r);
+        if (L.has_min) min[r] = f16_at(rec + L.code_bytes + 32 + 2 * r);
       }
     }
     const int64_t blk = s * S / 32;
@@ -68,7 +78,7 @@ void tile_quant(const uint8_t* group, const ActView& a, int64_t row0, int mt, fl
         for (int k = 0; k < S; ++k) dot += codes[r][k] * q[k];
         float t = scale[r] * d;
         acc[i][r] = std::fma(static_cast<float>(dot), t, acc[i][r]);
-        if (L.has_min) acc[i][r] = std::fma(-min[r], a.ds_at(row, blk), acc[i][r]);
+        if (L.has_min) acc[i][r] = std::fma(-min[r], min_sum(a, row, blk, s, S), acc[i][r]);
       }
     }
   }
@@ -114,7 +124,7 @@ TileFn tile_fn_scalar(DType t) {
       break;
   }
   TileFn f = visit_quant_format(
-      t, []<QuantFormat F>() -> TileFn { return tile_quant<F.dtype>; }, TileFn{nullptr});
+      t, []<QuantFormat F>() -> TileFn { return tile_quant<F>; }, TileFn{nullptr});
   KILN_CHECK(f != nullptr, "matmul: no kernel for {} weights", dtype_name(t));
   return f;
 }

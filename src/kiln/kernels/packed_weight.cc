@@ -68,6 +68,7 @@ using PutCodesFn = void (*)(const uint8_t*, int64_t, uint8_t*);
 PutCodesFn put_codes_fn(const PackedLayout& L) {
   if (L.bits == 8 && L.sub_block == 32) return put_codes<8, 32>;
   if (L.bits == 4 && L.sub_block == 32) return put_codes<4, 32>;
+  if (L.bits == 4 && L.sub_block == 16) return put_codes<4, 16>;
   if (L.bits == 5 && L.sub_block == 32) return put_codes<5, 32>;
   if (L.bits == 6 && L.sub_block == 16) return put_codes<6, 16>;
   fail("pack: no code layout for {}-bit codes in {}-input records", L.bits, L.sub_block);
@@ -96,14 +97,24 @@ void pack_quant_group(DType t, const PackedLayout& L, const uint8_t* const* rows
   // are not zeroed first: 16 x K code bytes a group, a cold start's worth of memset otherwise.
   // The K-quants' float scales are never computed: their records keep the file's factors. The
   // other types have no minimums, so only their scales are decoded.
+  const QuantFormat& F = *L.format;
+  const bool e8m0 = F.record_scale == RecordScale::E8M0;
+  const bool record_min = L.has_min && !L.split_scales;
   auto codes = std::make_unique_for_overwrite<uint8_t[]>(static_cast<size_t>(R) * K);
   const size_t n_scales = L.split_scales ? 0 : static_cast<size_t>(R) * nsub;
   auto scale = std::make_unique_for_overwrite<float[]>(n_scales);
+  auto min = std::make_unique_for_overwrite<float[]>(record_min ? n_scales : 0);
+  // e8m0 scales are kept as the file's byte (one block per record), never as a float.
+  auto scale_byte = std::make_unique_for_overwrite<uint8_t[]>(e8m0 ? n_scales : 0);
   std::vector<KQuantFactors> factors(L.split_scales ? static_cast<size_t>(R) * (K / bs) : 0);
   for (int r = 0; r < R; ++r) {
     if (rows[r] == nullptr) {
-      std::memset(&codes[static_cast<size_t>(r) * K], L.has_min ? 0 : L.zero_point, K);
+      // A lookup-table format's padding is index 0 (MXFP4's value 0; the others' scale is 0).
+      const int pad = L.has_min || F.has_table ? 0 : L.zero_point;
+      std::memset(&codes[static_cast<size_t>(r) * K], pad, K);
       if (!L.split_scales) std::fill_n(&scale[static_cast<size_t>(r) * nsub], nsub, 0.0f);
+      if (record_min) std::fill_n(&min[static_cast<size_t>(r) * nsub], nsub, 0.0f);
+      if (e8m0) std::fill_n(&scale_byte[static_cast<size_t>(r) * nsub], nsub, uint8_t{0});
       continue;
     }
     for (int64_t b = 0; b < K / bs; ++b) {
@@ -112,8 +123,9 @@ void pack_quant_group(DType t, const PackedLayout& L, const uint8_t* const* rows
         decode_block(t, block, &codes[r * K + b * bs], nullptr, nullptr);
         factors[r * (K / bs) + b] = decode_kquant_factors(t, block);
       } else {
-        decode_block(t, block, &codes[r * K + b * bs], &scale[r * nsub + b * sub_per_block],
-                     nullptr);
+        const int64_t at = r * nsub + b * sub_per_block;
+        decode_block(t, block, &codes[r * K + b * bs], &scale[at], record_min ? &min[at] : nullptr);
+        if (e8m0) scale_byte[at] = block[F.d_offset];
       }
     }
   }
@@ -124,8 +136,16 @@ void pack_quant_group(DType t, const PackedLayout& L, const uint8_t* const* rows
     if (L.split_scales) continue;
     uint8_t* sc = rec + L.code_bytes;
     for (int r = 0; r < R; ++r) {
+      if (e8m0) {
+        sc[r] = scale_byte[r * nsub + s];
+        continue;
+      }
       uint16_t h = f32_to_f16(scale[r * nsub + s]);  // exact: the value was read from an f16
       std::memcpy(sc + 2 * r, &h, 2);
+      if (record_min) {
+        h = f32_to_f16(min[r * nsub + s]);  // exact likewise (an f16 negated)
+        std::memcpy(sc + 32 + 2 * r, &h, 2);
+      }
     }
   }
   if (!L.split_scales) return;
@@ -195,6 +215,7 @@ PackedLayout packed_layout(DType t) {
   L.split_scales = q->split_scales;
   L.code_bytes = q->code_bytes();
   L.record_bytes = q->record_bytes();
+  L.format = q;
   return L;
 }
 
@@ -348,13 +369,17 @@ void PackedWeight::dequantize_row(int64_t row, float* dst) const {
       if (L.has_min)
         min = f16_at(group + a.dmin + 32 * super + 2 * r) *
               static_cast<float>(static_cast<int8_t>(group[a.m + 16 * s + r]));
+    } else if (L.format->record_scale == RecordScale::E8M0) {
+      scale = e8m0_to_f32(rec[L.code_bytes + r]);
     } else {
       scale = f16_at(rec + L.code_bytes + 2 * r);
+      if (L.has_min) min = f16_at(rec + L.code_bytes + 32 + 2 * r);
     }
     for (int k = 0; k < S; ++k) {
       int c = get_code(L, rec, r, k);
-      dst[s * S + k] = L.has_min ? scale * static_cast<float>(c) - min
-                                 : scale * static_cast<float>(c - L.zero_point);
+      dst[s * S + k] = L.has_min
+                           ? scale * static_cast<float>(c) - min
+                           : scale * static_cast<float>(L.format->code_value(c) - L.zero_point);
     }
   }
 }

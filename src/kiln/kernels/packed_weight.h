@@ -13,7 +13,10 @@
 //                        nibbles and group v+S/8 in its high nibbles; 5- and 6-bit types add
 //                        one 64-byte plane with the code bits above 4 (bit j, resp. bits
 //                        2j..2j+1, of byte 4r+t belong to input group j)
-//   scale   16 x f16 (Q4_0/Q5_0/Q8_0, whose scale is an f16); K-quants have none in the record
+//   scale   16 x f16 (Q4_0/Q5_0/Q8_0/IQ4_NL, whose scale is an f16), then 16 x f16 minimums
+//           (Q4_1/Q5_1: -m); 16 e8m0 bytes (MXFP4); K-quants (and IQ4_XS) have none in the record
+// Lookup-table formats (IQ4_NL, IQ4_XS, MXFP4) keep the file's 4-bit indices as codes: the
+// kernels translate them (quant_format.h), so the packed form stays 4 bits a weight.
 // K-quants (Q4_K, Q5_K, Q6_K) keep their scales as the file does, as two factors, in areas after
 // the group's records (split_scale_areas): per record 16 x int8 sc and (Q4_K/Q5_K) 16 x int8 m,
 // per 256 inputs 16 x f16 d and (Q4_K/Q5_K) 16 x f16 dmin. The kernels form scale = d * sc and
@@ -123,6 +126,8 @@ class PackedWeight {
   std::shared_ptr<uint8_t> data_;
 };
 
+struct QuantFormat;
+
 // Layout facts shared by the packer and the kernels.
 struct PackedLayout {
   bool is_float;   // F32/F16/BF16: [K][16] elements per group
@@ -134,6 +139,7 @@ struct PackedLayout {
   bool split_scales;  // K-quants: scale factors in areas after the records (split_scale_areas)
   int code_bytes;     // quantized: bytes of codes per record (incl. the high-bit plane)
   int record_bytes;   // quantized: codes + in-record scales; codes only with split_scales
+  const QuantFormat* format;  // quantized: the table's row (scale storage, code table)
 };
 PackedLayout packed_layout(DType t);  // throws for types without a packed form
 

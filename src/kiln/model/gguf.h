@@ -7,7 +7,7 @@
 // problem. The reader never allocates more than a small multiple of the file's size.
 //
 // What it does not do: interpret the metadata (the model loader does), dequantize, or read
-// split (multi-file) models as one. Tensors of a type kiln cannot compute with (q2_k, iq*, ...)
+// split (multi-file) models as one. Tensors of a type kiln cannot compute with (iq2_xs, tq1_0, ...)
 // are listed and bounds-checked; only asking for their data is an error.
 #pragma once
 #include <cstdint>
@@ -29,12 +29,12 @@ namespace kiln::model {
 struct GgufTensorInfo {
   std::string name;
   uint32_t gguf_type = 0;      // ggml_type id as stored
-  std::optional<DType> dtype;  // nullopt when kiln has no such dtype (q2_k, f64, ...)
+  std::optional<DType> dtype;  // nullopt when kiln has no such dtype (iq2_xs, f64, ...)
   Shape shape;                 // row-major: GGUF's [n_embd, n_vocab] becomes {n_vocab, n_embd}
   uint64_t offset = 0;         // from the start of the data section
   uint64_t nbytes = 0;         // 0 only when the type id is unknown to ggml (size unknowable)
 
-  std::string type_name() const;  // "q8_0", "q2_k", "type 99"
+  std::string type_name() const;  // "q8_0", "iq2_xs", "type 99"
 };
 
 struct GgufKeyValue {

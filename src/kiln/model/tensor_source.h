@@ -17,7 +17,7 @@ class GgufFile;
 
 struct StoredTensorInfo {
   std::optional<DType> dtype;  // nullopt: a type kiln cannot compute with
-  std::string type_name;       // for messages ("q2_k", "bf16")
+  std::string type_name;       // for messages ("iq2_xs", "bf16")
   Shape shape;
 };
 

@@ -120,6 +120,9 @@ TEST_P(GraphVsEager, LogitsBitIdenticalWithPadding) {
 
 INSTANTIATE_TEST_SUITE_P(TinyModels, GraphVsEager, ::testing::ValuesIn(kTinyModels),
                          model_param_name);
+// The weight types added after the K-quants (tests/fixtures/make_models.py), graph against eager.
+INSTANTIATE_TEST_SUITE_P(QuantTypes, GraphVsEager, ::testing::Values("tiny-quants"),
+                         model_param_name);
 
 TEST(GraphReplay, NoHeapAllocationDuringReplay) {
   fs::path model = tiny_model("tiny-gemma3");
