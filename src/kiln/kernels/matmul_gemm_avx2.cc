@@ -513,9 +513,12 @@ inline void expand_record(const uint8_t* group, const SplitScaleAreas& areas, in
         mn = _mm256_cvtph_ps(
             _mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + code_bytes + 32 + 16 * h)));
     }
-    _mm256_storeu_ps(reinterpret_cast<float*>(o + 16 * S + 32 * h), scale);
+    // (Stored as integer vectors: the same bytes, without a cast of bytes to float pointers.)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 16 * S + 32 * h),
+                        _mm256_castps_si256(scale));
     if constexpr (F.has_min)
-      _mm256_storeu_ps(reinterpret_cast<float*>(o + 16 * S + 64 + 32 * h), mn);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 16 * S + 64 + 32 * h),
+                          _mm256_castps_si256(mn));
   }
 }
 
