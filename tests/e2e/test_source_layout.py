@@ -15,7 +15,8 @@ LAYER_ORDER = ["base", "kernels", "graph", "model", "engine", "server"]
 # Not layers: folders built only with an optional dependency, and what they may include.
 SIDE_FOLDERS = {"mpi": {"base", "mpi"}}
 # A public header and the private header of its own implementation (an ISA table, the
-# lowering's internals, a tokenizer model's factory): one unit split in files.
+# lowering's internals, a tokenizer model's factory, one family's part of the config reader):
+# one unit split in files.
 SAME_UNIT = [
     ("kernels/attention", "kernels/attention_isa"),
     ("kernels/attention", "kernels/attention_simd"),
@@ -24,6 +25,7 @@ SAME_UNIT = [
     ("model/tokenizer", "model/tokenizer_bpe"),
     ("model/tokenizer", "model/tokenizer_spm"),
     ("model/tokenizer", "model/tokenizer_wpm"),
+    ("model/model_config", "model/deepseek_config"),
 ]
 
 

@@ -1,6 +1,7 @@
 // UTF-8 helpers shared by the tokenizers and the incremental decoder.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -15,5 +16,8 @@ size_t utf8_sequence_length(std::string_view s);
 // With final == false, a trailing valid-but-incomplete sequence is left unconsumed so that the
 // caller can complete it with more bytes. Returns the number of bytes consumed.
 size_t append_valid_utf8(std::string_view bytes, bool final, std::string& out);
+
+// Appends the code point `cp` (at most U+10FFFF) to `out` in UTF-8.
+void append_utf8(uint32_t cp, std::string& out);
 
 }  // namespace kiln::model

@@ -19,30 +19,13 @@
 #include <algorithm>
 
 #include "kiln/base/error.h"
+#include "kiln/model/tokenizer_utf8.h"
 
 namespace kiln::model {
 namespace {
 
 constexpr std::string_view kWordPrefix = "\xE2\x96\x81";  // U+2581
 constexpr size_t kMaxWordChars = 100;
-
-void append_utf8(UChar32 cp, std::string& out) {
-  if (cp < 0x80) {
-    out.push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
-}
 
 // The ranges BERT calls Chinese characters (CJK ideographs; HF's table, Extension C/D start as
 // it has them).
@@ -112,10 +95,10 @@ class WpmTokenizer final : public Tokenizer {
       if ((cat & U_GC_P_MASK) != 0 || (c < 0x7F && (cat & U_GC_S_MASK) != 0) ||
           is_cjk_ideograph(c)) {
         finish_word();
-        append_utf8(lower, words.back());
+        append_utf8(static_cast<uint32_t>(lower), words.back());
         words.emplace_back();
       } else {
-        append_utf8(lower, words.back());
+        append_utf8(static_cast<uint32_t>(lower), words.back());
       }
     }
     if (words.back().empty()) words.pop_back();
