@@ -144,7 +144,8 @@ function saveSettings() {
   }));
 }
 
-// The sampling fields of a request; a field left empty or out of range is left to the server.
+// The sampling fields of a request; a field left empty or out of range is left to the server
+// (max tokens left empty: the reply may run to the end of the context).
 function samplingFields() {
   const out = {};
   const temperature = Number.parseFloat(ui.temperature.value);
@@ -276,8 +277,9 @@ async function streamReply() {
       if (text === '') {
         reply.body.replaceChildren(Object.assign(document.createElement('p'), { textContent: message }));
         reply.body.setAttribute('role', 'alert');
+      } else {
+        showStatus(message);  // the reply keeps the text it got; the error goes below
       }
-      showStatus(message);
     }
   } finally {
     state.controller = null;

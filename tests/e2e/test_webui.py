@@ -349,6 +349,6 @@ def test_a_model_without_chat_template_says_so(browser, no_template_server):
     message = refusal.json()["error"]["message"]
     assert message.startswith("chat is unavailable for this model: the model file has no chat")
     assert reply_text(reply) == message
-    assert browser.find_element(By.ID, "status").text == message
+    assert reply.get_attribute("class") == "message assistant error"
     # The turn did not happen: its text is back in the box, ready to send again.
     assert browser.find_element(By.ID, "prompt").get_attribute("value") == "Hello"
