@@ -9,7 +9,10 @@ export function splitFences(text) {
   const lines = text.split('\n');
   let prose = [];
   let code = null;  // {lang, lines, fence} while inside a block
+  // Blank lines between prose and a code block are the block's margin, not more text.
   const flushProse = () => {
+    if (parts.length) while (prose.length && prose[0] === '') prose.shift();
+    if (code !== null) while (prose.length && prose[prose.length - 1] === '') prose.pop();
     if (prose.length) parts.push({ kind: 'text', text: prose.join('\n'), lang: '' });
     prose = [];
   };
@@ -17,8 +20,8 @@ export function splitFences(text) {
     const fence = /^ {0,3}(`{3,})(.*)$/.exec(line);
     if (code === null) {
       if (fence && !fence[2].includes('`')) {
-        flushProse();
         code = { lang: fence[2].trim(), lines: [], fence: fence[1] };
+        flushProse();
       } else {
         prose.push(line);
       }

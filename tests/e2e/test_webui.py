@@ -252,6 +252,10 @@ def test_new_chat_clears_the_conversation(browser, chat_server):
     settings(browser, temperature=0, max_tokens=16)
     send(browser, "First question")
     last_reply(browser, "done")
+    toggle = browser.find_element(By.ID, "settings-toggle")
+    toggle.click()  # the settings close again
+    assert toggle.get_attribute("aria-expanded") == "false"
+    assert not browser.find_element(By.ID, "settings").is_displayed()
     browser.find_element(By.ID, "new-chat").click()
     assert browser.find_elements(By.CSS_SELECTOR, "article.message") == []
     assert browser.find_element(By.ID, "empty-note").is_displayed()
