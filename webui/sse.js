@@ -1,7 +1,8 @@
 // Server-sent events read from a fetch() response body (EventSource cannot POST a request), as
 // the HTML standard's event stream format says: events end at a blank line, a "data:" line adds
 // its value (one leading space dropped) to the event's data, other fields and comments are
-// ignored, and a line may end in LF, CR LF or CR.
+// ignored, a line may end in LF, CR LF or CR, and an event the stream ends in the middle of is
+// dropped.
 
 // Yields the data of each event of `response`'s body, as a string, in order. Throws the fetch's
 // AbortError when its signal aborts while reading.
@@ -29,7 +30,6 @@ export async function* sseData(response) {
       }
       if (done) break;
     }
-    if (data.length) yield data.join('\n');  // a last event without its blank line
   } finally {
     reader.releaseLock();
   }

@@ -275,6 +275,9 @@ def test_stop_halts_the_reply_and_frees_the_request(browser, chat_server):
     send(browser, "Tell me everything")
     reply = last_reply(browser, "streaming")
     wait_for(browser, lambda d: len(reply_text(reply)) > 0, what="the first streamed text")
+    seen = len(reply_text(reply))
+    wait_for(browser, lambda d: len(reply_text(reply)) > seen, what="the text to grow")
+    assert reply.get_attribute("data-state") == "streaming"  # it grew while streaming
     browser.find_element(By.ID, "stop").click()
     last_reply(browser, "stopped", timeout=10)
     text = reply_text(reply)
@@ -356,3 +359,44 @@ def test_a_model_without_chat_template_says_so(browser, no_template_server):
     assert reply.get_attribute("class") == "message assistant error"
     # The turn did not happen: its text is back in the box, ready to send again.
     assert browser.find_element(By.ID, "prompt").get_attribute("value") == "Hello"
+
+
+def run_module(driver, module, body):
+    """Runs `body` (JavaScript with `m`, the imported module) in the page; returns its value."""
+    script = ("const done = arguments[arguments.length - 1];"
+              f"import('/webui/{module}').then(async (m) => done(await (async () => {{ {body} }})()))"
+              ".catch((e) => done('error: ' + e));")
+    return driver.execute_async_script(script)
+
+
+def test_fences_split_as_the_page_shows_them(browser, chat_server):
+    open_page(browser, chat_server)
+    split = lambda text: run_module(  # noqa: E731
+        browser, "render.js", f"return m.splitFences({json.dumps(text)});")
+    assert split("plain `x` text") == [{"kind": "text", "text": "plain `x` text", "lang": ""}]
+    assert split("Here:\n\n```py\nprint(1)\n\n```\n\nAfter") == [
+        {"kind": "text", "text": "Here:", "lang": ""},
+        {"kind": "code", "text": "print(1)\n", "lang": "py"},
+        {"kind": "text", "text": "After", "lang": ""}]
+    # Still streaming: an open block runs to the end; a longer fence needs as long a close.
+    assert split("a\n```\nx") == [{"kind": "text", "text": "a", "lang": ""},
+                                  {"kind": "code", "text": "x", "lang": ""}]
+    assert split("````md\n```\n````") == [{"kind": "code", "text": "```", "lang": "md"}]
+    assert split("``` not `a fence`") == [
+        {"kind": "text", "text": "``` not `a fence`", "lang": ""}]
+
+
+def test_event_stream_reader_handles_any_chunking(browser, chat_server):
+    open_page(browser, chat_server)
+    chunks = ["data: {\"a\"", ":1}\r\n\r\ndata: x\ndata:  y\n\n: comment\nevent: e\ndata: z\r",
+              "\n\r", "\ndata: [DONE]\n\n", "data: last"]
+    got = run_module(browser, "sse.js", f"""
+        const enc = new TextEncoder();
+        const body = new ReadableStream({{start(c) {{
+          for (const chunk of {json.dumps(chunks)}) c.enqueue(enc.encode(chunk));
+          c.close(); }}}});
+        const out = [];
+        for await (const data of m.sseData(new Response(body))) out.push(data);
+        return out;""")
+    # The last event has no blank line after it: unfinished, so dropped (as EventSource does).
+    assert got == ['{"a":1}', "x\n y", "z", "[DONE]"]
