@@ -56,8 +56,8 @@ function askForKey() {
   const refused = apiKey() !== '';
   sessionStorage.removeItem(KEY_STORAGE);
   ui.keyReason.textContent = refused
-    ? 'The server refused that key. Enter the key it was started with (--api-key).'
-    : 'This server needs an API key (it was started with --api-key).';
+    ? 'The server refused that key. Enter the key it was started with.'
+    : 'This server was started with an API key; enter it to chat.';
   ui.keyInput.value = '';
   state.keyPrompt = new Promise((resolve) => {
     const finish = (given) => {
