@@ -12,6 +12,7 @@ DEB_PACKAGES=(
   clang-format graphviz python3-venv
   libopenmpi-dev openmpi-bin  # tensor parallelism across processes (--tp, docs/tensor-parallel.md)
   clang libclang-rt-14-dev  # the fuzz targets: clang's libFuzzer and ASan/UBSan runtimes
+  chromium chromium-driver  # the chat page's browser test (tests/e2e/test_webui.py)
 )
 missing=()
 for p in "${DEB_PACKAGES[@]}"; do

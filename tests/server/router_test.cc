@@ -42,5 +42,16 @@ TEST(Router, QuickRouteRefusesPatternsAndShadowedPaths) {
   EXPECT_NO_THROW(r.get_quick("/get_load", ok));
 }
 
+TEST(Router, QuickRouteDotIsALiteralDot) {
+  Router r;
+  r.get_quick("/webui/app.js", ok);
+  EXPECT_TRUE(r.is_quick(request("GET", "/webui/app.js")));
+  EXPECT_EQ(r.methods("/webui/app.js"), std::vector<std::string>{"GET"});
+  EXPECT_TRUE(r.methods("/webui/appxjs").empty());  // not "any character"
+  HttpResponse res;
+  r.dispatch(request("GET", "/webui/appxjs"), res);
+  EXPECT_EQ(res.status, 404);
+}
+
 }  // namespace
 }  // namespace kiln::server

@@ -44,6 +44,7 @@ struct ServeArgs {
   std::string api_key;
   std::string api_key_file;  // the key's first line; keeps it out of `ps` and shell history
   std::string cors_allow_origin;
+  bool no_webui = false;  // --no-webui: no chat page at `/`
   // The flags that are plain fields of the library's options are bound to them directly, so
   // their defaults are the library's (the rest are read into these after parsing).
   engine::RuntimeOptions runtime;
@@ -118,6 +119,7 @@ nlohmann::json server_args_json(const ServeArgs& a, const engine::ModelInfo& inf
           {"enable_prefix_cache", !a.disable_prefix_cache},
           {"api_key_set", api_key_set},
           {"cors_allow_origin", a.cors_allow_origin},
+          {"webui", !a.no_webui},
           {"tp_size", a.tp.tp},
           {"dp_size", 1}};
 }
@@ -184,6 +186,7 @@ int serve_on_rank(const ServeArgs& a, ShutdownSignal& signal, Communicator* grou
   sopts.port = a.port;
   sopts.api_key = api_key;
   sopts.cors_allow_origin = a.cors_allow_origin;
+  sopts.webui = !a.no_webui;
   sopts.max_request_sequences = a.engine.max_queued_requests;
   sopts.max_body_bytes = a.max_body_bytes;
   sopts.max_prompt_tokens = a.max_prompt_tokens;
@@ -197,6 +200,7 @@ int serve_on_rank(const ServeArgs& a, ShutdownSignal& signal, Communicator* grou
   std::printf("kiln: serving %s (%s, context %lld, graph mode %s) at %s\n", card.id.c_str(),
               info.architecture.c_str(), static_cast<long long>(info.context_length),
               a.graph_mode.c_str(), url.c_str());
+  if (!a.no_webui) std::printf("  chat in the browser: %s/\n", url.c_str());
   std::printf(
       "  try: curl %s/generate -H 'Content-Type: application/json'%s -d "
       "'{\"text\": \"The capital of France is\", \"sampling_params\": "
@@ -246,7 +250,8 @@ void add_serve_command(CLI::App& app) {
       ->check(CLI::Range(0, 65535))
       ->capture_default_str();
   auto* key = cmd->add_option("--api-key", a->api_key,
-                              "Require 'Authorization: Bearer KEY' on every route but /health");
+                              "Require 'Authorization: Bearer KEY' on every route but /health "
+                              "and the chat page's files (the page asks for the key)");
   cmd->add_option("--api-key-file", a->api_key_file,
                   "Read the API key from the first line of this file (not shown by ps)")
       ->excludes(key);
@@ -254,6 +259,8 @@ void add_serve_command(CLI::App& app) {
                   "Send Access-Control-Allow-Origin with this value ('*' or an origin) so "
                   "browser pages may read responses (default: off; preflights are always "
                   "answered)");
+  cmd->add_flag("--no-webui", a->no_webui,
+                "Do not serve the chat page at / (docs/webui.md); / then answers 404");
   cmd->add_option("-t,--threads", a->runtime.threads, "Compute threads (default: all cores)")
       ->check(CLI::Range(0, 1024));
   cmd->add_option("--graph-mode", a->graph_mode, "off | replay | optimize")

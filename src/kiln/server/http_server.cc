@@ -19,6 +19,7 @@
 #include "kiln/server/native_routes.h"
 #include "kiln/server/openai_routes.h"
 #include "kiln/server/router.h"
+#include "kiln/server/webui_routes.h"
 
 namespace kiln::server {
 
@@ -49,6 +50,7 @@ class HttpHost final : public RequestHost {
       return true;
     }
     if (!st_.options.api_key.empty() && req.path != "/health" &&
+        !(st_.options.webui && is_webui_path(req.path)) &&
         !bearer_matches(req.headers.get("Authorization"), st_.options.api_key)) {
       res.headers.set("WWW-Authenticate", "Bearer");
       set_error(res, 401, "missing or wrong API key (send Authorization: Bearer <key>)");
@@ -177,6 +179,7 @@ HttpServer::HttpServer(GenerationBackend& backend, const TextCodec& codec, Model
   router_->get_quick("/metrics", [&st](const HttpRequest&, HttpResponse& res) {
     res.set_content(st.metrics->render(st.backend.stats()), "text/plain; version=0.0.4");
   });
+  add_webui_routes(*router_, opt.webui);
   host_ = std::make_unique<HttpHost>(st, *router_);
 }
 

@@ -36,7 +36,9 @@ std::string response_head(const HttpResponse& res, bool chunked, bool close, boo
   }
   if (chunked) {
     out += "Transfer-Encoding: chunked\r\n";
-  } else {
+  } else if (res.status != 304) {
+    // A 304 has no body, and a Content-Length on it would claim the length of the 200 it
+    // stands for (RFC 9110 §8.6), so none is sent.
     out += "Content-Length: " + std::to_string(res.body.size()) + "\r\n";
   }
   out += "\r\n";

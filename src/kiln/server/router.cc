@@ -47,19 +47,25 @@ void Router::post(const std::string& pattern, Handler handler) {
 }
 
 void Router::get_quick(const std::string& path, Handler handler) {
-  // The path is its own pattern, so it must hold no regex syntax; and an earlier route at this
-  // path would win dispatch while the request ran on the I/O thread.
+  // The path becomes its own pattern, so it must hold no regex syntax but the dot, which is
+  // escaped (a file name: /webui/app.js); and an earlier route at this path would win dispatch
+  // while the request ran on the I/O thread.
   KILN_CHECK(std::all_of(path.begin(), path.end(),
                          [](char c) {
                            return std::isalnum(static_cast<unsigned char>(c)) || c == '/' ||
-                                  c == '_' || c == '-';
+                                  c == '_' || c == '-' || c == '.';
                          }),
-             "quick route {}: only a literal path (letters, digits, / _ -)", path);
+             "quick route {}: only a literal path (letters, digits, / _ - .)", path);
   HttpRequest probe;
   probe.method = "GET";
   probe.path = path;
   KILN_CHECK(find(probe) == nullptr, "quick route {} is shadowed by an earlier route", path);
-  add("GET", path, std::move(handler));
+  std::string pattern;
+  for (char c : path) {
+    if (c == '.') pattern += '\\';
+    pattern += c;
+  }
+  add("GET", pattern, std::move(handler));
   quick_paths_.insert(path);
 }
 

@@ -22,6 +22,8 @@ struct ServerOptions {
   // Non-empty: responses carry Access-Control-Allow-Origin with this value ("*" or an origin),
   // so browser pages from there may read them. Preflights are answered either way (cors.h).
   std::string cors_allow_origin;
+  // The chat page at `/` (webui_routes.h); false: `/` answers 404 naming --no-webui.
+  bool webui = true;
   // Handler threads, started on demand up to this many (0: enough for max_n concurrent streams
   // plus headroom, see http_server.cc). Idle and slow connections hold none.
   int http_workers = 0;
