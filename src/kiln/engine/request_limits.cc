@@ -16,7 +16,9 @@ void validate(const GenerateRequest& r, const RequestLimits& limits) {
                limits.vocab);
   }
   engine::validate(r.stop);
-  if (r.sampling.json_schema && r.sampling.json_after.empty()) {
+  KILN_CHECK(!(r.sampling.json_schema && r.sampling.grammar),
+             "a request takes one constraint: a JSON schema or a grammar, not both");
+  if ((r.sampling.json_schema && r.sampling.json_after.empty()) || r.sampling.grammar) {
     // The constraint allows end of sequence only once the value is complete, and then nothing
     // else: a request that must not stop there could never finish.
     KILN_CHECK(!r.stop.ignore_eos, "ignore_eos cannot be combined with a JSON constraint");

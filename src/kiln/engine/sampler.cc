@@ -210,7 +210,7 @@ bool Sampler::penalties_active() const {
 
 bool Sampler::greedy_fast_path_ok() const {
   return params_.is_greedy() && n_logprobs_ < 0 && !penalties_active() &&
-         params_.logit_bias.empty() && !params_.json_schema;
+         params_.logit_bias.empty() && !params_.json_schema && !params_.grammar;
 }
 
 void Sampler::apply_penalties(std::span<float> logits) const {
