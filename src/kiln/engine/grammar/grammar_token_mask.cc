@@ -16,36 +16,56 @@ struct StateHash {
   }
 };
 
-// The states one walk has met, numbered, and the transitions between them.
+// The states one walk has met, numbered, and the transitions between them: a flat table of 256
+// entries for each of the first kTableStates states (most walks meet a few dozen), a hash map
+// past them, so a pathological grammar costs memory in proportion to the trie, not 1 KiB a state.
 class WalkMemo {
  public:
+  static constexpr size_t kTableStates = 4096;
+  static constexpr int32_t kUnknown = -2;
+
   void reset(const GrammarState& start) {
     states_.clear();
     ids_.clear();
-    next_.clear();
+    table_.clear();
+    overflow_.clear();
     intern(start.data);
   }
   // The state after `byte` from state `from`, or -1 when refused.
   int32_t step(const Grammar& g, int32_t from, uint8_t byte) {
-    const uint64_t key = static_cast<uint64_t>(from) << 8 | byte;
-    const auto [it, added] = next_.try_emplace(key, -1);
-    if (!added) return it->second;
+    int32_t* slot = nullptr;
+    if (static_cast<size_t>(from) < kTableStates) {
+      slot = &table_[static_cast<size_t>(from) * 256 + byte];
+    } else {
+      slot =
+          &overflow_.try_emplace(static_cast<uint64_t>(from) << 8 | byte, kUnknown).first->second;
+    }
+    if (*slot != kUnknown) return *slot;
     scratch_.data = states_[static_cast<size_t>(from)];
     const int32_t to = grammar_feed(g, scratch_, byte) ? intern(scratch_.data) : -1;
-    it->second = to;  // still valid: feeding and interning do not touch next_
+    // Re-found: interning may have grown the table under the pointer.
+    if (static_cast<size_t>(from) < kTableStates) {
+      table_[static_cast<size_t>(from) * 256 + byte] = to;
+    } else {
+      overflow_[static_cast<uint64_t>(from) << 8 | byte] = to;
+    }
     return to;
   }
 
  private:
   int32_t intern(const std::vector<uint32_t>& data) {
     const auto [it, added] = ids_.try_emplace(data, static_cast<int32_t>(states_.size()));
-    if (added) states_.push_back(data);
+    if (added) {
+      states_.push_back(data);
+      if (states_.size() <= kTableStates) table_.resize(states_.size() * 256, kUnknown);
+    }
     return it->second;
   }
 
   std::vector<std::vector<uint32_t>> states_;
   std::unordered_map<std::vector<uint32_t>, int32_t, StateHash> ids_;
-  std::unordered_map<uint64_t, int32_t> next_;
+  std::vector<int32_t> table_;
+  std::unordered_map<uint64_t, int32_t> overflow_;
   GrammarState scratch_;
 };
 
