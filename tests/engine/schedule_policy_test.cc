@@ -129,7 +129,7 @@ TEST(SchedulePolicyOrder, RejectsAZeroBound) {
 // A Scheduler over FakeModel that records, per request, its tokens and when it started and
 // finished (the order of its first and last events).
 struct PolicyRun {
-  explicit PolicyRun(EngineConfig ec, KvPoolConfig pc = {2, 1, 8, 4, 256})
+  explicit PolicyRun(const EngineConfig& ec, const KvPoolConfig& pc = {2, 1, 8, 4, 256})
       : pool(pc), model(pool, kVocab), sched(model, pool, tok, ec) {}
   ~PolicyRun() { EXPECT_TRUE(model.errors_copy().empty()) << model.errors_copy().front(); }
 

@@ -88,7 +88,10 @@ double softmax_weights(std::span<const float> v, float max_v, std::vector<float>
 // deterministic.
 struct RankDesc {
   const float* v;
-  bool operator()(int32_t a, int32_t b) const { return v[a] > v[b] || (v[a] == v[b] && a < b); }
+  bool operator()(int32_t a, int32_t b) const {
+    const float va = v[a], vb = v[b];
+    return va > vb || (va == vb && a < b);
+  }
 };
 
 // Scratch reused across calls (one scheduler thread samples all requests): rows as wide as
