@@ -145,6 +145,22 @@ TEST(GrammarMatcher, RefusalsNameTheRuleOrPosition) {
   EXPECT_NE(error_of(gb, many).find("budget: needs more than"), std::string::npos);
 }
 
+TEST(GrammarMatcher, ChainsOfEmptyRulesAreBounded) {
+  // A bounded repetition of something that can be empty: one parse per count before a byte.
+  auto fine = gbnf(R"g(root ::= ("a"?){0,100} "b")g");
+  EXPECT_EQ(check(fine, "aab"), Verdict::kAccept);
+  EXPECT_EQ(check(fine, std::string(100, 'a') + "b"), Verdict::kAccept);
+  EXPECT_EQ(check(fine, std::string(101, 'a') + "b"), Verdict::kReject);
+  // Exponentially many ways through empty rules to the same stacks: each stack is expanded once.
+  auto nested = gbnf(R"g(root ::= (("a"?)?){0,60} "b")g");
+  EXPECT_EQ(check(nested, std::string(60, 'a') + "b"), Verdict::kAccept);
+  EXPECT_EQ(check(nested, std::string(61, 'a')), Verdict::kReject);
+  // More parses at once than the matcher keeps, before the first byte: refused when compiled.
+  EXPECT_NE(error_of(GrammarDialect::kGbnf, R"g(root ::= ("a"?){0,300} "b")g")
+                .find("too ambiguous or nests too deep"),
+            std::string::npos);
+}
+
 TEST(GrammarMatcher, DeepNestingIsBounded) {
   auto g = gbnf(R"g(root ::= "(" root ")" | "x")g");
   std::string deep(kMaxGrammarDepth + 10, '(');

@@ -3,6 +3,7 @@
 #include "kiln/base/lru_cache.h"
 #include "kiln/engine/grammar/gbnf_parser.h"
 #include "kiln/engine/grammar/grammar_compiler.h"
+#include "kiln/engine/grammar/grammar_matcher.h"
 #include "kiln/engine/grammar/regex_grammar.h"
 
 namespace kiln::engine {
@@ -14,6 +15,13 @@ std::shared_ptr<const Grammar> compile_grammar_text(GrammarDialect dialect, std:
       dialect == GrammarDialect::kRegex ? regex_to_grammar(text, budget) : parse_gbnf(text);
   std::shared_ptr<Grammar> grammar = compile_grammar(ast, budget);
   grammar->source_bytes = text.size();
+  // The first byte's expansion within the matcher's bounds (a grammar that passes them before
+  // any output would accept nothing).
+  if (grammar_start(*grammar).data.empty()) {
+    throw GrammarError(
+        "grammar is too ambiguous or nests too deep before its first character (more than 256 "
+        "parses at once, or more than 512 nested rules)");
+  }
   return grammar;
 }
 

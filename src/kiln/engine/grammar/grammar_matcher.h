@@ -23,6 +23,8 @@ namespace kiln::engine {
 
 constexpr size_t kMaxGrammarStacks = 256;
 constexpr size_t kMaxGrammarDepth = 512;
+// Rules expanded in a row before a byte is read (nested rules that can all be empty).
+constexpr size_t kMaxGrammarExpansion = 4096;
 
 // The stacks, flattened: each as its length then its positions (bottom first), in sorted order.
 struct GrammarState {
