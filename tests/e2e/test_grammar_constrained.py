@@ -144,6 +144,12 @@ def test_grammar_and_json_schema_together_are_refused(server, model_id):
     assert r.status_code == 400
     assert r.json()["error"]["param"] == "regex"
     assert "response_format" in r.json()["error"]["message"]
+    tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
+    r = server.post("/v1/chat/completions", {
+        "model": model_id, "messages": [{"role": "user", "content": "x"}], "tools": [tool],
+        "tool_choice": "required", "grammar": "root ::= \"a\""})
+    assert r.status_code == 400
+    assert r.json()["error"]["param"] == "tool_choice"
 
 
 def greedy_outputs(server):
