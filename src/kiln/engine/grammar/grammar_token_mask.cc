@@ -1,93 +1,37 @@
 #include "kiln/engine/grammar/grammar_token_mask.h"
 
 #include <algorithm>
-#include <unordered_map>
+#include <bit>
 #include <vector>
+
+#include "kiln/engine/grammar/grammar_suffix_masks.h"
+#include "kiln/engine/grammar/grammar_walk_memo.h"
 
 namespace kiln::engine {
 
 namespace {
 
-struct StateHash {
-  size_t operator()(const std::vector<uint32_t>& v) const {
-    uint64_t h = 0xcbf29ce484222325ULL;
-    for (uint32_t x : v) h = (h ^ x) * 0x100000001b3ULL;
-    return static_cast<size_t>(h);
-  }
-};
-
-// The states one walk has met, numbered, and the transitions between them: a flat table of 256
-// entries for each of the first kTableStates states (most walks meet a few dozen), a hash map
-// past them, so a pathological grammar costs memory in proportion to the trie, not 1 KiB a state.
-class WalkMemo {
- public:
-  static constexpr size_t kTableStates = 4096;
-  static constexpr int32_t kUnknown = -2;
-
-  void reset(const GrammarState& start) {
-    states_.clear();
-    ids_.clear();
-    table_.clear();
-    overflow_.clear();
-    intern(start.data);
-  }
-  // The state after `byte` from state `from`, or -1 when refused.
-  int32_t step(const Grammar& g, int32_t from, uint8_t byte) {
-    int32_t* slot = nullptr;
-    if (static_cast<size_t>(from) < kTableStates) {
-      slot = &table_[static_cast<size_t>(from) * 256 + byte];
-    } else {
-      slot =
-          &overflow_.try_emplace(static_cast<uint64_t>(from) << 8 | byte, kUnknown).first->second;
-    }
-    if (*slot != kUnknown) return *slot;
-    scratch_.data = states_[static_cast<size_t>(from)];
-    const int32_t to = grammar_feed(g, scratch_, byte) ? intern(scratch_.data) : -1;
-    // Re-found: interning may have grown the table under the pointer.
-    if (static_cast<size_t>(from) < kTableStates) {
-      table_[static_cast<size_t>(from) * 256 + byte] = to;
-    } else {
-      overflow_[static_cast<uint64_t>(from) << 8 | byte] = to;
-    }
-    return to;
-  }
-
- private:
-  int32_t intern(const std::vector<uint32_t>& data) {
-    const auto [it, added] = ids_.try_emplace(data, static_cast<int32_t>(states_.size()));
-    if (added) {
-      states_.push_back(data);
-      if (states_.size() <= kTableStates) table_.resize(states_.size() * 256, kUnknown);
-    }
-    return it->second;
-  }
-
-  std::vector<std::vector<uint32_t>> states_;
-  std::unordered_map<std::vector<uint32_t>, int32_t, StateHash> ids_;
-  std::vector<int32_t> table_;
-  std::unordered_map<uint64_t, int32_t> overflow_;
-  GrammarState scratch_;
-};
-
-}  // namespace
-
-int64_t grammar_allowed_tokens(const TokenTrie& trie, const GrammarMatcher& matcher,
-                               std::span<const int32_t> end_ids, std::span<uint8_t> allowed) {
-  std::fill(allowed.begin(), allowed.end(), uint8_t{0});
-  const auto vocab = static_cast<int64_t>(allowed.size());
+// Sets allowed ids, counting them.
+struct Allower {
+  std::span<uint8_t> allowed;
   int64_t count = 0;
-  auto allow = [&](int32_t id) {
-    if (id >= 0 && id < vocab && !allowed[static_cast<size_t>(id)]) {
+  void operator()(int32_t id) {
+    if (id >= 0 && id < static_cast<int64_t>(allowed.size()) && !allowed[static_cast<size_t>(id)]) {
       allowed[static_cast<size_t>(id)] = 1;
       ++count;
     }
-  };
-  const Grammar& g = matcher.grammar();
-  thread_local WalkMemo memo;
-  thread_local std::vector<int32_t> at;  // at[d]: the state after the latest node at depth d
-  memo.reset(matcher.state());
-  at.assign(trie.max_depth() + 1, 0);
-  for (size_t i = 1; i < trie.size();) {
+  }
+};
+
+// Walks trie nodes [first, last) in preorder from memo state `from` (the state at the parent of
+// `first`), allowing the tokens of every node the grammar accepts.
+void walk(const TokenTrie& trie, const Grammar& g, WalkMemo& memo, size_t first, size_t last,
+          int32_t from, Allower& allow) {
+  thread_local std::vector<int32_t> at;
+  at.resize(trie.max_depth() + 1);
+  if (first >= last) return;
+  at[trie.depth(first) - 1] = from;
+  for (size_t i = first; i < last;) {
     const uint32_t d = trie.depth(i);
     const int32_t s = memo.step(g, at[d - 1], trie.byte(i));
     if (s < 0) {  // refused: so is every token below
@@ -98,10 +42,102 @@ int64_t grammar_allowed_tokens(const TokenTrie& trie, const GrammarMatcher& matc
     for (const int32_t* id = trie.tokens_begin(i); id != trie.tokens_end(i); ++id) allow(*id);
     ++i;
   }
+}
+
+// The suffix classes of the state's stacks, when at most `max_new` of them are not cached yet
+// (computing a class walks the whole trie: a state with many new suffixes walks it once, plain).
+bool suffix_classes(const TokenTrie& trie, const GrammarMatcher& matcher, int64_t vocab,
+                    size_t max_new, std::vector<std::shared_ptr<const GrammarSuffixClass>>& out) {
+  const std::vector<uint32_t>& d = matcher.state().data;
+  struct Suffix {
+    std::span<const uint32_t> positions;
+    bool whole;
+  };
+  std::vector<Suffix> missing;
+  out.clear();
+  for (size_t i = 0; i < d.size(); i += d[i] + 1) {
+    const uint32_t len = d[i];
+    if (len == 0) continue;
+    const size_t k = std::min<size_t>(len, kGrammarSuffixLength);
+    const Suffix s{std::span<const uint32_t>(d.data() + i + 1 + (len - k), k), k == len};
+    if (auto c =
+            cached_grammar_suffix_class(trie, matcher.grammar(), s.positions, s.whole, vocab)) {
+      out.push_back(std::move(c));
+    } else {
+      missing.push_back(s);
+    }
+  }
+  if (missing.size() > max_new) return false;
+  for (const Suffix& s : missing) {
+    out.push_back(grammar_suffix_class(trie, matcher.grammar_ptr(), s.positions, s.whole, vocab));
+  }
+  return true;
+}
+
+}  // namespace
+
+int64_t grammar_allowed_tokens_plain(const TokenTrie& trie, const GrammarMatcher& matcher,
+                                     std::span<const int32_t> end_ids, std::span<uint8_t> allowed) {
+  std::fill(allowed.begin(), allowed.end(), uint8_t{0});
+  Allower allow{allowed};
+  thread_local WalkMemo memo;
+  memo.reset(matcher.state());
+  if (trie.size() > 1) walk(trie, matcher.grammar(), memo, 1, trie.size(), 0, allow);
   if (matcher.complete()) {
     for (int32_t id : end_ids) allow(id);
   }
-  return count;
+  return allow.count;
+}
+
+int64_t grammar_allowed_tokens(const TokenTrie& trie, const GrammarMatcher& matcher,
+                               std::span<const int32_t> end_ids, std::span<uint8_t> allowed) {
+  const auto vocab = static_cast<int64_t>(allowed.size());
+  thread_local std::vector<std::shared_ptr<const GrammarSuffixClass>> classes;
+  if (!suffix_classes(trie, matcher, vocab, 1, classes)) {
+    return grammar_allowed_tokens_plain(trie, matcher, end_ids, allowed);
+  }
+  // Accepted by some stack's top alone.
+  thread_local std::vector<uint64_t> bits;
+  bits.assign(static_cast<size_t>((vocab + 63) / 64), 0);
+  for (const auto& c : classes) {
+    for (size_t w = 0; w < bits.size(); ++w) bits[w] |= c->accepted[w];
+  }
+  Allower allow{allowed};
+  for (size_t w = 0; w < bits.size(); ++w) {
+    for (size_t b = 0; b < 64; ++b) {
+      const size_t id = w * 64 + b;
+      if (id >= allowed.size()) break;
+      allowed[id] = static_cast<uint8_t>(bits[w] >> b & 1);
+    }
+    allow.count += std::popcount(bits[w]);
+  }
+  // The open subtrees, against the whole state (each walked once: roots sorted, nested ones
+  // skipped).
+  thread_local std::vector<const GrammarSuffixClass::Open*> roots;
+  roots.clear();
+  for (const auto& c : classes) {
+    for (const GrammarSuffixClass::Open& o : c->open) roots.push_back(&o);
+  }
+  std::sort(roots.begin(), roots.end(),
+            [](const auto* a, const auto* b) { return a->node < b->node; });
+  thread_local WalkMemo memo;
+  memo.reset(matcher.state());
+  const Grammar& g = matcher.grammar();
+  uint32_t covered_to = 0;
+  for (const GrammarSuffixClass::Open* o : roots) {
+    if (o->node < covered_to) continue;
+    covered_to = trie.subtree_end(o->node);
+    int32_t s = 0;
+    for (char c : o->path) {
+      s = memo.step(g, s, static_cast<uint8_t>(c));
+      if (s < 0) break;
+    }
+    if (s >= 0) walk(trie, g, memo, o->node, trie.subtree_end(o->node), s, allow);
+  }
+  if (matcher.complete()) {
+    for (int32_t id : end_ids) allow(id);
+  }
+  return allow.count;
 }
 
 }  // namespace kiln::engine
