@@ -2,7 +2,10 @@
 each grammar of tests/fixtures/grammars as a GBNF `grammar` field (both engines take it on
 /v1/completions), and unconstrained, at batch 1 (one stream) and batch 8 (eight concurrent
 streams), temperature 1 with fixed seeds. Decode tok/s counts the tokens after the first over the
-time from the first token to the last, so prefill and the grammar's compile are left out.
+time from the first token to the last, so prefill and the grammar's compile are left out. Every
+output is kept: the report also counts, per engine and grammar, the outputs that finished
+("stop") and how many of them Lark parses under the same grammar (tests/e2e/grammar_to_lark.py),
+the oracle of the test suite on a real model.
 
   grammar_decode.py run --url URL --engine NAME --round K --out FILE.jsonl [--max-tokens N]
   grammar_decode.py report FILE.jsonl...   (medians and spread over rounds; slowdown per engine)
@@ -35,7 +38,7 @@ def one_stream(url, name, seed, max_tokens, out):
             "seed": seed, "stream": True}
     if name != "unconstrained":
         body["grammar"] = (GRAMMARS / f"{name}.gbnf").read_text()
-    times, start = [], time.perf_counter()
+    times, start, text, finish = [], time.perf_counter(), [], None
     with requests.post(url + "/v1/completions", json=body, stream=True, timeout=600) as r:
         r.raise_for_status()
         for line in r.iter_lines():
@@ -45,7 +48,10 @@ def one_stream(url, name, seed, max_tokens, out):
             choices = event.get("choices") or []
             if choices and choices[0].get("text"):
                 times.append(time.perf_counter())
-    out.append({"start": start, "times": times})
+                text.append(choices[0]["text"])
+            if choices and choices[0].get("finish_reason"):
+                finish = choices[0]["finish_reason"]
+    out.append({"start": start, "times": times, "text": "".join(text), "finish": finish})
 
 
 def run(args):
@@ -67,10 +73,38 @@ def run(args):
                 span = max(lasts) - min(firsts) if firsts else 0.0
                 rec = {"engine": args.engine, "round": args.round, "grammar": name,
                        "batch": batch, "tokens": tokens,
-                       "tok_s": tokens / span if span > 0 else None}
+                       "tok_s": tokens / span if span > 0 else None,
+                       "outputs": [[r["text"], r["finish"]] for r in results]}
                 f.write(json.dumps(rec) + "\n")
                 f.flush()
-                print(json.dumps(rec), file=sys.stderr)
+                print(json.dumps({k: v for k, v in rec.items() if k != "outputs"}),
+                      file=sys.stderr)
+
+
+def lark_counts(rows):
+    """(engine, grammar) -> [finished outputs, of which Lark parses]."""
+    sys.path.insert(0, str(GRAMMARS.parents[1] / "e2e"))
+    import lark
+    from grammar_to_lark import translate
+    parsers, counts = {}, {}
+    for r in rows:
+        if r["grammar"] == "unconstrained":
+            continue
+        if r["grammar"] not in parsers:
+            text = (GRAMMARS / f"{r['grammar']}.gbnf").read_text()
+            parsers[r["grammar"]] = lark.Lark(translate(text), start="r_root", parser="earley",
+                                              lexer="dynamic_complete")
+        c = counts.setdefault((r["engine"], r["grammar"]), [0, 0])
+        for text, finish in r.get("outputs", []):
+            if finish != "stop":
+                continue
+            c[0] += 1
+            try:
+                parsers[r["grammar"]].parse(text)
+                c[1] += 1
+            except lark.exceptions.LarkError:
+                pass
+    return counts
 
 
 def report(files):
@@ -87,6 +121,11 @@ def report(files):
         ratio = statistics.median(v) / statistics.median(base) if base else float("nan")
         print(f"| {engine} | {grammar} | {batch} | {statistics.median(v):.1f} | "
               f"{min(v):.1f}-{max(v):.1f} | {ratio:.2f}x |")
+    print()
+    print("| engine | grammar | finished outputs | parsed by Lark |")
+    print("|---|---|---|---|")
+    for (engine, grammar), (done, parsed) in sorted(lark_counts(rows).items()):
+        print(f"| {engine} | {grammar} | {done} | {parsed} |")
 
 
 def main():
