@@ -93,7 +93,8 @@ TEST(JsonResponseFormat, SGLangJsonSchemaString) {
             "sampling_params.json_schema.format");
   EXPECT_EQ(native_error(R"({"json_schema": "{}", "ignore_eos": true})"),
             "sampling_params.ignore_eos");
-  EXPECT_EQ(native_error(R"({"regex": "a+"})"), "sampling_params.regex");
+  // A JSON schema and a grammar are two constraints.
+  EXPECT_EQ(native_error(R"({"json_schema": "{}", "regex": "a+"})"), "sampling_params.regex");
 }
 
 }  // namespace

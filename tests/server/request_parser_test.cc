@@ -106,8 +106,12 @@ TEST(NativeParser, RejectsWrongTypesNamingTheField) {
   EXPECT_EQ(native_error(R"({"text": "a", "sampling_params": {"n": 0}})"), "sampling_params.n");
   EXPECT_EQ(native_error(R"({"text": "a", "sampling_params": {"max_tokens": 3}})"),
             "sampling_params.max_tokens");
-  EXPECT_EQ(native_error(R"({"text": "a", "sampling_params": {"regex": "a+"}})"),
+  EXPECT_EQ(native_error(R"({"text": "a", "sampling_params": {"regex": "a(?=b)c"}})"),
             "sampling_params.regex");
+  EXPECT_EQ(native_error(R"({"text": "a", "sampling_params": {"ebnf": "root ::= x"}})"),
+            "sampling_params.ebnf");
+  EXPECT_EQ(native_error(R"({"text": "a", "sampling_params": {"grammar": 3}})"),
+            "sampling_params.grammar");
   EXPECT_EQ(native_error(R"({"text": "a", "sampling_params":
       {"min_new_tokens": 5, "max_new_tokens": 2}})"),
             "sampling_params.min_new_tokens");

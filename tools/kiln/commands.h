@@ -14,10 +14,11 @@ CLI::App* add_bench_command(CLI::App& app);
 void add_bench_serving_command(CLI::App& bench);  // bench_serving_command.cc: `kiln bench serving`
 // bench_speculative_command.cc: `kiln bench speculative`
 void add_bench_speculative_command(CLI::App& bench);
-void add_graph_command(CLI::App& app);       // graph_command.cc
-void add_logits_command(CLI::App& app);      // logits_command.cc
-void add_perplexity_command(CLI::App& app);  // perplexity_command.cc
-void add_tokenize_command(CLI::App& app);    // tokenize_command.cc
-void add_pull_command(CLI::App& app);        // pull_command.cc (kiln pull NAME)
+void add_graph_command(CLI::App& app);          // graph_command.cc
+void add_logits_command(CLI::App& app);         // logits_command.cc
+void add_perplexity_command(CLI::App& app);     // perplexity_command.cc
+void add_tokenize_command(CLI::App& app);       // tokenize_command.cc
+void add_pull_command(CLI::App& app);           // pull_command.cc (kiln pull NAME)
+void add_grammar_check_command(CLI::App& app);  // grammar_check_command.cc
 
 }  // namespace kiln::cli

@@ -93,7 +93,7 @@ void ConstraintMasks::worker_loop() {
   }
 }
 
-std::shared_ptr<const TokenMask> ConstraintMasks::mask(const JsonMatcher& matcher,
+std::shared_ptr<const TokenMask> ConstraintMasks::mask(const ConstraintMatcher& matcher,
                                                        std::span<const int32_t> end_ids) {
   trie();
   return cache_->get(matcher, end_ids);

@@ -1,9 +1,9 @@
-// The token masks of a step's JSON-constrained rows, off the step's critical path. Each mask is
-// a pure function of the matcher state (json_mask_cache.h), and every state a step needs is
-// known before its forward pass runs: a decode row samples from the state its sequence is in,
-// verify row j from that state after the first j proposals. So the scheduler hands the states
-// over (prefetch) before the forward pass; a worker thread computes the masks the cache lacks
-// while the model runs, and when the pass returns the scheduler thread takes the remaining
+// The token masks of a step's constrained rows (JSON schemas and grammars), off the step's critical
+// path. Each mask is a pure function of the matcher state (json_mask_cache.h), and every state a
+// step needs is known before its forward pass runs: a decode row samples from the state its
+// sequence is in, verify row j from that state after the first j proposals. So the scheduler hands
+// the states over (prefetch) before the forward pass; a worker thread computes the masks the cache
+// lacks while the model runs, and when the pass returns the scheduler thread takes the remaining
 // ones itself (finish), so two rows' misses run on two threads. Sampling then reads the cache.
 #pragma once
 #include <atomic>
@@ -36,7 +36,7 @@ class ConstraintMasks {
 
   // One row to mask: the state it samples from, the ids that may end it.
   struct Row {
-    JsonMatcher matcher;
+    ConstraintMatcher matcher;
     std::span<const int32_t> end_ids;  // must outlive finish()
   };
   // Starts computing the rows' masks on the worker; returns at once. At most one prefetch is
@@ -48,7 +48,7 @@ class ConstraintMasks {
 
   // The mask at `matcher`'s state: cached (a prefetched row's always is, unless evicted), or
   // computed now.
-  std::shared_ptr<const TokenMask> mask(const JsonMatcher& matcher,
+  std::shared_ptr<const TokenMask> mask(const ConstraintMatcher& matcher,
                                         std::span<const int32_t> end_ids);
   JsonMaskCache::Stats cache_stats() const;
 

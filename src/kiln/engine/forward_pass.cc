@@ -19,7 +19,7 @@ void ForwardPass::prefetch_masks(const StepBatch& batch, const std::vector<Seque
         ss.seq_len < static_cast<int64_t>(seq.tokens.size())) {
       continue;
     }
-    for (JsonMatcher& state : seq.json.states_along(seq.spec.draft, *tokenizer_))
+    for (ConstraintMatcher& state : seq.json.states_along(seq.spec.draft, *tokenizer_))
       rows.push_back({std::move(state), seq.json.end_ids()});
   }
   masks_.prefetch(std::move(rows));

@@ -11,6 +11,7 @@
 namespace kiln::engine {
 
 class JsonSchema;
+struct Grammar;
 
 struct SamplingParams {
   double temperature = 1.0;  // 0: greedy
@@ -36,6 +37,10 @@ struct SamplingParams {
   // Without json_after: whitespace may precede the value (at most 32 bytes, as after a
   // marker), e.g. the space Mistral Large writes after a forced [TOOL_CALLS].
   bool json_leading_space = false;
+  // Constrained decoding by a grammar (llama.cpp's GBNF `grammar`, SGLang's `ebnf` and `regex`;
+  // grammar/grammar_cache.h): every step only allows tokens that keep the output a prefix of a
+  // sentence, and end of sequence once it is one. At most one of json_schema and grammar.
+  std::shared_ptr<const Grammar> grammar;
   bool is_greedy() const { return temperature <= 0.0 || top_k == 1; }
 };
 

@@ -16,12 +16,15 @@ void validate(const GenerateRequest& r, const RequestLimits& limits) {
                limits.vocab);
   }
   engine::validate(r.stop);
-  if (r.sampling.json_schema && r.sampling.json_after.empty()) {
+  KILN_CHECK(!(r.sampling.json_schema && r.sampling.grammar),
+             "a request takes one constraint: a JSON schema or a grammar, not both");
+  if ((r.sampling.json_schema && r.sampling.json_after.empty()) || r.sampling.grammar) {
     // The constraint allows end of sequence only once the value is complete, and then nothing
     // else: a request that must not stop there could never finish.
-    KILN_CHECK(!r.stop.ignore_eos, "ignore_eos cannot be combined with a JSON constraint");
+    KILN_CHECK(!r.stop.ignore_eos,
+               "ignore_eos cannot be combined with a JSON or grammar constraint");
     KILN_CHECK(r.stop.min_new_tokens == 0,
-               "min_new_tokens cannot be combined with a JSON constraint");
+               "min_new_tokens cannot be combined with a JSON or grammar constraint");
   }
   for (int32_t t : r.stop.stop_token_ids)
     KILN_CHECK(t >= 0 && t < limits.vocab, "stop token id {} is outside the vocabulary [0, {})", t,

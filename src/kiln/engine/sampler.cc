@@ -88,7 +88,10 @@ double softmax_weights(std::span<const float> v, float max_v, std::vector<float>
 // deterministic.
 struct RankDesc {
   const float* v;
-  bool operator()(int32_t a, int32_t b) const { return v[a] > v[b] || (v[a] == v[b] && a < b); }
+  bool operator()(int32_t a, int32_t b) const {
+    const float va = v[a], vb = v[b];
+    return va > vb || (va == vb && a < b);
+  }
 };
 
 // Scratch reused across calls (one scheduler thread samples all requests): rows as wide as
@@ -210,7 +213,7 @@ bool Sampler::penalties_active() const {
 
 bool Sampler::greedy_fast_path_ok() const {
   return params_.is_greedy() && n_logprobs_ < 0 && !penalties_active() &&
-         params_.logit_bias.empty() && !params_.json_schema;
+         params_.logit_bias.empty() && !params_.json_schema && !params_.grammar;
 }
 
 void Sampler::apply_penalties(std::span<float> logits) const {

@@ -40,7 +40,8 @@ struct Sequence {
   State state = State::Waiting;
   Sampler sampler;
   StopChecker stop;
-  // The JSON constraint (none unless sampling.json_schema): where the output stands in it.
+  // The constraint (none unless sampling.json_schema or sampling.grammar): where the output
+  // stands in it.
   ConstraintCursor json;
   int cached_tokens = -1;  // prompt tokens served by the prefix cache on first admission
   // Prompt scoring: positions [score_from, n_prompt) get a logprob each; scores[i] is
@@ -68,6 +69,11 @@ struct Sequence {
       json = ConstraintCursor(request.sampling.json_schema, request.sampling.json_after,
                               request.sampling.json_leading_space, request.skip_special_tokens,
                               std::move(end_ids));
+    } else if (request.sampling.grammar) {
+      std::vector<int32_t> end_ids(eog_ids.begin(), eog_ids.end());
+      end_ids.insert(end_ids.end(), request.stop.stop_token_ids.begin(),
+                     request.stop.stop_token_ids.end());
+      json = ConstraintCursor(request.sampling.grammar, std::move(end_ids));
     }
     score_from = request.prompt_logprobs_from < 0
                      ? n_prompt

@@ -40,6 +40,8 @@ void read_openai_common(const json& body, const ParseLimits& limits, GenerationO
   if (const json* v = field(body, "response_format")) {
     read_response_format(*v, "response_format", out);
   }
+  // SGLang's extension fields and llama.cpp's `grammar`.
+  read_grammar_fields(body, "", "response_format", out);
 }
 
 void check_min_tokens(const GenerationOptions& o) {
@@ -195,10 +197,13 @@ ChatRequest parse_chat_request(const json& body, const ParseLimits& limits) {
     if (out.options.sampling.json_schema) {
       bad_field("response_format", "cannot be combined with a tool_choice that forces a call");
     }
+    if (out.options.sampling.grammar) {
+      bad_field("tool_choice", "cannot force a call together with a regex, ebnf or grammar");
+    }
     out.options.sampling.json_schema = compile_forced_call(out.tools, limits.tool_calls);
   } else if (out.tools.parse_calls() &&
-             (out.options.sampling.json_schema || out.options.stop.ignore_eos ||
-              out.options.stop.min_new_tokens > 0)) {
+             (out.options.sampling.json_schema || out.options.sampling.grammar ||
+              out.options.stop.ignore_eos || out.options.stop.min_new_tokens > 0)) {
     check_tool_schemas(out.tools);  // calls go unconstrained here, but a bad schema is refused
   } else if (out.tools.parse_calls()) {
     // auto: free text, but a call the model opens is constrained from its marker on

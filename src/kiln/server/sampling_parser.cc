@@ -6,6 +6,8 @@
 #include <limits>
 #include <string_view>
 
+#include "kiln/engine/grammar/grammar_ast.h"
+#include "kiln/engine/grammar/grammar_cache.h"
 #include "kiln/engine/json/json_schema_cache.h"
 #include "kiln/server/http_error.h"
 #include "kiln/server/json_fields.h"
@@ -33,8 +35,8 @@ constexpr int64_t kIntMax = std::numeric_limits<int32_t>::max();
 // SGLang parameters kiln does not implement, accepted only with a value that changes nothing,
 // so clients that always send them (with defaults) keep working and others get a clear 400.
 bool is_inert_unsupported(std::string_view key, const json& v) {
-  static constexpr std::array<std::string_view, 5> kNullOnly = {"regex", "ebnf", "structural_tag",
-                                                                "custom_params", "stop_regex"};
+  static constexpr std::array<std::string_view, 3> kNullOnly = {"structural_tag", "custom_params",
+                                                                "stop_regex"};
   for (auto k : kNullOnly) {
     if (key == k) return v.is_null() || (v.is_array() && v.empty());
   }
@@ -108,17 +110,47 @@ void read_response_format(const json& v, const std::string& path, GenerationOpti
 
 void check_json_constraint(const GenerationOptions& out, const std::string& prefix,
                            const char* min_tokens_key) {
-  if (!out.sampling.json_schema || !out.sampling.json_after.empty()) return;
-  if (out.stop.ignore_eos) {
-    bad_field(field_path(prefix, "ignore_eos"),
-              "cannot be combined with a JSON constraint (it ends the output once the value is "
-              "complete)");
+  const bool json = out.sampling.json_schema && out.sampling.json_after.empty();
+  if (!json && !out.sampling.grammar) return;
+  const char* why = json ? "cannot be combined with a JSON constraint (it ends the output once "
+                           "the value is complete)"
+                         : "cannot be combined with a grammar constraint (it allows the end of "
+                           "the output only once the output is a whole sentence)";
+  if (out.stop.ignore_eos) bad_field(field_path(prefix, "ignore_eos"), "{}", why);
+  if (out.stop.min_new_tokens > 0) bad_field(field_path(prefix, min_tokens_key), "{}", why);
+}
+
+std::string read_grammar_fields(const json& obj, const std::string& prefix, const char* json_key,
+                                GenerationOptions& out) {
+  struct Field {
+    const char* key;
+    engine::GrammarDialect dialect;
+  };
+  static constexpr Field kFields[] = {{"regex", engine::GrammarDialect::kRegex},
+                                      {"ebnf", engine::GrammarDialect::kEbnf},
+                                      {"grammar", engine::GrammarDialect::kGbnf}};
+  std::string taken;
+  for (const Field& f : kFields) {
+    const json* v = field(obj, f.key);
+    if (v == nullptr || v->is_null()) continue;
+    const std::string path = field_path(prefix, f.key);
+    if (!taken.empty()) {
+      bad_field(path, "and {} are two constraints; give one", field_path(prefix, taken.c_str()));
+    }
+    if (out.sampling.json_schema) {
+      bad_field(path, "and {} are two constraints; give one", field_path(prefix, json_key));
+    }
+    const std::string& text = as_string(*v, path);
+    try {
+      out.sampling.grammar = engine::compile_grammar_cached(f.dialect, text);
+    } catch (const engine::GrammarError& e) {
+      bad_field(path, "{}", e.what());
+    } catch (const engine::ConstraintBudgetExceeded& e) {
+      bad_field(path, "needs too much work to compile: {}", e.what());
+    }
+    taken = f.key;
   }
-  if (out.stop.min_new_tokens > 0) {
-    bad_field(field_path(prefix, min_tokens_key),
-              "cannot be combined with a JSON constraint (it ends the output once the value is "
-              "complete)");
-  }
+  return taken;
 }
 
 void read_max_tokens(const json& obj, const char* key, const std::string& prefix,
@@ -183,7 +215,7 @@ GenerationOptions parse_sglang_sampling_params(const json& obj, const ParseLimit
   as_object(obj, prefix);
   GenerationOptions out;
   out.stop.max_new_tokens = 128;  // SGLang's default
-  static constexpr std::array<std::string_view, 19> kKnown = {"max_new_tokens",
+  static constexpr std::array<std::string_view, 22> kKnown = {"max_new_tokens",
                                                               "min_new_tokens",
                                                               "temperature",
                                                               "top_p",
@@ -201,7 +233,10 @@ GenerationOptions parse_sglang_sampling_params(const json& obj, const ParseLimit
                                                               "sampling_seed",
                                                               "spaces_between_special_tokens",
                                                               "logit_bias",
-                                                              "json_schema"};
+                                                              "json_schema",
+                                                              "regex",
+                                                              "ebnf",
+                                                              "grammar"};
   for (auto it = obj.begin(); it != obj.end(); ++it) {
     bool known = false;
     for (auto k : kKnown) known = known || it.key() == k;
@@ -227,6 +262,7 @@ GenerationOptions parse_sglang_sampling_params(const json& obj, const ParseLimit
     const std::string& text = as_string(*v, path);
     out.sampling.json_schema = compile_schema(parse_json_text(text, path), path);
   }
+  read_grammar_fields(obj, prefix, "json_schema", out);
   check_json_constraint(out, prefix, "min_new_tokens");
   if (const json* v = field(obj, "stream_interval")) {
     int64_t si = as_int(*v, field_path(prefix, "stream_interval"));

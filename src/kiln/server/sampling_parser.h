@@ -36,6 +36,14 @@ void read_response_format(const nlohmann::json& v, const std::string& path, Gene
 void check_json_constraint(const GenerationOptions& out, const std::string& prefix,
                            const char* min_tokens_key);
 
+// The grammar constraints: SGLang's `regex` (whole output) and `ebnf`, llama.cpp's `grammar`
+// (GBNF), each a string (null: none), compiled (cached) into out.sampling.grammar. A grammar that
+// does not compile is a 400 naming the field and the rule or position; two constraints (two of
+// these, or one and a JSON schema already read under `json_key`) are a 400 naming both.
+// Returns the key read ("" when none).
+std::string read_grammar_fields(const nlohmann::json& obj, const std::string& prefix,
+                                const char* json_key, GenerationOptions& out);
+
 // SGLang's `sampling_params` object (POST /generate). Unknown keys are errors: a misspelt
 // parameter ("max_tokens" here) would otherwise be silently ignored.
 GenerationOptions parse_sglang_sampling_params(const nlohmann::json& obj,

@@ -89,10 +89,10 @@ TEST(ConstraintCursor, StatesAlongTheProposalsStopAtARefusalOrACompleteValue) {
   ConstraintCursor cursor(boolean_or_null(), {}, false, true, {FakeTokenizer::kEos});
   const std::vector<int32_t> value = {L('t'), L('r'), L('u'), L('e'), FakeTokenizer::kEos};
   // "", "t", "tr", "tru": the state after "true" is complete, and no row samples past it.
-  const std::vector<JsonMatcher> states = cursor.states_along(value, tok);
+  const std::vector<ConstraintMatcher> states = cursor.states_along(value, tok);
   ASSERT_EQ(states.size(), 4u);
   EXPECT_FALSE(states[3].complete());
-  JsonMatcher last = states[3];
+  ConstraintMatcher last = states[3];
   EXPECT_TRUE(last.feed("e"));
   EXPECT_TRUE(last.complete());
   // A refused proposal ends the path at once.

@@ -12,7 +12,13 @@ ConstraintCursor::ConstraintCursor(std::shared_ptr<const JsonSchema> schema,
       markers_(std::move(markers)),
       skip_special_(skip_special),
       end_ids_(std::move(end_ids)) {
-  if (schema_ && markers_.empty()) matcher_.emplace(schema_, leading_space);
+  if (schema_ && markers_.empty()) matcher_.emplace(JsonMatcher(schema_, leading_space));
+}
+
+ConstraintCursor::ConstraintCursor(std::shared_ptr<const Grammar> grammar,
+                                   std::vector<int32_t> end_ids)
+    : end_ids_(std::move(end_ids)) {
+  if (grammar) matcher_.emplace(GrammarMatcher(std::move(grammar)));
 }
 
 bool ConstraintCursor::feed(int32_t token, const TokenText& tokenizer) {
@@ -56,20 +62,23 @@ void ConstraintCursor::watch_markers(int32_t token, const TokenText& tokenizer) 
   }
   const std::string rest = tail_.substr(value_at);
   tail_.clear();
-  matcher_.emplace(schema_, /*leading_space=*/true);
+  matcher_.emplace(JsonMatcher(schema_, /*leading_space=*/true));
   if (!matcher_->feed(rest) || matcher_->complete()) matcher_.reset();
 }
 
-std::vector<JsonMatcher> ConstraintCursor::states_along(std::span<const int32_t> proposals,
-                                                        const TokenText& tokenizer) const {
-  std::vector<JsonMatcher> states;
+std::vector<ConstraintMatcher> ConstraintCursor::states_along(std::span<const int32_t> proposals,
+                                                              const TokenText& tokenizer) const {
+  std::vector<ConstraintMatcher> states;
   if (!matcher_) return states;
   states.push_back(*matcher_);
   // A proposal the value refuses ends the path: it is not accepted, so no row samples after it.
-  JsonMatcher along = *matcher_;
+  ConstraintMatcher along = *matcher_;
   for (int32_t proposal : proposals) {
     const std::optional<std::string> bytes = tokenizer.token_bytes(proposal);
-    if (!bytes || !along.feed(*bytes) || along.complete()) break;
+    if (!bytes || !along.feed(*bytes)) break;
+    // A JSON value stops here once complete (after a marker the constraint lifts; otherwise
+    // only an end id follows). A grammar's sentence may go on ([0-9]+), so its rows continue.
+    if (schema_ && along.complete()) break;
     states.push_back(along);
   }
   return states;

@@ -1,5 +1,6 @@
-// Where one request's output stands under its JSON constraint (sampling.json_schema): the
-// matcher state of the open value, the ids that may end it, and, for a constraint that opens
+// Where one request's output stands under its constraint: a JSON schema (sampling.json_schema)
+// or a grammar (sampling.grammar: GBNF, SGLang's ebnf or regex). The matcher state of the open
+// value, the ids that may end it, and, for a constraint that opens
 // only after a marker (sampling.json_after), the output's last bytes while it watches for the
 // marker. The scheduler's emitter masks a row with the cursor's state, then feeds it the token
 // the row produced; verify rows sample from the states along the proposals (states_along).
@@ -11,7 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "kiln/engine/json/json_matcher.h"
+#include "kiln/engine/grammar/grammar.h"
+#include "kiln/engine/json/constraint_matcher.h"
 #include "kiln/engine/token_text.h"
 
 namespace kiln::engine {
@@ -25,10 +27,12 @@ class ConstraintCursor {
   // the next marker. `skip_special`: whether a control token's text counts towards a marker.
   ConstraintCursor(std::shared_ptr<const JsonSchema> schema, std::vector<std::string> markers,
                    bool leading_space, bool skip_special, std::vector<int32_t> end_ids);
+  // A grammar over the whole output (no markers).
+  ConstraintCursor(std::shared_ptr<const Grammar> grammar, std::vector<int32_t> end_ids);
 
   // A value is open: the next token must continue it (or end it, once it is complete).
   bool open() const { return matcher_.has_value(); }
-  const JsonMatcher& matcher() const { return *matcher_; }
+  const ConstraintMatcher& matcher() const { return *matcher_; }
   // The ids that may end the value once it is complete (end-of-generation and stop ids).
   std::span<const int32_t> end_ids() const { return end_ids_; }
 
@@ -42,8 +46,8 @@ class ConstraintCursor {
   // The states rows sample from when the cursor is open: the current one, then the state after
   // each of `proposals` in turn while the value accepts them and stays incomplete (verify row
   // j samples after the first j proposals). Empty when the cursor is not open.
-  std::vector<JsonMatcher> states_along(std::span<const int32_t> proposals,
-                                        const TokenText& tokenizer) const;
+  std::vector<ConstraintMatcher> states_along(std::span<const int32_t> proposals,
+                                              const TokenText& tokenizer) const;
 
  private:
   // Looks for a marker in the output's last bytes and opens the value after it.
@@ -52,7 +56,7 @@ class ConstraintCursor {
   std::shared_ptr<const JsonSchema> schema_;
   std::vector<std::string> markers_;
   bool skip_special_ = true;
-  std::optional<JsonMatcher> matcher_;
+  std::optional<ConstraintMatcher> matcher_;
   std::vector<int32_t> end_ids_;
   std::string tail_;  // with markers: the output's last bytes while no value is open
 };

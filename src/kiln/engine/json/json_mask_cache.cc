@@ -4,6 +4,7 @@
 #include <cstring>
 #include <limits>
 
+#include "kiln/engine/grammar/grammar_token_mask.h"
 #include "kiln/engine/json/json_token_mask.h"
 
 namespace kiln::engine {
@@ -29,12 +30,16 @@ void TokenMask::apply(std::span<float> logits) const {
   }
 }
 
-TokenMask compute_token_mask(const TokenTrie& trie, const JsonMatcher& matcher,
+TokenMask compute_token_mask(const TokenTrie& trie, const ConstraintMatcher& matcher,
                              std::span<const int32_t> end_ids, int64_t vocab) {
   // The byte-per-token scratch is reused across calls on each thread.
   thread_local std::vector<uint8_t> allowed;
   allowed.resize(static_cast<size_t>(vocab));
-  json_allowed_tokens(trie, matcher, end_ids, allowed);
+  if (const JsonMatcher* json = matcher.json()) {
+    json_allowed_tokens(trie, *json, end_ids, allowed);
+  } else {
+    grammar_allowed_tokens(trie, *matcher.grammar(), end_ids, allowed);
+  }
   return TokenMask(allowed);
 }
 
@@ -49,10 +54,29 @@ void put(std::string& key, T value) {
 
 }  // namespace
 
-std::string json_mask_key(const JsonMatcher& matcher, std::span<const int32_t> end_ids) {
+namespace {
+
+std::string grammar_mask_key(const GrammarMatcher& matcher, std::span<const int32_t> end_ids) {
+  const std::vector<uint32_t>& data = matcher.state().data;
+  std::string key;
+  key.reserve(16 + (data.size() + end_ids.size()) * 4);
+  put(key, uint8_t{'G'});
+  put(key, reinterpret_cast<uintptr_t>(&matcher.grammar()));
+  put(key, static_cast<uint32_t>(end_ids.size()));
+  for (int32_t id : end_ids) put(key, id);
+  key.append(reinterpret_cast<const char*>(data.data()), data.size() * sizeof(uint32_t));
+  return key;
+}
+
+}  // namespace
+
+std::string json_mask_key(const ConstraintMatcher& constraint, std::span<const int32_t> end_ids) {
+  if (const GrammarMatcher* g = constraint.grammar()) return grammar_mask_key(*g, end_ids);
+  const JsonMatcher& matcher = *constraint.json();
   const JsonMatchState& s = matcher.state();
   std::string key;
-  key.reserve(24 + s.stack.size() * 20 + end_ids.size() * 4);
+  key.reserve(25 + s.stack.size() * 20 + end_ids.size() * 4);
+  put(key, uint8_t{'J'});
   put(key, reinterpret_cast<uintptr_t>(&matcher.schema()));
   put(key, s.ws_run);
   put(key, static_cast<uint8_t>(s.leading_space));
@@ -74,13 +98,17 @@ std::string json_mask_key(const JsonMatcher& matcher, std::span<const int32_t> e
 JsonMaskCache::JsonMaskCache(const TokenTrie& trie, int64_t vocab, size_t max_bytes)
     : trie_(trie), vocab_(vocab), cache_(SIZE_MAX, max_bytes) {}
 
-std::shared_ptr<const TokenMask> JsonMaskCache::get(const JsonMatcher& matcher,
+std::shared_ptr<const TokenMask> JsonMaskCache::get(const ConstraintMatcher& matcher,
                                                     std::span<const int32_t> end_ids) {
   const std::string key = json_mask_key(matcher, end_ids);
   if (std::shared_ptr<const TokenMask> hit = cache_.find(key)) return hit;
   auto entry = std::make_shared<Entry>();
   static_cast<TokenMask&>(*entry) = compute_token_mask(trie_, matcher, end_ids, vocab_);
-  entry->schema = matcher.schema_ptr();
+  if (const JsonMatcher* json = matcher.json()) {
+    entry->owner = json->schema_ptr();
+  } else {
+    entry->owner = matcher.grammar()->grammar_ptr();
+  }
   const size_t bytes = entry->bytes();
   return cache_.insert(key, std::move(entry), bytes);
 }

@@ -1,6 +1,7 @@
-// Token masks of a JSON constraint, remembered per matcher state. The mask at a state is a pure
-// function of the compiled schema, the state and the end ids (the vocabulary's trie is fixed for
-// a cache), and the states generation passes through recur: inside a patterned string such as
+// Token masks of a constraint (a JSON schema or a grammar), remembered per matcher state. The mask
+// at a state is a pure function of the compiled schema, the state and the end ids (the vocabulary's
+// trie is fixed for a cache), and the states generation passes through recur: inside a patterned
+// string such as
 // `^[^<>]*$` every step starts from the same state, and requests that send the same schema
 // share one compiled copy (JsonSchemaCache), so they share masks too. A walk of a 262,144-token
 // vocabulary there takes ~12 ms; a cached mask is a lookup.
@@ -14,7 +15,7 @@
 #include <vector>
 
 #include "kiln/base/lru_cache.h"
-#include "kiln/engine/json/json_matcher.h"
+#include "kiln/engine/json/constraint_matcher.h"
 #include "kiln/engine/json/token_trie.h"
 
 namespace kiln::engine {
@@ -42,7 +43,7 @@ class TokenMask {
 };
 
 // The mask json_allowed_tokens computes, as a TokenMask over `vocab` ids.
-TokenMask compute_token_mask(const TokenTrie& trie, const JsonMatcher& matcher,
+TokenMask compute_token_mask(const TokenTrie& trie, const ConstraintMatcher& matcher,
                              std::span<const int32_t> end_ids, int64_t vocab);
 
 class JsonMaskCache {
@@ -51,25 +52,26 @@ class JsonMaskCache {
   JsonMaskCache(const TokenTrie& trie, int64_t vocab, size_t max_bytes);
 
   // The mask at `matcher`'s state: from the cache, or computed and kept.
-  std::shared_ptr<const TokenMask> get(const JsonMatcher& matcher,
+  std::shared_ptr<const TokenMask> get(const ConstraintMatcher& matcher,
                                        std::span<const int32_t> end_ids);
 
   using Stats = LruCache<TokenMask>::Stats;
   Stats stats() const { return cache_.stats(); }
 
  private:
-  // A cached mask keeps the schema its key names alive: the key holds the schema's address,
-  // which no other schema can take while the entry exists.
+  // A cached mask keeps the schema or grammar its key names alive: the key holds its address,
+  // which no other one can take while the entry exists.
   struct Entry : TokenMask {
-    std::shared_ptr<const JsonSchema> schema;
+    std::shared_ptr<const void> owner;
   };
   const TokenTrie& trie_;
   const int64_t vocab_;
   LruCache<TokenMask> cache_;
 };
 
-// The cache key of a matcher state: the schema's identity, every frame, the whitespace run and
-// the end ids (they decide what completes the value).
-std::string json_mask_key(const JsonMatcher& matcher, std::span<const int32_t> end_ids);
+// The cache key of a matcher state: the kind, the schema's or grammar's identity, the state
+// (a schema's frames and whitespace run; a grammar's stacks) and the end ids (they decide what
+// completes the value).
+std::string json_mask_key(const ConstraintMatcher& matcher, std::span<const int32_t> end_ids);
 
 }  // namespace kiln::engine

@@ -31,10 +31,10 @@ struct Regex {
   uint32_t min = 0, max = 0;
 };
 
-Regex chars_of(const CodePointSet& s) {
+Regex chars_of(const CodePointSet& s, const CodePointSet& alphabet) {
   Regex r;
   r.kind = Regex::kChars;
-  r.chars = intersection(normalized(s), writable_code_points());
+  r.chars = intersection(normalized(s), alphabet);
   return r;
 }
 
@@ -46,7 +46,7 @@ const CodePointSet kSpace = {{'\t', '\r'}, {' ', ' '}};
 
 CodePointSet ascii_complement(const CodePointSet& s) { return intersection(complement(s), kAscii); }
 
-std::vector<uint32_t> decode_utf8(std::string_view s) {
+std::vector<uint32_t> decode_utf8(std::string_view s, bool beyond_bmp) {
   std::vector<uint32_t> out;
   for (size_t i = 0; i < s.size();) {
     const auto b = static_cast<uint8_t>(s[i]);
@@ -62,7 +62,8 @@ std::vector<uint32_t> decode_utf8(std::string_view s) {
     }
     // ECMA-262 without the u flag matches UTF-16 units, Python code points: beyond the BMP
     // the two read `.`, classes and quantifiers differently.
-    if (cp > 0xFFFF) throw RegexError("has a character beyond U+FFFF (not supported)");
+    if (cp > 0xFFFF && !beyond_bmp)
+      throw RegexError("has a character beyond U+FFFF (not supported)");
     out.push_back(cp);
     i += static_cast<size_t>(extra) + 1;
   }
@@ -71,7 +72,8 @@ std::vector<uint32_t> decode_utf8(std::string_view s) {
 
 class Parser {
  public:
-  Parser(std::vector<uint32_t> cps, ConstraintBudget& budget) : s_(std::move(cps)) {
+  Parser(std::vector<uint32_t> cps, const RegexSyntax& syntax, ConstraintBudget& budget)
+      : s_(std::move(cps)), syntax_(syntax) {
     // Each character is read once and makes at most one node; a class's ranges are sorted.
     budget.charge(4 * (uint64_t{s_.size()} + 1));
   }
@@ -82,8 +84,10 @@ class Parser {
     Regex alt;
     alt.kind = Regex::kAlt;
     for (;;) {
-      const bool anchored_start = eat('^');
-      bool anchored_end = false;
+      // A whole match implies the anchors (written ones are allowed, as Python's fullmatch
+      // allows them).
+      const bool anchored_start = eat('^') || syntax_.whole;
+      bool anchored_end = syntax_.whole;
       Regex body = concat(true, &anchored_end);
       Regex branch;
       if (!anchored_start) branch.parts.push_back(anything());
@@ -112,14 +116,19 @@ class Parser {
     return true;
   }
 
-  static Regex anything() {
+  Regex anything() const {
     Regex r;
     r.kind = Regex::kRepeat;
     r.min = 0;
     r.max = kUnbounded;
-    r.parts.push_back(chars_of(writable_code_points()));
+    r.parts.push_back(chars_of(alphabet()));
     return r;
   }
+  const CodePointSet& alphabet() const { return *syntax_.alphabet; }
+  Regex chars_of(const CodePointSet& s) const { return kiln::engine::chars_of(s, alphabet()); }
+  // What `.` and negated classes range over: the BMP where ECMA-262 and Python must agree (a
+  // JSON pattern), every character for a whole-output regex (Python's reading).
+  const CodePointSet& universe() const { return syntax_.whole ? alphabet() : kBmp; }
 
   Regex alternatives() {
     Regex alt;
@@ -242,6 +251,7 @@ class Parser {
       case '[':
         return chars_of(char_class());
       case '.':
+        if (syntax_.whole) return chars_of(intersection(complement({{'\n', '\n'}}), universe()));
         return chars_of(
             intersection(complement({{'\n', '\n'}, {'\r', '\r'}, {0x2028, 0x2029}}), kBmp));
       case '\\': {
@@ -364,10 +374,11 @@ class Parser {
     if (!negate) return set;
     // A negated shorthand differs between ECMA (ASCII classes) and Python (Unicode ones):
     // only ASCII characters are read the same way by both.
-    return intersection(complement(set), any_shorthand ? kAscii : kBmp);
+    return intersection(complement(set), any_shorthand ? kAscii : universe());
   }
 
   std::vector<uint32_t> s_;
+  RegexSyntax syntax_;
   size_t i_ = 0;
   int depth_ = 0;  // groups open at i_
 };
@@ -556,7 +567,17 @@ StringAutomaton determinize(const Nfa& nfa, uint32_t start, uint32_t final_state
 }  // namespace
 
 StringAutomaton compile_pattern(std::string_view pattern, ConstraintBudget& budget) {
-  Regex regex = Parser(decode_utf8(pattern), budget).parse();
+  return compile_pattern(pattern, RegexSyntax{}, budget);
+}
+
+const CodePointSet& all_characters() {
+  static const CodePointSet kAll = {{0, 0xD7FF}, {0xE000, 0x10FFFF}};
+  return kAll;
+}
+
+StringAutomaton compile_pattern(std::string_view pattern, const RegexSyntax& syntax,
+                                ConstraintBudget& budget) {
+  Regex regex = Parser(decode_utf8(pattern, syntax.whole), syntax, budget).parse();
   Nfa nfa(budget);
   const uint32_t start = nfa.add();
   const uint32_t final_state = nfa.append(regex, start);
@@ -567,7 +588,10 @@ StringAutomaton compile_pattern(std::string_view pattern, ConstraintBudget& budg
     throw RegexError(
         fmt::format("needs more than {} automaton states", StringAutomaton::kMaxStates));
   }
-  if (!dfa.trim(budget)) throw RegexError("matches no string a JSON value can hold");
+  if (!dfa.trim(budget)) {
+    throw RegexError(syntax.whole ? "matches no string"
+                                  : "matches no string a JSON value can hold");
+  }
   return dfa;
 }
 

@@ -27,10 +27,24 @@ class RegexError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// How a pattern reads. The default is JSON Schema's `pattern` (above). SGLang's `regex`
+// constraint on a whole output: the whole string must match (Python's re.fullmatch; `^` and `$`
+// are implied, and allowed where the default allows them), and the alphabet is every character
+// (newlines, tabs and control characters included; `.` is any character but \n and negated
+// classes complement over all of Unicode, as in Python).
+struct RegexSyntax {
+  const CodePointSet* alphabet = &writable_code_points();
+  bool whole = false;
+};
+// Every Unicode scalar value (what RegexSyntax{&all_characters(), true} matches over).
+const CodePointSet& all_characters();
+
 // Throws RegexError naming what is not supported (and where), that groups nest deeper than
 // kMaxInputNesting (input_limits.h), or that no JSON string matches; ConstraintBudgetExceeded
 // when compiling it would take more steps than `budget` has left (constraint_budget.h).
 StringAutomaton compile_pattern(std::string_view pattern, ConstraintBudget& budget);
+StringAutomaton compile_pattern(std::string_view pattern, const RegexSyntax& syntax,
+                                ConstraintBudget& budget);
 // The same with a budget of its own.
 StringAutomaton compile_pattern(std::string_view pattern);
 

@@ -1,6 +1,7 @@
 #include "kiln/engine/json/token_trie.h"
 
 #include <algorithm>
+#include <atomic>
 #include <limits>
 
 #include "kiln/base/error.h"
@@ -8,6 +9,8 @@
 namespace kiln::engine {
 
 TokenTrie::TokenTrie(std::vector<std::pair<int32_t, std::string>> tokens) {
+  static std::atomic<uint64_t> next_serial{1};
+  serial_ = next_serial.fetch_add(1);
   std::erase_if(tokens, [](const auto& t) { return t.second.empty(); });
   // Sorted byte strings list the trie in preorder: a prefix sorts before its extensions, and
   // strings sharing a prefix are adjacent.

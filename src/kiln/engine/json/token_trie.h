@@ -27,6 +27,9 @@ class TokenTrie {
   const int32_t* tokens_begin(size_t node) const { return ids_.data() + first_id_[node]; }
   const int32_t* tokens_end(size_t node) const { return ids_.data() + first_id_[node + 1]; }
   uint32_t max_depth() const { return max_depth_; }
+  // Unique per trie in the process (a cache keyed by it cannot confuse two tries that took the
+  // same address one after the other).
+  uint64_t serial() const { return serial_; }
   size_t token_count() const { return ids_.size(); }
 
   // Whether the bytes from the root to `node` are plain JSON string content: well-formed
@@ -68,6 +71,7 @@ class TokenTrie {
 
   void classify_string_content();
   uint32_t max_depth_ = 0;
+  uint64_t serial_ = 0;
 };
 
 }  // namespace kiln::engine
