@@ -27,6 +27,9 @@
 //    projections per attention add int8 activation error on the way to a group-limited router
 //    over 8 experts, and a flipped group or expert moves these tiny models' logits by their
 //    whole scale (their float32 files agree to 0.2% of it). Measured worst: 0.068 and 0.74.
+//    gpt-oss is held to them too: its router picks by raw logit, and its experts' gate/up
+//    weights are drawn large (so the SwiGLU clamps bite), which amplifies int8 error into
+//    flipped experts. Measured: 0.048 and 0.86 (its float32 files: 0.15% of the scale).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -55,6 +58,8 @@ constexpr double kQ8MeanKlRouted = 0.1;
 constexpr double kQ8Top1Routed = 0.7;
 
 bool deepseek(const std::string& name) { return name.rfind("deepseek", 0) == 0; }
+// Cases whose Q8_0 files are held to the routed tolerances (see the top of the file).
+bool routed(const std::string& name) { return deepseek(name) || name == "gpt-oss"; }
 
 fs::path oracle_dir() { return fs::path(KILN_SOURCE_DIR) / "tests" / "oracle" / "data"; }
 
@@ -261,9 +266,9 @@ TEST_P(HfOracle, LogitsMatchTransformers) {
         EXPECT_LT(a.max_rel, kF32RelTol) << (mixed ? "mixed batch" : "batch 1");
         EXPECT_EQ(a.top1_decisive_diff, 0) << (mixed ? "mixed batch" : "batch 1");
       } else {
-        EXPECT_LT(a.mean_kl(), deepseek(name) ? kQ8MeanKlRouted : kQ8MeanKl)
+        EXPECT_LT(a.mean_kl(), routed(name) ? kQ8MeanKlRouted : kQ8MeanKl)
             << (mixed ? "mixed batch" : "batch 1");
-        EXPECT_GE(a.top1(), deepseek(name) ? kQ8Top1Routed : kQ8Top1)
+        EXPECT_GE(a.top1(), routed(name) ? kQ8Top1Routed : kQ8Top1)
             << (mixed ? "mixed batch" : "batch 1");
       }
     }
@@ -446,6 +451,24 @@ TEST(HfOracleMutants, DeepseekV3RoutedAsV2Fails) {
     c["architectures"] = {"DeepseekV2ForCausalLM"};
     c["model_type"] = "deepseek_v2";
     c["topk_method"] = "group_limited_greedy";
+  });
+}
+
+// gpt-oss's clamped SwiGLU, its sliding layers and its YaRN each matter.
+TEST(HfOracleMutants, GptOssWithoutClampsFails) {
+  expect_config_mutant_far("gpt-oss", "gpt-oss-unclamped",
+                           [](nlohmann::json& c) { c["swiglu_limit"] = 1000.0; });
+}
+
+TEST(HfOracleMutants, GptOssWithoutSlidingLayersFails) {
+  expect_config_mutant_far("gpt-oss", "gpt-oss-full-attention", [](nlohmann::json& c) {
+    c["layer_types"] = {"full_attention", "full_attention"};
+  });
+}
+
+TEST(HfOracleMutants, GptOssWithoutYarnFails) {
+  expect_config_mutant_far("gpt-oss", "gpt-oss-no-yarn", [](nlohmann::json& c) {
+    c["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 150000.0}};
   });
 }
 

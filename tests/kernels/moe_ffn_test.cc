@@ -105,16 +105,15 @@ struct Packed {
   }
 };
 
-std::vector<float> run_moe(const MoeFfnWeights& w, const std::vector<float>& x, int64_t m,
-                           int nth, const MoeBiases& biases = {}) {
+std::vector<float> run_moe(const MoeFfnWeights& w, const std::vector<float>& x, int64_t m, int nth,
+                           const MoeBiases& biases = {}) {
   const int64_t d = w.router->k();
   std::vector<float> y(m * d, std::numeric_limits<float>::quiet_NaN());
   std::vector<uint8_t> buf(moe_ffn_scratch_bytes(w, m) + 64, 0xA5);
   void* scratch = buf.data() + (64 - reinterpret_cast<uintptr_t>(buf.data()) % 64) % 64;
-  run_threads(nth,
-              [&](const ExecContext& ctx) {
-                moe_ffn(w, x.data(), m, y.data(), scratch, ctx, nullptr, biases);
-              });
+  run_threads(nth, [&](const ExecContext& ctx) {
+    moe_ffn(w, x.data(), m, y.data(), scratch, ctx, nullptr, biases);
+  });
   return y;
 }
 
