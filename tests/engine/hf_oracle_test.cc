@@ -472,6 +472,11 @@ TEST(HfOracleMutants, GptOssWithoutYarnFails) {
   });
 }
 
+// The sinks matter: the same file with every sink at -1e4 (no weight left to them) misses.
+TEST(HfOracleMutants, GptOssWithoutSinksFails) {
+  expect_far_from_golden("gpt-oss-no-sinks.gguf", "gpt-oss");
+}
+
 TEST(HfOracleMutants, DroppedRopeFactorsFail) {
   expect_far_from_golden("llama3-rope-no-factors.gguf", "llama3-rope");
 }
