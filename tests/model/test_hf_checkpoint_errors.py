@@ -181,3 +181,13 @@ def test_more_embedding_rows_than_tokens(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["vocab"] == rows
+
+
+def test_gpt_oss_mxfp4_experts_are_refused(tmp_path):
+    # OpenAI's checkpoints keep the experts as MXFP4 blocks and scales: named, with the way out.
+    d = copy_of(tmp_path, ROOT / "tests" / "oracle" / "data" / "gpt-oss" / "hf")
+    header, data = read_safetensors(d / "model.safetensors")
+    name = "model.layers.0.mlp.experts.gate_up_proj"
+    header[name + "_blocks"] = header.pop(name)
+    write_safetensors(d / "model.safetensors", header, data)
+    assert_one_error_line(run_kiln(d), "MXFP4", "gate_up_proj_blocks", "convert_hf_to_gguf.py")

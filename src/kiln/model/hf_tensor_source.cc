@@ -255,6 +255,12 @@ void HfTensorSource::map_gpt_oss_experts(const ModelConfig& c, const std::string
   add(blk + "ffn_gate_inp.weight", Kind::kAsStored, {moe + "router.weight"});
   add(blk + "ffn_gate_inp.bias", Kind::kAsStored, {moe + "router.bias"});
   const std::string ex = moe + "experts.";
+  // OpenAI's own checkpoints keep the experts in MXFP4 (gate_up_proj_blocks / _scales).
+  KILN_CHECK(stored_.count(ex + "gate_up_proj_blocks") == 0,
+             "the checkpoint stores gpt-oss's experts in MXFP4 ('{}gate_up_proj_blocks'), which "
+             "kiln reads only from GGUF files: convert it with llama.cpp's convert_hf_to_gguf.py "
+             "(it keeps the experts MXFP4)",
+             ex);
   add_rearranged(blk + "ffn_gate_exps.weight", ex + "gate_up_proj", 0, true);
   add_rearranged(blk + "ffn_up_exps.weight", ex + "gate_up_proj", 1, true);
   add_rearranged(blk + "ffn_down_exps.weight", ex + "down_proj", -1, true);
