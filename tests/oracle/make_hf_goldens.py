@@ -25,6 +25,10 @@ Per case folder:
   golden.logits.f32        little-endian float32 rows [sum(len(prompt)), n_vocab]: row t of a
                            prompt predicts the token after prompt position t (float64 logits
                            rounded once to float32)
+  hf-mxfp4/, model.mxfp4.gguf, golden.mxfp4.logits.f32
+                           gpt-oss only: its experts in MXFP4 (make_hf_variants.py), that
+                           checkpoint's conversion, and the logits of the same model with the
+                           MXFP4 experts dequantized (float64)
 
 The tokenizer is a small SentencePiece BPE model trained here on GSM8K questions (byte
 fallback, so every byte is encodable); the logits tests feed token ids, so what matters is
@@ -281,6 +285,23 @@ def gpt_oss_route_margin(model, prompts) -> float:
     return worst
 
 
+def write_mxfp4_golden(model64, out: pathlib.Path, prompts) -> None:
+    """golden.mxfp4.logits.f32: the model with its experts' weights replaced by the values of
+    hf-mxfp4's blocks (transformers' layout: [experts, in, out])."""
+    from safetensors.numpy import load_file
+
+    q = load_file(out / "hf-mxfp4" / "model.safetensors")
+    with torch.no_grad():
+        for il, layer in enumerate(model64.model.layers):
+            for name in ("gate_up_proj", "down_proj"):
+                pre = f"model.layers.{il}.mlp.experts.{name}"
+                w = make_hf_variants.mxfp4_values(q[pre + "_blocks"], q[pre + "_scales"])
+                getattr(layer.mlp.experts, name).copy_(torch.from_numpy(w.transpose(0, 2, 1)))
+        rows = [model64(torch.tensor([ids])).logits[0].numpy().astype(np.float32)
+                for ids in prompts]
+    np.concatenate(rows).astype("<f4").tofile(out / "golden.mxfp4.logits.f32")
+
+
 def build_case(c: dict, seed: int) -> None:
     if c["name"].startswith("deepseek") or c["name"] == "gpt-oss":
         for attempt in range(50):
@@ -339,6 +360,12 @@ def try_build_case(c: dict, seed: int) -> bool:
         subprocess.run([sys.executable, "-c", CONVERT, str(converter()), str(hf), "--outtype",
                         outtype, "--outfile", str(out / f"model.{outtype}.gguf")], check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    if (out / "hf-mxfp4").exists():
+        write_mxfp4_golden(model64, out, [p["ids"] for p in prompts])
+    if (out / "hf-mxfp4").exists():  # the converter keeps MXFP4 experts as they are
+        subprocess.run([sys.executable, "-c", CONVERT, str(converter()), str(out / "hf-mxfp4"),
+                        "--outtype", "f32", "--outfile", str(out / "model.mxfp4.gguf")],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     print(f"{c['name']}: {sum(PROMPT_LENGTHS)} golden rows, vocab {golden['n_vocab']}, seed {seed}")
     return True
 

@@ -255,15 +255,15 @@ void HfTensorSource::map_gpt_oss_experts(const ModelConfig& c, const std::string
   add(blk + "ffn_gate_inp.weight", Kind::kAsStored, {moe + "router.weight"});
   add(blk + "ffn_gate_inp.bias", Kind::kAsStored, {moe + "router.bias"});
   const std::string ex = moe + "experts.";
-  // OpenAI's own checkpoints keep the experts in MXFP4 (gate_up_proj_blocks / _scales).
-  KILN_CHECK(stored_.count(ex + "gate_up_proj_blocks") == 0,
-             "the checkpoint stores gpt-oss's experts in MXFP4 ('{}gate_up_proj_blocks'), which "
-             "kiln reads only from GGUF files: convert it with llama.cpp's convert_hf_to_gguf.py "
-             "(it keeps the experts MXFP4)",
-             ex);
-  add_rearranged(blk + "ffn_gate_exps.weight", ex + "gate_up_proj", 0, true);
-  add_rearranged(blk + "ffn_up_exps.weight", ex + "gate_up_proj", 1, true);
-  add_rearranged(blk + "ffn_down_exps.weight", ex + "down_proj", -1, true);
+  if (stored_.count(ex + "gate_up_proj_blocks") != 0) {  // OpenAI's own: MXFP4
+    add_mxfp4(blk + "ffn_gate_exps.weight", ex + "gate_up_proj", 0);
+    add_mxfp4(blk + "ffn_up_exps.weight", ex + "gate_up_proj", 1);
+    add_mxfp4(blk + "ffn_down_exps.weight", ex + "down_proj", -1);
+  } else {
+    add_rearranged(blk + "ffn_gate_exps.weight", ex + "gate_up_proj", 0, true);
+    add_rearranged(blk + "ffn_up_exps.weight", ex + "gate_up_proj", 1, true);
+    add_rearranged(blk + "ffn_down_exps.weight", ex + "down_proj", -1, true);
+  }
   add_rearranged(blk + "ffn_gate_exps.bias", ex + "gate_up_proj_bias", 0, false);
   add_rearranged(blk + "ffn_up_exps.bias", ex + "gate_up_proj_bias", 1, false);
   add_rearranged(blk + "ffn_down_exps.bias", ex + "down_proj_bias", -1, false);
@@ -326,6 +326,55 @@ Tensor HfTensorSource::rearranged(const Recipe& r) const {
   return out;
 }
 
+void HfTensorSource::add_mxfp4(const std::string& name, const std::string& hf_name, int parity) {
+  add(name, Kind::kMxfp4, {hf_name + "_blocks", hf_name + "_scales"});
+  recipes_[name].parity = parity;
+  const SafetensorsTensorInfo& b = *stored(hf_name + "_blocks").info;
+  const SafetensorsTensorInfo& s = *stored(hf_name + "_scales").info;
+  KILN_CHECK(b.dtype == DType::I8 && s.dtype == DType::I8 && b.shape.rank() == 4 &&
+                 b.shape[3] == 16 && s.shape == Shape({b.shape[0], b.shape[1], b.shape[2]}) &&
+                 (parity < 0 || b.shape[1] % 2 == 0),
+             "MXFP4 tensors '{}_blocks' {} and '{}_scales' {} are not U8 [experts, rows, blocks, "
+             "16] and [experts, rows, blocks]",
+             hf_name, b.shape.str(), hf_name, s.shape.str());
+}
+
+Shape HfTensorSource::mxfp4_shape(const Recipe& r) const {
+  const Shape& b = stored(r.sources[0]).info->shape;
+  return Shape{b[0], r.parity >= 0 ? b[1] / 2 : b[1], b[2] * 32};
+}
+
+// ggml's MXFP4 block: the e8m0 scale byte, then 16 bytes whose low nibbles are codes 0..15 and
+// high nibbles codes 16..31. The checkpoint's 16 bytes hold codes 2i (low) and 2i + 1 (high).
+Tensor HfTensorSource::mxfp4(const Recipe& r) const {
+  const Tensor blocks = stored(r.sources[0]).file->tensor(r.sources[0]);
+  const Tensor scales = stored(r.sources[1]).file->tensor(r.sources[1]);
+  const Shape& bs = blocks.shape();
+  const int64_t experts = bs[0], rows = bs[1], nb = bs[2];
+  const Shape out_shape = mxfp4_shape(r);
+  Tensor out = Tensor::empty(DType::MXFP4, out_shape);
+  const auto* src = static_cast<const uint8_t*>(blocks.data());
+  const auto* sc = static_cast<const uint8_t*>(scales.data());
+  auto* dst = static_cast<uint8_t*>(out.data());
+  const int64_t out_rows = out_shape[1];
+  for (int64_t e = 0; e < experts; ++e) {
+    for (int64_t i = 0; i < out_rows; ++i) {
+      const int64_t row = e * rows + (r.parity >= 0 ? 2 * i + r.parity : i);
+      for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* in = src + (row * nb + b) * 16;
+        uint8_t code[32];
+        for (int k = 0; k < 16; ++k) {
+          code[2 * k] = in[k] & 0x0F;
+          code[2 * k + 1] = in[k] >> 4;
+        }
+        *dst++ = sc[row * nb + b];
+        for (int j = 0; j < 16; ++j) *dst++ = static_cast<uint8_t>(code[j] | (code[j + 16] << 4));
+      }
+    }
+  }
+  return out;
+}
+
 // [experts, rows, cols]: one expert's shape, experts deep (each expert is checked as stacked).
 Shape HfTensorSource::stacked_shape(const Recipe& r) const {
   const Shape& one = stored(r.sources[0]).info->shape;
@@ -341,6 +390,7 @@ StoredTensorInfo HfTensorSource::tensor_info(const std::string& name) const {
   KILN_CHECK(it != recipes_.end(), "no tensor '{}'", name);
   const Recipe& r = it->second;
   if (r.kind == Kind::kComputed) return {DType::F32, "f32", r.computed.shape()};
+  if (r.kind == Kind::kMxfp4) return {DType::MXFP4, "mxfp4", mxfp4_shape(r)};
   if (r.kind == Kind::kRearranged) {
     const Shape shape = rearranged_shape(r);
     if (r.serve_as) return {*r.serve_as, std::string(dtype_name(*r.serve_as)), shape};
@@ -383,6 +433,8 @@ Tensor HfTensorSource::stored_tensor(const Recipe& r, const std::string& name) c
       return r.computed;
     case Kind::kRearranged:
       return rearranged(r);
+    case Kind::kMxfp4:
+      return mxfp4(r);
     case Kind::kAsStored: {
       Tensor w = load(r.sources[0]);
       if (w.shape().rank() != 1 || w.dtype() == DType::F32) return w;
