@@ -120,7 +120,8 @@ INSTANTIATE_TEST_SUITE_P(Tiny, ModelPipeline, ::testing::ValuesIn(kiln::testing:
                          kiln::testing::model_param_name);
 INSTANTIATE_TEST_SUITE_P(Oracle, ModelPipeline,
                          ::testing::Values("oracle-mixtral", "oracle-deepseek-v2",
-                                           "oracle-deepseek-v3", "oracle-granite", "oracle-olmo2"),
+                                           "oracle-deepseek-v3", "oracle-granite", "oracle-olmo2",
+                                           "oracle-gpt-oss"),
                          kiln::testing::model_param_name);
 
 }  // namespace

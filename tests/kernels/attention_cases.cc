@@ -20,6 +20,7 @@ AttentionInputs AttentionBatch::inputs(float* out, const KvLayerView& view) cons
   in.S = S;
   in.kv = view;
   in.out = out;
+  in.sinks = sinks.empty() ? nullptr : sinks.data();
   return in;
 }
 
@@ -30,6 +31,7 @@ AttentionBatch AttentionBatch::row_alone(int64_t t) const {
   const int s = token_seq[t];
   const int64_t row = int64_t(p.n_heads) * p.head_dim;
   one.q.assign(q.begin() + t * row, q.begin() + (t + 1) * row);
+  one.sinks = sinks;
   one.positions = {positions[t]};
   one.token_seq = {0};
   one.block_table.assign(block_table.begin() + s * p.max_pages_per_seq,
@@ -86,6 +88,7 @@ AttentionBatch layout_attention_batch(const AttentionCase& c, uint32_t seed) {
   b.T = static_cast<int64_t>(b.positions.size());
   // Larger q spreads the softmax (scores up to ~8 with the default range).
   b.q = random_floats(b.T * c.H * c.hd, seed + 2, -c.q_range, c.q_range);
+  if (c.sink_range > 0) b.sinks = random_floats(c.H, seed + 3, -c.sink_range, c.sink_range);
   return b;
 }
 
@@ -130,6 +133,8 @@ std::vector<float> reference_attention(const AttentionBatch& b, int page_size, c
       }
       double m = *std::max_element(sc.begin(), sc.end()), sum = 0;
       for (auto& v : sc) sum += v = std::exp(v - m);
+      // A sink is one more logit in the denominator, with no value.
+      if (!b.sinks.empty()) sum += std::exp(double(b.sinks[h]) - m);
       for (int x = 0; x < hd; ++x) {
         double acc = 0;
         for (size_t j = 0; j < sc.size(); ++j) acc += sc[j] * value(base[j] + x);

@@ -20,6 +20,8 @@ struct AttentionCase {
   int H = 4, KH = 1, hd = 256, page_size = 16, window = 0;
   float softcap = 0.0f;
   float q_range = 4.0f;  // q drawn from [-q_range, q_range]
+  // > 0: per-head attention sinks drawn from [-sink_range, sink_range] (gpt-oss); 0: none.
+  float sink_range = 0.0f;
   std::vector<SeqSpec> seqs;
   std::vector<int> inert_at;  // batch positions of inert (padding) rows
 };
@@ -30,6 +32,7 @@ struct AttentionBatch {
   int64_t n_pages = 0;  // pages the pool must have
   std::vector<int32_t> block_table, seq_lens, positions, token_seq;
   std::vector<float> q;
+  std::vector<float> sinks;  // [n_heads], or empty: no sinks
   int64_t T = 0, S = 0;
 
   AttentionInputs inputs(float* out, const KvLayerView& view) const;

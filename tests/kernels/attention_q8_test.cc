@@ -140,6 +140,20 @@ TEST_P(AttentionQ8Test, ChunkedPrefillMixedWithDecodeGqa) {
   check(c, 3, {0, 36, 37, 41, 42, 43, 100, 114});
 }
 
+// gpt-oss's sinks over a q8 cache: GQA decode split across threads, a windowed prefill.
+TEST_P(AttentionQ8Test, Sinks) {
+  Case c;
+  c.KH = 2;
+  c.H = 8;
+  c.hd = 64;
+  c.sink_range = 6.0f;
+  c.seqs = {{0, 1}, {249, 1}, {2000, 1}, {41, 11}};
+  check(c, 40, {0, 1, 2, 3, 10});
+  c.window = 100;
+  c.seqs = {{0, 150}};
+  check(c, 41, {0, 99, 100, 149});
+}
+
 TEST_P(AttentionQ8Test, GroupsHeadDimsWindowsAndSoftcap) {
   int seed = 10;
   for (int G : {1, 3, 8})

@@ -305,6 +305,47 @@ TEST_P(AttentionTest, SoftcapChangesLargeScoresOnly) {
   EXPECT_THROW(AttentionWork(bad, lim), Error);
 }
 
+// gpt-oss's attention sinks: per-head logits in [-6, 6] against scores up to ~+-8, so some heads'
+// sinks dominate their rows and others barely count. Decode rows long enough to be split across
+// threads (the sink is folded after the merge), prefill, sliding windows, GQA groups, and the
+// head_dims of the scalar path and remainder lanes.
+TEST_P(AttentionTest, SinksDecodeAndPrefill) {
+  Case decode;
+  decode.H = 8;
+  decode.KH = 2;
+  decode.sink_range = 6.0f;
+  decode.seqs = {{0, 1}, {16, 1}, {299, 1}, {2999, 1}};
+  check(decode, 220, {0, 1, 2, 3});
+  Case prefill = decode;
+  prefill.seqs = {{0, 300}};
+  prefill.window = 128;
+  check(prefill, 221, {0, 7, 8, 127, 128, 299});
+  for (int hd : {14, 64}) {
+    Case mixed = decode;
+    mixed.hd = hd;
+    mixed.window = hd == 64 ? 37 : 0;
+    mixed.seqs = {{0, 37}, {300, 5}, {1000, 1}, {255, 3}};
+    check(mixed, 222 + hd, {0, 36, 37, 41, 42, 45});
+  }
+}
+
+// The sinks matter: without them the same batch is far from the reference with them, and
+// sinks far below every score change nothing measurable.
+TEST_P(AttentionTest, SinksTakeWeightFromTheKeys) {
+  Case c;
+  c.sink_range = 6.0f;
+  c.seqs = {{100, 1}, {20, 3}};
+  Batch b = build(c, 230);
+  const auto with = run(b, 2);
+  ASSERT_TRUE(all_close(with, reference(b), kRel, kAbs));
+  Batch plain = b;
+  plain.sinks.clear();
+  EXPECT_FALSE(all_close(run(plain, 2), with, 1e-2, 1e-3));
+  Batch faint = b;
+  faint.sinks.assign(faint.sinks.size(), -100.0f);
+  EXPECT_TRUE(bits_equal(run(faint, 2), run(plain, 2)));
+}
+
 KILN_INSTANTIATE_ISA_TESTS(AttentionTest);
 
 }  // namespace

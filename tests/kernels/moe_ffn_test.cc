@@ -30,6 +30,40 @@ struct Layer {
   bool norm;
   DType router_t, expert_t;
   std::vector<uint8_t> router, gate, up, down;
+  // gpt-oss (make_gpt_oss): biases, top-k by logit then softmax over those k, clamped SwiGLU.
+  bool gpt_oss = false;
+  float alpha = 1.702f, limit = 0.0f;
+  std::vector<float> router_b, gate_b, up_b, down_b;
+
+  // gate/up weights scaled by `gain` so that the clamps at `lim` bite.
+  void make_gpt_oss(float lim, float gain, uint32_t seed) {
+    gpt_oss = true;
+    norm = false;
+    limit = lim;
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> normal(0.0f, 0.5f);
+    auto draw = [&](int64_t n) {
+      std::vector<float> v(n);
+      for (float& x : v) x = normal(rng);
+      return v;
+    };
+    router_b = draw(E);
+    gate_b = draw(E * F);
+    up_b = draw(E * F);
+    down_b = draw(E * D);
+    for (auto* w : {&gate, &up}) {
+      for (size_t i = 0; i < w->size(); i += 4) {
+        float v;
+        std::memcpy(&v, &(*w)[i], 4);
+        v *= gain;
+        std::memcpy(&(*w)[i], &v, 4);
+      }
+    }
+  }
+  MoeBiases biases() const {
+    if (!gpt_oss) return {};
+    return {router_b.data(), gate_b.data(), up_b.data(), down_b.data()};
+  }
 
   Layer(int64_t e, int64_t d, int64_t f, int k, DType rt, DType et, uint32_t seed, bool nrm = true)
       : E(e), D(d), F(f), top_k(k), norm(nrm), router_t(rt), expert_t(et) {
@@ -62,17 +96,24 @@ struct Packed {
         gate_up(pack_experts({Tensor::borrow(l.expert_t, {l.E, l.F, l.D}, l.gate.data()),
                               Tensor::borrow(l.expert_t, {l.E, l.F, l.D}, l.up.data())})),
         down(pack_experts({Tensor::borrow(l.expert_t, {l.E, l.D, l.F}, l.down.data())})),
-        w{&router, &gate_up, &down, l.top_k, l.norm} {}
+        w{&router, &gate_up, &down, l.top_k, l.norm} {
+    if (l.gpt_oss) {
+      w.gating = MoeGating::kSoftmaxTopK;
+      w.swiglu_alpha = l.alpha;
+      w.swiglu_limit = l.limit;
+    }
+  }
 };
 
-std::vector<float> run_moe(const MoeFfnWeights& w, const std::vector<float>& x, int64_t m,
-                           int nth) {
+std::vector<float> run_moe(const MoeFfnWeights& w, const std::vector<float>& x, int64_t m, int nth,
+                           const MoeBiases& biases = {}) {
   const int64_t d = w.router->k();
   std::vector<float> y(m * d, std::numeric_limits<float>::quiet_NaN());
   std::vector<uint8_t> buf(moe_ffn_scratch_bytes(w, m) + 64, 0xA5);
   void* scratch = buf.data() + (64 - reinterpret_cast<uintptr_t>(buf.data()) % 64) % 64;
-  run_threads(nth,
-              [&](const ExecContext& ctx) { moe_ffn(w, x.data(), m, y.data(), scratch, ctx); });
+  run_threads(nth, [&](const ExecContext& ctx) {
+    moe_ffn(w, x.data(), m, y.data(), scratch, ctx, nullptr, biases);
+  });
   return y;
 }
 
@@ -117,6 +158,19 @@ std::vector<double> product(DType t, const uint8_t* bytes, int64_t n, int64_t k,
 void reference_route(const Layer& l, const std::vector<double>& x, std::vector<int>& ids,
                      std::vector<double>& weights) {
   std::vector<double> p = product(l.router_t, l.router.data(), l.E, l.D, x);
+  if (l.gpt_oss) {  // logits + bias; the top-k by logit, weighted by their own softmax
+    for (int e = 0; e < l.E; ++e) p[e] += l.router_b[e];
+    std::vector<int> order(l.E);
+    for (int e = 0; e < l.E; ++e) order[e] = e;
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return p[a] > p[b]; });
+    ids.assign(order.begin(), order.begin() + l.top_k);
+    const double top = p[ids[0]];
+    double sum = 0;
+    weights.clear();
+    for (int e : ids) sum += std::exp(p[e] - top);
+    for (int e : ids) weights.push_back(std::exp(p[e] - top) / sum);
+    return;
+  }
   const double mx = *std::max_element(p.begin(), p.end());
   double sum = 0;
   for (double& v : p) sum += (v = std::exp(v - mx));
@@ -144,9 +198,18 @@ std::vector<double> reference_row(const Layer& l, const float* xf) {
     const auto g = product(l.expert_t, l.gate.data() + e * gate_bytes, l.F, l.D, x);
     const auto u = product(l.expert_t, l.up.data() + e * gate_bytes, l.F, l.D, x);
     std::vector<double> a(l.F);
-    for (int64_t i = 0; i < l.F; ++i) a[i] = g[i] / (1.0 + std::exp(-g[i])) * u[i];
+    for (int64_t i = 0; i < l.F; ++i) {
+      if (l.gpt_oss) {
+        const double gi = std::min(g[i] + l.gate_b[e * l.F + i], double(l.limit));
+        const double ui = std::clamp(u[i] + l.up_b[e * l.F + i], -double(l.limit), double(l.limit));
+        a[i] = gi / (1.0 + std::exp(-double(l.alpha) * gi)) * (ui + 1.0);
+      } else {
+        a[i] = g[i] / (1.0 + std::exp(-g[i])) * u[i];
+      }
+    }
     const auto out = product(l.expert_t, l.down.data() + e * down_bytes, l.D, l.F, a);
-    for (int64_t c = 0; c < l.D; ++c) y[c] += weights[j] * out[c];
+    for (int64_t c = 0; c < l.D; ++c)
+      y[c] += weights[j] * (out[c] + (l.gpt_oss ? l.down_b[e * l.D + c] : 0.0));
   }
   return y;
 }
@@ -193,6 +256,45 @@ TEST(MoeFfn, WithoutRenormalizationAndWithAnF32RouterOverQuantizedExperts) {
   const int64_t m = 4;
   const auto x = testing::random_acts(m, l.D, rng);
   expect_close_to_reference(l, x, run_moe(p.w, x, m, 2), m, 5e-3);
+}
+
+// gpt-oss: biases everywhere, top-k by logit then softmax over those k, the clamped SwiGLU
+// (gate/up weights 6x larger, so a good share of the gates and ups are clamped at 2).
+TEST(MoeFfn, GptOssMatchesDoubleReference) {
+  for (DType t : {DType::F32, DType::Q8_0}) {
+    Layer l(8, 64, 32, 2, DType::F32, t, 15);
+    l.make_gpt_oss(2.0f, t == DType::F32 ? 6.0f : 1.0f, 16);
+    Packed p(l);
+    std::mt19937 rng(8);
+    const int64_t m = 9;
+    const auto x = testing::random_acts(m, l.D, rng);
+    for (int nth : {1, 3}) {
+      const auto got = run_moe(p.w, x, m, nth, l.biases());
+      expect_close_to_reference(l, x, got, m, t == DType::F32 ? 2e-5 : 5e-3);
+      // Without its biases, clamps and routing it is another function.
+      Packed plain(l);
+      plain.w.gating = MoeGating::kSoftmax;
+      plain.w.swiglu_limit = 0;
+      EXPECT_FALSE(bits_equal(run_moe(plain.w, x, m, nth), got));
+    }
+  }
+}
+
+// Alone or in a batch, on 1 or 3 threads: the same bits (biases and clamps are per value).
+TEST(MoeFfn, GptOssBatchAndThreadInvariant) {
+  Layer l(8, 64, 32, 2, DType::F32, DType::Q8_0, 17);
+  l.make_gpt_oss(7.0f, 1.0f, 18);
+  Packed p(l);
+  std::mt19937 rng(9);
+  const int64_t m = 5;
+  const auto batch = testing::random_acts(m, l.D, rng);
+  const auto all = run_moe(p.w, batch, m, 2, l.biases());
+  EXPECT_TRUE(bits_equal(run_moe(p.w, batch, m, 3, l.biases()), all));
+  for (int64_t i = 0; i < m; ++i) {
+    const std::vector<float> row(batch.begin() + i * l.D, batch.begin() + (i + 1) * l.D);
+    const std::vector<float> want(all.begin() + i * l.D, all.begin() + (i + 1) * l.D);
+    EXPECT_TRUE(bits_equal(run_moe(p.w, row, 1, 1, l.biases()), want)) << "row " << i;
+  }
 }
 
 TEST(MoeFfn, EveryExpertUsedWhenTopKIsAll) {

@@ -88,6 +88,11 @@ TEST_P(HfConfigVsGguf, SameConfigAsConversion) {
   EXPECT_EQ(h.kv_lora_rank, g.kv_lora_rank);
   EXPECT_EQ(h.qk_nope_dim, g.qk_nope_dim);
   EXPECT_EQ(h.v_head_dim, g.v_head_dim);
+  EXPECT_EQ(h.attn_sinks, g.attn_sinks);
+  EXPECT_EQ(h.moe_softmax_topk, g.moe_softmax_topk);
+  EXPECT_FLOAT_EQ(h.swiglu_alpha, g.swiglu_alpha);
+  EXPECT_FLOAT_EQ(h.swiglu_limit, g.swiglu_limit);
+  EXPECT_EQ(h.ffn_norm, g.ffn_norm);
   ASSERT_EQ(h.computed_rope_factors.size(), g.computed_rope_factors.size());
   for (size_t i = 0; i < h.computed_rope_factors.size(); ++i)
     EXPECT_FLOAT_EQ(h.computed_rope_factors[i], g.computed_rope_factors[i]) << "factor " << i;

@@ -182,6 +182,10 @@ TEST(ModelConfig, EveryArchitectureRowReadsAsItsTraits) {
       f.b.add_u32(p + "attention.value_length_mla", 16);
       f.b.add_u32(p + "attention.kv_lora_rank", 32);
     }
+    if (t.arch == "gpt-oss") {  // its window has no default; every layer has sinks
+      f.b.add_u32(p + "attention.sliding_window", 8);
+      f.b.add_tensor("blk.0.attn_sinks.weight", kF32, {8}, 8 * 4);
+    }
     const ModelConfig c = f.read();
     EXPECT_EQ(c.rope_neox, t.gguf_rope_neox);
     EXPECT_EQ(c.qkv_bias, t.qkv_bias);
@@ -189,6 +193,8 @@ TEST(ModelConfig, EveryArchitectureRowReadsAsItsTraits) {
     EXPECT_EQ(c.post_norms, t.gemma || t.arch == "olmo2");
     EXPECT_EQ(c.pre_norms, t.arch != "olmo2");
     EXPECT_EQ(c.qk_norm_full, t.arch == "olmo2");
+    EXPECT_EQ(c.attn_sinks, t.arch == "gpt-oss");
+    EXPECT_EQ(c.moe_softmax_topk, t.arch == "gpt-oss");
     EXPECT_EQ(c.scale_embeddings, t.gemma);
     EXPECT_EQ(c.activation, t.gemma ? Activation::GeluTanh : Activation::Silu);
     EXPECT_EQ(c.n_experts > 0, t.experts == Experts::kAlways);
@@ -315,7 +321,7 @@ TEST(ModelConfig, DeepseekYarnFactorsAndAttentionScale) {
 }
 
 TEST(ModelConfig, UnknownArchitectureNamesEveryRow) {
-  ConfigFile f("gpt-oss");
+  ConfigFile f("falcon");
   for (const ArchitectureTraits& t : kArchitectures)
     expect_error_mentioning(f, std::string(t.arch));
 }

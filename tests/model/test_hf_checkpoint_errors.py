@@ -181,3 +181,22 @@ def test_more_embedding_rows_than_tokens(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["vocab"] == rows
+
+
+def test_gpt_oss_mxfp4_blocks_without_scales(tmp_path):
+    # OpenAI's checkpoints keep the experts as MXFP4 blocks and scales; blocks alone are named.
+    d = copy_of(tmp_path, ROOT / "tests" / "oracle" / "data" / "gpt-oss" / "hf-mxfp4")
+    header, data = read_safetensors(d / "model.safetensors")
+    del header["model.layers.0.mlp.experts.gate_up_proj_scales"]
+    write_safetensors(d / "model.safetensors", header, data)
+    assert_one_error_line(run_kiln(d), "no tensor 'model.layers.0.mlp.experts.gate_up_proj_scales'")
+
+
+def test_gpt_oss_mxfp4_blocks_of_the_wrong_shape(tmp_path):
+    d = copy_of(tmp_path, ROOT / "tests" / "oracle" / "data" / "gpt-oss" / "hf-mxfp4")
+    header, data = read_safetensors(d / "model.safetensors")
+    info = header["model.layers.1.mlp.experts.down_proj_blocks"]
+    e, rows, nb, width = info["shape"]
+    info["shape"] = [e, rows, nb * 2, width // 2]  # the same bytes, 8 a block
+    write_safetensors(d / "model.safetensors", header, data)
+    assert_one_error_line(run_kiln(d), "MXFP4 tensors", "down_proj_blocks")

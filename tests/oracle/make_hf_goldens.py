@@ -25,6 +25,10 @@ Per case folder:
   golden.logits.f32        little-endian float32 rows [sum(len(prompt)), n_vocab]: row t of a
                            prompt predicts the token after prompt position t (float64 logits
                            rounded once to float32)
+  hf-mxfp4/, model.mxfp4.gguf, golden.mxfp4.logits.f32
+                           gpt-oss only: its experts in MXFP4 (make_hf_variants.py), that
+                           checkpoint's conversion, and the logits of the same model with the
+                           MXFP4 experts dequantized (float64)
 
 The tokenizer is a small SentencePiece BPE model trained here on GSM8K questions (byte
 fallback, so every byte is encodable); the logits tests feed token ids, so what matters is
@@ -168,6 +172,22 @@ CASES = [
     case("olmo2", "Olmo2ForCausalLM", "Olmo2Config",
          ["post-norms only", "qk-norm over the projection", "gqa", "untied"],
          **BASE, num_hidden_layers=2, rope_theta=500000.0, tie_word_embeddings=False),
+    # gpt-oss: attention sinks, even layers sliding (window 8 < the longer prompts), biases on
+    # q/k/v/o, YaRN without truncation (its ramp ends at dimension 1.56, not a whole one), the
+    # router's bias and top-k by logit then softmax over those k, experts with biases and the
+    # clamped SwiGLU (gate/up weights drawn 3x larger so that the clamps at 7 bite), gate/up
+    # interleaved in the checkpoint, separate in the GGUF. The converter writes the experts as
+    # float (it writes MXFP4 only from an MXFP4 checkpoint).
+    case("gpt-oss", "GptOssForCausalLM", "GptOssConfig",
+         ["attention sinks", "sliding window 8 on even layers", "q/k/v/o biases",
+          "yarn without truncation", "moe 8 experts top-2, softmax after top-k", "router bias",
+          "expert biases", "clamped swiglu", "gqa", "untied"],
+         **{**BASE, "intermediate_size": 32, "max_position_embeddings": 256}, head_dim=16,
+         num_hidden_layers=2, num_local_experts=8, num_experts_per_tok=2, sliding_window=8,
+         tie_word_embeddings=False,
+         rope_parameters={"rope_type": "yarn", "rope_theta": 150000.0, "factor": 4.0,
+                          "original_max_position_embeddings": 64, "beta_fast": 32.0,
+                          "beta_slow": 1.0, "truncate": False}),
 ]
 
 
@@ -248,8 +268,42 @@ def deepseek_route_margin(model, prompts) -> float:
     return worst
 
 
+def gpt_oss_route_margin(model, prompts) -> float:
+    """The smallest gap between the last chosen and the first rejected router logit."""
+    seen = []
+    for layer in model.model.layers:
+        layer.mlp.router.register_forward_hook(lambda mod, inp, out: seen.append((mod, inp[0])))
+    with torch.no_grad():
+        for ids in prompts:
+            model(torch.tensor([ids]))
+    worst = float("inf")
+    for router, x in seen:
+        logits = torch.nn.functional.linear(x.double(), router.weight.double(),
+                                            router.bias.double())
+        e = logits.sort(-1, descending=True).values
+        worst = min(worst, (e[..., router.top_k - 1] - e[..., router.top_k]).min().item())
+    return worst
+
+
+def write_mxfp4_golden(model64, out: pathlib.Path, prompts) -> None:
+    """golden.mxfp4.logits.f32: the model with its experts' weights replaced by the values of
+    hf-mxfp4's blocks (transformers' layout: [experts, in, out])."""
+    from safetensors.numpy import load_file
+
+    q = load_file(out / "hf-mxfp4" / "model.safetensors")
+    with torch.no_grad():
+        for il, layer in enumerate(model64.model.layers):
+            for name in ("gate_up_proj", "down_proj"):
+                pre = f"model.layers.{il}.mlp.experts.{name}"
+                w = make_hf_variants.mxfp4_values(q[pre + "_blocks"], q[pre + "_scales"])
+                getattr(layer.mlp.experts, name).copy_(torch.from_numpy(w.transpose(0, 2, 1)))
+        rows = [model64(torch.tensor([ids])).logits[0].numpy().astype(np.float32)
+                for ids in prompts]
+    np.concatenate(rows).astype("<f4").tofile(out / "golden.mxfp4.logits.f32")
+
+
 def build_case(c: dict, seed: int) -> None:
-    if c["name"].startswith("deepseek"):
+    if c["name"].startswith("deepseek") or c["name"] == "gpt-oss":
         for attempt in range(50):
             if try_build_case(c, seed + 100 * attempt):
                 return
@@ -269,6 +323,10 @@ def try_build_case(c: dict, seed: int) -> bool:
     torch.manual_seed(seed)
     model = getattr(transformers, c["hf_class"])(config)
     randomize(model, c["name"].startswith("gemma"), seed)
+    if c["name"] == "gpt-oss":
+        with torch.no_grad():
+            for layer in model.model.layers:
+                layer.mlp.experts.gate_up_proj.mul_(3.0)
     model.eval()
     model.save_pretrained(hf, safe_serialization=True)
     train_tokenizer(hf)
@@ -284,8 +342,9 @@ def try_build_case(c: dict, seed: int) -> bool:
         prompts.append({"ids": ids, "logits_offset": offset})
         rows.append(logits.astype(np.float32))
         offset += n
-    if c["name"].startswith("deepseek"):
-        margin = deepseek_route_margin(model64, [p["ids"] for p in prompts])
+    if c["name"].startswith("deepseek") or c["name"] == "gpt-oss":
+        margin_of = gpt_oss_route_margin if c["name"] == "gpt-oss" else deepseek_route_margin
+        margin = margin_of(model64, [p["ids"] for p in prompts])
         if margin < MIN_ROUTE_MARGIN:
             print(f"{c['name']}: seed {seed} routes with margin {margin:.1e}, drawing again")
             return False
@@ -301,11 +360,17 @@ def try_build_case(c: dict, seed: int) -> bool:
         subprocess.run([sys.executable, "-c", CONVERT, str(converter()), str(hf), "--outtype",
                         outtype, "--outfile", str(out / f"model.{outtype}.gguf")], check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    if (out / "hf-mxfp4").exists():
+        write_mxfp4_golden(model64, out, [p["ids"] for p in prompts])
+    if (out / "hf-mxfp4").exists():  # the converter keeps MXFP4 experts as they are
+        subprocess.run([sys.executable, "-c", CONVERT, str(converter()), str(out / "hf-mxfp4"),
+                        "--outtype", "f32", "--outfile", str(out / "model.mxfp4.gguf")],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     print(f"{c['name']}: {sum(PROMPT_LENGTHS)} golden rows, vocab {golden['n_vocab']}, seed {seed}")
     return True
 
 
-# Runs the converter unchanged except for one thing: its Qwen3-MoE, DeepSeek and OLMo 2 classes take the
+# Runs the converter unchanged except for one thing: its Qwen3-MoE, DeepSeek, OLMo 2 and gpt-oss classes take the
 # vocabulary only from a GPT-2 style tokenizer.json whose pre-tokenizer hash they recognize (a
 # real Qwen or DeepSeek tokenizer), which cannot be had offline; they are pointed at the
 # SentencePiece path its dense Qwen classes already use. Only the vocabulary is affected: every tensor is converted by the
@@ -317,9 +382,11 @@ sys.path[:0] = [str(script.parent), str(script.parent / "gguf-py")]
 import conversion.qwen as qwen
 import conversion.deepseek as deepseek
 import conversion.olmo as olmo
+import conversion.gpt_oss as gpt_oss
 qwen.Qwen3MoeModel.set_vocab = lambda self: self._set_vocab_sentencepiece()
 deepseek.DeepseekV2Model.set_vocab = lambda self: self._set_vocab_sentencepiece()
 olmo.Olmo2Model.set_vocab = lambda self: self._set_vocab_sentencepiece()
+gpt_oss.GptOssModel.set_vocab = lambda self: self._set_vocab_sentencepiece()
 sys.argv = sys.argv[1:]
 runpy.run_path(str(script), run_name="__main__")
 """

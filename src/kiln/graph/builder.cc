@@ -71,8 +71,17 @@ Value Builder::moe_ffn(Value h, Value router, Value gate_exps, Value up_exps, Va
     a.set("topk_groups", int64_t{route.topk_groups});
   }
   if (route.routed_scale != 1.0) a.set("routed_scale", route.routed_scale);
+  if (route.softmax_topk) a.set("softmax_topk", int64_t{1});
+  if (route.swiglu_limit > 0) {
+    a.set("swiglu_alpha", route.swiglu_alpha);
+    a.set("swiglu_limit", route.swiglu_limit);
+  }
   std::vector<Value> inputs{h, router, gate_exps, up_exps, down_exps};
   if (route.score_bias) inputs.push_back(*route.score_bias);
+  if (route.expert_biases) {
+    a.set("expert_biases", int64_t{1});
+    inputs.insert(inputs.end(), route.expert_biases->begin(), route.expert_biases->end());
+  }
   return emit(Op::MoeFfn, std::move(inputs), std::move(a));
 }
 
@@ -140,8 +149,9 @@ Value Builder::attention(Value q, Value kv_token, Value block_table, Value seq_l
   // Only when set: graphs (and their text, and compile-cache keys) of uncapped models stay as
   // they were.
   if (spec.softcap != 0.0f) a.set("softcap", static_cast<double>(spec.softcap));
-  return emit(Op::Attention, {q, kv_token, block_table, seq_lens, positions, token_seq},
-              std::move(a));
+  std::vector<Value> inputs{q, kv_token, block_table, seq_lens, positions, token_seq};
+  if (spec.sinks) inputs.push_back(*spec.sinks);
+  return emit(Op::Attention, std::move(inputs), std::move(a));
 }
 
 Value Builder::argmax(Value x) { return emit(Op::Argmax, {x}); }

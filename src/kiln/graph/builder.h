@@ -2,6 +2,7 @@
 // infers its output type, and returns the value. Model code exists once, written against this:
 // eager mode interprets the recorded graph, graph mode compiles it.
 #pragma once
+#include <array>
 #include <optional>
 #include <string>
 
@@ -19,6 +20,8 @@ struct AttentionSpec {
   // > 0: scaled scores become softcap * tanh(score / softcap) before the softmax (Gemma 2's
   // attn_logit_softcapping); 0: none, and the node carries no softcap attribute.
   float softcap = 0.0f;
+  // gpt-oss's per-head sink logits, f32[n_heads] (the node's optional input 6); none: absent.
+  std::optional<Value> sinks = std::nullopt;
 };
 
 class Builder {
@@ -43,7 +46,14 @@ class Builder {
     int n_groups = 1;
     int topk_groups = 1;
     double routed_scale = 1.0;
-    std::optional<Value> score_bias;  // f32[E]
+    std::optional<Value> score_bias = std::nullopt;  // f32[E]
+    // gpt-oss: top-k by logit, softmax over those k (no renormalization), the clamped SwiGLU
+    // (swiglu_limit > 0) and biases on the router and the experts: router f32[E], gate and up
+    // f32[E,F], down f32[E,D] (all four or none; not with score_bias).
+    bool softmax_topk = false;
+    double swiglu_alpha = 0.0;
+    double swiglu_limit = 0.0;
+    std::optional<std::array<Value, 4>> expert_biases = std::nullopt;
   };
   Value moe_ffn(Value h, Value router, Value gate_exps, Value up_exps, Value down_exps, int top_k,
                 bool norm_topk_prob, const MoeRoute& route);

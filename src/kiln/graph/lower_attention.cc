@@ -114,6 +114,7 @@ bool lower_attention(const LowerContext& ctx, const Node& node, Lowered& l) {
       in.kv = layer_view(ctx.kv, const_cast<void*>(s.in[1]),
                          static_cast<int>(node.attrs.get_int("layer")));
       in.out = static_cast<float*>(s.out[0]);
+      if (node.inputs.size() > 6) in.sinks = static_cast<const float*>(s.in[6]);
       kernels::AttentionLimits limits;
       limits.max_tokens = in.T;
       limits.max_threads = ctx.n_threads;

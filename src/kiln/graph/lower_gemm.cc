@@ -36,9 +36,17 @@ void run_matmul_split(const Step& s, const MatmulSplitArgs& a, const kernels::Ex
 }
 
 void run_moe_ffn(const Step& s, const MatmulArgs& a, const kernels::ExecContext& c) {
-  kernels::moe_ffn(*static_cast<const kernels::MoeFfnWeights*>(s.state),
-                   static_cast<const float*>(s.in[0]), a.rows, static_cast<float*>(s.out[0]),
-                   s.scratch, c, static_cast<const float*>(s.in[5]));
+  const auto& w = *static_cast<const kernels::MoeFfnWeights*>(s.state);
+  // Input 5 is the score bias, or (gpt-oss, inputs 5..8 all present) the router's bias.
+  kernels::MoeBiases biases;
+  const float* score_bias = static_cast<const float*>(s.in[5]);
+  if (s.in[8] != nullptr) {
+    biases = {score_bias, static_cast<const float*>(s.in[6]), static_cast<const float*>(s.in[7]),
+              static_cast<const float*>(s.in[8])};
+    score_bias = nullptr;
+  }
+  kernels::moe_ffn(w, static_cast<const float*>(s.in[0]), a.rows, static_cast<float*>(s.out[0]),
+                   s.scratch, c, score_bias, biases);
 }
 
 // rms_norm into scratch, then the LM head with argmax: logits are never written.
@@ -115,8 +123,11 @@ bool lower_gemm(const LowerContext& ctx, const Node& node, Lowered& l) {
       moe->down = &ctx.weights->packed_experts({param(4)});
       moe->top_k = static_cast<int>(node.attrs.get_int("top_k"));
       moe->norm_topk_prob = node.attrs.get_int("norm_topk_prob") != 0;
-      moe->gating = node.attrs.get_int("sigmoid", 0) != 0 ? kernels::MoeGating::kSigmoid
-                                                          : kernels::MoeGating::kSoftmax;
+      moe->gating = node.attrs.get_int("sigmoid", 0) != 0        ? kernels::MoeGating::kSigmoid
+                    : node.attrs.get_int("softmax_topk", 0) != 0 ? kernels::MoeGating::kSoftmaxTopK
+                                                                 : kernels::MoeGating::kSoftmax;
+      moe->swiglu_alpha = static_cast<float>(node.attrs.get_float("swiglu_alpha", 0.0));
+      moe->swiglu_limit = static_cast<float>(node.attrs.get_float("swiglu_limit", 0.0));
       moe->n_groups = static_cast<int>(node.attrs.get_int("n_groups", 1));
       moe->topk_groups = static_cast<int>(node.attrs.get_int("topk_groups", 1));
       moe->routed_scale = static_cast<float>(node.attrs.get_float("routed_scale", 1.0));

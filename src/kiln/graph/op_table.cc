@@ -24,7 +24,9 @@ std::optional<Op> op_from_name(std::string_view name) {
 }
 
 int optional_inputs(Op op) {
-  return op == Op::Rope || op == Op::QkNormRopeKvWrite || op == Op::MoeFfn ? 1 : 0;
+  // moe_ffn: a score bias, or gpt-oss's four biases (shape inference tells them apart).
+  if (op == Op::MoeFfn) return 4;
+  return op == Op::Rope || op == Op::QkNormRopeKvWrite || op == Op::Attention ? 1 : 0;
 }
 
 int effect_input(Op op) {

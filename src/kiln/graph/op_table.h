@@ -38,7 +38,10 @@ enum class OpGroup {
   /* (h f32[T,D], router w[E,D], gate_exps [E,F,D], up_exps [E,F,D], down_exps [E,D,F] \
       [, score_bias f32[E]]) {n_experts, top_k, norm_topk_prob [, sigmoid, n_groups,    \
       topk_groups, routed_scale]} -> f32[T,D]: mixture-of-experts FFN; each row's       \
-      experts are chosen at run time, inside the kernel (kernels/moe_ffn.h) */            \
+      experts are chosen at run time, inside the kernel (kernels/moe_ffn.h). With       \
+      {expert_biases=1} (gpt-oss) the optional inputs are instead router_bias f32[E],    \
+      gate_bias f32[E,F], up_bias f32[E,F], down_bias f32[E,D]; optional softmax_topk,  \
+      swiglu_alpha, swiglu_limit select gpt-oss's routing and clamped SwiGLU */         \
   X(MoeFfn,           "moe_ffn",          5, 1, Gemm,        false)                     \
   X(Add,              "add",              2, 1, Elementwise, true)                      \
   X(Mul,              "mul",              2, 1, Elementwise, true)                      \
@@ -67,10 +70,11 @@ enum class OpGroup {
   /* (kv state|token, k f32[T,KH*hd], v f32[T,KH*hd], slots i32[T]) {layer} -> token */    \
   X(KvWrite,          "kv_write",         4, 1, Mutation,    false)                     \
   /* (q f32[T,H*hd], kv token, block_table i32[S,P], seq_lens i32[S], positions i32[T],  \
-      token_seq i32[T]) {layer, n_heads, n_kv_heads, head_dim, window, scale,          \
-      optional softcap > 0} -> f32[T,H*hd]; token t attends to its sequence's keys at   \
-      positions <= its own, and > position - window when window > 0; with softcap,      \
-      scores scale*q.k become softcap * tanh(score / softcap) before the softmax */     \
+      token_seq i32[T] [, sinks f32[H]]) {layer, n_heads, n_kv_heads, head_dim, window, \
+      scale, optional softcap > 0} -> f32[T,H*hd]; token t attends to its sequence's    \
+      keys at positions <= its own, and > position - window when window > 0; with       \
+      softcap, scores scale*q.k become softcap * tanh(score / softcap) before the       \
+      softmax; with sinks, head h's softmax denominator also counts exp(sinks[h]) */    \
   X(Attention,        "attention",        6, 1, Attention,   false)                     \
   /* x[T,V] -> i32[T] */                                                                \
   X(Argmax,           "argmax",           1, 1, Reduction,   false)                     \

@@ -240,14 +240,29 @@ ValueType moe_ffn_type(const Checker& c) {
       k > topk_groups * (e / groups))
     c.error("top_k={} from topk_groups={} of n_groups={} groups of {} experts", k, topk_groups,
             groups, e);
-  if (c.num_inputs() > 5) {
-    const ValueType& bias = c.in(5);
-    if (bias.dtype != DType::F32 || bias.shape != Shape{e})
-      c.error("score_bias must be f32[{}], got {}", e, type_text(bias));
-  }
   c.rank(2, "gate_exps", 3);
   const int64_t f = c.in(2).shape[1];
   if (f <= 0) c.error("gate_exps {} has no rows", type_text(c.in(2)));
+  auto f32_input = [&](int i, const char* what, const Shape& want) {
+    const ValueType& t = c.in(i);
+    if (t.dtype != DType::F32 || t.shape != want)
+      c.error("{} (input {}) must be f32{}, got {}", what, i, want.str(), type_text(t));
+  };
+  if (a.get_int("expert_biases", 0) != 0) {
+    if (c.num_inputs() != 9) c.error("expert_biases: takes 9 inputs, got {}", c.num_inputs());
+    f32_input(5, "router_bias", Shape{e});
+    f32_input(6, "gate_bias", Shape{e, f});
+    f32_input(7, "up_bias", Shape{e, f});
+    f32_input(8, "down_bias", Shape{e, d});
+  } else if (c.num_inputs() > 6) {
+    c.error("takes 5 or 6 inputs without expert_biases, got {}", c.num_inputs());
+  } else if (c.num_inputs() == 6) {
+    f32_input(5, "score_bias", Shape{e});
+  }
+  if (a.get_int("softmax_topk", 0) != 0 && a.get_int("sigmoid", 0) != 0)
+    c.error("softmax_topk and sigmoid gating exclude each other");
+  if (a.has("swiglu_limit") && !(a.get_float("swiglu_limit") > 0 && a.has("swiglu_alpha")))
+    c.error("swiglu_limit must be positive and come with swiglu_alpha");
   expert_weight(c, 2, "gate_exps", e, f, d);
   expert_weight(c, 3, "up_exps", e, f, d);
   expert_weight(c, 4, "down_exps", e, d, f);
@@ -368,6 +383,8 @@ std::vector<ValueType> infer(const Checker& c, Op op, const std::vector<ValueTyp
       c.index_vector(3, "seq_lens", in[2].shape[0]);
       c.index_vector(4, "positions", in[0].shape[0]);
       c.index_vector(5, "token_seq", in[0].shape[0]);
+      if (c.num_inputs() > 6 && (in[6].dtype != DType::F32 || in[6].shape != Shape{heads}))
+        c.error("sinks must be f32[{}], got {}", heads, type_text(in[6]));
       return {in[0]};
     }
     case Op::Argmax:

@@ -5,7 +5,9 @@
 // Query row t (of sequence s = token_seq[t], at position p = positions[t]) attends to the keys
 // of s at positions in [lo, p], lo = 0 (full causal) or max(0, p - window + 1) (sliding
 // window: only the window is ever read), through s's row of the block table. Scores are
-// scale * q.k, optionally softcapped (cap * tanh(score / cap)) before the softmax.
+// scale * q.k, optionally softcapped (cap * tanh(score / cap)) before the softmax. With
+// attention sinks (gpt-oss), head h's softmax denominator also counts exp(sinks[h]): one more
+// logit that takes no value, so a row may give less than all of its weight to its keys.
 //
 // Work split and batch invariance. Keys are cut into FIXED chunks of kAttnChunk positions
 // (chunk c holds positions [c*kAttnChunk, (c+1)*kAttnChunk)), independent of the batch and of
@@ -73,6 +75,8 @@ struct AttentionInputs {
   int64_t S = 0;
   KvLayerView kv;        // n_kv_heads and head_dim must match the params
   float* out = nullptr;  // [T, n_heads * head_dim]; must not alias q
+  // [n_heads] per-head sink logits (unscaled, not softcapped), or null: no sinks.
+  const float* sinks = nullptr;
 };
 
 // The work list attention_plan() fills. Allocated once (constructor), refilled every step.

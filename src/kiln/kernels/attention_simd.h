@@ -248,6 +248,25 @@ struct AttentionSimd {
       S::store(O + d, S::fma(S::load(acc + d), vb, S::mul(S::load(O + d), va)));
   }
 
+  // The sink logit joins the running state as one more key with no value: L grows by
+  // exp(sink - M) (all of it rescaled when the sink is the larger). Folded once, just before
+  // finalize, after every chunk, so it does not depend on how the keys were split.
+  [[gnu::noinline]] static void fold_sink(float* M, float* L, float* O, float sink, int hd) {
+    if (*M == -std::numeric_limits<float>::infinity()) {  // no key at all: only the sink
+      *M = sink;
+      *L = 1.0f;
+      for (int d = 0; d < hd; d += W) S::store(O + d, S::zero());
+      return;
+    }
+    const float mn = *M > sink ? *M : sink;
+    const float fa = std::exp(*M - mn);
+    *L = *L * fa + std::exp(sink - mn);
+    *M = mn;
+    if (fa == 1.0f) return;
+    const F va = S::set1(fa);
+    for (int d = 0; d < hd; d += W) S::store(O + d, S::mul(S::load(O + d), va));
+  }
+
   [[gnu::noinline]] static void finalize(float* O, float L, int hd) {
     F inv = S::set1(1.0f / L);
     for (int d = 0; d < hd; d += W) S::store(O + d, S::mul(S::load(O + d), inv));
@@ -533,8 +552,13 @@ struct AttentionSimd {
         }
       }
     }
-    if (prefix && tile.split_chunk == tile.chunk_end)
-      for (int qi = q0; qi < q1; ++qi) finalize(O[qi], Mp[qi][1], hd);
+    if (prefix && tile.split_chunk == tile.chunk_end) {
+      for (int qi = q0; qi < q1; ++qi) {
+        if (a.in->sinks != nullptr)
+          fold_sink(&Mp[qi][0], &Mp[qi][1], O[qi], a.in->sinks[kvh * g.G + qi % g.G], hd);
+        finalize(O[qi], Mp[qi][1], hd);
+      }
+    }
   }
 
   static void merge_tile(const detail::AttnArgs& a, int32_t tile_index) {
@@ -557,6 +581,7 @@ struct AttentionSimd {
           if (m != -std::numeric_limits<float>::infinity())  // empty: nothing to fold
             fold(&M[0], &M[1], O, m, l, part, g.hd);
         }
+        if (a.in->sinks != nullptr) fold_sink(&M[0], &M[1], O, a.in->sinks[head], g.hd);
         finalize(O, M[1], g.hd);
       }
     }

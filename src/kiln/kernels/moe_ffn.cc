@@ -19,7 +19,8 @@ size_t align64(size_t n) { return (n + 63) / 64 * 64; }
 // own barrier after quantizing proves the one before the previous has finished everywhere).
 struct Layout {
   int64_t n_experts, d, f, k, slots;
-  size_t mm[2], logits, choice, ids, weights, slot_of, count, start, row_of, xy, g, u, end;
+  size_t mm[2], logits, choice, ids, weights, slot_of, count, start, row_of, expert_of, xy, g, u,
+      end;
 };
 
 Layout layout(const MoeFfnWeights& w, int64_t m) {
@@ -68,6 +69,7 @@ Layout layout(const MoeFfnWeights& w, int64_t m) {
   L.count = take(4 * static_cast<size_t>(L.n_experts));
   L.start = take(4 * static_cast<size_t>(L.n_experts + 1));
   L.row_of = take(4 * ss);
+  L.expert_of = take(4 * ss);
   L.xy = take(4 * ss * static_cast<size_t>(L.d));  // gathered inputs, later the expert outputs
   L.g = take(4 * ss * static_cast<size_t>(L.f));   // gate, then silu(gate) * up in place
   L.u = take(4 * ss * static_cast<size_t>(L.f));
@@ -85,6 +87,7 @@ namespace {
 // Scores in place: softmax or sigmoid, in f32 with libm's exp, in expert order (the same bits on
 // every ISA tier).
 void score_row(float* row, int64_t n_experts, MoeGating gating) {
+  if (gating == MoeGating::kSoftmaxTopK) return;  // chosen by the logits themselves
   if (gating == MoeGating::kSigmoid) {
     for (int64_t e = 0; e < n_experts; ++e) row[e] = 1.0f / (1.0f + std::exp(-row[e]));
     return;
@@ -157,6 +160,16 @@ void moe_route_row(float* row, int64_t n_experts, const MoeRouting& r, const flo
     ids[j] = best;
     weights[j] = row[best];
   }
+  if (r.gating == MoeGating::kSoftmaxTopK) {  // softmax over the chosen logits (rank order)
+    float mx = weights[0];
+    for (int j = 1; j < r.top_k; ++j) mx = std::max(mx, weights[j]);
+    float sum = 0;
+    for (int j = 0; j < r.top_k; ++j) {
+      weights[j] = std::exp(weights[j] - mx);
+      sum += weights[j];
+    }
+    for (int j = 0; j < r.top_k; ++j) weights[j] /= sum;
+  }
   if (r.norm_topk_prob) {
     float total = 0;
     for (int j = 0; j < r.top_k; ++j) total += weights[j];
@@ -175,13 +188,21 @@ void moe_route_row(float* row, int64_t n_experts, int top_k, bool norm_topk_prob
   moe_route_row(row, n_experts, r, nullptr, row, ids, weights);
 }
 
+void swiglu_clamped(float* gate, const float* up, int64_t n, float alpha, float limit) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = std::min(gate[i], limit);
+    const float u = std::clamp(up[i], -limit, limit);
+    gate[i] = g / (1.0f + std::exp(-alpha * g)) * (u + 1.0f);
+  }
+}
+
 size_t moe_ffn_scratch_bytes(const MoeFfnWeights& w, int64_t m) {
   KILN_CHECK(m >= 0, "moe_ffn: negative row count {}", m);
   return layout(w, m).end;
 }
 
 void moe_ffn(const MoeFfnWeights& w, const float* x, int64_t m, float* y, void* scratch,
-             const ExecContext& ctx, const float* score_bias) {
+             const ExecContext& ctx, const float* score_bias, const MoeBiases& biases) {
   KILN_CHECK(m >= 0, "moe_ffn: negative row count {}", m);
   if (m == 0) return;
   KILN_CHECK(x != nullptr && y != nullptr && scratch != nullptr, "moe_ffn: null pointer");
@@ -198,6 +219,7 @@ void moe_ffn(const MoeFfnWeights& w, const float* x, int64_t m, float* y, void* 
   auto* count = reinterpret_cast<int32_t*>(at(L.count));
   auto* start = reinterpret_cast<int32_t*>(at(L.start));
   auto* row_of = reinterpret_cast<int32_t*>(at(L.row_of));
+  auto* expert_of = reinterpret_cast<int32_t*>(at(L.expert_of));
   auto* xy = reinterpret_cast<float*>(at(L.xy));
   auto* g = reinterpret_cast<float*>(at(L.g));
   auto* u = reinterpret_cast<float*>(at(L.u));
@@ -210,6 +232,8 @@ void moe_ffn(const MoeFfnWeights& w, const float* x, int64_t m, float* y, void* 
   const Range rows = split_range(m, ctx.tid, ctx.nth);
   const MoeRouting routing = w.routing();
   for (int64_t i = rows.begin; i < rows.end; ++i) {
+    if (biases.router != nullptr)
+      for (int64_t e = 0; e < E; ++e) logits[i * E + e] += biases.router[e];
     moe_route_row(logits + i * E, E, routing, score_bias, choice + i * E, ids + i * K,
                   weights + i * K);
   }
@@ -228,6 +252,7 @@ void moe_ffn(const MoeFfnWeights& w, const float* x, int64_t m, float* y, void* 
         const int32_t s = start[e] + count[e]++;
         slot_of[i * K + j] = s;
         row_of[s] = static_cast<int32_t>(i);
+        expert_of[s] = e;
       }
     }
   }
@@ -247,8 +272,26 @@ void moe_ffn(const MoeFfnWeights& w, const float* x, int64_t m, float* y, void* 
     matmul_split(w.gate_up->experts[e], xy + s0 * D, n, outs, cols, 2, mm[used++ % 2], ctx);
   }
   ctx.sync();
-  // 6. silu(gate) * up, every slot at once (elementwise: each value depends on its inputs only).
-  silu_mul(g, u, g, L.slots * F, ctx);
+  // 6. silu(gate) * up, every slot at once (elementwise: each value depends on its inputs only);
+  // gpt-oss: the expert's gate and up biases first, then its clamped SwiGLU.
+  if (biases.gate != nullptr || biases.up != nullptr || w.swiglu_limit > 0) {
+    for (int64_t s = slots.begin; s < slots.end; ++s) {
+      const int64_t e = expert_of[s];
+      float* gs = g + s * F;
+      float* us = u + s * F;
+      if (biases.gate != nullptr)
+        for (int64_t c = 0; c < F; ++c) gs[c] += biases.gate[e * F + c];
+      if (biases.up != nullptr)
+        for (int64_t c = 0; c < F; ++c) us[c] += biases.up[e * F + c];
+      if (w.swiglu_limit > 0) swiglu_clamped(gs, us, F, w.swiglu_alpha, w.swiglu_limit);
+    }
+    if (w.swiglu_limit <= 0) {
+      ctx.sync();
+      silu_mul(g, u, g, L.slots * F, ctx);
+    }
+  } else {
+    silu_mul(g, u, g, L.slots * F, ctx);
+  }
   ctx.sync();
   // 7. down of every used expert, into the rows the inputs were gathered to (read only in 5).
   used = 0;
@@ -264,6 +307,11 @@ void moe_ffn(const MoeFfnWeights& w, const float* x, int64_t m, float* y, void* 
     for (int64_t j = 0; j < K; ++j) {
       const float wj = weights[i * K + j];
       const float* src = xy + static_cast<int64_t>(slot_of[i * K + j]) * D;
+      if (biases.down != nullptr) {  // w_j * (down_j + its bias)
+        const float* bias = biases.down + static_cast<int64_t>(ids[i * K + j]) * D;
+        for (int64_t c = 0; c < D; ++c) yr[c] = (j == 0 ? 0.0f : yr[c]) + wj * (src[c] + bias[c]);
+        continue;
+      }
       if (j == 0) {
         for (int64_t c = 0; c < D; ++c) yr[c] = wj * src[c];
       } else {

@@ -25,7 +25,6 @@ constexpr RefusedMoe kRefusedMoe[] = {
     {"phimoe", "LayerNorm with biases and its sparsemixer routing"},
     {"dbrx", "LayerNorm and clamped Q/K/V"},
     {"llama4", "interleaved dense and expert layers with a shared expert, and chunked attention"},
-    {"gpt-oss", "MXFP4 experts, attention sinks and a router with biases"},
 };
 
 }  // namespace

@@ -66,6 +66,10 @@ inline constexpr ArchitectureTraits kArchitectures[] = {
     // OLMo 2: norms after the attention and the FFN instead of before, Q/K RMSNorm over the
     // whole projection (apply_architecture_traits).
     {"olmo2", true, false, false, false, 0, 0, false, false, 0, Experts::kNever, false},
+    // gpt-oss: even layers slide (the file gives the window), attention sinks, biases on every
+    // projection, YaRN without truncation, gpt-oss's routing and clamped SwiGLU experts
+    // (read_gpt_oss in model_config.cc).
+    {"gpt-oss", true, true, false, false, 2, 0, true, false, 0, Experts::kAlways, false},
 };
 
 // A Hugging Face config's class and model_type, and the architecture row it loads as.
@@ -91,6 +95,7 @@ inline constexpr HfArchitecture kHfArchitectures[] = {
     {"DeepseekV3ForCausalLM", "deepseek_v3", "deepseek2"},
     {"GraniteForCausalLM", "granite", "granite"},
     {"Olmo2ForCausalLM", "olmo2", "olmo2"},
+    {"GptOssForCausalLM", "gpt_oss", "gpt-oss"},
 };
 
 // The row of `arch`, or null when kiln does not run it.

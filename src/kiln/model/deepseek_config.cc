@@ -129,11 +129,16 @@ void read_hf_rope(const json& c, ModelConfig& m) {
 }  // namespace
 
 std::vector<float> yarn_rope_factors(int n_rot, double theta, double factor,
-                                     double original_context, double beta_fast, double beta_slow) {
-  const double low =
-      std::max(0.0, std::floor(correction_dim(beta_fast, n_rot, theta, original_context)));
-  double high = std::min(static_cast<double>(n_rot - 1),
-                         std::ceil(correction_dim(beta_slow, n_rot, theta, original_context)));
+                                     double original_context, double beta_fast, double beta_slow,
+                                     bool truncate) {
+  double low = correction_dim(beta_fast, n_rot, theta, original_context);
+  double high = correction_dim(beta_slow, n_rot, theta, original_context);
+  if (truncate) {
+    low = std::floor(low);
+    high = std::ceil(high);
+  }
+  low = std::max(0.0, low);
+  high = std::min(static_cast<double>(n_rot - 1), high);
   if (high == low) high += 0.001;  // as transformers: no division by zero
   std::vector<float> out;
   for (int i = 0; i < n_rot / 2; ++i) {

@@ -19,9 +19,10 @@ class GgufFile;
 // kRopeFreqsTensor convention: frequency i is theta^(-2i/n_rot) / factor_i): 1 for the fast
 // dimensions (more than beta_fast rotations over the original context), `factor` for the slow
 // ones (fewer than beta_slow), a linear ramp between, as transformers computes them (with its
-// default truncation of the ramp's ends to whole dimensions).
+// default truncation of the ramp's ends to whole dimensions; gpt-oss's config turns it off).
 std::vector<float> yarn_rope_factors(int n_rot, double theta, double factor,
-                                     double original_context, double beta_fast, double beta_slow);
+                                     double original_context, double beta_fast, double beta_slow,
+                                     bool truncate = true);
 
 // YaRN's magnitude scale 0.1 * mscale * ln(factor) + 1 (1 when factor <= 1).
 double yarn_mscale(double factor, double mscale);

@@ -96,7 +96,7 @@ struct Rope {
   json scaling;  // the object that holds the scaling's parameters
 };
 
-Rope read_rope(const json& c, const char* layer_type, double default_theta) {
+Rope read_rope(const json& c, const char* layer_type, double default_theta, bool yarn_ok = false) {
   Rope r;
   r.theta = default_theta;
   json params = json::object();
@@ -110,7 +110,7 @@ Rope read_rope(const json& c, const char* layer_type, double default_theta) {
   if (auto t = try_number(params, "rope_theta")) r.theta = *t;
   r.type = try_string(params, "rope_type").value_or(try_string(params, "type").value_or("default"));
   r.scaling = params;
-  KILN_CHECK(r.type == "default" || r.type == "llama3",
+  KILN_CHECK(r.type == "default" || r.type == "llama3" || (yarn_ok && r.type == "yarn"),
              "rope scaling '{}' is not implemented (kiln implements none and llama3's); refusing "
              "to run with wrong positions",
              r.type);
@@ -166,10 +166,42 @@ void read_gemma(const json& c, const ArchitectureTraits& t, HfModelConfig& h) {
   }
 }
 
+// gpt-oss: layer_types (or every other layer) slide by sliding_window, one RoPE (YaRN as
+// rope_parameters say, truncation included), attention sinks, the experts' SwiGLU constants.
+void read_gpt_oss(const json& c, const ArchitectureTraits& t, HfModelConfig& h) {
+  ModelConfig& m = h.config;
+  m.n_rot = m.head_dim;
+  m.attn_sinks = true;
+  m.swiglu_alpha = try_number(c, "swiglu_alpha").value_or(m.swiglu_alpha);
+  m.swiglu_limit = try_number(c, "swiglu_limit").value_or(m.swiglu_limit);
+  KILN_CHECK(m.swiglu_limit > 0, "config.json: 'swiglu_limit' must be positive");
+  const Rope rope =
+      read_rope(c, "full_attention", try_number(c, "rope_theta").value_or(150000.0), true);
+  const int window = try_int32(c, "sliding_window").value_or(0);
+  const auto sliding = sliding_layers(c, m.n_layers, t.sliding_period);
+  for (int il = 0; il < m.n_layers; ++il) {
+    const bool slides = window > 0 && sliding[il];
+    m.layers[il] = {slides, slides ? window : 0, rope.theta};
+  }
+  if (rope.type != "yarn") return;
+  KILN_CHECK(!try_number(rope.scaling, "attention_factor").has_value(),
+             "config.json: YaRN with an explicit attention_factor is not implemented");
+  const auto original = try_number(rope.scaling, "original_max_position_embeddings");
+  const auto factor = try_number(rope.scaling, "factor");
+  KILN_CHECK(original && factor,
+             "config.json: YaRN needs 'factor' and 'original_max_position_embeddings'");
+  set_gpt_oss_yarn(m, rope.theta, *factor, *original,
+                   try_number(rope.scaling, "beta_fast").value_or(32.0),
+                   try_number(rope.scaling, "beta_slow").value_or(1.0),
+                   try_bool(rope.scaling, "truncate").value_or(true));
+  h.rope_freq_factors = m.computed_rope_factors;
+}
+
 // Mixtral's router always renormalizes its top-k and its experts are intermediate_size wide;
 // Qwen3-MoE says both (norm_topk_prob, moe_intermediate_size).
 void read_moe(const json& c, const HfArchitecture& name, ModelConfig& m) {
-  const bool mixtral = name.model_type == "mixtral";
+  // gpt-oss's experts are intermediate_size wide too.
+  const bool mixtral = name.model_type == "mixtral" || name.model_type == "gpt_oss";
   m.n_experts = try_int32(c, "num_experts").value_or(try_int32(c, "num_local_experts").value_or(0));
   m.n_experts_used = get_int32(c, "num_experts_per_tok");
   m.n_ff_expert = get_int32(c, mixtral ? "intermediate_size" : "moe_intermediate_size");
@@ -283,6 +315,11 @@ HfModelConfig model_config_from_hf(const json& c) {
   if (traits.gemma) {
     read_gemma(c, traits, h);
     m.n_rot = m.head_dim;
+    return h;
+  }
+  if (name.arch == "gpt-oss") {
+    read_gpt_oss(c, traits, h);
+    read_moe(c, name, m);
     return h;
   }
 

@@ -128,6 +128,8 @@ void HfTensorSource::map_names(const HfModelConfig& h) {
       check_shape(blk + "attn_v.weight", Shape{kv_rows, embd});
     }
     add(blk + "attn_output.weight", Kind::kAsStored, {hf + "self_attn.o_proj.weight"});
+    add_optional(blk + "attn_output.bias", hf + "self_attn.o_proj.bias");
+    if (c.attn_sinks) add(blk + "attn_sinks.weight", Kind::kAsStored, {hf + "self_attn.sinks"});
     check_shape(blk + "attn_output.weight",
                 Shape{embd, c.mla ? c.n_heads * static_cast<int64_t>(c.v_head_dim) : q_rows});
     if (c.qk_norm || c.qk_norm_full) {
@@ -142,9 +144,11 @@ void HfTensorSource::map_names(const HfModelConfig& h) {
       add(blk + "ffn_norm.weight", norm, {hf + "pre_feedforward_layernorm.weight"});
       add(blk + "post_ffw_norm.weight", norm, {hf + "post_feedforward_layernorm.weight"});
     } else {
-      add(blk + "ffn_norm.weight", norm, {hf + "post_attention_layernorm.weight"});
+      add(blk + c.ffn_norm + ".weight", norm, {hf + "post_attention_layernorm.weight"});
     }
-    if (c.n_experts > 0 && il >= c.n_dense_lead) {
+    if (c.arch == "gpt-oss") {
+      map_gpt_oss_experts(c, hf, blk);
+    } else if (c.n_experts > 0 && il >= c.n_dense_lead) {
       // Mixtral's checkpoints name the block block_sparse_moe and the experts' gate, down and
       // up projections w1, w2 and w3; Qwen3-MoE's name them as the dense MLP does.
       const bool mixtral = h.model_type == "mixtral";
@@ -197,9 +201,13 @@ void HfTensorSource::map_names(const HfModelConfig& h) {
   // blocks becomes F16.
   if (quantize_) {
     for (auto& [name, r] : recipes_) {
-      if (r.kind != Kind::kAsStored && r.kind != Kind::kStacked) continue;
+      if (r.kind != Kind::kAsStored && r.kind != Kind::kStacked && r.kind != Kind::kRearranged)
+        continue;
       const Shape shape = tensor_info(name).shape;
-      if (shape.rank() < 2 || name.find("ffn_gate_inp") != std::string::npos) continue;
+      // gpt-oss's expert biases are [experts, width] but biases all the same: kept f32.
+      if (shape.rank() < 2 || name.find("ffn_gate_inp") != std::string::npos ||
+          name.ends_with(".bias"))
+        continue;
       r.serve_as = shape.cols() % 32 == 0 ? *quantize_ : DType::F16;
     }
   }
@@ -240,6 +248,133 @@ void HfTensorSource::map_mla_attention(const ModelConfig& c, const std::string& 
               Shape{heads * (c.qk_nope_dim + c.v_head_dim), c.kv_lora_rank});
 }
 
+// gpt-oss's router and experts under the names (and layouts) llama.cpp's converter gives them.
+void HfTensorSource::map_gpt_oss_experts(const ModelConfig& c, const std::string& hf,
+                                         const std::string& blk) {
+  const std::string moe = hf + "mlp.";
+  add(blk + "ffn_gate_inp.weight", Kind::kAsStored, {moe + "router.weight"});
+  add(blk + "ffn_gate_inp.bias", Kind::kAsStored, {moe + "router.bias"});
+  const std::string ex = moe + "experts.";
+  if (stored_.count(ex + "gate_up_proj_blocks") != 0) {  // OpenAI's own: MXFP4
+    add_mxfp4(blk + "ffn_gate_exps.weight", ex + "gate_up_proj", 0);
+    add_mxfp4(blk + "ffn_up_exps.weight", ex + "gate_up_proj", 1);
+    add_mxfp4(blk + "ffn_down_exps.weight", ex + "down_proj", -1);
+  } else {
+    add_rearranged(blk + "ffn_gate_exps.weight", ex + "gate_up_proj", 0, true);
+    add_rearranged(blk + "ffn_up_exps.weight", ex + "gate_up_proj", 1, true);
+    add_rearranged(blk + "ffn_down_exps.weight", ex + "down_proj", -1, true);
+  }
+  add_rearranged(blk + "ffn_gate_exps.bias", ex + "gate_up_proj_bias", 0, false);
+  add_rearranged(blk + "ffn_up_exps.bias", ex + "gate_up_proj_bias", 1, false);
+  add_rearranged(blk + "ffn_down_exps.bias", ex + "down_proj_bias", -1, false);
+  const int64_t e = c.n_experts, f = c.n_ff_expert, d = c.n_embd;
+  check_shape(blk + "ffn_gate_inp.weight", Shape{e, d});
+  check_shape(blk + "ffn_gate_exps.weight", Shape{e, f, d});
+  check_shape(blk + "ffn_up_exps.weight", Shape{e, f, d});
+  check_shape(blk + "ffn_down_exps.weight", Shape{e, d, f});
+  check_shape(blk + "ffn_gate_exps.bias", Shape{e, f});
+  check_shape(blk + "ffn_down_exps.bias", Shape{e, d});
+}
+
+void HfTensorSource::add_rearranged(const std::string& name, const std::string& hf_name, int parity,
+                                    bool transpose) {
+  add(name, Kind::kRearranged, {hf_name});
+  Recipe& r = recipes_[name];
+  r.parity = parity;
+  r.transpose = transpose;
+  const Shape& s = stored(hf_name).info->shape;
+  KILN_CHECK(s.rank() >= 2 && (parity < 0 || s.cols() % 2 == 0),
+             "tensor '{}' has shape {}, not [experts, ..., even width]", hf_name, s.str());
+}
+
+Shape HfTensorSource::rearranged_shape(const Recipe& r) const {
+  Shape s = stored(r.sources[0]).info->shape;
+  const int rank = s.rank();
+  KILN_CHECK(rank >= 2 && rank <= 3, "tensor '{}' has shape {}, not [experts, ...]", r.sources[0],
+             s.str());
+  const int last = rank == 3 ? 2 : 1;
+  if (r.parity >= 0) s[last] /= 2;
+  if (r.transpose) std::swap(s[last], s[last - 1]);
+  return s;
+}
+
+Tensor HfTensorSource::rearranged(const Recipe& r) const {
+  const Tensor src = stored(r.sources[0]).file->tensor(r.sources[0]);
+  std::vector<float> in(static_cast<size_t>(src.numel()));
+  kernels::dequantize_row(src.dtype(), src.data(), in.data(), src.numel());
+  const Shape out_shape = rearranged_shape(r);
+  Tensor out = Tensor::empty(DType::F32, out_shape);
+  float* dst = out.data_as<float>();
+  const int64_t width = src.shape().cols();                                    // stored last dim
+  const int64_t rows = r.transpose ? src.shape()[src.shape().rank() - 2] : 1;  // swapped dim
+  const int64_t kept = r.parity >= 0 ? width / 2 : width;
+  const int64_t step = r.parity >= 0 ? 2 : 1;
+  const int64_t off = r.parity >= 0 ? r.parity : 0;
+  const int64_t blocks = src.numel() / (rows * width);
+  for (int64_t b = 0; b < blocks; ++b) {
+    const float* s = in.data() + b * rows * width;
+    float* o = dst + b * rows * kept;
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < kept; ++j) {
+        const float v = s[i * width + j * step + off];
+        if (r.transpose)
+          o[j * rows + i] = v;
+        else
+          o[i * kept + j] = v;
+      }
+  }
+  return out;
+}
+
+void HfTensorSource::add_mxfp4(const std::string& name, const std::string& hf_name, int parity) {
+  add(name, Kind::kMxfp4, {hf_name + "_blocks", hf_name + "_scales"});
+  recipes_[name].parity = parity;
+  const SafetensorsTensorInfo& b = *stored(hf_name + "_blocks").info;
+  const SafetensorsTensorInfo& s = *stored(hf_name + "_scales").info;
+  KILN_CHECK(b.dtype == DType::I8 && s.dtype == DType::I8 && b.shape.rank() == 4 &&
+                 b.shape[3] == 16 && s.shape == Shape({b.shape[0], b.shape[1], b.shape[2]}) &&
+                 (parity < 0 || b.shape[1] % 2 == 0),
+             "MXFP4 tensors '{}_blocks' {} and '{}_scales' {} are not U8 [experts, rows, blocks, "
+             "16] and [experts, rows, blocks]",
+             hf_name, b.shape.str(), hf_name, s.shape.str());
+}
+
+Shape HfTensorSource::mxfp4_shape(const Recipe& r) const {
+  const Shape& b = stored(r.sources[0]).info->shape;
+  return Shape{b[0], r.parity >= 0 ? b[1] / 2 : b[1], b[2] * 32};
+}
+
+// ggml's MXFP4 block: the e8m0 scale byte, then 16 bytes whose low nibbles are codes 0..15 and
+// high nibbles codes 16..31. The checkpoint's 16 bytes hold codes 2i (low) and 2i + 1 (high).
+Tensor HfTensorSource::mxfp4(const Recipe& r) const {
+  const Tensor blocks = stored(r.sources[0]).file->tensor(r.sources[0]);
+  const Tensor scales = stored(r.sources[1]).file->tensor(r.sources[1]);
+  const Shape& bs = blocks.shape();
+  const int64_t experts = bs[0], rows = bs[1], nb = bs[2];
+  const Shape out_shape = mxfp4_shape(r);
+  Tensor out = Tensor::empty(DType::MXFP4, out_shape);
+  const auto* src = static_cast<const uint8_t*>(blocks.data());
+  const auto* sc = static_cast<const uint8_t*>(scales.data());
+  auto* dst = static_cast<uint8_t*>(out.data());
+  const int64_t out_rows = out_shape[1];
+  for (int64_t e = 0; e < experts; ++e) {
+    for (int64_t i = 0; i < out_rows; ++i) {
+      const int64_t row = e * rows + (r.parity >= 0 ? 2 * i + r.parity : i);
+      for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* in = src + (row * nb + b) * 16;
+        uint8_t code[32];
+        for (int k = 0; k < 16; ++k) {
+          code[2 * k] = in[k] & 0x0F;
+          code[2 * k + 1] = in[k] >> 4;
+        }
+        *dst++ = sc[row * nb + b];
+        for (int j = 0; j < 16; ++j) *dst++ = static_cast<uint8_t>(code[j] | (code[j + 16] << 4));
+      }
+    }
+  }
+  return out;
+}
+
 // [experts, rows, cols]: one expert's shape, experts deep (each expert is checked as stacked).
 Shape HfTensorSource::stacked_shape(const Recipe& r) const {
   const Shape& one = stored(r.sources[0]).info->shape;
@@ -255,6 +390,12 @@ StoredTensorInfo HfTensorSource::tensor_info(const std::string& name) const {
   KILN_CHECK(it != recipes_.end(), "no tensor '{}'", name);
   const Recipe& r = it->second;
   if (r.kind == Kind::kComputed) return {DType::F32, "f32", r.computed.shape()};
+  if (r.kind == Kind::kMxfp4) return {DType::MXFP4, "mxfp4", mxfp4_shape(r)};
+  if (r.kind == Kind::kRearranged) {
+    const Shape shape = rearranged_shape(r);
+    if (r.serve_as) return {*r.serve_as, std::string(dtype_name(*r.serve_as)), shape};
+    return {DType::F32, "f32", shape};
+  }
   const SafetensorsTensorInfo& first = *stored(r.sources[0]).info;
   const Shape shape = r.kind == Kind::kStacked ? stacked_shape(r) : first.shape;
   if (r.serve_as) return {*r.serve_as, std::string(dtype_name(*r.serve_as)), shape};
@@ -290,6 +431,10 @@ Tensor HfTensorSource::stored_tensor(const Recipe& r, const std::string& name) c
   switch (r.kind) {
     case Kind::kComputed:
       return r.computed;
+    case Kind::kRearranged:
+      return rearranged(r);
+    case Kind::kMxfp4:
+      return mxfp4(r);
     case Kind::kAsStored: {
       Tensor w = load(r.sources[0]);
       if (w.shape().rank() != 1 || w.dtype() == DType::F32) return w;

@@ -9,6 +9,12 @@
 //    made F16 where rows are not whole blocks (as llama.cpp's converter does).
 //  - Llama 3 rope scaling: the frequency factors GGUF stores as rope_freqs.weight, computed
 //    from config.json.
+//  - gpt-oss experts: HF stores gate and up interleaved (columns 2f and 2f + 1 of gate_up_proj,
+//    [experts, embd, 2 * ff]) and down as [experts, ff, embd]; GGUF stores separate gate and up
+//    [experts, ff, embd] and down [experts, embd, ff]: rearranged (in f32) when asked for.
+//    OpenAI's checkpoints keep them in MXFP4 (*_blocks [experts, rows, blocks, 16] with two
+//    codes a byte, *_scales [experts, rows, blocks] e8m0): served as GGUF MXFP4 rows, the codes
+//    moved to ggml's order (the converter's repacking), gate/up rows de-interleaved.
 // Llama/Mistral Q and K rows are served as stored (NeoX order): the config runs them with NeoX
 // RoPE rather than permuting them into the GGUF order, which would copy both matrices.
 #pragma once
@@ -45,9 +51,13 @@ class HfTensorSource final : public TensorSource {
     const SafetensorsFile* file;
     const SafetensorsTensorInfo* info;
   };
-  enum class Kind { kAsStored, kPlusOne, kStacked, kComputed };
+  enum class Kind { kAsStored, kPlusOne, kStacked, kComputed, kRearranged, kMxfp4 };
   struct Recipe {
     Kind kind = Kind::kAsStored;
+    // kRearranged (gpt-oss experts, f32): the last dimension's even (0) or odd (1) entries, or
+    // all (-1); then the last two dimensions swapped when `transpose`.
+    int parity = -1;
+    bool transpose = false;
     std::optional<DType> serve_as;     // --quantize: the type this matrix is converted to
     std::vector<std::string> sources;  // HF names (kStacked: one per expert)
     Tensor computed;                   // kComputed
@@ -61,6 +71,14 @@ class HfTensorSource final : public TensorSource {
   void check_shape(const std::string& name, const Shape& expected) const;
   void map_names(const HfModelConfig& config);
   void map_mla_attention(const ModelConfig& c, const std::string& hf, const std::string& blk);
+  void map_gpt_oss_experts(const ModelConfig& c, const std::string& hf, const std::string& blk);
+  void add_rearranged(const std::string& name, const std::string& hf_name, int parity,
+                      bool transpose);
+  Shape rearranged_shape(const Recipe& r) const;
+  Tensor rearranged(const Recipe& r) const;
+  void add_mxfp4(const std::string& name, const std::string& hf_name, int parity);
+  Shape mxfp4_shape(const Recipe& r) const;
+  Tensor mxfp4(const Recipe& r) const;
 
   std::vector<std::shared_ptr<SafetensorsFile>> shards_;
   std::unordered_map<std::string, Stored> stored_;   // HF name -> where it is

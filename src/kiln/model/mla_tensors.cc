@@ -54,7 +54,8 @@ class MlaTensorSource final : public TensorSource {
  public:
   MlaTensorSource(std::shared_ptr<const TensorSource> source, const ModelConfig& c)
       : source_(std::move(source)) {
-    for (int il = 0; il < c.n_layers; ++il) add_layer(c, il);
+    if (c.mla)
+      for (int il = 0; il < c.n_layers; ++il) add_layer(c, il);
     if (!c.computed_rope_factors.empty() && !source_->has_tensor(kRopeFreqsTensor)) {
       const std::vector<float> f = c.computed_rope_factors;
       const Shape shape{static_cast<int64_t>(f.size())};
@@ -201,7 +202,8 @@ std::string mla_weight_name(int il, const char* what) { return blk(il, what); }
 
 std::shared_ptr<const TensorSource> with_mla_tensors(std::shared_ptr<const TensorSource> source,
                                                      const ModelConfig& config) {
-  if (!config.mla) return source;
+  // gpt-oss's YaRN factors come this way too (no MLA weights).
+  if (!config.mla && config.computed_rope_factors.empty()) return source;
   return std::make_shared<MlaTensorSource>(std::move(source), config);
 }
 

@@ -38,7 +38,7 @@ namespace kiln::model {
 std::string mla_weight_name(int il, const char* what);
 
 // `source` with the rearranged weights added (and, when config.computed_rope_factors is set and
-// the source has no kRopeFreqsTensor, that tensor); `source` itself when config.mla is false.
+// the source has no kRopeFreqsTensor, that tensor); `source` itself when there is neither.
 std::shared_ptr<const TensorSource> with_mla_tensors(std::shared_ptr<const TensorSource> source,
                                                      const ModelConfig& config);
 

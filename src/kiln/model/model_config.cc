@@ -33,10 +33,10 @@ std::vector<bool> sliding_layers(const GgufFile& file, const std::string& p, int
 
 // Refuses every RoPE variant kiln does not implement instead of running with wrong positions.
 // Llama 3's scaling is not a key: the converter writes its per-dimension factors as the tensor
-// kRopeFreqsTensor, which the forward pass applies.
-void check_rope_scaling(const GgufFile& file, const std::string& p) {
+// kRopeFreqsTensor, which the forward pass applies. gpt-oss's YaRN is read by read_gpt_oss.
+void check_rope_scaling(const GgufFile& file, const std::string& p, bool yarn_ok) {
   auto scaling = file.try_get_string(p + "rope.scaling.type");
-  KILN_CHECK(!scaling || *scaling == "none",
+  KILN_CHECK(!scaling || *scaling == "none" || (yarn_ok && *scaling == "yarn"),
              "rope scaling '{}' is not implemented (kiln implements none and llama3's "
              "rope_freqs); refusing to run with wrong positions",
              *scaling);
@@ -125,6 +125,24 @@ void read_moe(const GgufFile& file, const std::string& p, ModelConfig& c, bool d
              "again");
 }
 
+// gpt-oss beyond its row: sinks in every layer, and its YaRN (rope.scaling.* keys as the
+// converter writes them from config.json's rope_parameters) when the file says so.
+void read_gpt_oss(const GgufFile& file, const std::string& p, ModelConfig& c, double rope_base) {
+  c.attn_sinks = true;
+  KILN_CHECK(file.has_tensor("blk.0.attn_sinks.weight"),
+             "the gpt-oss file has no tensor 'blk.0.attn_sinks.weight' (attention sinks)");
+  KILN_CHECK(!file.has_tensor(kRopeFreqsTensor), "a gpt-oss file with '{}' is not supported",
+             kRopeFreqsTensor);
+  if (file.try_get_string(p + "rope.scaling.type").value_or("none") != "yarn") return;
+  const double attn_factor = file.try_get_f32(p + "rope.scaling.yarn_attn_factor").value_or(1.0f);
+  KILN_CHECK(attn_factor == 1.0, "YaRN with attn_factor {} is not implemented", attn_factor);
+  set_gpt_oss_yarn(c, rope_base, file.get_f32(p + "rope.scaling.factor"),
+                   file.get_u32(p + "rope.scaling.original_context_length"),
+                   file.try_get_f32(p + "rope.scaling.yarn_beta_fast").value_or(32.0f),
+                   file.try_get_f32(p + "rope.scaling.yarn_beta_slow").value_or(1.0f),
+                   /*truncate=*/false);
+}
+
 // Whether the file's FFNs are mixtures of experts: always, never, or (Mixtral, architecture
 // llama) when it has expert_count. A dense-only architecture whose file has experts is refused
 // here rather than by a missing dense tensor later.
@@ -171,6 +189,28 @@ void apply_architecture_traits(const ArchitectureTraits& t, ModelConfig& c) {
     c.pre_norms = false;
     c.qk_norm_full = true;
   }
+  if (t.arch == "gpt-oss") {
+    // The converter names the pre-FFN norm post_attention_norm; the values of alpha and limit
+    // are llama.cpp's constants (its files do not store them) and gpt-oss's config defaults.
+    c.ffn_norm = "post_attention_norm";
+    c.moe_softmax_topk = true;
+    c.expert_weights_norm = false;
+    c.swiglu_alpha = 1.702;
+    c.swiglu_limit = 7.0;
+  }
+}
+
+void set_gpt_oss_yarn(ModelConfig& c, double theta, double factor, double original_context,
+                      double beta_fast, double beta_slow, bool truncate) {
+  KILN_CHECK(factor > 0 && original_context > 0 && beta_fast > beta_slow && beta_slow > 0,
+             "YaRN rope scaling needs factor > 0, original context > 0 and beta_fast > beta_slow "
+             "> 0 (got {}, {}, {}, {})",
+             factor, original_context, beta_fast, beta_slow);
+  c.computed_rope_factors =
+      yarn_rope_factors(c.n_rot, theta, factor, original_context, beta_fast, beta_slow, truncate);
+  c.rope_freq_factors = true;
+  const double m = yarn_mscale(factor, 1.0);
+  c.attention_scale *= m * m;
 }
 
 ModelConfig read_model_config(const GgufFile& file) {
@@ -200,7 +240,7 @@ ModelConfig read_model_config(const GgufFile& file) {
     read_deepseek2_dims(file, p, c);
   } else {
     read_head_dims(file, p, c);
-    check_rope_scaling(file, p);
+    check_rope_scaling(file, p, c.arch == "gpt-oss");
     c.rope_freq_factors = file.has_tensor(kRopeFreqsTensor);
   }
   if (c.rope_freq_factors) {
@@ -236,6 +276,7 @@ ModelConfig read_model_config(const GgufFile& file) {
   }
   if (moe) read_moe(file, p, c, mla);
   if (mla) read_deepseek2_rest(file, p, c);
+  if (c.arch == "gpt-oss") read_gpt_oss(file, p, c, rope_base);
   if (c.arch == "granite") {
     // llama.cpp requires logit_scale; the others default to no scaling.
     c.logit_scale = file.get_f32(p + "logit_scale");

@@ -88,6 +88,16 @@ struct ModelConfig {
   // RoPE frequency factors computed from the config (YaRN), served as kRopeFreqsTensor when the
   // file has none (mla_tensors.h); empty: none.
   std::vector<float> computed_rope_factors;
+  // gpt-oss: per-head attention sinks (blk.N.attn_sinks.weight, kernels/attention.h); experts
+  // chosen by their logits and weighted by the softmax of those alone; the clamped SwiGLU with
+  // swiglu_alpha and swiglu_limit (> 0; kernels/moe_ffn.h); biases on the router and experts
+  // (when the file has them); the pre-FFN norm's tensor name (gpt-oss's converter names it
+  // post_attention_norm).
+  bool attn_sinks = false;
+  bool moe_softmax_topk = false;
+  double swiglu_alpha = 0;
+  double swiglu_limit = 0;
+  std::string ffn_norm = "ffn_norm";
   // Tensor parallelism (tensor_parallel.h): > 1 when this config is one rank's part of the
   // model (n_heads, n_kv_heads and n_ff are then the rank's; vocab stays the whole one).
   int tp_size = 1;
@@ -98,6 +108,13 @@ struct ModelConfig {
 // projection and norm options and the activation. rope_neox is left to the reader (it depends
 // on the file format), and so are the traits that need the file's keys.
 void apply_architecture_traits(const ArchitectureTraits& traits, ModelConfig& c);
+
+// gpt-oss's YaRN for the layers' base `theta`: frequency factors and the attention scale times
+// mscale^2 (transformers scales cos and sin by mscale, so q.k by its square). gpt-oss's
+// config.json turns off the truncation of the ramp's ends (it was trained so); GGUF files do
+// not say, and are read with gpt-oss's value.
+void set_gpt_oss_yarn(ModelConfig& c, double theta, double factor, double original_context,
+                      double beta_fast, double beta_slow, bool truncate);
 
 // Reads and validates the config; throws kiln::Error naming the missing/invalid key or the
 // unsupported architecture / rope scaling.

@@ -9,7 +9,8 @@
 namespace kiln::model {
 namespace {
 
-// Every dtype name the safetensors format defines; only the first three are read.
+// Every dtype name the safetensors format defines; the first three are read, and U8 as raw
+// bytes (gpt-oss's MXFP4 blocks and scales).
 constexpr std::string_view kKnownDtypes[] = {
     "F32", "F16", "BF16", "F64",     "I64",     "I32", "I16",     "I8",      "U64",     "U32",
     "U16", "U8",  "BOOL", "F8_E4M3", "F8_E5M2", "F4",  "F6_E2M3", "F6_E3M2", "F8_E8M0", "C64"};
@@ -21,9 +22,10 @@ DType read_dtype(const std::string& file, const std::string& tensor, const std::
   if (name == "F32") return DType::F32;
   if (name == "F16") return DType::F16;
   if (name == "BF16") return DType::BF16;
+  if (name == "U8") return DType::I8;  // bytes: only the MXFP4 expert recipe reads them
   const bool known =
       std::find(std::begin(kKnownDtypes), std::end(kKnownDtypes), name) != std::end(kKnownDtypes);
-  fail("{}: tensor '{}' has {} dtype '{}' (kiln reads F32, F16 and BF16)", file, tensor,
+  fail("{}: tensor '{}' has {} dtype '{}' (kiln reads F32, F16, BF16 and U8)", file, tensor,
        known ? "unsupported" : "unknown", name);
 }
 

@@ -5,8 +5,9 @@
 // Everything the header states is checked at open, each problem one kiln::Error naming the
 // file: a truncated file, a header length beyond the file, JSON that is not an object of tensor
 // entries, offsets out of range or overlapping, a byte range that does not match shape x dtype,
-// and dtypes other than F32, F16 and BF16 (the only ones kiln computes with; an unknown dtype
-// name is reported as unknown, a known one as unsupported).
+// and dtypes other than F32, F16 and BF16 (the only ones kiln computes with) and U8 (raw bytes,
+// served as I8: MXFP4 blocks and scales); an unknown dtype name is reported as unknown, a known
+// one as unsupported.
 #pragma once
 #include <cstdint>
 #include <memory>

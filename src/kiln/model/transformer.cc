@@ -116,6 +116,15 @@ class ForwardBuilder {
     route.routed_scale = c_.expert_weights_scale;
     const std::string bias = blk + ".exp_probs_b.bias";
     if (has_weight(bias)) route.score_bias = weight(bias);
+    // gpt-oss: its routing, its clamped SwiGLU, biases on the router and every expert.
+    route.softmax_topk = c_.moe_softmax_topk;
+    route.swiglu_alpha = c_.swiglu_alpha;
+    route.swiglu_limit = c_.swiglu_limit;
+    if (has_weight(blk + ".ffn_gate_exps.bias")) {
+      route.expert_biases = {weight(blk + ".ffn_gate_inp.bias"),
+                             weight(blk + ".ffn_gate_exps.bias"), weight(blk + ".ffn_up_exps.bias"),
+                             weight(blk + ".ffn_down_exps.bias")};
+    }
     Value routed =
         b_.moe_ffn(h, weight(blk + ".ffn_gate_inp.weight"), weight(blk + ".ffn_gate_exps.weight"),
                    weight(blk + ".ffn_up_exps.weight"), weight(blk + ".ffn_down_exps.weight"),
@@ -158,6 +167,14 @@ class ForwardBuilder {
     return spec;
   }
 
+  // gpt-oss's per-head sink logits join the spec of its layers.
+  graph::AttentionSpec attention_spec_with_sinks(int il, const LayerConfig& lc,
+                                                 const std::string& blk) {
+    graph::AttentionSpec spec = attention_spec(il, lc);
+    if (c_.attn_sinks) spec.sinks = weight(blk + ".attn_sinks.weight");
+    return spec;
+  }
+
   Value ffn(int il, Value h, const std::string& blk) {
     if (c_.n_experts == 0 || il < c_.n_dense_lead) return dense_ffn(h, blk);
     return moe_ffn(h, blk);
@@ -175,7 +192,7 @@ class ForwardBuilder {
     if (c_.residual_scale != 1.0) o = b_.scale(o, c_.residual_scale);
     x = b_.add(x, o);
 
-    h = c_.pre_norms ? b_.rms_norm(x, weight(blk + ".ffn_norm.weight"), c_.rms_eps) : x;
+    h = c_.pre_norms ? b_.rms_norm(x, weight(blk + "." + c_.ffn_norm + ".weight"), c_.rms_eps) : x;
     Value d = ffn(il, h, blk);
     if (c_.tp_size > 1) d = b_.all_reduce(d);  // this rank's FFN columns' share, summed
     if (c_.post_norms) d = b_.rms_norm(d, weight(blk + ".post_ffw_norm.weight"), c_.rms_eps);
@@ -199,8 +216,8 @@ class ForwardBuilder {
     k = rope(k, lc);
     kv = b_.kv_write(kv, k, v, slots_, il);
     Value attn = b_.attention(q, kv, block_table_, seq_lens_, positions_, token_seq_,
-                              attention_spec(il, lc));
-    return b_.matmul(attn, weight(blk + ".attn_output.weight"));
+                              attention_spec_with_sinks(il, lc, blk));
+    return linear(attn, blk + ".attn_output");  // gpt-oss: with its bias
   }
 
   const ModelConfig& c_;
