@@ -19,5 +19,6 @@ void add_logits_command(CLI::App& app);      // logits_command.cc
 void add_perplexity_command(CLI::App& app);  // perplexity_command.cc
 void add_tokenize_command(CLI::App& app);    // tokenize_command.cc
 void add_pull_command(CLI::App& app);        // pull_command.cc (kiln pull NAME)
+void add_embed_command(CLI::App& app);       // embed_command.cc
 
 }  // namespace kiln::cli
