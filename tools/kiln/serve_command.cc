@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <future>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -22,9 +23,11 @@
 #include "kiln/engine/runtime.h"
 #include "kiln/engine/tokenizer_text.h"
 #include "kiln/kernels/kv_cache.h"
+#include "kiln/model/sentence_encoder.h"
 #include "kiln/server/api_key.h"
 #include "kiln/server/engine_backend.h"
 #include "kiln/server/http_server.h"
+#include "kiln/server/sentence_encoder_backend.h"
 #include "kiln/server/tokenizer_codec.h"
 #include "progress_bar.h"
 #include "speculative_flags.h"
@@ -122,10 +125,67 @@ nlohmann::json server_args_json(const ServeArgs& a, const engine::ModelInfo& inf
           {"dp_size", 1}};
 }
 
+// An embedding model (a BERT encoder folder): no engine, no KV cache; /v1/embeddings and
+// /encode run on the encoder, generation routes are refused (sentence_encoder_backend.h).
+int serve_encoder(const ServeArgs& a, ShutdownSignal& signal, const std::string& path,
+                  const std::string& api_key) {
+  const model::SentenceEncoder encoder(path);
+  const int threads = a.runtime.threads > 0
+                          ? a.runtime.threads
+                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const std::string name = std::filesystem::path(path).filename().string();
+  server::ModelCard card;
+  card.id = a.served_model_name.empty() ? name : a.served_model_name;
+  card.path = path;
+  card.architecture = "bert";
+  card.context_length = static_cast<int64_t>(encoder.max_tokens());
+  card.vocab_size = encoder.config().vocab_size;
+  server::SentenceEncoderBackend embeddings(encoder, threads);
+  server::EncoderOnlyGeneration generation(card.id);
+  server::EncoderTextCodec codec(encoder, card.id);
+  server::ServerOptions sopts;
+  sopts.host = a.host;
+  sopts.port = a.port;
+  sopts.api_key = api_key;
+  sopts.cors_allow_origin = a.cors_allow_origin;
+  sopts.max_body_bytes = a.max_body_bytes;
+  sopts.server_args = {{"model_path", path},
+                       {"served_model_name", card.id},
+                       {"host", a.host},
+                       {"port", a.port},
+                       {"threads", threads},
+                       {"is_embedding", true},
+                       {"api_key_set", !api_key.empty()}};
+  server::HttpServer http(generation, codec, card, sopts);
+  http.state().embeddings = &embeddings;
+  const int port = http.bind();
+  std::thread http_thread([&] { http.serve(); });
+  signal.set_ready();
+  std::printf(
+      "kiln: serving embedding model %s (%lld dimensions, %zu tokens at most) at "
+      "http://%s:%d/v1/embeddings\n",
+      card.id.c_str(), static_cast<long long>(encoder.dim()), encoder.max_tokens(), a.host.c_str(),
+      port);
+  std::fflush(stdout);
+  signal.wait();
+  http.stop_accepting();
+  http.wait_requests_done(
+      std::chrono::milliseconds(static_cast<int64_t>(a.shutdown_timeout * 1000)));
+  http.stop();
+  http_thread.join();
+  KILN_LOG_INFO("stopped");
+  return 0;
+}
+
 int serve_on_rank(const ServeArgs& a, ShutdownSignal& signal, Communicator* group) {
   // Before the model loads, so a wrong path fails at once.
   const std::string api_key =
       a.api_key_file.empty() ? a.api_key : server::read_api_key_file(a.api_key_file);
+  if (group == nullptr && !a.model.empty()) {
+    const std::string path = resolve_model_name(a.model);
+    if (model::SentenceEncoder::is_encoder_dir(path))
+      return serve_encoder(a, signal, path, api_key);
+  }
   engine::SpeculativeConfig speculative = speculative_config(a.speculative);
 
   ProgressBar bar;

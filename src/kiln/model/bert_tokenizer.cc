@@ -295,6 +295,24 @@ void BertTokenizer::encode_word(const std::u32string& word, std::vector<int32_t>
   }
 }
 
+std::string BertTokenizer::decode(const std::vector<int32_t>& ids, bool skip_special) const {
+  std::string out;
+  for (int32_t id : ids) {
+    if (id < 0 || static_cast<size_t>(id) >= tokens_.size()) continue;
+    const bool added =
+        std::any_of(added_.begin(), added_.end(), [id](const Added& a) { return a.id == id; });
+    if (skip_special && added) continue;
+    const std::string& piece = tokens_[static_cast<size_t>(id)];
+    if (!added && piece.starts_with(continuation_)) {
+      out.append(piece, continuation_.size());
+    } else {
+      if (!out.empty()) out.push_back(' ');
+      out.append(piece);
+    }
+  }
+  return out;
+}
+
 std::vector<int32_t> BertTokenizer::add_specials(std::vector<int32_t> ids,
                                                  size_t max_tokens) const {
   const size_t specials = special_count();

@@ -39,6 +39,10 @@ class BertTokenizer {
     return add_specials(encode(text), max_tokens);
   }
 
+  // Text of ids as `tokenizers`' WordPiece decoder writes it: pieces joined by spaces, "##"
+  // continuations glued to the piece before. skip_special leaves out the added tokens.
+  std::string decode(const std::vector<int32_t>& ids, bool skip_special) const;
+
   size_t vocab_size() const { return tokens_.size(); }
   size_t special_count() const { return prefix_.size() + suffix_.size(); }
   const std::string& token(int32_t id) const { return tokens_.at(static_cast<size_t>(id)); }
