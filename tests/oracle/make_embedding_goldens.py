@@ -18,6 +18,8 @@ those packages (tests/oracle/test_embedding_oracle.py runs kiln against them).
                          truncates), "embeddings" (SentenceTransformer.encode, the folder's own
                          pooling), "pooled": {mode: [...]} (float64 transformers hidden states,
                          pooled by mean/cls/last/max, not normalized), versions}
+  decoder-qwen2.json     a decoder's final-norm hidden states of the qwen2 oracle fixture's
+                         prompts, pooled by last token and mean (float64 transformers)
   minilm/texts.jsonl     the 200 held texts (one JSON string a line)
   minilm/embeddings.npy  SentenceTransformer(all-MiniLM-L6-v2).encode(texts), float32 [200, 384]
 """
@@ -194,6 +196,24 @@ def make_minilm(folder):
             .astype(np.float32))
 
 
+def make_decoder(case="qwen2"):
+    """A decoder's embeddings: the final-norm hidden states (float64 transformers) of the
+    oracle fixture's prompts, pooled by last token and by mean (kiln embed on its GGUF)."""
+    data = HERE / "data" / case
+    prompts = [p["ids"] for p in json.loads((data / "golden.json").read_text())["prompts"]]
+    model = transformers.AutoModel.from_pretrained(data / "hf", attn_implementation="eager")
+    model = model.double().eval()
+    pooled = {"last": [], "mean": []}
+    with torch.no_grad():
+        for ids in prompts:
+            h = model(input_ids=torch.tensor([ids])).last_hidden_state[0]
+            pooled["last"].append(h[-1].tolist())
+            pooled["mean"].append(h.mean(0).tolist())
+    (OUT / f"decoder-{case}.json").write_text(json.dumps(
+        {"case": case, "gguf": f"tests/oracle/data/{case}/model.f32.gguf", "ids": prompts,
+         "pooled": pooled, "transformers": transformers.__version__}))
+
+
 def write_sums():
     files = sorted(p for p in OUT.rglob("*") if p.is_file() and p.name != "SHA256SUMS")
     (OUT / "SHA256SUMS").write_text("".join(
@@ -207,6 +227,7 @@ def main():
     args = parser.parse_args()
     for case in CASES:
         make_case(case)
+    make_decoder()
     make_minilm(args.minilm)
     write_sums()
 

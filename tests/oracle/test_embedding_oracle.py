@@ -114,3 +114,17 @@ def test_minilm_matches_sentence_transformers(tmp_path):
     assert_close(got, want, texts, "all-MiniLM-L6-v2")
     # By name, as `kiln pull` installed it, the same vectors.
     assert np.array_equal(embed("all-minilm-l6-v2", texts[:5], tmp_path), got[:5])
+
+
+@pytest.mark.parametrize("mode", ["last", "mean"])
+def test_decoder_hidden_states_match_transformers(mode, tmp_path):
+    """A generative model embeds too: its final-norm hidden state (qwen2 oracle fixture, the
+    GGUF llama.cpp's converter made), pooled by last token or mean, token ids as input."""
+    g = json.loads((DATA / "decoder-qwen2.json").read_text())
+    got = embed(ROOT / g["gguf"], g["ids"], tmp_path, "--pooling", mode, "--normalize", "off")
+    assert_close(got, g["pooled"][mode], [str(i) for i in g["ids"]], f"qwen2 {mode}")
+    # The default: last token, normalized.
+    default = embed(ROOT / g["gguf"], g["ids"], tmp_path)
+    want = np.asarray(g["pooled"]["last"])
+    assert_close(default, want, [str(i) for i in g["ids"]], "qwen2 default")
+    assert np.allclose(np.linalg.norm(default, axis=1), 1.0, atol=1e-5)

@@ -58,8 +58,10 @@ std::vector<std::shared_ptr<SafetensorsFile>> open_hf_weights(
       shards.push_back(SafetensorsFile::open((dir / f).string(), skip));
     }
     for (const auto& [tensor, file] : index["weight_map"].items()) {
+      // A named copy: clang before 16 refuses a lambda that captures a structured binding.
+      const std::string file_name = file.get<std::string>();
       auto it = std::find_if(shards.begin(), shards.end(), [&](const auto& s) {
-        return fs::path(s->path()).filename() == file.get<std::string>();
+        return fs::path(s->path()).filename() == file_name;
       });
       KILN_CHECK((skip && skip(tensor)) || (*it)->find(tensor) != nullptr,
                  "'{}' places tensor '{}' in '{}', which lacks it", index_path.string(), tensor,
