@@ -167,6 +167,11 @@ def test_generation_on_an_encoder_is_refused_with_the_reason(embedder, path, bod
     assert "is an embedding model" in r.json()["error"]["message"], r.json()
 
 
+def test_model_info_says_it_embeds(embedder, server):
+    assert embedder.get("/get_model_info").json()["is_generation"] is False
+    assert server.get("/get_model_info").json()["is_generation"] is True
+
+
 def test_generative_model_answers_404_naming_the_route(server):
     for path, body in [("/v1/embeddings", {"input": "hello"}), ("/encode", {"text": "hello"})]:
         r = server.post(path, body)

@@ -128,9 +128,6 @@ BertEncoder::BertEncoder(const BertConfig& config,
     l.down = linear({p + "output.dense"}, h, inter);
     l.ln2_w = t.floats(p + "output.LayerNorm.weight", {h});
     l.ln2_b = t.floats(p + "output.LayerNorm.bias", {h});
-    for (const Linear* w : {&l.qkv, &l.attn_out, &l.up, &l.down})
-      scratch_bytes_per_row_ =
-          std::max(scratch_bytes_per_row_, kernels::matmul_scratch_bytes(w->weight, 1));
     layers_.push_back(std::move(l));
   }
 }
@@ -154,7 +151,11 @@ std::vector<float> BertEncoder::forward(const std::vector<std::vector<int32_t>>&
   std::vector<float> x(static_cast<size_t>(rows * h)), y(x.size()), attn(x.size());
   std::vector<float> qkv(static_cast<size_t>(rows * 3 * h)), mid(static_cast<size_t>(rows * inter));
   if (rows == 0) return x;
-  std::vector<uint8_t> scratch(scratch_bytes_per_row_ * static_cast<size_t>(rows) + 64);
+  size_t scratch_bytes = 64;  // 0 for float weights; asked for anyway
+  for (const Layer& l : layers_)
+    for (const Linear* w : {&l.qkv, &l.attn_out, &l.up, &l.down})
+      scratch_bytes = std::max(scratch_bytes, kernels::matmul_scratch_bytes(w->weight, rows));
+  std::vector<uint8_t> scratch(scratch_bytes);
   void* scratch_ptr = scratch.data();
   const int nth = pool.size();
   std::vector<std::vector<float>> scores(static_cast<size_t>(nth),

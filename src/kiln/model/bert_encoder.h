@@ -54,7 +54,6 @@ class BertEncoder {
   std::vector<float> word_, position_, token_type_;  // embedding tables, f32
   std::vector<float> emb_ln_w_, emb_ln_b_;
   std::vector<Layer> layers_;
-  size_t scratch_bytes_per_row_ = 0;  // matmul scratch (0 for float weights)
 };
 
 }  // namespace kiln::model
