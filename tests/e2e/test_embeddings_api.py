@@ -178,3 +178,32 @@ def test_generative_model_answers_404_naming_the_route(server):
         assert r.status_code == 404, r.text
         message = r.json()["error"]["message"]
         assert path in message and "not an embedding model" in message
+        assert "--embeddings" in message
+
+
+DECODER = json.loads((REPO / "tests" / "oracle" / "embeddings" / "decoder-qwen2.json").read_text())
+
+
+@pytest.mark.parametrize("mode", ["last", "mean"])
+def test_generative_model_embeds_beside_generation(server_factory, mode):
+    """`kiln serve --embeddings MODE` on a generative model: /v1/embeddings from its final-norm
+    hidden states (float64 transformers goldens, normalized), answered while a generation
+    streams, which finishes as it would alone."""
+    s = server_factory(REPO / DECODER["gguf"], "--embeddings", mode, name=f"decoder-{mode}")
+    try:
+        body = {"input_ids": DECODER["ids"][0], "sampling_params": {
+            "max_new_tokens": 48, "temperature": 0, "ignore_eos": True}}
+        alone = s.generate(body)["output_ids"]
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            gen = pool.submit(s.generate, body)
+            for _ in range(3):
+                r = s.post("/v1/embeddings", {"input": DECODER["ids"]})
+                assert r.status_code == 200, r.text
+                for item, want in zip(r.json()["data"], DECODER["pooled"][mode]):
+                    assert cosine(item["embedding"], want) >= 0.9999
+            assert gen.result()["output_ids"] == alone
+        r = s.post("/encode", {"text": "hello world"})
+        assert r.status_code == 200 and len(r.json()["embedding"]) == len(DECODER["pooled"]["last"][0])
+        assert s.get("/get_model_info").json()["is_generation"] is True
+    finally:
+        s.stop()

@@ -26,6 +26,7 @@
 #include "kiln/model/sentence_encoder.h"
 #include "kiln/server/api_key.h"
 #include "kiln/server/engine_backend.h"
+#include "kiln/server/engine_embedding_backend.h"
 #include "kiln/server/http_server.h"
 #include "kiln/server/sentence_encoder_backend.h"
 #include "kiln/server/tokenizer_codec.h"
@@ -55,6 +56,7 @@ struct ServeArgs {
   std::string mixed_steps = "on";
   std::string schedule_policy = engine::schedule_policy_name(engine::ScheduleConfig{}.policy);
   bool disable_prefix_cache = false;
+  std::string embeddings;  // --embeddings last|mean: serve /v1/embeddings from hidden states
   bool no_compile_cache = false;
   double cache_max_gb = 8.0;  // --cache-max-gb
   int64_t random_seed = -1;
@@ -138,6 +140,7 @@ int serve_encoder(const ServeArgs& a, ShutdownSignal& signal, const std::string&
   card.id = a.served_model_name.empty() ? name : a.served_model_name;
   card.path = path;
   card.architecture = "bert";
+  card.is_generation = false;
   card.context_length = static_cast<int64_t>(encoder.max_tokens());
   card.vocab_size = encoder.config().vocab_size;
   server::SentenceEncoderBackend embeddings(encoder, threads);
@@ -249,6 +252,15 @@ int serve_on_rank(const ServeArgs& a, ShutdownSignal& signal, Communicator* grou
   sopts.max_prompt_tokens = a.max_prompt_tokens;
   sopts.server_args = server_args_json(a, info, !api_key.empty());
   server::HttpServer http(backend, codec, card, sopts);
+  std::unique_ptr<server::EngineEmbeddingBackend> embeddings;
+  if (!a.embeddings.empty()) {
+    KILN_CHECK(a.embeddings == "last" || a.embeddings == "mean",
+               "--embeddings must be last or mean, not '{}'", a.embeddings);
+    KILN_CHECK(group == nullptr, "--embeddings is not supported with tensor parallel");
+    embeddings = std::make_unique<server::EngineEmbeddingBackend>(
+        eng, codec, info.n_embd, info.context_length, a.embeddings == "mean");
+    http.state().embeddings = embeddings.get();
+  }
   const int port = http.bind();
   std::thread http_thread([&] { http.serve(); });
   signal.set_ready();
@@ -377,6 +389,9 @@ void add_serve_command(CLI::App& app) {
                   "entries are always kept (0: no bound)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  cmd->add_option("--embeddings", a->embeddings,
+                  "last | mean: also serve /v1/embeddings and /encode from this generative "
+                  "model's final hidden state (for models trained to embed; docs/embeddings.md)");
   cmd->add_flag("--disable-prefix-cache", a->disable_prefix_cache,
                 "Turn off the radix prefix cache");
   cmd->add_option("--random-seed", a->random_seed,

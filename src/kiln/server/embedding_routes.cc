@@ -43,7 +43,9 @@ EmbeddingBackend& backend_for(ServerState& st, const std::string& route) {
   if (st.embeddings == nullptr)
     throw HttpError(404, route + " is not served: the loaded model '" + st.model.id +
                              "' is a text generation model, not an embedding model (serve a "
-                             "sentence-embedding folder such as all-minilm-l6-v2)");
+                             "sentence-embedding folder such as all-minilm-l6-v2, or start "
+                             "kiln serve with --embeddings last|mean to embed with this "
+                             "model's hidden states)");
   return *st.embeddings;
 }
 
