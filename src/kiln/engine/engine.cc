@@ -36,8 +36,8 @@ struct Engine::Impl {
   };
 
   std::unique_ptr<TokenText> owned_tokenizer;  // the adapter, when built from model::Tokenizer
-  ModelExecutor& executor;
-  KvPool& pool;
+  ModelExecutor& exec;  // the scheduler's, used directly only for embedding steps
+  KvPool& kv;
   Scheduler scheduler;
   int max_queued;
 
@@ -62,8 +62,8 @@ struct Engine::Impl {
        const EngineConfig& config, const SpeculativeResources& speculative,
        std::unique_ptr<TokenText> owned)
       : owned_tokenizer(std::move(owned)),
-        executor(executor),
-        pool(pool),
+        exec(executor),
+        kv(pool),
         scheduler(executor, pool, tokenizer, config, speculative),
         max_queued(config.max_queued_requests),
         rng(config.random_seed ? *config.random_seed : std::random_device{}()) {
@@ -74,13 +74,13 @@ struct Engine::Impl {
   // One eager step of hidden-state prefills, one sequence per input, on pages borrowed from
   // the pool for the step.
   std::vector<float> run_embedding(const EmbedJob& job) {
-    const int page = pool.page_size();
+    const int page = kv.page_size();
     std::vector<std::vector<int32_t>> pages(job.inputs->size());
     // clang-analyzer takes KvPool::free for libc free (as in kv_pool.cc).
     // NOLINTBEGIN(clang-analyzer-unix.Malloc)
     auto release = [&] {
       for (auto& p : pages)
-        if (!p.empty()) pool.free(p);
+        if (!p.empty()) kv.free(p);
     };
     // NOLINTEND(clang-analyzer-unix.Malloc)
     StepBatch batch;
@@ -88,7 +88,7 @@ struct Engine::Impl {
     for (size_t i = 0; i < job.inputs->size(); ++i) {
       const std::vector<int32_t>& ids = (*job.inputs)[i];
       const int64_t need = (static_cast<int64_t>(ids.size()) + page - 1) / page;
-      if (!pool.alloc(need, pages[i])) {
+      if (!kv.alloc(need, pages[i])) {
         release();
         fail("the KV cache has no room for these embedding inputs now; retry later");
       }
@@ -96,7 +96,7 @@ struct Engine::Impl {
     }
     StepOutput out;
     try {
-      executor.forward(batch, out);
+      exec.forward(batch, out);
     } catch (...) {
       release();
       throw;
@@ -221,8 +221,8 @@ uint64_t Engine::submit(GenerateRequest request, EventCallback on_event) {
 
 std::vector<float> Engine::embed(const std::vector<std::vector<int32_t>>& inputs, bool mean,
                                  bool normalize) {
-  const int64_t context = impl_->executor.context_length();
-  const int64_t vocab = impl_->executor.vocab_size();
+  const int64_t context = impl_->exec.context_length();
+  const int64_t vocab = impl_->exec.vocab_size();
   for (size_t i = 0; i < inputs.size(); ++i) {
     KILN_CHECK(!inputs[i].empty(), "embedding input {} is empty", i);
     KILN_CHECK(static_cast<int64_t>(inputs[i].size()) <= context,
