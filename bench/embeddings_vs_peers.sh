@@ -38,7 +38,8 @@ for _ in range(n):
     k = rng.randint(10, 60)
     start = rng.randrange(0, len(words) - k)
     lines.append(" ".join(words[start:start + k]))
-open(out, "w").write("\n".join(lines) + "\n")
+# No newline after the last text: llama-embedding would read one more, empty, text.
+open(out, "w").write("\n".join(lines))
 PY
 
 llama=""
@@ -60,7 +61,7 @@ import torch
 torch.set_num_threads(2)
 from sentence_transformers import SentenceTransformer
 model = SentenceTransformer(sys.argv[1], device="cpu")
-texts = open(sys.argv[2]).read().split("\n")[:-1]
+texts = open(sys.argv[2]).read().split("\n")
 model.encode(texts[:32], batch_size=32)
 t0 = time.perf_counter()
 model.encode(texts, batch_size=32)
