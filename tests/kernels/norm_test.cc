@@ -93,6 +93,58 @@ TEST_P(NormTest, RowResultIndependentOfBatchThreadsAndAliasing) {
   }
 }
 
+std::vector<float> layer_norm_f64(const std::vector<float>& x, const std::vector<float>& w,
+                                  const std::vector<float>& b, int64_t rows, int64_t cols,
+                                  double eps) {
+  std::vector<float> out(rows * cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x.data() + r * cols;
+    double mean = 0, var = 0;
+    for (int64_t c = 0; c < cols; ++c) mean += xr[c];
+    mean /= cols;
+    for (int64_t c = 0; c < cols; ++c) var += (xr[c] - mean) * (xr[c] - mean);
+    const double inv = 1.0 / std::sqrt(var / cols + eps);
+    for (int64_t c = 0; c < cols; ++c)
+      out[r * cols + c] = float((xr[c] - mean) * inv * w[c] + b[c]);
+  }
+  return out;
+}
+
+TEST_P(NormTest, LayerNormMatchesFloat64Reference) {
+  for (int64_t cols : test_cols()) {
+    for (int64_t rows : {1, 2, 33}) {
+      // An offset of a few standard deviations: a one-pass E[x^2] - E[x]^2 would cancel.
+      // (Float rounding of the mean limits how far the offset can go before the reference,
+      // in double, differs for any float implementation.)
+      auto x = random_floats(rows * cols, 31 * cols + rows, 8.0f, 12.0f);
+      auto w = random_floats(cols, 5 + cols, 0.5f, 1.5f);
+      auto b = random_floats(cols, 9 + cols);
+      std::vector<float> out(rows * cols);
+      layer_norm(x.data(), w.data(), b.data(), out.data(), rows, cols, 1e-12f, ExecContext{});
+      ASSERT_TRUE(all_close(out, layer_norm_f64(x, w, b, rows, cols, 1e-12), 2e-5, 2e-5))
+          << "rows " << rows << " cols " << cols;
+    }
+  }
+}
+
+TEST_P(NormTest, LayerNormRowIndependentOfBatchThreadsAndAliasing) {
+  const int64_t rows = 33, cols = 384;
+  auto x = random_floats(rows * cols, 11), w = random_floats(cols, 12), b = random_floats(cols, 13);
+  std::vector<float> single(cols);
+  layer_norm(x.data() + 5 * cols, w.data(), b.data(), single.data(), 1, cols, 1e-12f,
+             ExecContext{});
+  for (int nth : {1, 2, 3}) {
+    std::vector<float> out = x;
+    run_group(nth, [&](const ExecContext& ctx) {
+      layer_norm(out.data(), w.data(), b.data(), out.data(), rows, cols, 1e-12f, ctx);
+    });
+    std::vector<float> row5(out.begin() + 5 * cols, out.begin() + 6 * cols);
+    EXPECT_TRUE(bits_equal(row5, single)) << nth << " threads";
+  }
+  EXPECT_THROW(layer_norm(x.data(), w.data(), b.data(), x.data(), 1, 0, 1e-6f, ExecContext{}),
+               Error);
+}
+
 TEST_P(NormTest, BadShapeThrows) {
   std::vector<float> x(4);
   EXPECT_THROW(rms_norm(x.data(), x.data(), x.data(), 1, 0, 1e-6f, ExecContext{}), Error);

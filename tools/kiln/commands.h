@@ -20,5 +20,6 @@ void add_perplexity_command(CLI::App& app);     // perplexity_command.cc
 void add_tokenize_command(CLI::App& app);       // tokenize_command.cc
 void add_pull_command(CLI::App& app);           // pull_command.cc (kiln pull NAME)
 void add_grammar_check_command(CLI::App& app);  // grammar_check_command.cc
+void add_embed_command(CLI::App& app);          // embed_command.cc
 
 }  // namespace kiln::cli

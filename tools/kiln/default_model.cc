@@ -55,6 +55,8 @@ std::string resolve_model_name(const std::string& model) {
   const bool bare_name = model.find('/') == std::string::npos && !model.ends_with(".gguf");
   if (!bare_name) return model;
   const std::string dir = installed_models_dir();
+  // Models that are folders (sentence-embedding models) are installed as <name>/.
+  if (!dir.empty() && fs::is_directory(dir + "/" + model, ec)) return dir + "/" + model;
   const std::string installed = dir + "/" + model + ".gguf";
   KILN_CHECK(!dir.empty() && fs::exists(installed, ec),
              "no file or folder '{}', and no installed model of that name in {} (`kiln pull {}` "

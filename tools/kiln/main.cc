@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   kiln::cli::add_tokenize_command(app);
   kiln::cli::add_pull_command(app);
   kiln::cli::add_grammar_check_command(app);
+  kiln::cli::add_embed_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <future>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -22,9 +23,12 @@
 #include "kiln/engine/runtime.h"
 #include "kiln/engine/tokenizer_text.h"
 #include "kiln/kernels/kv_cache.h"
+#include "kiln/model/sentence_encoder.h"
 #include "kiln/server/api_key.h"
 #include "kiln/server/engine_backend.h"
+#include "kiln/server/engine_embedding_backend.h"
 #include "kiln/server/http_server.h"
+#include "kiln/server/sentence_encoder_backend.h"
 #include "kiln/server/tokenizer_codec.h"
 #include "progress_bar.h"
 #include "speculative_flags.h"
@@ -53,6 +57,7 @@ struct ServeArgs {
   std::string mixed_steps = "on";
   std::string schedule_policy = engine::schedule_policy_name(engine::ScheduleConfig{}.policy);
   bool disable_prefix_cache = false;
+  std::string embeddings;  // --embeddings last|mean: serve /v1/embeddings from hidden states
   bool no_compile_cache = false;
   double cache_max_gb = 8.0;  // --cache-max-gb
   int64_t random_seed = -1;
@@ -124,10 +129,68 @@ nlohmann::json server_args_json(const ServeArgs& a, const engine::ModelInfo& inf
           {"dp_size", 1}};
 }
 
+// An embedding model (a BERT encoder folder): no engine, no KV cache; /v1/embeddings and
+// /encode run on the encoder, generation routes are refused (sentence_encoder_backend.h).
+int serve_encoder(const ServeArgs& a, ShutdownSignal& signal, const std::string& path,
+                  const std::string& api_key) {
+  const model::SentenceEncoder encoder(path);
+  const int threads = a.runtime.threads > 0
+                          ? a.runtime.threads
+                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const std::string name = std::filesystem::path(path).filename().string();
+  server::ModelCard card;
+  card.id = a.served_model_name.empty() ? name : a.served_model_name;
+  card.path = path;
+  card.architecture = "bert";
+  card.is_generation = false;
+  card.context_length = static_cast<int64_t>(encoder.max_tokens());
+  card.vocab_size = encoder.config().vocab_size;
+  server::SentenceEncoderBackend embeddings(encoder, threads);
+  server::EncoderOnlyGeneration generation(card.id);
+  server::EncoderTextCodec codec(encoder, card.id);
+  server::ServerOptions sopts;
+  sopts.host = a.host;
+  sopts.port = a.port;
+  sopts.api_key = api_key;
+  sopts.cors_allow_origin = a.cors_allow_origin;
+  sopts.max_body_bytes = a.max_body_bytes;
+  sopts.server_args = {{"model_path", path},
+                       {"served_model_name", card.id},
+                       {"host", a.host},
+                       {"port", a.port},
+                       {"threads", threads},
+                       {"is_embedding", true},
+                       {"api_key_set", !api_key.empty()}};
+  server::HttpServer http(generation, codec, card, sopts);
+  http.state().embeddings = &embeddings;
+  const int port = http.bind();
+  std::thread http_thread([&] { http.serve(); });
+  signal.set_ready();
+  std::printf(
+      "kiln: serving embedding model %s (%lld dimensions, %zu tokens at most) at "
+      "http://%s:%d/v1/embeddings\n",
+      card.id.c_str(), static_cast<long long>(encoder.dim()), encoder.max_tokens(), a.host.c_str(),
+      port);
+  std::fflush(stdout);
+  signal.wait();
+  http.stop_accepting();
+  http.wait_requests_done(
+      std::chrono::milliseconds(static_cast<int64_t>(a.shutdown_timeout * 1000)));
+  http.stop();
+  http_thread.join();
+  KILN_LOG_INFO("stopped");
+  return 0;
+}
+
 int serve_on_rank(const ServeArgs& a, ShutdownSignal& signal, Communicator* group) {
   // Before the model loads, so a wrong path fails at once.
   const std::string api_key =
       a.api_key_file.empty() ? a.api_key : server::read_api_key_file(a.api_key_file);
+  if (group == nullptr && !a.model.empty()) {
+    const std::string path = resolve_model_name(a.model);
+    if (model::SentenceEncoder::is_encoder_dir(path))
+      return serve_encoder(a, signal, path, api_key);
+  }
   engine::SpeculativeConfig speculative = speculative_config(a.speculative);
 
   ProgressBar bar;
@@ -192,6 +255,15 @@ int serve_on_rank(const ServeArgs& a, ShutdownSignal& signal, Communicator* grou
   sopts.max_prompt_tokens = a.max_prompt_tokens;
   sopts.server_args = server_args_json(a, info, !api_key.empty());
   server::HttpServer http(backend, codec, card, sopts);
+  std::unique_ptr<server::EngineEmbeddingBackend> embeddings;
+  if (!a.embeddings.empty()) {
+    KILN_CHECK(a.embeddings == "last" || a.embeddings == "mean",
+               "--embeddings must be last or mean, not '{}'", a.embeddings);
+    KILN_CHECK(group == nullptr, "--embeddings is not supported with tensor parallel");
+    embeddings = std::make_unique<server::EngineEmbeddingBackend>(
+        eng, codec, info.n_embd, info.context_length, a.embeddings == "mean");
+    http.state().embeddings = embeddings.get();
+  }
   const int port = http.bind();
   std::thread http_thread([&] { http.serve(); });
   signal.set_ready();
@@ -324,6 +396,9 @@ void add_serve_command(CLI::App& app) {
                   "entries are always kept (0: no bound)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  cmd->add_option("--embeddings", a->embeddings,
+                  "last | mean: also serve /v1/embeddings and /encode from this generative "
+                  "model's final hidden state (for models trained to embed; docs/embeddings.md)");
   cmd->add_flag("--disable-prefix-cache", a->disable_prefix_cache,
                 "Turn off the radix prefix cache");
   cmd->add_option("--random-seed", a->random_seed,

@@ -8,8 +8,11 @@
 
 #include "kiln/base/error.h"
 #include "kiln/base/log.h"
+#include "kiln/engine/kv_pool.h"
 #include "kiln/engine/scheduler.h"
+#include "kiln/engine/step_batch.h"
 #include "kiln/engine/tokenizer_text.h"
+#include "kiln/model/embedding_pooling.h"
 
 namespace kiln::engine {
 
@@ -18,6 +21,13 @@ namespace kiln::engine {
 // (and so the executor, the KV pool and the prefix cache). Steps run without the lock held,
 // so event callbacks may call back into the engine.
 struct Engine::Impl {
+  struct EmbedJob {
+    const std::vector<std::vector<int32_t>>* inputs;
+    bool mean;
+    bool normalize;
+    std::promise<std::vector<float>> result;
+  };
+
   struct Submission {
     uint64_t id;
     GenerateRequest request;
@@ -26,6 +36,8 @@ struct Engine::Impl {
   };
 
   std::unique_ptr<TokenText> owned_tokenizer;  // the adapter, when built from model::Tokenizer
+  ModelExecutor& exec;  // the scheduler's, used directly only for embedding steps
+  KvPool& kv;
   Scheduler scheduler;
   int max_queued;
 
@@ -34,6 +46,7 @@ struct Engine::Impl {
   std::vector<Submission> submissions;
   std::vector<uint64_t> cancels;
   std::vector<std::promise<bool>*> flushes;
+  std::vector<EmbedJob*> embeds;
   bool stopping = false;
   bool exited = false;         // the thread no longer touches `scheduler`
   bool scheduler_idle = true;  // nothing the scheduler can do until the mailbox changes
@@ -49,6 +62,8 @@ struct Engine::Impl {
        const EngineConfig& config, const SpeculativeResources& speculative,
        std::unique_ptr<TokenText> owned)
       : owned_tokenizer(std::move(owned)),
+        exec(executor),
+        kv(pool),
         scheduler(executor, pool, tokenizer, config, speculative),
         max_queued(config.max_queued_requests),
         rng(config.random_seed ? *config.random_seed : std::random_device{}()) {
@@ -56,22 +71,79 @@ struct Engine::Impl {
     thread = std::thread([this] { loop(); });
   }
 
+  // One eager step of hidden-state prefills, one sequence per input, on pages borrowed from
+  // the pool for the step.
+  std::vector<float> run_embedding(const EmbedJob& job) {
+    const int page = kv.page_size();
+    std::vector<std::vector<int32_t>> pages(job.inputs->size());
+    // clang-analyzer takes KvPool::free for libc free (as in kv_pool.cc).
+    // NOLINTBEGIN(clang-analyzer-unix.Malloc)
+    auto release = [&] {
+      for (auto& p : pages)
+        if (!p.empty()) kv.free(p);
+    };
+    // NOLINTEND(clang-analyzer-unix.Malloc)
+    StepBatch batch;
+    batch.hidden_states = true;
+    for (size_t i = 0; i < job.inputs->size(); ++i) {
+      const std::vector<int32_t>& ids = (*job.inputs)[i];
+      const int64_t need = (static_cast<int64_t>(ids.size()) + page - 1) / page;
+      if (!kv.alloc(need, pages[i])) {
+        release();
+        fail("the KV cache has no room for these embedding inputs now; retry later");
+      }
+      batch.add_sequence(ids, 0, pages[i], page, /*want_logits=*/true, /*all_logits=*/job.mean);
+    }
+    StepOutput out;
+    try {
+      exec.forward(batch, out);
+    } catch (...) {
+      release();
+      throw;
+    }
+    release();
+    const int64_t dim = out.hidden_dim;
+    std::vector<float> vectors(job.inputs->size() * static_cast<size_t>(dim));
+    int64_t row = 0;
+    for (size_t i = 0; i < job.inputs->size(); ++i) {
+      const auto rows = job.mean ? static_cast<int64_t>((*job.inputs)[i].size()) : 1;
+      model::pool_hidden(out.hidden.data() + row * dim, rows, dim,
+                         {job.mean ? model::Pooling::kMean : model::Pooling::kLast, job.normalize},
+                         vectors.data() + i * static_cast<size_t>(dim));
+      row += rows;
+    }
+    return vectors;
+  }
+
   void loop() {
     for (;;) {
       std::vector<Submission> subs;
       std::vector<uint64_t> cans;
       std::vector<std::promise<bool>*> fls;
+      std::vector<EmbedJob*> embs;
       bool stop = false;
       {
         std::unique_lock lk(mu);
         wake.wait(lk, [&] {
           return stopping || !submissions.empty() || !cancels.empty() || !flushes.empty() ||
-                 !scheduler_idle;
+                 !embeds.empty() || !scheduler_idle;
         });
         subs.swap(submissions);
         cans.swap(cancels);
         fls.swap(flushes);
+        embs.swap(embeds);
         stop = stopping;
+      }
+      for (EmbedJob* job : embs) {
+        if (stop) {
+          job->result.set_exception(std::make_exception_ptr(Error("the engine is shutting down")));
+          continue;
+        }
+        try {
+          job->result.set_value(run_embedding(*job));
+        } catch (...) {
+          job->result.set_exception(std::current_exception());
+        }
       }
       for (auto& s : subs) {
         try {
@@ -145,6 +217,31 @@ uint64_t Engine::submit(GenerateRequest request, EventCallback on_event) {
   impl_->submissions.push_back({id, std::move(request), std::move(on_event), seed});
   impl_->wake.notify_one();
   return id;
+}
+
+std::vector<float> Engine::embed(const std::vector<std::vector<int32_t>>& inputs, bool mean,
+                                 bool normalize) {
+  const int64_t context = impl_->exec.context_length();
+  const int64_t vocab = impl_->exec.vocab_size();
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    KILN_CHECK(!inputs[i].empty(), "embedding input {} is empty", i);
+    KILN_CHECK(static_cast<int64_t>(inputs[i].size()) <= context,
+               "embedding input {} has {} tokens; the context is {}", i, inputs[i].size(), context);
+    for (int32_t id : inputs[i])
+      KILN_CHECK(id >= 0 && id < vocab,
+                 "embedding input {}: token id {} is outside the "
+                 "vocabulary ({})",
+                 i, id, vocab);
+  }
+  Impl::EmbedJob job{&inputs, mean, normalize, {}};
+  auto result = job.result.get_future();
+  {
+    std::lock_guard lk(impl_->mu);
+    if (impl_->stopping) fail("the engine is shut down");
+    impl_->embeds.push_back(&job);
+    impl_->wake.notify_one();
+  }
+  return result.get();
 }
 
 void Engine::cancel(uint64_t request_id) {

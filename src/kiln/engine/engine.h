@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "kiln/engine/engine_config.h"
 #include "kiln/engine/request.h"
@@ -41,6 +42,16 @@ class Engine {
   // request (empty prompt, prompt + max_new_tokens over the context, bad sampling params) and
   // QueueFull when the queue is full.
   uint64_t submit(GenerateRequest request, EventCallback on_event);
+  // Embeddings from the model's own hidden states (the final norm's output): one vector per
+  // input (token ids), the last row's (mean: the mean over every row), L2-normalized when
+  // `normalize`; row-major [inputs, hidden]. The inputs run on the scheduler thread between
+  // generation steps, all of them as one eager prefill step of their own (their KV pages are
+  // taken from the pool for that step and returned after it; the prefix cache is not used), so
+  // embedding requests take turns with the running generations instead of waiting for them.
+  // Blocks until done. Throws kiln::Error for an empty input, one over the context or outside
+  // the vocabulary, or when the pool cannot hold the inputs now (retry later).
+  std::vector<float> embed(const std::vector<std::vector<int32_t>>& inputs, bool mean,
+                           bool normalize);
   // Aborts a queued or running request (client disconnect); its pages return to the pool.
   void cancel(uint64_t request_id);
   // Drops every prefix-cache entry not in use. Returns false if requests are running.

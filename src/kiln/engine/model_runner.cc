@@ -42,6 +42,7 @@ model::ForwardShape ModelRunner::shape_of(const StepBatch& batch) const {
       geometry_.forward_shape(batch.num_seqs(), batch.num_tokens(), batch.greedy_only);
   // A batch that returns every row (decode, speculative verify) keeps every row (no gather).
   s.logit_rows = batch.returns_every_row() ? -1 : batch.logit_rows();
+  s.hidden_states = batch.hidden_states;
   return s;
 }
 
@@ -103,7 +104,8 @@ void ModelRunner::bind(const StepBatch& b, const model::ForwardShape& shape,
 
 void ModelRunner::forward(const StepBatch& batch, StepOutput& out) {
   validate(batch);
-  if (replayer_ != nullptr && replayer_->try_run(batch, out)) return;
+  // Captured plans end in the LM head; hidden-state steps are traced for what they return.
+  if (!batch.hidden_states && replayer_ != nullptr && replayer_->try_run(batch, out)) return;
   run_eager(batch, out);
 }
 
@@ -141,7 +143,12 @@ void ModelRunner::run_eager(const StepBatch& batch, StepOutput& out) {
   const Tensor& r = results.at(0);
   out.vocab = config_.vocab;
   out.used_graph = false;
-  if (shape.greedy) {
+  if (shape.hidden_states) {
+    out.hidden.assign(r.data_as<float>(), r.data_as<float>() + r.numel());
+    out.hidden_dim = config_.n_embd;
+    out.logits.clear();
+    out.greedy_ids.clear();
+  } else if (shape.greedy) {
     out.greedy_ids.assign(r.data_as<int32_t>(), r.data_as<int32_t>() + r.numel());
     out.logits.clear();
   } else {

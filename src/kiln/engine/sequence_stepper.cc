@@ -47,6 +47,19 @@ std::vector<float> SequenceStepper::step_all_rows(SteppedSequence& seq,
   return std::move(out.logits);
 }
 
+std::vector<float> SequenceStepper::step_hidden(SteppedSequence& seq,
+                                                const std::vector<int32_t>& tokens, bool all_rows) {
+  StepBatch b = batch_of({&seq}, {tokens});
+  b.seqs[0].all_logits = all_rows;
+  b.hidden_states = true;
+  StepOutput out;
+  exec_.forward(b, out);
+  const int64_t rows = all_rows ? static_cast<int64_t>(tokens.size()) : 1;
+  KILN_CHECK(out.hidden_dim > 0 && static_cast<int64_t>(out.hidden.size()) == rows * out.hidden_dim,
+             "the executor returned {} hidden values for {} rows", out.hidden.size(), rows);
+  return std::move(out.hidden);
+}
+
 std::vector<std::vector<float>> SequenceStepper::step(
     const std::vector<SteppedSequence*>& seqs, const std::vector<std::vector<int32_t>>& tokens,
     bool greedy, bool* used_graph) {

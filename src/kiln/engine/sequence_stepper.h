@@ -30,6 +30,11 @@ class SequenceStepper {
   // Appends `tokens` to one sequence in one step and returns every row's logits, [n, vocab]
   // row-major (what scoring a text needs: perplexity, prompt logprobs).
   std::vector<float> step_all_rows(SteppedSequence& seq, const std::vector<int32_t>& tokens);
+  // Appends `tokens` to one sequence in one step and returns the final-norm hidden states of
+  // its last row ([1, dim]) or, with all_rows, of every row ([n, dim], row-major): a decoder's
+  // embedding of the tokens (always eager).
+  std::vector<float> step_hidden(SteppedSequence& seq, const std::vector<int32_t>& tokens,
+                                 bool all_rows);
   // Greedy continuation of `n` tokens after the prompt already in seq (decode steps).
   std::vector<int32_t> greedy(SteppedSequence& seq, int32_t first_token, int n,
                               bool greedy_plans = true);

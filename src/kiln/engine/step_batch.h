@@ -29,6 +29,9 @@ struct StepBatch {
   std::vector<int32_t> slots;      // [T] KV slot written by each row
   std::vector<StepSequence> seqs;  // [S]
   bool greedy_only = false;
+  // The executor returns the final-norm hidden states of the logit rows (StepOutput::hidden)
+  // instead of logits: embeddings from a decoder. Always runs eagerly.
+  bool hidden_states = false;
 
   // Adds one sequence: a row for each of `tokens` at positions first_pos.., writing the K/V
   // slots its block table `pages` (page_size positions each) gives them, which must cover every
@@ -59,6 +62,9 @@ struct StepOutput {
   // then only greedy_ids.
   std::vector<float> logits;
   std::vector<int32_t> greedy_ids;
+  // With StepBatch::hidden_states: the logit rows' hidden states [n, hidden_dim] instead.
+  std::vector<float> hidden;
+  int64_t hidden_dim = 0;
   int64_t vocab = 0;
   bool used_graph = false;  // the step replayed a captured plan (for metrics)
 };

@@ -48,11 +48,16 @@ void silu_mul_ref(const float* gate, const float* up, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = silu_ref(gate[i]) * up[i];
 }
 
+void gelu_erf_ref(const float* x, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] * 0.70710678118654752f));
+}
+
 }  // namespace
 
-constinit const ElementwiseFns kElementwiseScalar = {add_ref,       mul_ref,     scale_ref,
-                                                     gelu_tanh_ref, silu_fn_ref, softcap_ref,
-                                                     gelu_mul_ref,  silu_mul_ref};
+constinit const ElementwiseFns kElementwiseScalar = {add_ref,       mul_ref,      scale_ref,
+                                                     gelu_tanh_ref, silu_fn_ref,  softcap_ref,
+                                                     gelu_mul_ref,  silu_mul_ref, gelu_erf_ref};
 
 }  // namespace detail
 
@@ -100,6 +105,11 @@ void scale(const float* x, float factor, float* out, int64_t n, const ExecContex
 void gelu_tanh(const float* x, float* out, int64_t n, const ExecContext& ctx) {
   Range r = my_range(n, ctx);
   if (r.end > r.begin) fns().gelu_tanh(x + r.begin, out + r.begin, r.end - r.begin);
+}
+
+void gelu_erf(const float* x, float* out, int64_t n, const ExecContext& ctx) {
+  Range r = my_range(n, ctx);
+  if (r.end > r.begin) fns().gelu_erf(x + r.begin, out + r.begin, r.end - r.begin);
 }
 
 void silu(const float* x, float* out, int64_t n, const ExecContext& ctx) {

@@ -20,6 +20,9 @@ void mul(const float* a, const float* b, float* out, int64_t n, const ExecContex
 void scale(const float* x, float factor, float* out, int64_t n, const ExecContext& ctx);
 // 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3))), the "gelu_pytorch_tanh" of Gemma.
 void gelu_tanh(const float* x, float* out, int64_t n, const ExecContext& ctx);
+// 0.5x(1 + erf(x / sqrt(2))), the exact GELU of BERT ("gelu" in its config). The AVX paths use
+// a polynomial erf (< 1.5e-7 absolute error), the scalar path libm.
+void gelu_erf(const float* x, float* out, int64_t n, const ExecContext& ctx);
 // x * sigmoid(x).
 void silu(const float* x, float* out, int64_t n, const ExecContext& ctx);
 // cap * tanh(x / cap); cap must be > 0.

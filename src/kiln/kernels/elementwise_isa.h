@@ -14,6 +14,7 @@ struct ElementwiseFns {
   void (*softcap)(const float* x, float cap, float* out, int64_t n);
   void (*gelu_mul)(const float* gate, const float* up, float* out, int64_t n);
   void (*silu_mul)(const float* gate, const float* up, float* out, int64_t n);
+  void (*gelu_erf)(const float* x, float* out, int64_t n);
 };
 
 extern const ElementwiseFns kElementwiseScalar;

@@ -64,8 +64,12 @@ struct ElementwiseSimd {
     map2(gate, up, out, n, [](F g, F u) { return S::mul(silu_v<S>(g), u); });
   }
 
+  static void gelu_erf(const float* x, float* out, int64_t n) {
+    map1(x, out, n, [](F v) { return gelu_erf_v<S>(v); });
+  }
+
   static constexpr detail::ElementwiseFns table() {
-    return {add, mul, scale, gelu_tanh, silu, softcap, gelu_mul, silu_mul};
+    return {add, mul, scale, gelu_tanh, silu, softcap, gelu_mul, silu_mul, gelu_erf};
   }
 };
 

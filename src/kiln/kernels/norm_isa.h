@@ -1,5 +1,5 @@
-// Internal: one ISA's per-row RMS norm (the public kernels and the fused qk-norm kernel call
-// it through this table, so fused and unfused paths run identical machine code).
+// Internal: one ISA's per-row RMS norm and LayerNorm (the public kernels and the fused qk-norm
+// kernel call it through this table, so fused and unfused paths run identical machine code).
 #pragma once
 #include <cstdint>
 
@@ -8,6 +8,9 @@ namespace kiln::kernels::detail {
 struct NormFns {
   // out may alias x.
   void (*rms_norm_row)(const float* x, const float* w, float* out, int64_t cols, float eps);
+  // LayerNorm with a bias (BERT). out may alias x.
+  void (*layer_norm_row)(const float* x, const float* w, const float* b, float* out, int64_t cols,
+                         float eps);
 };
 
 extern const NormFns kNormScalar;

@@ -39,6 +39,25 @@ typename S::F gelu_v(typename S::F x) {
   return S::div(x, S::add(S::set1(1.0f), e));
 }
 
+// gelu_erf(x) = x * Phi(x) = 0.5x(1 + erf(x / sqrt(2))), BERT's exact GELU. erf by Abramowitz
+// and Stegun 7.1.26 (|error| < 1.5e-7 absolute): erf(z) = 1 - t(a1 + t(a2 + ...)) e^(-z^2),
+// t = 1 / (1 + p z) for z >= 0, odd in z.
+constexpr float kSqrtHalf = 0.70710678118654752f;
+template <class S>
+typename S::F gelu_erf_v(typename S::F x) {
+  using F = typename S::F;
+  F z = S::abs(S::mul(x, S::set1(kSqrtHalf)));
+  F t = S::div(S::set1(1.0f), S::fma(S::set1(0.3275911f), z, S::set1(1.0f)));
+  F p = S::set1(1.061405429f);
+  p = S::fma(p, t, S::set1(-1.453152027f));
+  p = S::fma(p, t, S::set1(1.421413741f));
+  p = S::fma(p, t, S::set1(-0.284496736f));
+  p = S::fma(p, t, S::set1(0.254829592f));
+  F erf_abs = S::fnma(S::mul(p, t), S::exp(S::sub(S::zero(), S::mul(z, z))), S::set1(1.0f));
+  F erf = S::copysign(erf_abs, x);
+  return S::mul(S::mul(S::set1(0.5f), x), S::add(S::set1(1.0f), erf));
+}
+
 template <class S>
 typename S::F silu_v(typename S::F x) {
   using F = typename S::F;

@@ -34,8 +34,11 @@ json read_optional(const fs::path& dir, const char* name) {
   return fs::is_regular_file(dir / name) ? read_json(dir / name) : json();
 }
 
-// The weight files: the shards an index lists, else every *.safetensors in the directory.
-std::vector<std::shared_ptr<SafetensorsFile>> open_weights(const fs::path& dir) {
+}  // namespace
+
+std::vector<std::shared_ptr<SafetensorsFile>> open_hf_weights(
+    const std::string& dir_name, const SafetensorsFile::SkipTensor& skip) {
+  const fs::path dir(dir_name);
   std::vector<std::shared_ptr<SafetensorsFile>> shards;
   const fs::path index_path = dir / "model.safetensors.index.json";
   if (fs::exists(index_path)) {
@@ -52,14 +55,17 @@ std::vector<std::shared_ptr<SafetensorsFile>> open_weights(const fs::path& dir) 
     for (const auto& f : files) {
       KILN_CHECK(fs::is_regular_file(dir / f), "'{}' lists shard '{}', which is missing",
                  index_path.string(), f);
-      shards.push_back(SafetensorsFile::open((dir / f).string()));
+      shards.push_back(SafetensorsFile::open((dir / f).string(), skip));
     }
     for (const auto& [tensor, file] : index["weight_map"].items()) {
+      // A named copy: clang before 16 refuses a lambda that captures a structured binding.
+      const std::string file_name = file.get<std::string>();
       auto it = std::find_if(shards.begin(), shards.end(), [&](const auto& s) {
-        return fs::path(s->path()).filename() == file.get<std::string>();
+        return fs::path(s->path()).filename() == file_name;
       });
-      KILN_CHECK((*it)->find(tensor) != nullptr, "'{}' places tensor '{}' in '{}', which lacks it",
-                 index_path.string(), tensor, file.get<std::string>());
+      KILN_CHECK((skip && skip(tensor)) || (*it)->find(tensor) != nullptr,
+                 "'{}' places tensor '{}' in '{}', which lacks it", index_path.string(), tensor,
+                 file.get<std::string>());
     }
     return shards;
   }
@@ -69,9 +75,11 @@ std::vector<std::shared_ptr<SafetensorsFile>> open_weights(const fs::path& dir) 
   }
   std::sort(files.begin(), files.end());
   KILN_CHECK(!files.empty(), "'{}' has no *.safetensors weights ({})", dir.string(), kLayout);
-  for (const auto& f : files) shards.push_back(SafetensorsFile::open(f.string()));
+  for (const auto& f : files) shards.push_back(SafetensorsFile::open(f.string(), skip));
   return shards;
 }
+
+namespace {
 
 // Checkpoints often have more embedding rows than tokens (Qwen: 151936 rows, 151665 tokens) so
 // that the matrices divide evenly. Sampling may pick such a row: like llama.cpp's converter,
@@ -116,7 +124,7 @@ HfCheckpoint open_hf_checkpoint(const std::string& dir, std::optional<DType> qua
   c.vocab = read_hf_tokenizer(dir);
   pad_vocab(c.vocab, c.config.config.vocab);
   c.chat_template = read_hf_chat_template(dir);
-  c.tensors = std::make_shared<HfTensorSource>(c.config, open_weights(d), quantize);
+  c.tensors = std::make_shared<HfTensorSource>(c.config, open_hf_weights(dir), quantize);
   return c;
 }
 

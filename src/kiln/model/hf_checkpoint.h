@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "kiln/model/hf_config.h"
 #include "kiln/model/hf_tensor_source.h"
@@ -29,6 +30,12 @@ bool is_hf_checkpoint_dir(const std::string& path);
 // quantize: see HfTensorSource.
 HfCheckpoint open_hf_checkpoint(const std::string& dir,
                                 std::optional<DType> quantize = std::nullopt);
+
+// The weight files: the shards model.safetensors.index.json lists, else every *.safetensors in
+// the directory (sorted by name). Throws kiln::Error when there are none or an index is wrong.
+// `skip`: see SafetensorsFile::open.
+std::vector<std::shared_ptr<SafetensorsFile>> open_hf_weights(
+    const std::string& dir, const SafetensorsFile::SkipTensor& skip = nullptr);
 
 // Only what the tokenizer and chat template need (no weights are opened).
 TokenizerVocab read_hf_tokenizer(const std::string& dir);

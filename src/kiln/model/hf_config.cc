@@ -83,8 +83,13 @@ const HfArchitecture& architecture(const json& c) {
       return n;
     }
   }
-  fail("unsupported architecture '{}' (model_type '{}'); kiln supports {}",
-       hf_class.empty() ? "?" : hf_class, model_type, supported_hf_classes());
+  // A BERT folder is an embedding model, which kiln runs apart from the decoders.
+  const char* bert_hint = model_type == "bert"
+                              ? " (a BERT encoder only embeds: `kiln embed`, or `kiln serve` for "
+                                "/v1/embeddings)"
+                              : "";
+  fail("unsupported architecture '{}' (model_type '{}'){}; kiln supports {}",
+       hf_class.empty() ? "?" : hf_class, model_type, bert_hint, supported_hf_classes());
 }
 
 // RoPE of one kind of layer: transformers 5 writes `rope_parameters` (per layer type for

@@ -31,11 +31,18 @@ DType read_dtype(const std::string& file, const std::string& tensor, const std::
 
 }  // namespace
 
-std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
+std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path,
+                                                       const SkipTensor& skip) {
   auto map = MmapFile::open(path);
   const uint8_t* data = map->data();
   const size_t size = map->size();
-  return from_bytes(data, size, std::move(map), path);
+  std::shared_ptr<SafetensorsFile> f(new SafetensorsFile());
+  f->path_ = path;
+  f->keepalive_ = std::move(map);
+  f->data_ = data;
+  f->size_ = size;
+  f->parse(skip);
+  return f;
 }
 
 std::shared_ptr<SafetensorsFile> SafetensorsFile::from_bytes(const uint8_t* data, size_t size,
@@ -46,11 +53,11 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::from_bytes(const uint8_t* data
   f->keepalive_ = std::move(keepalive);
   f->data_ = data;
   f->size_ = size;
-  f->parse();
+  f->parse(nullptr);
   return f;
 }
 
-void SafetensorsFile::parse() {
+void SafetensorsFile::parse(const SkipTensor& skip) {
   KILN_CHECK(size_ >= 8, "{}: truncated safetensors file ({} bytes, no header length)", path_,
              size_);
   uint64_t header_len = 0;
@@ -65,7 +72,7 @@ void SafetensorsFile::parse() {
              "{}: safetensors header is not a JSON object", path_);
   const uint64_t data_size = size_ - data_offset_;
   for (const auto& [name, entry] : header.items()) {
-    if (name == "__metadata__") continue;
+    if (name == "__metadata__" || (skip && skip(name))) continue;
     KILN_CHECK(entry.is_object() && entry.contains("dtype") && entry["dtype"].is_string() &&
                    entry.contains("shape") && entry["shape"].is_array() &&
                    entry.contains("data_offsets") && entry["data_offsets"].is_array() &&

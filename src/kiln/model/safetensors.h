@@ -10,6 +10,7 @@
 // one as unsupported.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -32,8 +33,12 @@ struct SafetensorsTensorInfo {
 
 class SafetensorsFile {
  public:
+  // Leaves a tensor out (not validated, not found): BERT checkpoints carry integer buffers
+  // (embeddings.position_ids) that are no weights.
+  using SkipTensor = std::function<bool(std::string_view name)>;
   // Maps the file and validates its header. Throws Error naming the path and the problem.
-  static std::shared_ptr<SafetensorsFile> open(const std::string& path);
+  static std::shared_ptr<SafetensorsFile> open(const std::string& path,
+                                               const SkipTensor& skip = nullptr);
   // Parses bytes already in memory (tests); `keepalive` owns them, `name` replaces the path.
   static std::shared_ptr<SafetensorsFile> from_bytes(const uint8_t* data, size_t size,
                                                      std::shared_ptr<const void> keepalive,
@@ -48,7 +53,7 @@ class SafetensorsFile {
 
  private:
   SafetensorsFile() = default;
-  void parse();
+  void parse(const SkipTensor& skip);
 
   std::string path_;
   std::shared_ptr<const void> keepalive_;

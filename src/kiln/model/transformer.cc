@@ -47,6 +47,11 @@ class ForwardBuilder {
       x = b_.take_rows(x, rows);
     }
     x = b_.rms_norm(x, weight("output_norm.weight"), c_.rms_eps);
+    if (s_.hidden_states) {
+      KILN_CHECK(c_.tp_size == 1, "hidden-state outputs are not supported with tensor parallel");
+      b_.output(x);
+      return b_.finish();
+    }
     if (c_.tp_size > 1) {
       // This rank's vocabulary rows: greedy ids come from a distributed argmax, logits are
       // gathered from every rank's slice.

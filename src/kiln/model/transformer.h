@@ -32,7 +32,10 @@ struct ForwardShape {
   int64_t max_pages_per_seq = 1;
   int64_t logit_rows = -1;  // R; -1: every row (decode), no take_rows
   bool greedy = false;      // output argmax ids i32[R] instead of logits f32[R, V]
-  int64_t kv_pages = 0;     // pages in the pool (the state input's shape)
+  // Output the final-norm hidden states f32[R, n_embd] instead of logits (embeddings from a
+  // decoder: kiln embed); no LM head runs.
+  bool hidden_states = false;
+  int64_t kv_pages = 0;  // pages in the pool (the state input's shape)
   int page_size = 16;
   kernels::KvDtype kv_dtype = kernels::KvDtype::F16;
 };

@@ -70,6 +70,7 @@ struct ModelCard {
   int64_t context_length = 0;
   int64_t vocab_size = 0;
   int64_t n_params = 0;
+  bool is_generation = true;  // false: an embedding model (it only embeds)
 };
 
 }  // namespace kiln::server

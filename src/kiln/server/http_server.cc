@@ -13,6 +13,7 @@
 #include "kiln/base/log.h"
 #include "kiln/server/api_key.h"
 #include "kiln/server/cors.h"
+#include "kiln/server/embedding_routes.h"
 #include "kiln/server/handler_pool.h"
 #include "kiln/server/http_connection.h"
 #include "kiln/server/http_framing.h"
@@ -176,6 +177,7 @@ HttpServer::HttpServer(GenerationBackend& backend, const TextCodec& codec, Model
   pool_ = std::make_unique<HandlerPool>(static_cast<size_t>(workers));
   add_native_routes(*router_, st);
   add_openai_routes(*router_, st);
+  add_embedding_routes(*router_, st);
   router_->get_quick("/metrics", [&st](const HttpRequest&, HttpResponse& res) {
     res.set_content(st.metrics->render(st.backend.stats()), "text/plain; version=0.0.4");
   });

@@ -122,7 +122,7 @@ json model_info(const ServerState& state) {
   return {{"model_path", m.path},
           {"tokenizer_path", m.path},
           {"served_model_name", m.id},
-          {"is_generation", true},
+          {"is_generation", m.is_generation},
           {"model_type", m.architecture},
           {"architectures", json::array({m.architecture})},
           {"context_length", m.context_length},

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "kiln/server/backend.h"
+#include "kiln/server/embedding_backend.h"
 #include "kiln/server/metrics.h"
 #include "kiln/server/parsed_requests.h"
 #include "kiln/server/request_builder.h"
@@ -49,6 +50,8 @@ struct ServerState {
       : backend(b), codec(c), model(std::move(m)), options(std::move(o)) {}
   GenerationBackend& backend;
   const TextCodec& codec;
+  // Set when the loaded model embeds (/v1/embeddings, /encode); null: those routes answer 404.
+  EmbeddingBackend* embeddings = nullptr;
   ModelCard model;
   ServerOptions options;
   // Shared: engine callbacks count finished requests and may outlive a late HTTP request.

@@ -1,0 +1,239 @@
+#include "kiln/model/bert_encoder.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kiln/base/error.h"
+#include "kiln/base/half.h"
+#include "kiln/kernels/elementwise.h"
+#include "kiln/kernels/matmul.h"
+#include "kiln/kernels/norm.h"
+
+namespace kiln::model {
+namespace {
+
+class Tensors {
+ public:
+  explicit Tensors(const std::vector<std::shared_ptr<SafetensorsFile>>& shards) : shards_(shards) {
+    // BertModel stores "embeddings.word_embeddings.weight"; the task heads' checkpoints
+    // (BertForMaskedLM, ...) put the encoder under "bert.".
+    if (find("embeddings.word_embeddings.weight") == nullptr &&
+        find("bert.embeddings.word_embeddings.weight") != nullptr)
+      prefix_ = "bert.";
+  }
+
+  Tensor get(const std::string& name, const Shape& shape) const {
+    const std::string full = prefix_ + name;
+    const SafetensorsFile* file = find(full);
+    KILN_CHECK(file != nullptr, "BERT checkpoint has no tensor '{}'", full);
+    Tensor t = file->tensor(full);
+    KILN_CHECK(t.shape() == shape, "BERT tensor '{}' is {}, the config needs {}", full,
+               t.shape().str(), shape.str());
+    return t;
+  }
+
+  std::vector<float> floats(const std::string& name, const Shape& shape) const {
+    const Tensor t = get(name, shape);
+    std::vector<float> out(static_cast<size_t>(t.numel()));
+    switch (t.dtype()) {
+      case DType::F32:
+        std::copy_n(t.data_as<float>(), out.size(), out.begin());
+        break;
+      case DType::F16:
+        for (size_t i = 0; i < out.size(); ++i) out[i] = f16_to_f32(t.data_as<uint16_t>()[i]);
+        break;
+      case DType::BF16:
+        for (size_t i = 0; i < out.size(); ++i) out[i] = bf16_to_f32(t.data_as<uint16_t>()[i]);
+        break;
+      default:
+        fail("BERT tensor '{}' has type {}, not a float type", prefix_ + name,
+             dtype_name(t.dtype()));
+    }
+    return out;
+  }
+
+ private:
+  const SafetensorsFile* find(const std::string& name) const {
+    for (const auto& s : shards_)
+      if (s->find(name) != nullptr) return s.get();
+    return nullptr;
+  }
+
+  const std::vector<std::shared_ptr<SafetensorsFile>>& shards_;
+  std::string prefix_;
+};
+
+// Scaled dot-product attention of one head of one sequence: rows [0, len) of q/k/v (row
+// stride `stride`), every query attending to every key of its own sequence. The keys are
+// first transposed into kt [head_dim, len], so that both products are loops of
+// multiply-adds over contiguous floats with no reduction in the inner loop (the compiler
+// vectorizes them; a dot product per key would be a serial float sum).
+void attend(const float* q, const float* k, const float* v, int64_t stride, int64_t len,
+            int64_t head_dim, float scale, float* out, int64_t out_stride, float* scores,
+            float* kt) {
+  for (int64_t j = 0; j < len; ++j)
+    for (int64_t d = 0; d < head_dim; ++d) kt[d * len + j] = k[j * stride + d];
+  for (int64_t i = 0; i < len; ++i) {
+    const float* qi = q + i * stride;
+    std::fill_n(scores, len, 0.0f);
+    for (int64_t d = 0; d < head_dim; ++d) {
+      const float qd = qi[d] * scale;
+      const float* row = kt + d * len;
+      for (int64_t j = 0; j < len; ++j) scores[j] += qd * row[j];
+    }
+    const float max = *std::max_element(scores, scores + len);
+    float sum = 0.0f;
+    for (int64_t j = 0; j < len; ++j) {
+      scores[j] = std::exp(scores[j] - max);
+      sum += scores[j];
+    }
+    const float inv = 1.0f / sum;
+    float* oi = out + i * out_stride;
+    std::fill_n(oi, head_dim, 0.0f);
+    for (int64_t j = 0; j < len; ++j) {
+      const float p = scores[j] * inv;
+      const float* vj = v + j * stride;
+      for (int64_t d = 0; d < head_dim; ++d) oi[d] += p * vj[d];
+    }
+  }
+}
+
+}  // namespace
+
+BertEncoder::BertEncoder(const BertConfig& config,
+                         const std::vector<std::shared_ptr<SafetensorsFile>>& shards)
+    : config_(config) {
+  const Tensors t(shards);
+  const int64_t h = config.hidden, inter = config.intermediate;
+  word_ = t.floats("embeddings.word_embeddings.weight", {config.vocab_size, h});
+  position_ = t.floats("embeddings.position_embeddings.weight", {config.max_positions, h});
+  token_type_ = t.floats("embeddings.token_type_embeddings.weight", {config.type_vocab_size, h});
+  emb_ln_w_ = t.floats("embeddings.LayerNorm.weight", {h});
+  emb_ln_b_ = t.floats("embeddings.LayerNorm.bias", {h});
+  auto linear = [&](const std::vector<std::string>& names, int64_t rows, int64_t cols) {
+    Linear l;
+    std::vector<Tensor> weights;
+    for (const std::string& n : names) {
+      weights.push_back(t.get(n + ".weight", {rows, cols}));
+      const std::vector<float> b = t.floats(n + ".bias", {rows});
+      l.bias.insert(l.bias.end(), b.begin(), b.end());
+    }
+    l.weight = weights.size() == 1 ? kernels::PackedWeight::pack(weights[0])
+                                   : kernels::PackedWeight::pack_concat(weights);
+    return l;
+  };
+  for (int64_t i = 0; i < config.layers; ++i) {
+    const std::string p = "encoder.layer." + std::to_string(i) + ".";
+    Layer l;
+    l.qkv = linear(
+        {p + "attention.self.query", p + "attention.self.key", p + "attention.self.value"}, h, h);
+    l.attn_out = linear({p + "attention.output.dense"}, h, h);
+    l.ln1_w = t.floats(p + "attention.output.LayerNorm.weight", {h});
+    l.ln1_b = t.floats(p + "attention.output.LayerNorm.bias", {h});
+    l.up = linear({p + "intermediate.dense"}, inter, h);
+    l.down = linear({p + "output.dense"}, h, inter);
+    l.ln2_w = t.floats(p + "output.LayerNorm.weight", {h});
+    l.ln2_b = t.floats(p + "output.LayerNorm.bias", {h});
+    layers_.push_back(std::move(l));
+  }
+}
+
+std::vector<float> BertEncoder::forward(const std::vector<std::vector<int32_t>>& sequences,
+                                        ThreadPool& pool) const {
+  const int64_t h = config_.hidden, inter = config_.intermediate, heads = config_.heads;
+  const int64_t hd = config_.head_dim();
+  std::vector<int64_t> start{0};  // each sequence's first row
+  int64_t longest = 0;
+  for (const auto& s : sequences) {
+    KILN_CHECK(!s.empty() && static_cast<int64_t>(s.size()) <= config_.max_positions,
+               "a BERT input must have 1 to {} tokens, got {}", config_.max_positions, s.size());
+    for (int32_t id : s)
+      KILN_CHECK(id >= 0 && id < config_.vocab_size, "token id {} is outside the vocabulary ({})",
+                 id, config_.vocab_size);
+    start.push_back(start.back() + static_cast<int64_t>(s.size()));
+    longest = std::max<int64_t>(longest, static_cast<int64_t>(s.size()));
+  }
+  const int64_t rows = start.back();
+  std::vector<float> x(static_cast<size_t>(rows * h)), y(x.size()), attn(x.size());
+  std::vector<float> qkv(static_cast<size_t>(rows * 3 * h)), mid(static_cast<size_t>(rows * inter));
+  if (rows == 0) return x;
+  size_t scratch_bytes = 64;  // 0 for float weights; asked for anyway
+  for (const Layer& l : layers_)
+    for (const Linear* w : {&l.qkv, &l.attn_out, &l.up, &l.down})
+      scratch_bytes = std::max(scratch_bytes, kernels::matmul_scratch_bytes(w->weight, rows));
+  std::vector<uint8_t> scratch(scratch_bytes);
+  void* scratch_ptr = scratch.data();
+  const int nth = pool.size();
+  std::vector<std::vector<float>> scores(static_cast<size_t>(nth),
+                                         std::vector<float>(static_cast<size_t>(longest)));
+  std::vector<std::vector<float>> keys_t(static_cast<size_t>(nth),
+                                         std::vector<float>(static_cast<size_t>(longest * hd)));
+  std::vector<std::pair<int64_t, int64_t>> token_pos;  // (sequence, position) of each row
+  token_pos.reserve(static_cast<size_t>(rows));
+  for (size_t s = 0; s < sequences.size(); ++s)
+    for (size_t p = 0; p < sequences[s].size(); ++p)
+      token_pos.emplace_back(static_cast<int64_t>(s), static_cast<int64_t>(p));
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const int64_t items = static_cast<int64_t>(sequences.size()) * heads;
+
+  SpinBarrier barrier(nth);
+  pool.run([&](int tid, int n) {
+    const kernels::ExecContext ctx{tid, n, n > 1 ? &barrier : nullptr};
+    // Embeddings: word + position + token type 0, then LayerNorm.
+    const Range r = split_range(rows, tid, n, 1);
+    for (int64_t i = r.begin; i < r.end; ++i) {
+      const auto [s, p] = token_pos[static_cast<size_t>(i)];
+      const float* w = word_.data() + sequences[static_cast<size_t>(s)][static_cast<size_t>(p)] * h;
+      const float* pe = position_.data() + p * h;
+      float* xi = x.data() + i * h;
+      for (int64_t c = 0; c < h; ++c) xi[c] = w[c] + pe[c] + token_type_[static_cast<size_t>(c)];
+    }
+    ctx.sync();
+    kernels::layer_norm(x.data(), emb_ln_w_.data(), emb_ln_b_.data(), x.data(), rows, h,
+                        config_.layer_norm_eps, ctx);
+    ctx.sync();
+    for (const Layer& l : layers_) {
+      kernels::matmul(l.qkv.weight, x.data(), rows, qkv.data(), nullptr, scratch_ptr, ctx);
+      ctx.sync();
+      kernels::add_row_broadcast(qkv.data(), l.qkv.bias.data(), qkv.data(), rows, 3 * h, ctx);
+      ctx.sync();
+      const Range a = split_range(items, tid, n, 1);
+      for (int64_t it = a.begin; it < a.end; ++it) {
+        const int64_t s = it / heads, head = it % heads;
+        const float* base = qkv.data() + start[static_cast<size_t>(s)] * 3 * h + head * hd;
+        attend(base, base + h, base + 2 * h, 3 * h,
+               start[static_cast<size_t>(s) + 1] - start[static_cast<size_t>(s)], hd, scale,
+               attn.data() + start[static_cast<size_t>(s)] * h + head * hd, h,
+               scores[static_cast<size_t>(tid)].data(), keys_t[static_cast<size_t>(tid)].data());
+      }
+      ctx.sync();
+      // Post-norm: x = LayerNorm(x + attn W_o^T + b_o).
+      kernels::matmul(l.attn_out.weight, attn.data(), rows, y.data(), x.data(), scratch_ptr, ctx);
+      ctx.sync();
+      kernels::add_row_broadcast(y.data(), l.attn_out.bias.data(), y.data(), rows, h, ctx);
+      ctx.sync();
+      kernels::layer_norm(y.data(), l.ln1_w.data(), l.ln1_b.data(), x.data(), rows, h,
+                          config_.layer_norm_eps, ctx);
+      ctx.sync();
+      kernels::matmul(l.up.weight, x.data(), rows, mid.data(), nullptr, scratch_ptr, ctx);
+      ctx.sync();
+      kernels::add_row_broadcast(mid.data(), l.up.bias.data(), mid.data(), rows, inter, ctx);
+      ctx.sync();
+      if (config_.activation == BertActivation::kGeluErf)
+        kernels::gelu_erf(mid.data(), mid.data(), rows * inter, ctx);
+      else
+        kernels::gelu_tanh(mid.data(), mid.data(), rows * inter, ctx);
+      ctx.sync();
+      kernels::matmul(l.down.weight, mid.data(), rows, y.data(), x.data(), scratch_ptr, ctx);
+      ctx.sync();
+      kernels::add_row_broadcast(y.data(), l.down.bias.data(), y.data(), rows, h, ctx);
+      ctx.sync();
+      kernels::layer_norm(y.data(), l.ln2_w.data(), l.ln2_b.data(), x.data(), rows, h,
+                          config_.layer_norm_eps, ctx);
+      ctx.sync();
+    }
+  });
+  return x;
+}
+
+}  // namespace kiln::model

