@@ -23,7 +23,7 @@ if ! { CC=clang CXX=clang++ cmake --preset fuzz &&
 fi
 
 all_targets=(native_generate openai_completion openai_chat sampling_params gguf safetensors
-  hf_config hf_tokenizer ir_parser chat_template json_constraint tool_call_parser)
+  hf_config hf_tokenizer ir_parser chat_template json_constraint grammar_constraint tool_call_parser)
 targets=("$@")
 ((${#targets[@]})) || targets=("${all_targets[@]}")
 
