@@ -207,3 +207,18 @@ def test_generative_model_embeds_beside_generation(server_factory, mode):
         assert s.get("/get_model_info").json()["is_generation"] is True
     finally:
         s.stop()
+
+
+def test_generative_model_embedding_inputs_past_the_pool(server_factory):
+    """Inputs that need more KV pages than an idle pool holds are a 400 naming the sizes (they
+    would never fit); a request that fits is answered by the same server."""
+    s = server_factory(REPO / DECODER["gguf"], "--embeddings", "last", "--kv-tokens", "64",
+                       name="decoder-small-pool")
+    try:
+        r = s.post("/v1/embeddings", {"input": DECODER["ids"] * 3})
+        assert r.status_code == 400, r.text
+        assert "more than the pool's" in r.json()["error"]["message"]
+        r = s.post("/v1/embeddings", {"input": DECODER["ids"][:1]})
+        assert r.status_code == 200, r.text
+    finally:
+        s.stop()

@@ -83,6 +83,15 @@ struct Engine::Impl {
         if (!p.empty()) kv.free(p);
     };
     // NOLINTEND(clang-analyzer-unix.Malloc)
+    // Inputs that could not fit even an idle pool are the request's fault (400), not load.
+    int64_t need_all = 0;
+    for (const auto& ids : *job.inputs)
+      need_all += (static_cast<int64_t>(ids.size()) + page - 1) / page;
+    if (need_all > kv.n_pages())
+      fail(
+          "these embedding inputs need {} tokens of KV cache together, more than the pool's {}: "
+          "send fewer inputs per request",
+          need_all * page, kv.n_pages() * page);
     StepBatch batch;
     batch.hidden_states = true;
     for (size_t i = 0; i < job.inputs->size(); ++i) {
@@ -90,7 +99,7 @@ struct Engine::Impl {
       const int64_t need = (static_cast<int64_t>(ids.size()) + page - 1) / page;
       if (!kv.alloc(need, pages[i])) {
         release();
-        fail("the KV cache has no room for these embedding inputs now; retry later");
+        throw QueueFull("the KV cache has no room for these embedding inputs now; retry later");
       }
       batch.add_sequence(ids, 0, pages[i], page, /*want_logits=*/true, /*all_logits=*/job.mean);
     }

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
+#include <string>
 
 #include "kiln/engine/ngram_proposer.h"
 #include "kiln/engine/schedule_policy.h"
@@ -106,9 +107,11 @@ struct EngineStats {
   double json_mask_wait_seconds = 0;
 };
 
+// The engine cannot take the request now (the server answers 503: retry later).
 class QueueFull : public std::runtime_error {
  public:
   QueueFull() : std::runtime_error("the request queue is full") {}
+  explicit QueueFull(const std::string& why) : std::runtime_error(why) {}
 };
 
 }  // namespace kiln::engine
