@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "fuzz_support.h"
 #include "kiln/engine/grammar/grammar_ast.h"
 #include "kiln/engine/grammar/grammar_cache.h"
 #include "kiln/engine/grammar/grammar_matcher.h"
@@ -29,12 +30,7 @@ const std::vector<std::string>& pieces() {
 }
 
 const kiln::engine::TokenTrie& trie() {
-  static const kiln::engine::TokenTrie t = [] {
-    std::vector<std::pair<int32_t, std::string>> tokens;
-    for (size_t i = 0; i < pieces().size(); ++i)
-      tokens.emplace_back(static_cast<int32_t>(i), pieces()[i]);
-    return kiln::engine::TokenTrie(std::move(tokens));
-  }();
+  static const kiln::engine::TokenTrie t = kiln::fuzz::trie_of(pieces());
   return t;
 }
 

@@ -25,12 +25,7 @@ const std::vector<std::string>& pieces() {
 }
 
 const kiln::engine::TokenTrie& trie() {
-  static const kiln::engine::TokenTrie t = [] {
-    std::vector<std::pair<int32_t, std::string>> tokens;
-    for (size_t i = 0; i < pieces().size(); ++i)
-      tokens.emplace_back(static_cast<int32_t>(i), pieces()[i]);
-    return kiln::engine::TokenTrie(std::move(tokens));
-  }();
+  static const kiln::engine::TokenTrie t = kiln::fuzz::trie_of(pieces());
   return t;
 }
 
