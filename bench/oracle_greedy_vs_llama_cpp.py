@@ -14,40 +14,18 @@ import argparse
 import os
 import pathlib
 import subprocess
+import sys
 import tempfile
 
-import gguf
-import numpy as np
-
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests" / "fixtures"))
+from make_oracle_mutants import copy_gguf  # noqa: E402  (the one GGUF rewriter)
 PROMPTS = ["Janet has three apples", "How many hours does it take to walk", "The train leaves at",
            "A baker sells 12 muffins", "If each box holds 8 pencils", "Tom buys two shirts for"]
 
 
 def without_rope_scaling(src: pathlib.Path, dst: pathlib.Path) -> None:
-    r = gguf.GGUFReader(str(src))
-    arch = str(bytes(r.fields["general.architecture"].parts[-1]), "utf-8")
-    w = gguf.GGUFWriter(str(dst), arch)
-    for key, field in r.fields.items():
-        if key.startswith("GGUF.") or key == "general.architecture" or ".rope.scaling." in key:
-            continue
-        vtype = field.types[0]
-        if vtype == gguf.GGUFValueType.ARRAY:
-            if field.types[-1] == gguf.GGUFValueType.STRING:
-                w.add_array(key, [str(bytes(field.parts[i]), "utf-8") for i in field.data])
-            else:
-                w.add_array(key, [field.parts[i][0].item() for i in field.data])
-        elif vtype == gguf.GGUFValueType.STRING:
-            w.add_string(key, str(bytes(field.parts[-1]), "utf-8"))
-        else:
-            w.add_key_value(key, field.parts[-1][0].item(), vtype)
-    for t in r.tensors:
-        data = np.array(t.data)
-        w.add_tensor(t.name, data, raw_shape=data.shape, raw_dtype=t.tensor_type)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    copy_gguf(src, dst, drop_key=lambda key: ".rope.scaling." in key)
 
 
 def compare(model: pathlib.Path, llama_bin: pathlib.Path, kiln: pathlib.Path) -> int:
