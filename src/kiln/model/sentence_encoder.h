@@ -23,13 +23,15 @@ class SentenceEncoder {
   // Whether `dir` is a folder whose config.json describes a BERT encoder.
   static bool is_encoder_dir(const std::string& dir);
 
-  // Throws kiln::Error naming the folder and the problem.
-  explicit SentenceEncoder(const std::string& dir);
+  // Throws kiln::Error naming the folder and the problem. `precision`: bert_encoder.h.
+  explicit SentenceEncoder(const std::string& dir,
+                           EncoderPrecision precision = EncoderPrecision::kBf16);
 
   const std::string& dir() const { return dir_; }
   const BertTokenizer& tokenizer() const { return tokenizer_; }
   const BertConfig& config() const { return encoder_->config(); }
   const PoolingSpec& pooling() const { return pooling_; }
+  EncoderPrecision precision() const { return encoder_->precision(); }
   int64_t dim() const { return config().hidden; }
   // Tokens of one input at most, the template's [CLS]/[SEP] included.
   size_t max_tokens() const { return max_tokens_; }
