@@ -6,6 +6,7 @@
 #include "kiln/base/error.h"
 #include "kiln/base/half.h"
 #include "kiln/kernels/elementwise.h"
+#include "kiln/kernels/encoder_attention.h"
 #include "kiln/kernels/gemm_bf16.h"
 #include "kiln/kernels/matmul.h"
 #include "kiln/kernels/norm.h"
@@ -63,41 +64,6 @@ class Tensors {
   const std::vector<std::shared_ptr<SafetensorsFile>>& shards_;
   std::string prefix_;
 };
-
-// Scaled dot-product attention of one head of one sequence: rows [0, len) of q/k/v (row
-// stride `stride`), every query attending to every key of its own sequence. The keys are
-// first transposed into kt [head_dim, len], so that both products are loops of
-// multiply-adds over contiguous floats with no reduction in the inner loop (the compiler
-// vectorizes them; a dot product per key would be a serial float sum).
-void attend(const float* q, const float* k, const float* v, int64_t stride, int64_t len,
-            int64_t head_dim, float scale, float* out, int64_t out_stride, float* scores,
-            float* kt) {
-  for (int64_t j = 0; j < len; ++j)
-    for (int64_t d = 0; d < head_dim; ++d) kt[d * len + j] = k[j * stride + d];
-  for (int64_t i = 0; i < len; ++i) {
-    const float* qi = q + i * stride;
-    std::fill_n(scores, len, 0.0f);
-    for (int64_t d = 0; d < head_dim; ++d) {
-      const float qd = qi[d] * scale;
-      const float* row = kt + d * len;
-      for (int64_t j = 0; j < len; ++j) scores[j] += qd * row[j];
-    }
-    const float max = *std::max_element(scores, scores + len);
-    float sum = 0.0f;
-    for (int64_t j = 0; j < len; ++j) {
-      scores[j] = std::exp(scores[j] - max);
-      sum += scores[j];
-    }
-    const float inv = 1.0f / sum;
-    float* oi = out + i * out_stride;
-    std::fill_n(oi, head_dim, 0.0f);
-    for (int64_t j = 0; j < len; ++j) {
-      const float p = scores[j] * inv;
-      const float* vj = v + j * stride;
-      for (int64_t d = 0; d < head_dim; ++d) oi[d] += p * vj[d];
-    }
-  }
-}
 
 }  // namespace
 
@@ -203,10 +169,9 @@ std::vector<float> BertEncoder::forward(const std::vector<std::vector<int32_t>>&
   std::vector<uint8_t> scratch(scratch_bytes);
   void* scratch_ptr = scratch.data();
   const int nth = pool.size();
-  std::vector<std::vector<float>> scores(static_cast<size_t>(nth),
-                                         std::vector<float>(static_cast<size_t>(longest)));
-  std::vector<std::vector<float>> keys_t(static_cast<size_t>(nth),
-                                         std::vector<float>(static_cast<size_t>(longest * hd)));
+  std::vector<std::vector<float>> attention_ws(
+      static_cast<size_t>(nth),
+      std::vector<float>(kernels::encoder_attention_workspace_floats(longest, hd)));
   std::vector<std::pair<int64_t, int64_t>> token_pos;  // (sequence, position) of each row
   token_pos.reserve(static_cast<size_t>(rows));
   for (size_t s = 0; s < sequences.size(); ++s)
@@ -237,10 +202,11 @@ std::vector<float> BertEncoder::forward(const std::vector<std::vector<int32_t>>&
       for (int64_t it = a.begin; it < a.end; ++it) {
         const int64_t s = it / heads, head = it % heads;
         const float* base = qkv.data() + start[static_cast<size_t>(s)] * 3 * h + head * hd;
-        attend(base, base + h, base + 2 * h, 3 * h,
-               start[static_cast<size_t>(s) + 1] - start[static_cast<size_t>(s)], hd, scale,
-               attn.data() + start[static_cast<size_t>(s)] * h + head * hd, h,
-               scores[static_cast<size_t>(tid)].data(), keys_t[static_cast<size_t>(tid)].data());
+        kernels::encoder_attention(
+            base, base + h, base + 2 * h, 3 * h,
+            start[static_cast<size_t>(s) + 1] - start[static_cast<size_t>(s)], hd, scale,
+            attn.data() + start[static_cast<size_t>(s)] * h + head * hd, h,
+            attention_ws[static_cast<size_t>(tid)].data());
       }
       ctx.sync();
       // Post-norm: x = LayerNorm(x + attn W_o^T + b_o).
