@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Embedding throughput, texts per second on 2 threads, for one sentence-embedding folder
 # (default: all-MiniLM-L6-v2 as `kiln pull all-minilm-l6-v2` installs it):
-#   - kiln:      `kiln embed -t 2` (the whole process: load, tokenize, encode, write .npy);
+#   - kiln:      `kiln embed -t 2` (the whole process: load, tokenize, encode, write .npy), in
+#                its default bf16 precision, and as `kiln-f32` with --precision f32;
 #   - sentence-transformers: SentenceTransformer(folder, device="cpu").encode(texts,
 #                batch_size=32) with torch.set_num_threads(2), encode only (the model loaded
 #                and one warm-up batch run before the clock starts), in the oracle venv;
@@ -81,7 +82,9 @@ results=$OUT/rounds.txt
 for ((r = 1; r <= ROUNDS; r++)); do
   k=$(seconds build/release/kiln embed -m "$MODEL" -f "$texts" -o "$OUT/kiln.npy" -t 2)
   s=$("$PY" "$st_script" "$MODEL" "$texts" 2>>"$OUT/errors.log")
-  line="round $r kiln $k st $s"
+  k32=$(seconds build/release/kiln embed -m "$MODEL" -f "$texts" -o "$OUT/kiln-f32.npy" -t 2 \
+    --precision f32)
+  line="round $r kiln $k st $s kiln-f32 $k32"
   if [[ -n $llama ]]; then
     l=$(seconds "$llama" -m "$gguf" -f "$texts" -t 2 --pooling mean --embd-normalize 2 \
       -c 8192 -b 8192 -ub 8192 --embd-output-format json)
@@ -101,7 +104,8 @@ for line in open(sys.argv[1]):
 med = {t: statistics.median(v) for t, v in rates.items()}
 for t, v in rates.items():
     print(f"{t:6s} median {med[t]:9.1f} texts/s   spread {min(v):9.1f} - {max(v):9.1f}")
-for t in med:
-    if t != "kiln":
-        print(f"kiln / {t}: {med['kiln'] / med[t]:.2f}x")
+for mine in ("kiln", "kiln-f32"):
+    for t in med:
+        if not t.startswith("kiln"):
+            print(f"{mine} / {t}: {med[mine] / med[t]:.2f}x")
 PY

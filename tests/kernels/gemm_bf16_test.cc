@@ -5,6 +5,7 @@
 
 #include "kernel_test_util.h"
 #include "kiln/base/half.h"
+#include "kiln/kernels/elementwise.h"
 
 namespace kiln::kernels {
 namespace {
@@ -124,6 +125,28 @@ TEST_P(GemmBf16Test, TiersAgreeWithTheScalarSteps) {
   const Reference ref = reference(x, w, bias, m, n, k);
   for (int64_t i = 0; i < m * n; ++i)
     ASSERT_LE(std::fabs(double(mine[i]) - scalar[i]), 1e-6 * ref.magnitude[i]) << i;
+}
+
+// A fused activation equals the unfused GEMM followed by elementwise.h's kernel, bit for bit.
+TEST_P(GemmBf16Test, FusedGeluEqualsGemmThenGelu) {
+  const int64_t n = 77, k = 48, m = 13;
+  const auto x = random_floats(m * k, 31), w = random_floats(n * k, 32, -0.5f, 0.5f);
+  const auto bias = random_floats(n, 33);
+  const Bf16Weight packed = Bf16Weight::pack(w.data(), n, k);
+  for (Bf16Activation act : {Bf16Activation::kGeluErf, Bf16Activation::kGeluTanh}) {
+    std::vector<float> want = run_gemm(packed, x, m, &bias, nullptr, 1);
+    if (act == Bf16Activation::kGeluErf)
+      gelu_erf(want.data(), want.data(), m * n, ExecContext{});
+    else
+      gelu_tanh(want.data(), want.data(), m * n, ExecContext{});
+    std::vector<float> got(m * n);
+    std::vector<uint8_t> scratch(gemm_bf16_scratch_bytes(packed, m));
+    run_group(2, [&](const ExecContext& ctx) {
+      gemm_bf16(packed, x.data(), m, got.data(), bias.data(), nullptr, scratch.data(), ctx, act);
+    });
+    EXPECT_TRUE(bits_equal(got, want));
+    EXPECT_FALSE(bits_equal(got, run_gemm(packed, x, m, &bias, nullptr, 1)));
+  }
 }
 
 TEST_P(GemmBf16Test, PackRoundsToNearestEven) {

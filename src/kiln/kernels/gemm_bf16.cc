@@ -9,6 +9,7 @@
 #include "kiln/base/half.h"
 #include "kiln/base/tensor.h"
 #include "kiln/kernels/dispatch.h"
+#include "kiln/kernels/elementwise_isa.h"
 #include "kiln/kernels/gemm_bf16_isa.h"
 
 namespace kiln::kernels {
@@ -82,10 +83,18 @@ size_t gemm_bf16_scratch_bytes(const Bf16Weight& w, int64_t m) {
 }
 
 void gemm_bf16(const Bf16Weight& w, const float* x, int64_t m, float* y, const float* bias,
-               const float* residual, void* scratch, const ExecContext& ctx) {
+               const float* residual, void* scratch, const ExecContext& ctx, Bf16Activation act) {
   using detail::kBf16TileRows;
+  KILN_CHECK(act == Bf16Activation::kNone || residual == nullptr,
+             "gemm_bf16: an activation with a residual");
   const detail::GemmBf16Fns& fns =
       detail::pick_isa(detail::kGemmBf16Scalar, detail::kGemmBf16Avx2, detail::kGemmBf16Avx512);
+  const detail::ElementwiseFns& elementwise = detail::pick_isa(
+      detail::kElementwiseScalar, detail::kElementwiseAvx2, detail::kElementwiseAvx512);
+  void (*activation)(const float*, float*, int64_t) =
+      act == Bf16Activation::kGeluErf    ? elementwise.gelu_erf
+      : act == Bf16Activation::kGeluTanh ? elementwise.gelu_tanh
+                                         : nullptr;
   const int64_t pairs = w.pairs(), n = w.n(), k = w.k();
   auto* xp = static_cast<uint32_t*>(scratch);
   auto* zeros = reinterpret_cast<float*>(xp + m * pairs);
@@ -109,6 +118,8 @@ void gemm_bf16(const Bf16Weight& w, const float* x, int64_t m, float* y, const f
       t.residual = residual != nullptr ? residual + r * n + col0 : nullptr;
       t.y = y + r * n + col0;
       fns.tile(t);
+      if (activation != nullptr)  // on the tile while it is in L1
+        for (int i = 0; i < t.mt; ++i) activation(t.y + i * n, t.y + i * n, t.cols);
     }
   };
   // Columns across threads (each thread reads only its share of the weights, once per tile

@@ -52,12 +52,18 @@ class Bf16Weight {
   std::shared_ptr<uint32_t> data_;
 };
 
+// An activation applied to y after the bias (the encoders' FFN up projection), by the same
+// per-ISA function elementwise.h's gelu_erf / gelu_tanh use: the fused result equals the
+// unfused one bit for bit, without another pass over the [m, N] output.
+enum class Bf16Activation { kNone, kGeluErf, kGeluTanh };
+
 // Scratch gemm_bf16 needs for m rows of activations (shared by the group, 64-byte aligned).
 size_t gemm_bf16_scratch_bytes(const Bf16Weight& w, int64_t m);
 
-// y[m, N] = bf16(x[m, K]) * bf16(W)^T + bias[N] (+ residual[m, N] when non-null; it may alias
-// y). bias may be null (zero). x must not overlap y.
+// y[m, N] = act(bf16(x[m, K]) * bf16(W)^T + bias[N]) (+ residual[m, N] when non-null; it may
+// alias y; not with an activation). bias may be null (zero). x must not overlap y.
 void gemm_bf16(const Bf16Weight& w, const float* x, int64_t m, float* y, const float* bias,
-               const float* residual, void* scratch, const ExecContext& ctx);
+               const float* residual, void* scratch, const ExecContext& ctx,
+               Bf16Activation act = Bf16Activation::kNone);
 
 }  // namespace kiln::kernels

@@ -141,6 +141,25 @@ void BertEncoder::linear(const Linear& l, const float* x, int64_t rows, float* y
   ctx.sync();
 }
 
+void BertEncoder::linear_gelu(const Linear& l, const float* x, int64_t rows, float* y,
+                              void* scratch, const kernels::ExecContext& ctx) const {
+  const bool erf = config_.activation == BertActivation::kGeluErf;
+  if (precision_ == EncoderPrecision::kBf16) {
+    kernels::gemm_bf16(
+        l.bf16, x, rows, y, l.bias.data(), nullptr, scratch, ctx,
+        erf ? kernels::Bf16Activation::kGeluErf : kernels::Bf16Activation::kGeluTanh);
+    ctx.sync();
+    return;
+  }
+  linear(l, x, rows, y, nullptr, scratch, ctx);
+  const int64_t n = rows * static_cast<int64_t>(l.bias.size());
+  if (erf)
+    kernels::gelu_erf(y, y, n, ctx);
+  else
+    kernels::gelu_tanh(y, y, n, ctx);
+  ctx.sync();
+}
+
 std::vector<float> BertEncoder::forward(const std::vector<std::vector<int32_t>>& sequences,
                                         ThreadPool& pool) const {
   const int64_t h = config_.hidden, inter = config_.intermediate, heads = config_.heads;
@@ -214,12 +233,7 @@ std::vector<float> BertEncoder::forward(const std::vector<std::vector<int32_t>>&
       kernels::layer_norm(y.data(), l.ln1_w.data(), l.ln1_b.data(), x.data(), rows, h,
                           config_.layer_norm_eps, ctx);
       ctx.sync();
-      linear(l.up, x.data(), rows, mid.data(), nullptr, scratch_ptr, ctx);
-      if (config_.activation == BertActivation::kGeluErf)
-        kernels::gelu_erf(mid.data(), mid.data(), rows * inter, ctx);
-      else
-        kernels::gelu_tanh(mid.data(), mid.data(), rows * inter, ctx);
-      ctx.sync();
+      linear_gelu(l.up, x.data(), rows, mid.data(), scratch_ptr, ctx);
       linear(l.down, mid.data(), rows, y.data(), x.data(), scratch_ptr, ctx);
       kernels::layer_norm(y.data(), l.ln2_w.data(), l.ln2_b.data(), x.data(), rows, h,
                           config_.layer_norm_eps, ctx);

@@ -66,6 +66,9 @@ class BertEncoder {
   // y = x W^T + b (+ residual, which may alias y), on every thread of the group; synchronized.
   void linear(const Linear& l, const float* x, int64_t rows, float* y, const float* residual,
               void* scratch, const kernels::ExecContext& ctx) const;
+  // y = GELU(x W^T + b), the FFN's up projection; synchronized.
+  void linear_gelu(const Linear& l, const float* x, int64_t rows, float* y, void* scratch,
+                   const kernels::ExecContext& ctx) const;
 
   BertConfig config_;
   EncoderPrecision precision_;
