@@ -210,15 +210,22 @@ def test_generative_model_embeds_beside_generation(server_factory, mode):
 
 
 def test_generative_model_embedding_inputs_past_the_pool(server_factory):
-    """Inputs that need more KV pages than an idle pool holds are a 400 naming the sizes (they
-    would never fit); a request that fits is answered by the same server."""
+    """Inputs that need more KV pages together than the pool holds run in turns, as prompts
+    do, with the vectors they get one at a time; an input that could not fit the pool even
+    alone is a 400 naming it."""
     s = server_factory(REPO / DECODER["gguf"], "--embeddings", "last", "--kv-tokens", "64",
                        name="decoder-small-pool")
     try:
         r = s.post("/v1/embeddings", {"input": DECODER["ids"] * 3})
-        assert r.status_code == 400, r.text
-        assert "more than the pool's" in r.json()["error"]["message"]
-        r = s.post("/v1/embeddings", {"input": DECODER["ids"][:1]})
         assert r.status_code == 200, r.text
+        assert r.json()["usage"]["prompt_tokens"] == 3 * sum(len(i) for i in DECODER["ids"])
+        for item in r.json()["data"]:
+            want = DECODER["pooled"]["last"][item["index"] % len(DECODER["ids"])]
+            assert cosine(item["embedding"], want) >= 0.9999
+        too_long = [i for ids in DECODER["ids"] for i in ids] * 2
+        r = s.post("/v1/embeddings", {"input": [DECODER["ids"][0], too_long]})
+        assert r.status_code == 400, r.text
+        assert "input[1]" in r.json()["error"]["message"], r.text
+        s.assert_all_pages_free()
     finally:
         s.stop()

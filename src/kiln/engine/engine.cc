@@ -1,7 +1,9 @@
 #include "kiln/engine/engine.h"
 
+#include <algorithm>
 #include <condition_variable>
 #include <future>
+#include <memory>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -21,13 +23,6 @@ namespace kiln::engine {
 // (and so the executor, the KV pool and the prefix cache). Steps run without the lock held,
 // so event callbacks may call back into the engine.
 struct Engine::Impl {
-  struct EmbedJob {
-    const std::vector<std::vector<int32_t>>* inputs;
-    bool mean;
-    bool normalize;
-    std::promise<std::vector<float>> result;
-  };
-
   struct Submission {
     uint64_t id;
     GenerateRequest request;
@@ -36,8 +31,7 @@ struct Engine::Impl {
   };
 
   std::unique_ptr<TokenText> owned_tokenizer;  // the adapter, when built from model::Tokenizer
-  ModelExecutor& exec;  // the scheduler's, used directly only for embedding steps
-  KvPool& kv;
+  ModelExecutor& exec;                         // the scheduler's (for the model's limits)
   Scheduler scheduler;
   int max_queued;
 
@@ -46,7 +40,6 @@ struct Engine::Impl {
   std::vector<Submission> submissions;
   std::vector<uint64_t> cancels;
   std::vector<std::promise<bool>*> flushes;
-  std::vector<EmbedJob*> embeds;
   bool stopping = false;
   bool exited = false;         // the thread no longer touches `scheduler`
   bool scheduler_idle = true;  // nothing the scheduler can do until the mailbox changes
@@ -63,7 +56,6 @@ struct Engine::Impl {
        std::unique_ptr<TokenText> owned)
       : owned_tokenizer(std::move(owned)),
         exec(executor),
-        kv(pool),
         scheduler(executor, pool, tokenizer, config, speculative),
         max_queued(config.max_queued_requests),
         rng(config.random_seed ? *config.random_seed : std::random_device{}()) {
@@ -71,88 +63,22 @@ struct Engine::Impl {
     thread = std::thread([this] { loop(); });
   }
 
-  // One eager step of hidden-state prefills, one sequence per input, on pages borrowed from
-  // the pool for the step.
-  std::vector<float> run_embedding(const EmbedJob& job) {
-    const int page = kv.page_size();
-    std::vector<std::vector<int32_t>> pages(job.inputs->size());
-    // clang-analyzer takes KvPool::free for libc free (as in kv_pool.cc).
-    // NOLINTBEGIN(clang-analyzer-unix.Malloc)
-    auto release = [&] {
-      for (auto& p : pages)
-        if (!p.empty()) kv.free(p);
-    };
-    // NOLINTEND(clang-analyzer-unix.Malloc)
-    // Inputs that could not fit even an idle pool are the request's fault (400), not load.
-    int64_t need_all = 0;
-    for (const auto& ids : *job.inputs)
-      need_all += (static_cast<int64_t>(ids.size()) + page - 1) / page;
-    if (need_all > kv.n_pages())
-      fail(
-          "these embedding inputs need {} tokens of KV cache together, more than the pool's {}: "
-          "send fewer inputs per request",
-          need_all * page, kv.n_pages() * page);
-    StepBatch batch;
-    batch.hidden_states = true;
-    for (size_t i = 0; i < job.inputs->size(); ++i) {
-      const std::vector<int32_t>& ids = (*job.inputs)[i];
-      const int64_t need = (static_cast<int64_t>(ids.size()) + page - 1) / page;
-      if (!kv.alloc(need, pages[i])) {
-        release();
-        throw QueueFull("the KV cache has no room for these embedding inputs now; retry later");
-      }
-      batch.add_sequence(ids, 0, pages[i], page, /*want_logits=*/true, /*all_logits=*/job.mean);
-    }
-    StepOutput out;
-    try {
-      exec.forward(batch, out);
-    } catch (...) {
-      release();
-      throw;
-    }
-    release();
-    const int64_t dim = out.hidden_dim;
-    std::vector<float> vectors(job.inputs->size() * static_cast<size_t>(dim));
-    int64_t row = 0;
-    for (size_t i = 0; i < job.inputs->size(); ++i) {
-      const auto rows = job.mean ? static_cast<int64_t>((*job.inputs)[i].size()) : 1;
-      model::pool_hidden(out.hidden.data() + row * dim, rows, dim,
-                         {job.mean ? model::Pooling::kMean : model::Pooling::kLast, job.normalize},
-                         vectors.data() + i * static_cast<size_t>(dim));
-      row += rows;
-    }
-    return vectors;
-  }
-
   void loop() {
     for (;;) {
       std::vector<Submission> subs;
       std::vector<uint64_t> cans;
       std::vector<std::promise<bool>*> fls;
-      std::vector<EmbedJob*> embs;
       bool stop = false;
       {
         std::unique_lock lk(mu);
         wake.wait(lk, [&] {
           return stopping || !submissions.empty() || !cancels.empty() || !flushes.empty() ||
-                 !embeds.empty() || !scheduler_idle;
+                 !scheduler_idle;
         });
         subs.swap(submissions);
         cans.swap(cancels);
         fls.swap(flushes);
-        embs.swap(embeds);
         stop = stopping;
-      }
-      for (EmbedJob* job : embs) {
-        if (stop) {
-          job->result.set_exception(std::make_exception_ptr(Error("the engine is shutting down")));
-          continue;
-        }
-        try {
-          job->result.set_value(run_embedding(*job));
-        } catch (...) {
-          job->result.set_exception(std::current_exception());
-        }
       }
       for (auto& s : subs) {
         try {
@@ -242,15 +168,73 @@ std::vector<float> Engine::embed(const std::vector<std::vector<int32_t>>& inputs
                  "vocabulary ({})",
                  i, id, vocab);
   }
-  Impl::EmbedJob job{&inputs, mean, normalize, {}};
-  auto result = job.result.get_future();
-  {
-    std::lock_guard lk(impl_->mu);
-    if (impl_->stopping) fail("the engine is shut down");
-    impl_->embeds.push_back(&job);
-    impl_->wake.notify_one();
+  // Each input is a request of its own whose prompt rows share steps with generation
+  // (scheduler.h); the results are collected here as they finish, in any order.
+  struct Collector {
+    std::mutex mu;
+    std::condition_variable done;
+    size_t left = 0;
+    std::vector<std::vector<float>> rows;
+    int64_t dim = 0;
+    std::string error;
+  };
+  auto collector = std::make_shared<Collector>();
+  collector->rows.resize(inputs.size());
+  std::vector<GenerateRequest> requests(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    requests[i].prompt_ids = inputs[i];
+    requests[i].stop.max_new_tokens = 0;
+    requests[i].hidden = mean ? HiddenOutput::kEveryRow : HiddenOutput::kLastRow;
+    try {
+      impl_->scheduler.validate(requests[i]);
+    } catch (const Error& e) {
+      fail("embedding input {}: {}", i, e.what());
+    }
   }
-  return result.get();
+  std::vector<uint64_t> submitted;
+  try {
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      {
+        std::lock_guard lk(collector->mu);
+        ++collector->left;
+      }
+      submitted.push_back(submit(std::move(requests[i]), [collector, i](const RequestEvent& ev) {
+        if (!ev.finished) return;
+        std::lock_guard lk(collector->mu);
+        if (!ev.error.empty() || ev.finish_reason == FinishReason::Abort) {
+          if (collector->error.empty())
+            collector->error = ev.error.empty() ? "the embedding request was aborted" : ev.error;
+        } else {
+          collector->rows[i] = ev.hidden;
+          collector->dim = ev.hidden_dim;
+        }
+        if (--collector->left == 0) collector->done.notify_all();
+      }));
+    }
+  } catch (...) {  // a full queue: what was queued is withdrawn, the caller retries
+    {
+      std::lock_guard lk(collector->mu);
+      --collector->left;  // the input whose submit threw
+    }
+    for (uint64_t id : submitted) cancel(id);
+    std::unique_lock lk(collector->mu);
+    collector->done.wait(lk, [&] { return collector->left == 0; });
+    throw;
+  }
+  std::unique_lock lk(collector->mu);
+  collector->done.wait(lk, [&] { return collector->left == 0; });
+  if (!collector->error.empty()) fail("{}", collector->error);
+  const int64_t dim = collector->dim;
+  std::vector<float> vectors(inputs.size() * static_cast<size_t>(dim));
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const auto rows = static_cast<int64_t>(collector->rows[i].size()) / std::max<int64_t>(dim, 1);
+    KILN_CHECK(rows == (mean ? static_cast<int64_t>(inputs[i].size()) : 1),
+               "embedding input {}: {} hidden states came back", i, rows);
+    model::pool_hidden(collector->rows[i].data(), rows, dim,
+                       {mean ? model::Pooling::kMean : model::Pooling::kLast, normalize},
+                       vectors.data() + i * static_cast<size_t>(dim));
+  }
+  return vectors;
 }
 
 void Engine::cancel(uint64_t request_id) {

@@ -44,12 +44,12 @@ class Engine {
   uint64_t submit(GenerateRequest request, EventCallback on_event);
   // Embeddings from the model's own hidden states (the final norm's output): one vector per
   // input (token ids), the last row's (mean: the mean over every row), L2-normalized when
-  // `normalize`; row-major [inputs, hidden]. The inputs run on the scheduler thread between
-  // generation steps, all of them as one eager prefill step of their own (their KV pages are
-  // taken from the pool for that step and returned after it; the prefix cache is not used), so
-  // embedding requests take turns with the running generations instead of waiting for them.
-  // Blocks until done. Throws kiln::Error for an empty input, one over the context or outside
-  // the vocabulary, or when the pool cannot hold the inputs now (retry later).
+  // `normalize`; row-major [inputs, hidden]. Each input runs as a request of its own whose
+  // prompt rows are scheduled like any prompt's: admitted as pages allow, chunked, and mixed
+  // into the same steps as the running generations' decode rows (request.h's HiddenOutput).
+  // Blocks until every input is done. Throws kiln::Error for an empty input, one over the
+  // context or the pool, or outside the vocabulary (before anything runs), and QueueFull when
+  // the queue cannot take them all (nothing is left queued).
   std::vector<float> embed(const std::vector<std::vector<int32_t>>& inputs, bool mean,
                            bool normalize);
   // Aborts a queued or running request (client disconnect); its pages return to the pool.

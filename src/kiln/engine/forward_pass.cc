@@ -56,6 +56,11 @@ std::string ForwardPass::run(const StepBatch& batch, const std::vector<Sequence*
     ++t.steps;
     t.rows += batch.num_tokens();
     t.seconds += seconds;
+    const int64_t n_hidden = batch.hidden_rows();
+    KILN_CHECK(n_hidden == 0 ||
+                   static_cast<int64_t>(output_.hidden.size()) == n_hidden * output_.hidden_dim,
+               "the executor returned {} hidden values for {} rows", output_.hidden.size(),
+               n_hidden);
     if (batch.greedy_only) {
       KILN_CHECK(static_cast<int64_t>(output_.greedy_ids.size()) == n_logits,
                  "the executor returned {} greedy ids for {} rows", output_.greedy_ids.size(),

@@ -42,7 +42,9 @@ model::ForwardShape ModelRunner::shape_of(const StepBatch& batch) const {
       geometry_.forward_shape(batch.num_seqs(), batch.num_tokens(), batch.greedy_only);
   // A batch that returns every row (decode, speculative verify) keeps every row (no gather).
   s.logit_rows = batch.returns_every_row() ? -1 : batch.logit_rows();
-  s.hidden_states = batch.hidden_states;
+  s.hidden_rows = batch.hidden_rows();
+  // A step of hidden rows only (embeddings) runs no LM head.
+  s.logits = s.hidden_rows == 0 || s.logit_rows != 0;
   return s;
 }
 
@@ -95,8 +97,12 @@ void ModelRunner::bind(const StepBatch& b, const model::ForwardShape& shape,
   for (int64_t s = 0; s < S; ++s) bound.seq_lens[s] = b.seqs[s].seq_len;
   bound.bindings.push_back({in::kSeqLens, borrow_i32(bound.seq_lens, {S})});
   bound.logit_rows = b.logit_row_indices();
-  if (shape.logit_rows >= 0) {
+  if (shape.logit_rows >= 0 && shape.logits) {
     bound.bindings.push_back({in::kLogitRows, borrow_i32(bound.logit_rows, {shape.logit_rows})});
+  }
+  bound.hidden_rows = b.hidden_row_indices();
+  if (shape.hidden_rows > 0) {
+    bound.bindings.push_back({in::kHiddenRows, borrow_i32(bound.hidden_rows, {shape.hidden_rows})});
   }
   const graph::ValueType kv = model::kv_state_type(config_, shape);
   bound.bindings.push_back({in::kKvPool, Tensor::borrow(kv.dtype, kv.shape, pool_.data())});
@@ -105,7 +111,9 @@ void ModelRunner::bind(const StepBatch& b, const model::ForwardShape& shape,
 void ModelRunner::forward(const StepBatch& batch, StepOutput& out) {
   validate(batch);
   // Captured plans end in the LM head; hidden-state steps are traced for what they return.
-  if (!batch.hidden_states && replayer_ != nullptr && replayer_->try_run(batch, out)) return;
+  out.hidden.clear();
+  out.hidden_dim = 0;
+  if (batch.hidden_rows() == 0 && replayer_ != nullptr && replayer_->try_run(batch, out)) return;
   run_eager(batch, out);
 }
 
@@ -140,12 +148,17 @@ void ModelRunner::run_eager(const StepBatch& batch, StepOutput& out) {
   bind(batch, shape, bound);
 
   std::vector<Tensor> results = interpreter_.run(g, bound.bindings);
-  const Tensor& r = results.at(0);
   out.vocab = config_.vocab;
   out.used_graph = false;
-  if (shape.hidden_states) {
-    out.hidden.assign(r.data_as<float>(), r.data_as<float>() + r.numel());
+  out.hidden.clear();
+  out.hidden_dim = 0;
+  if (shape.hidden_rows > 0) {
+    const Tensor& h = results.back();
+    out.hidden.assign(h.data_as<float>(), h.data_as<float>() + h.numel());
     out.hidden_dim = config_.n_embd;
+  }
+  const Tensor& r = results.at(0);
+  if (!shape.logits) {
     out.logits.clear();
     out.greedy_ids.clear();
   } else if (shape.greedy) {

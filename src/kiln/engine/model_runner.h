@@ -46,6 +46,7 @@ class ModelRunner : public ModelExecutor {
     std::vector<int32_t> block_table;  // [S, max_pages_per_seq]
     std::vector<int32_t> seq_lens;
     std::vector<int32_t> logit_rows;
+    std::vector<int32_t> hidden_rows;
   };
   void bind(const StepBatch& batch, const model::ForwardShape& shape, BoundInputs& bound) const;
 

@@ -55,6 +55,11 @@ struct StopConditions {
   bool ignore_eos = false;
 };
 
+// An embedding request's output: instead of generating, the request returns the final-norm
+// hidden state of its last prompt row, or of every prompt row (for mean pooling), in its final
+// event. Its prompt rows share steps with generation rows (scheduler.h).
+enum class HiddenOutput : uint8_t { kNone, kLastRow, kEveryRow };
+
 struct GenerateRequest {
   std::vector<int32_t> prompt_ids;
   SamplingParams sampling;
@@ -68,6 +73,8 @@ struct GenerateRequest {
   // Scheduling priority: a larger value is admitted first and preempted last (SGLang's
   // convention); a waiting request's wait is bounded whatever its priority (schedule_policy.h).
   int32_t priority = 0;
+  // Not kNone: an embedding request (max_new_tokens 0, no prompt scoring).
+  HiddenOutput hidden = HiddenOutput::kNone;
 };
 
 enum class FinishReason { None, Stop, Length, Abort };
@@ -96,6 +103,9 @@ struct RequestEvent {
   int prompt_tokens = 0;
   int completion_tokens = 0;
   int cached_tokens = 0;  // prompt tokens served from the prefix cache
+  // An embedding request's final event: its hidden states [rows, hidden_dim] (HiddenOutput).
+  std::vector<float> hidden;
+  int64_t hidden_dim = 0;
   // Speculative decoding (only when the engine speculates; -1 otherwise): decode steps this
   // request took part in, tokens proposed for it and accepted.
   int spec_verify_ct = -1;

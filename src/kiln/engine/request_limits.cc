@@ -35,6 +35,10 @@ void validate(const GenerateRequest& r, const RequestLimits& limits) {
                  r.prompt_logprobs_from <= static_cast<int64_t>(r.prompt_ids.size()),
              "the prompt logprob start {} is outside [-1, {}] (the prompt's length)",
              r.prompt_logprobs_from, r.prompt_ids.size());
+  if (r.hidden != HiddenOutput::kNone) {
+    KILN_CHECK(r.stop.max_new_tokens == 0, "an embedding request generates no tokens");
+    KILN_CHECK(r.prompt_logprobs_from < 0, "an embedding request scores no prompt tokens");
+  }
   const auto total = static_cast<int64_t>(r.prompt_ids.size()) + r.stop.max_new_tokens;
   KILN_CHECK(total <= limits.context,
              "the prompt ({} tokens) plus max_new_tokens ({}) exceeds the context length ({})",

@@ -56,7 +56,8 @@ void Scheduler::add(uint64_t id, GenerateRequest request, EventCallback on_event
   auto seq = std::make_unique<Sequence>(id, next_arrival_++, std::move(request),
                                         std::move(on_event), seed, *tokenizer_, eog_ids_);
   stats_.prompt_tokens_total += seq->n_prompt;
-  if (seq->request.stop.max_new_tokens == 0 && !seq->scoring()) {  // nothing to compute
+  if (seq->request.stop.max_new_tokens == 0 && !seq->scoring() &&
+      seq->request.hidden == HiddenOutput::kNone) {  // nothing to compute
     RequestEvent ev;
     ev.finished = true;
     ev.finish_reason = FinishReason::Length;
@@ -275,10 +276,16 @@ void Scheduler::add_prompt_chunk(StepBatch& batch, std::vector<Sequence*>& membe
   }
   if (take <= 0) return;
   const bool reaches_end = seq.n_kv + take == static_cast<int64_t>(seq.tokens.size());
+  const bool embedding = seq.request.hidden != HiddenOutput::kNone;
   batch.add_sequence(std::span<const int32_t>(seq.tokens)
                          .subspan(static_cast<size_t>(seq.n_kv), static_cast<size_t>(take)),
-                     seq.n_kv, seq.pages, pages_.page_size(), all_logits || reaches_end,
-                     all_logits);
+                     seq.n_kv, seq.pages, pages_.page_size(),
+                     !embedding && (all_logits || reaches_end), all_logits);
+  if (embedding) {
+    const bool every_row = seq.request.hidden == HiddenOutput::kEveryRow;
+    batch.seqs.back().want_hidden = every_row || reaches_end;
+    batch.seqs.back().all_hidden = every_row;
+  }
   members.push_back(&seq);
   budget.spend_prompt_tokens(take);
 }
@@ -352,10 +359,16 @@ void Scheduler::run_batch(StepBatch& batch, const std::vector<Sequence*>& member
     }
     return;
   }
-  int64_t next_row = 0;
+  int64_t next_row = 0, next_hidden_row = 0;
   for (size_t i = 0; i < members.size(); ++i) {
     Sequence& seq = *members[i];
     const StepSequence& ss = batch.seqs[i];
+    if (seq.request.hidden != HiddenOutput::kNone) {
+      const int64_t n_hidden = !ss.want_hidden ? 0 : ss.all_hidden ? rows_of[i] : 1;
+      take_hidden_outputs(seq, ss, next_hidden_row, n_hidden, rows_of[i]);
+      next_hidden_row += n_hidden;
+      continue;
+    }
     // This sequence's logits rows: none, its last row, or (scoring, verify) all its rows.
     const int64_t n_rows = !ss.want_logits ? 0 : ss.all_logits ? rows_of[i] : 1;
     const int64_t first_row = next_row;
@@ -409,6 +422,36 @@ void Scheduler::take_plain_outputs(Sequence& seq, const StepSequence& ss, int64_
   } else {
     emit(seq, ev);
   }
+}
+
+void Scheduler::take_hidden_outputs(Sequence& seq, const StepSequence& ss, int64_t first_row,
+                                    int64_t n_rows, int64_t batch_rows) {
+  const StepOutput& out = forward_.output();
+  const int64_t dim = out.hidden_dim;
+  seq.n_kv = ss.seq_len;
+  // Row j holds position first_pos + j; positions already kept (recomputed after a
+  // preemption) are skipped.
+  const int64_t first_pos = ss.all_hidden ? ss.seq_len - batch_rows : ss.seq_len - 1;
+  for (int64_t j = 0; j < n_rows; ++j) {
+    if (ss.all_hidden && first_pos + j != seq.hidden_positions) continue;
+    const float* h = out.hidden.data() + (first_row + j) * dim;
+    if (!ss.all_hidden) seq.hidden.clear();
+    seq.hidden.insert(seq.hidden.end(), h, h + dim);
+    seq.hidden_positions = first_pos + j + 1;
+  }
+  pages_.publish_prefix(seq);
+  if (seq.n_kv < static_cast<int64_t>(seq.tokens.size())) return;
+  RequestEvent ev;
+  ev.finish_reason = FinishReason::Length;
+  if (seq.hidden_positions != seq.n_prompt) {
+    ev.finish_reason = FinishReason::Abort;
+    ev.error = fmt::format("internal error: {} of the prompt's {} hidden states were kept",
+                           seq.hidden_positions, seq.n_prompt);
+  } else {
+    ev.hidden = std::move(seq.hidden);
+    ev.hidden_dim = dim;
+  }
+  finish(seq, ev);
 }
 
 void Scheduler::take_verify_outputs(Sequence& seq, int64_t first_row, bool greedy) {

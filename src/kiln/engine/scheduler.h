@@ -1,6 +1,10 @@
 // The continuous-batching scheduler, single-threaded: Engine runs it on its own thread and
 // feeds it submissions and cancellations between steps; tests drive it directly.
 //
+// Embedding requests (request.hidden) are prompts that end in hidden states instead of tokens:
+// their chunks are admitted, budgeted, preempted and mixed with decode rows as any prompt's,
+// and they finish when their last prompt row has run.
+//
 // Step policy: a PREFILL step takes chunks of prompts (requests admitted earlier whose
 // prefill is unfinished, then newly admitted ones, up to chunked_prefill_size tokens per
 // request and max_prefill_tokens in all); a DECODE step takes one token for every decoding
@@ -116,6 +120,10 @@ class Scheduler {
   // A verify step's outputs for one request: the emitter takes the model's token after each
   // row while the proposals agree with it; K/V is kept for the accepted rows only.
   void take_verify_outputs(Sequence& seq, int64_t first_row, bool greedy);
+  // An embedding request's rows [first_row, first_row + n_rows) of this step's hidden states
+  // (batch_rows rows in the step); finishes it once its whole prompt has run.
+  void take_hidden_outputs(Sequence& seq, const StepSequence& ss, int64_t first_row, int64_t n_rows,
+                           int64_t batch_rows);
   // Scores the prompt tokens that rows [first_row, first_row + n_rows) of this step's logits
   // predict (the sequence's rows, from position first_pos).
   void score_prompt_rows(Sequence& seq, int64_t first_pos, int64_t n_rows, int64_t first_row);

@@ -50,6 +50,10 @@ struct Sequence {
   std::vector<TokenLogprob> scores;
   bool scores_sent = false;
   RequestSpeculation spec;  // speculative decoding: proposals, backoff, counts
+  // An embedding request (request.hidden): the hidden states kept so far, one row per position
+  // from 0 (every row) or the last row; they survive preemption, so no position is kept twice.
+  std::vector<float> hidden;
+  int64_t hidden_positions = 0;
 
   Sequence(uint64_t id_, uint64_t arrival_, GenerateRequest req, EventCallback cb, uint64_t seed,
            const TokenText& tokenizer, std::span<const int32_t> eog_ids)

@@ -50,8 +50,9 @@ std::vector<float> SequenceStepper::step_all_rows(SteppedSequence& seq,
 std::vector<float> SequenceStepper::step_hidden(SteppedSequence& seq,
                                                 const std::vector<int32_t>& tokens, bool all_rows) {
   StepBatch b = batch_of({&seq}, {tokens});
-  b.seqs[0].all_logits = all_rows;
-  b.hidden_states = true;
+  b.seqs[0].want_logits = false;
+  b.seqs[0].want_hidden = true;
+  b.seqs[0].all_hidden = all_rows;
   StepOutput out;
   exec_.forward(b, out);
   const int64_t rows = all_rows ? static_cast<int64_t>(tokens.size()) : 1;

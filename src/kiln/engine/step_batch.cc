@@ -26,15 +26,20 @@ int32_t StepBatch::add_sequence(std::span<const int32_t> tokens, int64_t first_p
   return s;
 }
 
-std::vector<int32_t> StepBatch::logit_row_indices() const {
-  // Rows of each sequence in batch order; a sequence's last row is the one it samples from.
-  std::vector<std::vector<int32_t>> rows(seqs.size());
-  for (std::size_t t = 0; t < token_seq.size(); ++t)
-    rows[static_cast<std::size_t>(token_seq[t])].push_back(static_cast<int32_t>(t));
+namespace {
+
+// The rows a flag pair selects, in batch order of sequences: none, a sequence's last row, or
+// every row it has in the step.
+template <class Want>
+std::vector<int32_t> selected_rows(const StepBatch& b, Want want) {
+  std::vector<std::vector<int32_t>> rows(b.seqs.size());
+  for (std::size_t t = 0; t < b.token_seq.size(); ++t)
+    rows[static_cast<std::size_t>(b.token_seq[t])].push_back(static_cast<int32_t>(t));
   std::vector<int32_t> out;
-  for (std::size_t s = 0; s < seqs.size(); ++s) {
-    if (!seqs[s].want_logits || rows[s].empty()) continue;
-    if (seqs[s].all_logits) {
+  for (std::size_t s = 0; s < b.seqs.size(); ++s) {
+    const auto [wanted, all] = want(b.seqs[s]);
+    if (!wanted || rows[s].empty()) continue;
+    if (all) {
       out.insert(out.end(), rows[s].begin(), rows[s].end());
     } else {
       out.push_back(rows[s].back());
@@ -43,15 +48,32 @@ std::vector<int32_t> StepBatch::logit_row_indices() const {
   return out;
 }
 
-int64_t StepBatch::logit_rows() const {
+template <class Want>
+int64_t selected_count(const StepBatch& b, Want want) {
   int64_t n = 0;
-  std::vector<int64_t> count(seqs.size(), 0);
-  for (int32_t s : token_seq) ++count[static_cast<std::size_t>(s)];
-  for (std::size_t s = 0; s < seqs.size(); ++s) {
-    if (seqs[s].want_logits && count[s] > 0) n += seqs[s].all_logits ? count[s] : 1;
+  std::vector<int64_t> count(b.seqs.size(), 0);
+  for (int32_t s : b.token_seq) ++count[static_cast<std::size_t>(s)];
+  for (std::size_t s = 0; s < b.seqs.size(); ++s) {
+    const auto [wanted, all] = want(b.seqs[s]);
+    if (wanted && count[s] > 0) n += all ? count[s] : 1;
   }
   return n;
 }
+
+std::pair<bool, bool> logits_of(const StepSequence& s) { return {s.want_logits, s.all_logits}; }
+std::pair<bool, bool> hidden_of(const StepSequence& s) { return {s.want_hidden, s.all_hidden}; }
+
+}  // namespace
+
+// A sequence's last row is the one it samples from.
+std::vector<int32_t> StepBatch::logit_row_indices() const {
+  return selected_rows(*this, logits_of);
+}
+int64_t StepBatch::logit_rows() const { return selected_count(*this, logits_of); }
+std::vector<int32_t> StepBatch::hidden_row_indices() const {
+  return selected_rows(*this, hidden_of);
+}
+int64_t StepBatch::hidden_rows() const { return selected_count(*this, hidden_of); }
 
 bool StepBatch::returns_every_row() const {
   for (std::size_t t = 1; t < token_seq.size(); ++t) {

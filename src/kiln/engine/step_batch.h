@@ -7,7 +7,9 @@
 // whose `want_logits` is set, the logits of its LAST row in this step, or of EVERY row it has
 // in this step when `all_logits` is also set (prompt scoring); or only the greedy token when
 // every such sequence samples greedily and `greedy_only` is set: the LM head then never
-// writes logits.
+// writes logits. Independently, a sequence with `want_hidden` gets the final-norm hidden state
+// of its last row (every row with `all_hidden`): embeddings from a decoder, whose rows share
+// the step with generation rows. A step with hidden rows runs eagerly.
 #pragma once
 #include <cstdint>
 #include <span>
@@ -20,6 +22,8 @@ struct StepSequence {
   int32_t seq_len = 0;         // tokens with K/V in the cache once this step has run
   bool want_logits = true;
   bool all_logits = false;  // with want_logits: a row of logits for each of its rows, in order
+  bool want_hidden = false;
+  bool all_hidden = false;  // with want_hidden: a hidden state for each of its rows, in order
 };
 
 struct StepBatch {
@@ -29,9 +33,6 @@ struct StepBatch {
   std::vector<int32_t> slots;      // [T] KV slot written by each row
   std::vector<StepSequence> seqs;  // [S]
   bool greedy_only = false;
-  // The executor returns the final-norm hidden states of the logit rows (StepOutput::hidden)
-  // instead of logits: embeddings from a decoder. Always runs eagerly.
-  bool hidden_states = false;
 
   // Adds one sequence: a row for each of `tokens` at positions first_pos.., writing the K/V
   // slots its block table `pages` (page_size positions each) gives them, which must cover every
@@ -50,6 +51,9 @@ struct StepBatch {
   int64_t logit_rows() const;
   // The batch rows whose logits are returned, in output order.
   std::vector<int32_t> logit_row_indices() const;
+  // The same for hidden states (want_hidden / all_hidden).
+  int64_t hidden_rows() const;
+  std::vector<int32_t> hidden_row_indices() const;
   // Every row returns its logits (or greedy token) and rows are grouped by sequence in order,
   // so output row i is batch row i: a decode step, or a speculative verify step (a sequence's
   // last token and its proposals, the model's token after each).
@@ -62,7 +66,8 @@ struct StepOutput {
   // then only greedy_ids.
   std::vector<float> logits;
   std::vector<int32_t> greedy_ids;
-  // With StepBatch::hidden_states: the logit rows' hidden states [n, hidden_dim] instead.
+  // For sequences with want_hidden, in sequence order: final-norm hidden states
+  // [n, hidden_dim], one per row as want_hidden / all_hidden say.
   std::vector<float> hidden;
   int64_t hidden_dim = 0;
   int64_t vocab = 0;

@@ -42,16 +42,22 @@ class ForwardBuilder {
 
     for (int il = 0; il < c_.n_layers; ++il) x = layer(il, x, kv);
 
+    std::optional<Value> hidden;
+    if (s_.hidden_rows > 0) {
+      KILN_CHECK(c_.tp_size == 1, "hidden-state outputs are not supported with tensor parallel");
+      Value rows = b_.input(input_names::kHiddenRows, DType::I32, {s_.hidden_rows});
+      hidden = b_.rms_norm(b_.take_rows(x, rows), weight("output_norm.weight"), c_.rms_eps);
+    }
+    if (!s_.logits) {
+      KILN_CHECK(hidden.has_value(), "a forward step with neither logits nor hidden states");
+      b_.output(*hidden);
+      return b_.finish();
+    }
     if (s_.logit_rows >= 0) {
       Value rows = b_.input(input_names::kLogitRows, DType::I32, {s_.logit_rows});
       x = b_.take_rows(x, rows);
     }
     x = b_.rms_norm(x, weight("output_norm.weight"), c_.rms_eps);
-    if (s_.hidden_states) {
-      KILN_CHECK(c_.tp_size == 1, "hidden-state outputs are not supported with tensor parallel");
-      b_.output(x);
-      return b_.finish();
-    }
     if (c_.tp_size > 1) {
       // This rank's vocabulary rows: greedy ids come from a distributed argmax, logits are
       // gathered from every rank's slice.
@@ -68,6 +74,7 @@ class ForwardBuilder {
     if (c_.logit_scale != 1.0 && !s_.greedy) logits = b_.scale(logits, 1.0 / c_.logit_scale);
     if (c_.final_logit_softcap > 0) logits = b_.softcap(logits, c_.final_logit_softcap);
     b_.output(s_.greedy ? b_.argmax(logits) : logits);
+    if (hidden) b_.output(*hidden);
     return b_.finish();
   }
 

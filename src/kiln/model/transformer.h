@@ -23,6 +23,7 @@ inline constexpr const char* kSlots = "out_cache_slots";   // i32[T]
 inline constexpr const char* kBlockTable = "block_table";  // i32[S, max_pages_per_seq]
 inline constexpr const char* kSeqLens = "seq_lens";        // i32[S]
 inline constexpr const char* kLogitRows = "logit_rows";    // i32[R]: rows whose logits are wanted
+inline constexpr const char* kHiddenRows = "hidden_rows";  // i32[H]: rows whose hidden states are
 inline constexpr const char* kKvPool = "kv_pool";          // state: see kv_state_type
 }  // namespace input_names
 
@@ -32,9 +33,11 @@ struct ForwardShape {
   int64_t max_pages_per_seq = 1;
   int64_t logit_rows = -1;  // R; -1: every row (decode), no take_rows
   bool greedy = false;      // output argmax ids i32[R] instead of logits f32[R, V]
-  // Output the final-norm hidden states f32[R, n_embd] instead of logits (embeddings from a
-  // decoder: kiln embed); no LM head runs.
-  bool hidden_states = false;
+  // H > 0: the final-norm hidden states f32[H, n_embd] of the kHiddenRows rows are an output
+  // too, after the logits (embeddings from a decoder, beside generation rows in one step).
+  int64_t hidden_rows = 0;
+  // False: no LM head, the hidden states are the only output (a step of embedding rows only).
+  bool logits = true;
   int64_t kv_pages = 0;  // pages in the pool (the state input's shape)
   int page_size = 16;
   kernels::KvDtype kv_dtype = kernels::KvDtype::F16;
