@@ -229,3 +229,19 @@ def test_generative_model_embedding_inputs_past_the_pool(server_factory):
         s.assert_all_pages_free()
     finally:
         s.stop()
+
+
+def test_gguf_encoder_is_served(server_factory, embedder):
+    """`kiln serve` on a GGUF BERT (llama.cpp's converter, tests/oracle/make_bert_gguf_golden.py)
+    is an embedding server like the folder's, with the folder's vectors."""
+    s = server_factory(REPO / "tests" / "oracle" / "embeddings" / "bert-mean-gguf" /
+                       "model.f32.gguf", name="gguf-embedder")
+    try:
+        body = {"input": ["Hello world", "HELLO, World!!! How are you?"]}
+        r = s.post("/v1/embeddings", body)
+        assert r.status_code == 200, r.text
+        want = embedder.post("/v1/embeddings", body).json()["data"]
+        assert [d["embedding"] for d in r.json()["data"]] == [d["embedding"] for d in want]
+        assert s.get("/get_model_info").json()["is_generation"] is False
+    finally:
+        s.stop()

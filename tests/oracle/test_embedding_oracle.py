@@ -8,6 +8,10 @@ tests/oracle/make_embedding_goldens.py, so CI needs no torch):
   failed install fails the test): cosine >= 0.9999 for each of 200 held texts (unicode,
   empty-ish, past the 256-token limit).
 
+- a GGUF of the tiny mean folder made by llama.cpp's converter (tests/oracle/make_bert_gguf_golden.py):
+  token ids equal to `llama-tokenize`'s, and the folder's very vectors wherever llama.cpp's WPM
+  and `tokenizers` give the same ids.
+
 Both encoder precisions are checked: bf16 (the default) against the cosine bound, f32 against
 the values themselves as well (it is exact to float rounding).
 """
@@ -115,6 +119,53 @@ def test_pooling_modes_differ(tmp_path):
                  "--normalize", "off")
     cls = np.asarray(g["pooled"]["cls"][3:8])
     assert cosines(mean, cls).max() < MIN_COSINE
+
+
+GGUF_CASE = DATA / "bert-mean-gguf"
+
+
+def kiln_ids(model, texts, tmp_path):
+    src = tmp_path / "texts.jsonl"
+    src.write_text("".join(json.dumps(t) + "\n" for t in texts))
+    r = subprocess.run([KILN, "embed", "-m", str(model), "-f", str(src), "--json-lines", "--ids"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return [json.loads(l)["ids"] for l in r.stdout.splitlines()]
+
+
+def test_gguf_encoder_ids_match_llama_cpp(tmp_path):
+    g = json.loads((GGUF_CASE / "llama_cpp.json").read_text())
+    got = kiln_ids(GGUF_CASE / "model.f32.gguf", g["texts"], tmp_path)
+    limit = 64  # bert.context_length: kiln cuts the text's ids there, llama-tokenize does not
+    checked = 0
+    for text, mine, theirs in zip(g["texts"], got, g["ids"]):
+        if theirs is None:  # llama-tokenize refuses an empty prompt
+            assert mine == [2, 3], text  # [CLS] [SEP] of the tiny vocabulary
+            continue
+        if any(len(word) > 100 for word in text.split()):
+            # kiln's WPM makes such a word [UNK], as BERT's max_input_chars_per_word and
+            # `tokenizers` do; llama.cpp has no such limit (tokenizer_wpm.cc).
+            assert 1 in mine, text
+            continue
+        want = theirs if len(theirs) <= limit else theirs[:limit - 1] + theirs[-1:]
+        assert mine == want, text
+        checked += 1
+    assert checked >= 30
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_gguf_encoder_equals_its_folder(precision, tmp_path):
+    """The same weights through the GGUF path and the folder path: the same vectors, bit for
+    bit, for every text both tokenizers cut alike; and sentence-transformers' within bound."""
+    g = json.loads((DATA / "bert-mean" / "golden.json").read_text())
+    gguf_ids = kiln_ids(GGUF_CASE / "model.f32.gguf", g["texts"], tmp_path)
+    same = [i for i, ids in enumerate(gguf_ids) if ids == g["ids"][i]]
+    assert len(same) >= 15
+    texts = [g["texts"][i] for i in same]
+    from_gguf = embed(GGUF_CASE / "model.f32.gguf", texts, tmp_path, "--precision", precision)
+    from_folder = embed(DATA / "bert-mean" / "model", texts, tmp_path, "--precision", precision)
+    assert np.array_equal(from_gguf, from_folder)
+    assert_close(from_gguf, [g["embeddings"][i] for i in same], texts, f"gguf {precision}")
 
 
 def minilm_dir():

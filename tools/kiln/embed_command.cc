@@ -139,7 +139,7 @@ int run_embed(const EmbedArgs& a) {
                           : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   std::vector<float> vectors;
   size_t dim = 0;
-  if (model::SentenceEncoder::is_encoder_dir(path)) {
+  if (model::SentenceEncoder::is_encoder_model(path)) {
     const model::SentenceEncoder encoder(path, model::encoder_precision_from_name(a.precision));
     std::vector<std::vector<int32_t>> inputs;
     inputs.reserve(texts.size());

@@ -190,7 +190,7 @@ int serve_on_rank(const ServeArgs& a, ShutdownSignal& signal, Communicator* grou
       a.api_key_file.empty() ? a.api_key : server::read_api_key_file(a.api_key_file);
   if (group == nullptr && !a.model.empty()) {
     const std::string path = resolve_model_name(a.model);
-    if (model::SentenceEncoder::is_encoder_dir(path))
+    if (model::SentenceEncoder::is_encoder_model(path))
       return serve_encoder(a, signal, path, api_key);
   }
   engine::SpeculativeConfig speculative = speculative_config(a.speculative);

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "kiln/base/error.h"
+#include "kiln/model/gguf.h"
 
 namespace kiln::model {
 namespace {
@@ -49,6 +50,35 @@ BertConfig bert_config_from_hf(const nlohmann::json& c) {
   const std::string pos = c.value("position_embedding_type", "absolute");
   KILN_CHECK(pos == "absolute",
              "BERT config.json: position_embedding_type '{}' is not supported (absolute is)", pos);
+  return b;
+}
+
+BertConfig bert_config_from_gguf(const GgufFile& f) {
+  KILN_CHECK(f.architecture() == "bert", "'{}' is a {} model, not a BERT encoder", f.path(),
+             f.architecture());
+  auto positive = [&](const char* key) {
+    const int64_t v = f.get_i64(key);
+    KILN_CHECK(v > 0, "'{}': {} must be positive, not {}", f.path(), key, v);
+    return v;
+  };
+  BertConfig b;
+  b.hidden = positive("bert.embedding_length");
+  b.layers = positive("bert.block_count");
+  b.heads = positive("bert.attention.head_count");
+  b.intermediate = positive("bert.feed_forward_length");
+  b.max_positions = positive("bert.context_length");
+  b.type_vocab_size = f.has_key("tokenizer.ggml.token_type_count")
+                          ? positive("tokenizer.ggml.token_type_count")
+                          : 2;
+  KILN_CHECK(f.has_tensor("token_embd.weight"), "'{}' has no tensor 'token_embd.weight'", f.path());
+  b.vocab_size = f.tensor_info("token_embd.weight").shape[0];
+  KILN_CHECK(b.hidden % b.heads == 0,
+             "'{}': bert.embedding_length {} is not a multiple of bert.attention.head_count {}",
+             f.path(), b.hidden, b.heads);
+  if (f.has_key("bert.attention.layer_norm_epsilon"))
+    b.layer_norm_eps = f.get_f32("bert.attention.layer_norm_epsilon");
+  KILN_CHECK(!f.has_key("bert.attention.causal") || !f.get_bool("bert.attention.causal"),
+             "'{}': a causal BERT is not supported", f.path());
   return b;
 }
 

@@ -29,4 +29,9 @@ bool is_bert_config(const nlohmann::json& config);
 // Throws kiln::Error naming the missing, invalid or unsupported key.
 BertConfig bert_config_from_hf(const nlohmann::json& config);
 
+class GgufFile;
+// The same from a GGUF file of architecture "bert" (bert.* keys; the vocabulary from the
+// embedding table; the erf GELU of the BERT checkpoints llama.cpp's converter reads).
+BertConfig bert_config_from_gguf(const GgufFile& file);
+
 }  // namespace kiln::model

@@ -12,60 +12,6 @@
 #include "kiln/kernels/norm.h"
 
 namespace kiln::model {
-namespace {
-
-class Tensors {
- public:
-  explicit Tensors(const std::vector<std::shared_ptr<SafetensorsFile>>& shards) : shards_(shards) {
-    // BertModel stores "embeddings.word_embeddings.weight"; the task heads' checkpoints
-    // (BertForMaskedLM, ...) put the encoder under "bert.".
-    if (find("embeddings.word_embeddings.weight") == nullptr &&
-        find("bert.embeddings.word_embeddings.weight") != nullptr)
-      prefix_ = "bert.";
-  }
-
-  Tensor get(const std::string& name, const Shape& shape) const {
-    const std::string full = prefix_ + name;
-    const SafetensorsFile* file = find(full);
-    KILN_CHECK(file != nullptr, "BERT checkpoint has no tensor '{}'", full);
-    Tensor t = file->tensor(full);
-    KILN_CHECK(t.shape() == shape, "BERT tensor '{}' is {}, the config needs {}", full,
-               t.shape().str(), shape.str());
-    return t;
-  }
-
-  std::vector<float> floats(const std::string& name, const Shape& shape) const {
-    const Tensor t = get(name, shape);
-    std::vector<float> out(static_cast<size_t>(t.numel()));
-    switch (t.dtype()) {
-      case DType::F32:
-        std::copy_n(t.data_as<float>(), out.size(), out.begin());
-        break;
-      case DType::F16:
-        for (size_t i = 0; i < out.size(); ++i) out[i] = f16_to_f32(t.data_as<uint16_t>()[i]);
-        break;
-      case DType::BF16:
-        for (size_t i = 0; i < out.size(); ++i) out[i] = bf16_to_f32(t.data_as<uint16_t>()[i]);
-        break;
-      default:
-        fail("BERT tensor '{}' has type {}, not a float type", prefix_ + name,
-             dtype_name(t.dtype()));
-    }
-    return out;
-  }
-
- private:
-  const SafetensorsFile* find(const std::string& name) const {
-    for (const auto& s : shards_)
-      if (s->find(name) != nullptr) return s.get();
-    return nullptr;
-  }
-
-  const std::vector<std::shared_ptr<SafetensorsFile>>& shards_;
-  std::string prefix_;
-};
-
-}  // namespace
 
 EncoderPrecision encoder_precision_from_name(std::string_view name) {
   if (name == "bf16") return EncoderPrecision::kBf16;
@@ -77,11 +23,8 @@ const char* encoder_precision_name(EncoderPrecision p) {
   return p == EncoderPrecision::kBf16 ? "bf16" : "f32";
 }
 
-BertEncoder::BertEncoder(const BertConfig& config,
-                         const std::vector<std::shared_ptr<SafetensorsFile>>& shards,
-                         EncoderPrecision precision)
+BertEncoder::BertEncoder(const BertConfig& config, const BertWeights& t, EncoderPrecision precision)
     : config_(config), precision_(precision) {
-  const Tensors t(shards);
   const int64_t h = config.hidden, inter = config.intermediate;
   word_ = t.floats("embeddings.word_embeddings.weight", {config.vocab_size, h});
   position_ = t.floats("embeddings.position_embeddings.weight", {config.max_positions, h});

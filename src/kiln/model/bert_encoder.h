@@ -23,7 +23,7 @@
 #include "kiln/kernels/gemm_bf16.h"
 #include "kiln/kernels/packed_weight.h"
 #include "kiln/model/bert_config.h"
-#include "kiln/model/safetensors.h"
+#include "kiln/model/bert_weights.h"
 
 namespace kiln::model {
 
@@ -34,9 +34,9 @@ const char* encoder_precision_name(EncoderPrecision p);
 
 class BertEncoder {
  public:
-  // Throws kiln::Error naming the first tensor that is missing or has the wrong shape.
-  // Tensor names may carry a "bert." prefix (BertForMaskedLM and friends) or none (BertModel).
-  BertEncoder(const BertConfig& config, const std::vector<std::shared_ptr<SafetensorsFile>>& shards,
+  // Throws kiln::Error naming the first tensor that is missing or has the wrong shape. The
+  // weights are copied or packed: `weights` need not outlive the encoder.
+  BertEncoder(const BertConfig& config, const BertWeights& weights,
               EncoderPrecision precision = EncoderPrecision::kBf16);
 
   const BertConfig& config() const { return config_; }

@@ -22,29 +22,27 @@
 #include <unordered_map>
 #include <vector>
 
+#include "kiln/model/encoder_tokenizer.h"
+
 namespace kiln::model {
 
-class BertTokenizer {
+class BertTokenizer final : public EncoderTokenizer {
  public:
   // Throws kiln::Error naming what tokenizer.json has that this class does not implement.
   static BertTokenizer from_json(const nlohmann::json& tokenizer_json);
 
   // The text's token ids, without the template's special tokens.
-  std::vector<int32_t> encode(std::string_view text) const;
+  std::vector<int32_t> encode(std::string_view text) const override;
   // The template around `ids` ([CLS] ids [SEP]), ids cut from the end first so that the
   // result has at most max_tokens ids (no cut when max_tokens is 0).
-  std::vector<int32_t> add_specials(std::vector<int32_t> ids, size_t max_tokens) const;
-  // encode + add_specials.
-  std::vector<int32_t> encode_for_model(std::string_view text, size_t max_tokens) const {
-    return add_specials(encode(text), max_tokens);
-  }
+  std::vector<int32_t> add_specials(std::vector<int32_t> ids, size_t max_tokens) const override;
 
   // Text of ids as `tokenizers`' WordPiece decoder writes it: pieces joined by spaces, "##"
   // continuations glued to the piece before. skip_special leaves out the added tokens.
-  std::string decode(const std::vector<int32_t>& ids, bool skip_special) const;
+  std::string decode(const std::vector<int32_t>& ids, bool skip_special) const override;
 
-  size_t vocab_size() const { return tokens_.size(); }
-  size_t special_count() const { return prefix_.size() + suffix_.size(); }
+  size_t vocab_size() const override { return tokens_.size(); }
+  size_t special_count() const override { return prefix_.size() + suffix_.size(); }
   const std::string& token(int32_t id) const { return tokens_.at(static_cast<size_t>(id)); }
 
  private:

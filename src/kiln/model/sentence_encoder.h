@@ -4,6 +4,12 @@
 // sentence_bert_config.json's max_seq_length (the truncation length; else the model's position
 // limit). Without modules.json the folder is a plain BERT checkpoint: mean pooling, no
 // normalization. Modules kiln does not run (Dense, ...) are refused by name.
+//
+// Or a GGUF file llama.cpp's converter made from such a folder (architecture "bert"): the
+// same encoder over the file's tensors (any type kiln reads, quantized ones dequantized), its
+// vocabulary's WPM tokenizer (llama.cpp's: tokenizer_wpm.h), pooling from bert.pooling_type
+// and vectors normalized, as llama.cpp's embedding tools do; truncation at the position limit
+// (the folder's max_seq_length is not in the file).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -20,15 +26,16 @@ namespace kiln::model {
 
 class SentenceEncoder {
  public:
-  // Whether `dir` is a folder whose config.json describes a BERT encoder.
-  static bool is_encoder_dir(const std::string& dir);
+  // Whether `path` is a folder whose config.json describes a BERT encoder, or a GGUF file of
+  // architecture "bert".
+  static bool is_encoder_model(const std::string& path);
 
   // Throws kiln::Error naming the folder and the problem. `precision`: bert_encoder.h.
-  explicit SentenceEncoder(const std::string& dir,
+  explicit SentenceEncoder(const std::string& path,
                            EncoderPrecision precision = EncoderPrecision::kBf16);
 
   const std::string& dir() const { return dir_; }
-  const BertTokenizer& tokenizer() const { return tokenizer_; }
+  const EncoderTokenizer& tokenizer() const { return *tokenizer_; }
   const BertConfig& config() const { return encoder_->config(); }
   const PoolingSpec& pooling() const { return pooling_; }
   EncoderPrecision precision() const { return encoder_->precision(); }
@@ -38,7 +45,7 @@ class SentenceEncoder {
 
   // The model's input for a text: [CLS] tokens [SEP], truncated to max_tokens().
   std::vector<int32_t> tokenize(std::string_view text) const {
-    return tokenizer_.encode_for_model(text, max_tokens_);
+    return tokenizer_->encode_for_model(text, max_tokens_);
   }
 
   // One embedding per sequence (row-major [n, dim]); sequences are model inputs (tokenize()'s,
@@ -52,9 +59,8 @@ class SentenceEncoder {
 
  private:
   std::string dir_;
-  BertTokenizer tokenizer_;
+  std::unique_ptr<EncoderTokenizer> tokenizer_;
   std::unique_ptr<BertEncoder> encoder_;
-  std::vector<std::shared_ptr<SafetensorsFile>> shards_;
   PoolingSpec pooling_;
   size_t max_tokens_ = 0;
 };

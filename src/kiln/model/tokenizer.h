@@ -58,6 +58,7 @@ class Tokenizer {
   int32_t eos() const { return eos_; }
   int32_t pad() const { return vocab_.pad_id.value_or(kNoToken); }
   bool add_bos() const { return vocab_.add_bos; }  // encode(add_special) prepends bos()
+  bool add_eos() const { return vocab_.add_eos; }  // ... and appends eos()
   bool add_space_prefix() const { return vocab_.add_space_prefix; }
   // eos, the vocab's eot ids, and end-of-turn control tokens found by name (<end_of_turn>,
   // <|eot_id|>, <|im_end|>, <|eom_id|>, <|end_of_text|>, <|endoftext|>).
