@@ -97,7 +97,9 @@ void gemm_bf16(const Bf16Weight& w, const float* x, int64_t m, float* y, const f
                                          : nullptr;
   const int64_t pairs = w.pairs(), n = w.n(), k = w.k();
   auto* xp = static_cast<uint32_t*>(scratch);
-  auto* zeros = reinterpret_cast<float*>(xp + m * pairs);
+  // The zero bias lies after the activation words (4-byte aligned like them).
+  auto* zeros = static_cast<float*>(
+      static_cast<void*>(static_cast<uint8_t*>(scratch) + m * pairs * sizeof(uint32_t)));
   const Range rows = split_range(m, ctx.tid, ctx.nth, 1);
   for (int64_t i = rows.begin; i < rows.end; ++i) fns.pack_row(x + i * k, k, xp + i * pairs);
   if (ctx.tid == 0) std::fill_n(zeros, kBf16GroupCols, 0.0f);

@@ -24,13 +24,16 @@ const char* encoder_precision_name(EncoderPrecision p) {
 }
 
 BertEncoder::BertEncoder(const BertConfig& config, const BertWeights& t, EncoderPrecision precision)
-    : config_(config), precision_(precision) {
+    : config_(config),
+      precision_(precision),
+      word_(t.floats("embeddings.word_embeddings.weight", {config.vocab_size, config.hidden})),
+      position_(
+          t.floats("embeddings.position_embeddings.weight", {config.max_positions, config.hidden})),
+      token_type_(t.floats("embeddings.token_type_embeddings.weight",
+                           {config.type_vocab_size, config.hidden})),
+      emb_ln_w_(t.floats("embeddings.LayerNorm.weight", {config.hidden})),
+      emb_ln_b_(t.floats("embeddings.LayerNorm.bias", {config.hidden})) {
   const int64_t h = config.hidden, inter = config.intermediate;
-  word_ = t.floats("embeddings.word_embeddings.weight", {config.vocab_size, h});
-  position_ = t.floats("embeddings.position_embeddings.weight", {config.max_positions, h});
-  token_type_ = t.floats("embeddings.token_type_embeddings.weight", {config.type_vocab_size, h});
-  emb_ln_w_ = t.floats("embeddings.LayerNorm.weight", {h});
-  emb_ln_b_ = t.floats("embeddings.LayerNorm.bias", {h});
   auto linear = [&](const std::vector<std::string>& names, int64_t rows, int64_t cols) {
     Linear l;
     std::vector<Tensor> weights;
