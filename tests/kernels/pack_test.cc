@@ -62,8 +62,12 @@ TEST(PackedWeight, BytesAndFormat) {
       {DType::Q6_K, 2048, 32 * 2048 * 105 / 128, "q6_kx16/vnni"},  // 6.5625 bits, as the file
       {DType::Q6_K, 256, 2 * 3392, "q6_kx16/vnni"},          // 3360 bytes a group, padded to 64
       {DType::Q4_1, 64, 32 * 64 / 32 * 20, "q4_1x16/vnni"},  // f16 scale and minimum: 5 bits
-      {DType::Q3_K, 2048, 32 * 2048 * 73 / 128, "q3_kx16/vnni"},      // 4-bit codes: 4.5625 bits
-      {DType::Q2_K, 2048, 32 * 2048 * 41 / 64, "q2_kx16/vnni"},       // 4-bit codes: 5.125 bits
+      // 3-bit codes and int8 sc - 32 (the file's are 6 bits): 3.5625 bits against 3.4375
+      {DType::Q3_K, 2048, 32 * 2048 * 57 / 128, "q3_kx16/vnni"},
+      {DType::Q3_K, 256, 2 * 1856, "q3_kx16/vnni"},  // 1824 bytes a group, padded to 64
+      // 2-bit codes, sc and m sharing a byte: 2.625 bits, as the file
+      {DType::Q2_K, 2048, 32 * 2048 * 21 / 64, "q2_kx16/vnni"},
+      {DType::Q2_K, 256, 32 * 256 * 21 / 64, "q2_kx16/vnni"},
       {DType::IQ4_XS, 2048, 32 * 2048 * 69 / 128, "iq4_xsx16/vnni"},  // 4.3125 bits
       {DType::IQ4_NL, 64, 32 * 64 / 32 * 18, "iq4_nlx16/vnni"},       // as the file
       {DType::Q5_1, 64, 32 * 64 / 32 * 24, "q5_1x16/vnni"},           // as the file

@@ -20,7 +20,6 @@ namespace kiln::kernels {
 namespace {
 
 using avx2::load_i32;
-using avx2::split_factor8;
 using avx2::words_per_madd;
 
 // Exact int16 pair sums of one 4-input word: code x activation products, pairs added.
@@ -78,7 +77,7 @@ void tile_quant_row(const uint8_t* group, const ActView& a, int64_t row, float* 
   // Raw vectors (two words each) per int16 sum: all of a 16-input record's when fewer.
   constexpr int kPairsPerMadd = G / 2 < NV ? G / 2 : NV;
   const int64_t nsub = a.k / S;
-  const SplitScaleAreas areas = split_scale_areas(code_bytes, S, Min, a.k);
+  const SplitScaleAreas areas = split_scale_areas(code_bytes, S, Min, F.nibble_factors, a.k);
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
   // The super-block's f16 d (and dmin) as f32, converted once per super-block rather than per
@@ -122,6 +121,20 @@ void tile_quant_row(const uint8_t* group, const ActView& a, int64_t row, float* 
               _mm256_set1_epi8(-128));
           dot[h] = _mm256_add_epi32(dot[h], _mm256_madd_epi16(pairs4<true>(w, av), ones));
         }
+      }
+    } else if constexpr (Bits < 4) {
+      // A 16-input record of 2- or 3-bit codes: four words per column half, whose pairs (at
+      // most 2 * 7 * 127) all add in int16 before one vpmaddwd.
+      static_assert(S == 16 && G >= S / 4);
+      __m256i av[S / 4];
+      for (int j = 0; j < S / 4; ++j) av[j] = _mm256_set1_epi32(load_i32(qa + 4 * j));
+      for (int h = 0; h < 2; ++h) {
+        __m256i w[S / 4];
+        avx2::narrow_words<Bits>(rec, h, w);
+        __m256i p16 = _mm256_maddubs_epi16(w[0], av[0]);
+        for (int j = 1; j < S / 4; ++j)
+          p16 = _mm256_add_epi16(p16, _mm256_maddubs_epi16(w[j], av[j]));
+        dot[h] = _mm256_add_epi32(dot[h], _mm256_madd_epi16(p16, ones));
       }
     } else {
       __m256i plane[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
@@ -167,8 +180,9 @@ void tile_quant_row(const uint8_t* group, const ActView& a, int64_t row, float* 
       __m256 scale;
       __m256 mn;
       if constexpr (Split) {
-        scale = split_factor8(super_d[h], group + areas.sc + 16 * s, h);
-        if constexpr (Min) mn = split_factor8(super_dmin[h], group + areas.m + 16 * s, h);
+        scale = avx2::split_scale8<F.nibble_factors>(super_d[h], group, areas, s, h);
+        if constexpr (Min)
+          mn = avx2::split_min8<F.nibble_factors>(super_dmin[h], group, areas, s, h);
       } else if constexpr (E8M0) {
         scale = avx2::e8m0_8(rec + code_bytes + 8 * h);
       } else {

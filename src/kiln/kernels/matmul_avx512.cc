@@ -58,10 +58,35 @@ inline void add_high_bits(__m512i* w, __m512i plane) {
   }
 }
 
+// The third bits of a 16-input record of 3-bit codes, moved so that each byte of the 64-byte
+// crumb vector has its own in bits 0..3 (bit J: input group J): the plane's 32 bytes hold rows
+// 0-7 in their low nibbles and rows 8-15 in their high ones (packed_weight.h), so the upper half
+// takes the plane shifted down by 4. (Higher bits are left over; the caller masks them off.)
+inline __m512i third_bits(const uint8_t* plane) {
+  const __m256i p = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(plane));
+  return _mm512_inserti64x4(_mm512_castsi256_si512(p), _mm256_srli_epi16(p, 4), 1);
+}
+
+template <int Bits, int J>
+inline void add_narrow_word(__m512i* w, __m512i crumbs, __m512i third) {
+  if constexpr (J < 4) {
+    w[J] = _mm512_and_si512(shift_bytes<-2 * J>(crumbs), _mm512_set1_epi8(0x03));
+    if constexpr (Bits == 3)
+      w[J] = _mm512_or_si512(w[J],
+                             _mm512_and_si512(shift_bytes<2 - J>(third), _mm512_set1_epi8(0x04)));
+    add_narrow_word<Bits, J + 1>(w, crumbs, third);
+  }
+}
+
 // Unpacks a record's codes into S/4 vectors of u8 (one per group of 4 inputs).
 template <int Bits, int S>
 inline void load_codes(const uint8_t* rec, __m512i* w) {
-  if constexpr (Bits == 8) {
+  if constexpr (Bits < 4) {
+    // Word J: crumbs 2J..2J+1 of each byte, and (3 bits) the third bit J at bit 2.
+    static_assert(S == 16, "2- and 3-bit codes in 16-input records");
+    const __m512i third = Bits == 3 ? third_bits(rec + 64) : _mm512_setzero_si512();
+    add_narrow_word<Bits, 0>(w, _mm512_loadu_si512(rec), third);
+  } else if constexpr (Bits == 8) {
 #pragma GCC unroll 8
     for (int j = 0; j < S / 4; ++j) w[j] = _mm512_loadu_si512(rec + 64 * j);
   } else {
@@ -139,6 +164,33 @@ inline __m512 split_factor16(const uint8_t* d_f16, const uint8_t* factor_i8) {
   return _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(f)));
 }
 
+// The same for a nibble_factors area (Q2_K): High takes m (the high nibbles), else sc.
+template <bool High>
+inline __m512 split_nibble_factor16(const uint8_t* d_f16, const uint8_t* factors) {
+  const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(d_f16)));
+  const __m512i f =
+      _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(factors)));
+  const __m512i nibble =
+      High ? _mm512_srli_epi32(f, 4) : _mm512_and_si512(f, _mm512_set1_epi32(0x0F));
+  return _mm512_mul_ps(d, _mm512_cvtepi32_ps(nibble));
+}
+
+// A split-scale format's scale (d * sc) and minimum (dmin * m) of record s, all 16 rows, as its
+// factor areas hold them.
+template <QuantFormat F>
+inline __m512 split_scale16(const uint8_t* group, const SplitScaleAreas& areas, int64_t s) {
+  const uint8_t* d = group + areas.d + 32 * (s * F.sub_block / 256);
+  if constexpr (F.nibble_factors) return split_nibble_factor16<false>(d, group + areas.sc + 16 * s);
+  return split_factor16(d, group + areas.sc + 16 * s);
+}
+template <QuantFormat F>
+inline __m512 split_min16(const uint8_t* group, const SplitScaleAreas& areas, int64_t s) {
+  const uint8_t* dmin = group + areas.dmin + 32 * (s * F.sub_block / 256);
+  if constexpr (F.nibble_factors)
+    return split_nibble_factor16<true>(dmin, group + areas.m + 16 * s);
+  return split_factor16(dmin, group + areas.m + 16 * s);
+}
+
 // One cache line into L1 (Locality 3, prefetcht0) or L2 (2, prefetcht1). The builtin, as in
 // matmul_avx2_codes.h: _mm_prefetch's hint is an enum in GCC's headers and an int in Clang's.
 template <int Locality = 3>
@@ -201,9 +253,11 @@ inline void prefetch_split_scales(const uint8_t* group, const SplitScaleAreas& a
 template <QuantFormat F, int Bits, int S, int ZP, bool Min, ScaleAt At, int MT>
 void tile_quant(const uint8_t* group, const ActView& a, int64_t row0, float* tile) {
   constexpr bool kTranslate = F.has_table && Bits == 4;
-  constexpr int code_bytes = Bits == 8 ? 16 * S : 8 * S + (Bits > 4 ? 64 : 0);
+  // Records as packed (F's code bytes), or expanded to 8-bit codes.
+  constexpr int code_bytes = Bits == 8 ? 16 * S : F.code_bytes();
+  static_assert(Bits == 8 || Bits == F.bits);
   constexpr int record_bytes = code_bytes + record_tail_bytes<At, Min>();
-  const SplitScaleAreas areas = split_scale_areas(code_bytes, S, Min, a.k);
+  const SplitScaleAreas areas = split_scale_areas(code_bytes, S, Min, F.nibble_factors, a.k);
   constexpr int NC = MT < 4 ? 2 : 1;  // dot chains per row
   static_assert(Min || zp_slot(ZP) >= 0, "a zero point without a correction slot");
   const int64_t nsub = a.k / S, m = a.m;
@@ -259,10 +313,8 @@ void tile_quant(const uint8_t* group, const ActView& a, int64_t row0, float* til
       scale = _mm512_loadu_ps(sp);
       if constexpr (Min) mn = _mm512_loadu_ps(sp + 64);
     } else {
-      const int64_t super = s * S / 256;
-      scale = split_factor16(group + areas.d + 32 * super, group + areas.sc + 16 * s);
-      if constexpr (Min)
-        mn = split_factor16(group + areas.dmin + 32 * super, group + areas.m + 16 * s);
+      scale = split_scale16<F>(group, areas, s);
+      if constexpr (Min) mn = split_min16<F>(group, areas, s);
     }
     const int64_t blk = s * S / 32;
     const int8_t* qs = q + blk * m * 32 + (s * S) % 32;
@@ -495,7 +547,7 @@ void expand_group(const uint8_t* group, int64_t k, uint8_t* out) {
   constexpr ScaleAt dst_at = expanded_scale_at<F>();
   constexpr int src_record = code_bytes + record_tail_bytes<src_at, Min>();
   constexpr int dst_record = 16 * S + record_tail_bytes<dst_at, Min>();
-  const SplitScaleAreas areas = split_scale_areas(code_bytes, S, Min, k);
+  const SplitScaleAreas areas = split_scale_areas(code_bytes, S, Min, F.nibble_factors, k);
   for (int64_t s = 0; s < k / S; ++s) {
     const uint8_t* rec = group + s * src_record;
 #pragma GCC unroll 16
@@ -515,12 +567,8 @@ void expand_group(const uint8_t* group, int64_t k, uint8_t* out) {
     if constexpr (dst_at == ScaleAt::F16InRecord) {
       std::memcpy(o + 16 * S, sp, record_tail_bytes<src_at, Min>());
     } else if constexpr (src_at == ScaleAt::Split) {
-      const int64_t super = s * S / 256;
-      _mm512_storeu_ps(o + 16 * S,
-                       split_factor16(group + areas.d + 32 * super, group + areas.sc + 16 * s));
-      if constexpr (Min)
-        _mm512_storeu_ps(o + 16 * S + 64,
-                         split_factor16(group + areas.dmin + 32 * super, group + areas.m + 16 * s));
+      _mm512_storeu_ps(o + 16 * S, split_scale16<F>(group, areas, s));
+      if constexpr (Min) _mm512_storeu_ps(o + 16 * S + 64, split_min16<F>(group, areas, s));
     } else if constexpr (src_at == ScaleAt::E8M0InRecord) {
       _mm512_storeu_ps(o + 16 * S, e8m0_16(sp));
     } else {  // f16 scales and minimums
