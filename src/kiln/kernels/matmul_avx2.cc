@@ -2,7 +2,7 @@
 // weights. Quantized weights run these tiles at 1 row (decode), where one tile reads each group
 // once from memory; from 2 rows the driver takes the many-row tiles of
 // matmul_gemm_avx2.cc (many_row_tiles in matmul.cc). Bit-identical to matmul_scalar.cc: the integer
-// dots are exact (no 16-bit saturation: 4/5/6-bit codes give pair sums <= 2 * 63 * 127, and pairs
+// dots are exact (no 16-bit saturation: 2- to 6-bit codes give pair sums <= 2 * 63 * 127, and pairs
 // are added in int16 only as far as avx2::words_per_madd allows; Q8_0 codes are turned back into
 // signed values and multiplied with the sign trick, pair sums <= 2 * 128 * 127), and the float
 // operations are those of the contract in matmul_kernels.h.
@@ -216,7 +216,8 @@ void tile_quant(const uint8_t* group, const ActView& a, int64_t row0, int mt, fl
 template <DType T>
 inline __m256 load_float8(const uint8_t* p) {
   if constexpr (T == DType::F32) {
-    return _mm256_loadu_ps(reinterpret_cast<const float*>(p));
+    // (As an integer load: the same bytes, without a cast of bytes to a float pointer.)
+    return _mm256_castsi256_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
   } else if constexpr (T == DType::F16) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   } else {

@@ -61,6 +61,12 @@ constexpr int chunk_record_bytes() {
 // and 32 KiB 1.16x, on top of the fused expansion below.
 constexpr int kPrefetchAhead = 24 * 1024;
 
+// 8 f32 an expanded record holds (as an integer load: the same bytes, without a cast of bytes to
+// a float pointer).
+inline __m256 load_f32x8(const uint8_t* p) {
+  return _mm256_castsi256_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+
 template <int Bytes>
 inline void prefetch_ahead(const uint8_t* at) {
   avx2::prefetch_ahead<Bytes, kPrefetchAhead, 2>(at);  // into L2
@@ -148,10 +154,9 @@ void chunk_rows(const uint8_t* recs, const ActView& a, int64_t s0, int64_t s1, i
         scale = _mm256_cvtph_ps(
             _mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + code_bytes + 16 * h)));
       } else {
-        scale = _mm256_loadu_ps(reinterpret_cast<const float*>(rec + code_bytes + 32 * h));
+        scale = load_f32x8(rec + code_bytes + 32 * h);
       }
-      if constexpr (Min)
-        mn = _mm256_loadu_ps(reinterpret_cast<const float*>(rec + code_bytes + 64 + 32 * h));
+      if constexpr (Min) mn = load_f32x8(rec + code_bytes + 64 + 32 * h);
 #pragma GCC unroll 8
       for (int i = 0; i < MT; ++i) {
         float* at = acc + 16 * i + 8 * h;

@@ -63,7 +63,7 @@ struct QuantFormat {
   // integer per sub-block (d * sc, dmin * m). The packed form keeps the two factors in areas
   // after a group's records (split_scale_areas); other formats store their scales in the record.
   bool split_scales;
-  // Many-row kernels unpack the codes to 8-bit records first (4-, 5-, 6-bit codes); 8-bit
+  // Many-row kernels unpack the codes to 8-bit records first (2- to 6-bit codes); 8-bit
   // records are read as stored.
   bool expand_for_many_rows;
   // Split scales whose sc and m are 4 bits (Q2_K): one byte per record and row holds both, sc in
