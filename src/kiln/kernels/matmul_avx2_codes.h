@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "kiln/kernels/packed_weight.h"
+#include "kiln/kernels/quant_format.h"
 
 namespace kiln::kernels::avx2 {
 
@@ -131,6 +132,48 @@ inline __m256 e8m0_8(const uint8_t* e8) {
   const __m256i subnormal = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
   const __m256i small = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e);
   return _mm256_castsi256_ps(_mm256_blendv_epi8(normal, subnormal, small));
+}
+
+// 8 f32 an expanded record holds (as an integer load: the same bytes, without a cast of bytes to
+// a float pointer).
+inline __m256 load_f32x8(const uint8_t* p) {
+  return _mm256_castsi256_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+
+// A packed record's codes of a 2-, 3- or 4-bit format as 8-bit ones (S/4 vectors of 64 bytes,
+// vector j byte 4r + t = code of column r, input 4j + t), for the many-row tiles: table indices
+// become their values + 128, as those tiles' signed records hold them.
+template <QuantFormat F>
+inline void expand_codes(const uint8_t* rec, uint8_t* o) {
+  constexpr int S = F.sub_block, NV = S / 8;
+  if constexpr (F.bits < 4) {
+    for (int h = 0; h < 2; ++h) {
+      __m256i w[S / 4];
+      narrow_words<F.bits>(rec, h, w);
+      for (int j = 0; j < S / 4; ++j)
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 64 * j + 32 * h), w[j]);
+    }
+  } else {
+    static_assert(F.bits == 4, "2-, 3- or 4-bit codes or table indices");
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    // Table values as chunk_rows' Signed8 records hold them: value + 128.
+    const __m256i lut = table_lut(F.table.data()), to_unsigned = _mm256_set1_epi8(-128);
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) {
+      for (int h = 0; h < 2; ++h) {
+        const __m256i raw =
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + 64 * v + 32 * h));
+        __m256i lo = _mm256_and_si256(raw, low4);
+        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
+        if constexpr (F.has_table) {
+          lo = _mm256_xor_si256(_mm256_shuffle_epi8(lut, lo), to_unsigned);
+          hi = _mm256_xor_si256(_mm256_shuffle_epi8(lut, hi), to_unsigned);
+        }
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 64 * v + 32 * h), lo);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 64 * (v + NV) + 32 * h), hi);
+      }
+    }
+  }
 }
 
 }  // namespace kiln::kernels::avx2

@@ -61,12 +61,6 @@ constexpr int chunk_record_bytes() {
 // and 32 KiB 1.16x, on top of the fused expansion below.
 constexpr int kPrefetchAhead = 24 * 1024;
 
-// 8 f32 an expanded record holds (as an integer load: the same bytes, without a cast of bytes to
-// a float pointer).
-inline __m256 load_f32x8(const uint8_t* p) {
-  return _mm256_castsi256_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-}
-
 template <int Bytes>
 inline void prefetch_ahead(const uint8_t* at) {
   avx2::prefetch_ahead<Bytes, kPrefetchAhead, 2>(at);  // into L2
@@ -154,9 +148,9 @@ void chunk_rows(const uint8_t* recs, const ActView& a, int64_t s0, int64_t s1, i
         scale = _mm256_cvtph_ps(
             _mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + code_bytes + 16 * h)));
       } else {
-        scale = load_f32x8(rec + code_bytes + 32 * h);
+        scale = avx2::load_f32x8(rec + code_bytes + 32 * h);
       }
-      if constexpr (Min) mn = load_f32x8(rec + code_bytes + 64 + 32 * h);
+      if constexpr (Min) mn = avx2::load_f32x8(rec + code_bytes + 64 + 32 * h);
 #pragma GCC unroll 8
       for (int i = 0; i < MT; ++i) {
         float* at = acc + 16 * i + 8 * h;
@@ -478,44 +472,11 @@ void first_tile_q8_0(const uint8_t* group, int64_t /*k*/, const ActView& a, int6
 // the arithmetic is the same; the cost is a pass over the chunk's stores before its first dot
 // products (the fused passes overlap the two), which matters only at a few rows.
 template <QuantFormat F>
-inline void expand_codes(const uint8_t* rec, uint8_t* o) {
-  constexpr int S = F.sub_block, NV = S / 8;
-  if constexpr (F.bits < 4) {
-    for (int h = 0; h < 2; ++h) {
-      __m256i w[S / 4];
-      avx2::narrow_words<F.bits>(rec, h, w);
-      for (int j = 0; j < S / 4; ++j)
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 64 * j + 32 * h), w[j]);
-    }
-  } else {
-    static_assert(F.bits == 4, "2-, 3- or 4-bit codes or table indices");
-    const __m256i low4 = _mm256_set1_epi8(0x0F);
-    // Table values as chunk_rows' Signed8 records hold them: value + 128.
-    const __m256i lut = avx2::table_lut(F.table.data()), to_unsigned = _mm256_set1_epi8(-128);
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) {
-      for (int h = 0; h < 2; ++h) {
-        const __m256i raw =
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + 64 * v + 32 * h));
-        __m256i lo = _mm256_and_si256(raw, low4);
-        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
-        if constexpr (F.has_table) {
-          lo = _mm256_xor_si256(_mm256_shuffle_epi8(lut, lo), to_unsigned);
-          hi = _mm256_xor_si256(_mm256_shuffle_epi8(lut, hi), to_unsigned);
-        }
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 64 * v + 32 * h), lo);
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 64 * (v + NV) + 32 * h), hi);
-      }
-    }
-  }
-}
-
-template <QuantFormat F>
 inline void expand_record(const uint8_t* group, const SplitScaleAreas& areas, int64_t s,
                           uint8_t* o) {
   constexpr int S = F.sub_block, code_bytes = F.code_bytes();
   const uint8_t* rec = group + s * F.record_bytes();
-  expand_codes<F>(rec, o);
+  avx2::expand_codes<F>(rec, o);
   const int64_t super = s * S / 256;
   for (int h = 0; h < 2; ++h) {
     __m256 scale, mn;
