@@ -264,11 +264,11 @@ TEST(Matmul, ManyRowsMatchScalarTier) {
 }
 
 // Both AVX2 tile kinds sum vpmaddubsw pairs in int16 (avx2::words_per_madd): 8 pairs of 4-bit
-// codes, 4 of 5-bit, 2 of 6-bit. The largest codes times the largest activations (all inputs
-// equal: every code 127, or -127) must still give the scalar tier's bits: random codes would
-// not reach an int16 overflow if a type's sums were one word too long. Row 1 runs the decode
-// tiles (matmul_avx2.cc), 2 to 12 the many-row tiles (matmul_gemm_avx2.cc; 2 and 3 one partial
-// slab, 12 three slabs).
+// codes, 4 of 5-bit, 2 of 6-bit, all 4 of a 16-input record of 2- or 3-bit codes. The largest codes
+// times the largest activations (all inputs equal: every code 127, or -127) must still give the
+// scalar tier's bits: random codes would not reach an int16 overflow if a type's sums were one word
+// too long. Row 1 runs the decode tiles (matmul_avx2.cc), 2 to 12 the many-row tiles
+// (matmul_gemm_avx2.cc; 2 and 3 one partial slab, 12 three slabs).
 TEST(Matmul, LargestCodesDoNotOverflowInAnyTile) {
   if (best_isa() == Isa::Scalar) GTEST_SKIP() << "no AVX2 on this machine";
   testing::IsaCapGuard guard;

@@ -5,6 +5,7 @@
 #include "kiln/base/bump_arena.h"
 #include "kiln/base/error.h"
 #include "kiln/base/thread_pool.h"
+#include "kiln/kernels/dequant.h"
 #include "kiln/kernels/packed_weight.h"
 #include "matmul_test_util.h"
 
@@ -62,8 +63,12 @@ TEST(PackedWeight, BytesAndFormat) {
       {DType::Q6_K, 2048, 32 * 2048 * 105 / 128, "q6_kx16/vnni"},  // 6.5625 bits, as the file
       {DType::Q6_K, 256, 2 * 3392, "q6_kx16/vnni"},          // 3360 bytes a group, padded to 64
       {DType::Q4_1, 64, 32 * 64 / 32 * 20, "q4_1x16/vnni"},  // f16 scale and minimum: 5 bits
-      {DType::Q3_K, 2048, 32 * 2048 * 73 / 128, "q3_kx16/vnni"},      // 4-bit codes: 4.5625 bits
-      {DType::Q2_K, 2048, 32 * 2048 * 41 / 64, "q2_kx16/vnni"},       // 4-bit codes: 5.125 bits
+      // 3-bit codes and int8 sc - 32 (the file's are 6 bits): 3.5625 bits against 3.4375
+      {DType::Q3_K, 2048, 32 * 2048 * 57 / 128, "q3_kx16/vnni"},
+      {DType::Q3_K, 256, 2 * 1856, "q3_kx16/vnni"},  // 1824 bytes a group, padded to 64
+      // 2-bit codes, sc and m sharing a byte: 2.625 bits, as the file
+      {DType::Q2_K, 2048, 32 * 2048 * 21 / 64, "q2_kx16/vnni"},
+      {DType::Q2_K, 256, 32 * 256 * 21 / 64, "q2_kx16/vnni"},
       {DType::IQ4_XS, 2048, 32 * 2048 * 69 / 128, "iq4_xsx16/vnni"},  // 4.3125 bits
       {DType::IQ4_NL, 64, 32 * 64 / 32 * 18, "iq4_nlx16/vnni"},       // as the file
       {DType::Q5_1, 64, 32 * 64 / 32 * 24, "q5_1x16/vnni"},           // as the file
@@ -168,7 +173,7 @@ TEST(PackedWeight, ParallelPackingGivesTheSameBytes) {
       if (r.begin < r.end) body(r.begin, r.end);
     });
   };
-  for (DType t : {DType::Q4_K, DType::Q6_K, DType::Q8_0, DType::F16}) {
+  for (DType t : {DType::Q4_K, DType::Q6_K, DType::Q8_0, DType::Q3_K, DType::F16}) {
     const int64_t n = 83, k = 256;
     auto bytes = random_rows(t, n, k, rng);
     Tensor w = testing::borrow_rows(t, n, k, bytes);
@@ -177,7 +182,48 @@ TEST(PackedWeight, ParallelPackingGivesTheSameBytes) {
     ASSERT_EQ(serial.bytes(), threaded.bytes());
     EXPECT_EQ(0, std::memcmp(serial.data(), threaded.data(), serial.bytes())) << dtype_name(t);
   }
-  EXPECT_EQ(calls, 4);
+  EXPECT_EQ(calls, 5);
+}
+
+// Q2_K's and Q3_K's records hold each code where packed_weight.h says, read here from the GGUF
+// blocks' own decoding (the round trip above reads them back through the packer's reader): the
+// low 2 bits at bits 2j..2j+1 of crumb byte 4r+t (code of row r, input 4j+t), Q3_K's third bit
+// at bit j of plane byte 4r+t for rows 0-7 and bit 4+j of byte 4(r-8)+t for rows 8-15; and
+// Q2_K's sc and m as the low and high nibble of one byte per record and row.
+TEST(PackedWeight, NarrowCodesAndNibbleFactorsLieWhereTheLayoutSays) {
+  std::mt19937 rng(6);
+  for (DType t : {DType::Q2_K, DType::Q3_K}) {
+    const int64_t n = 16, k = 512;
+    auto bytes = random_rows(t, n, k, rng);
+    PackedWeight p = PackedWeight::pack(testing::borrow_rows(t, n, k, bytes));
+    const PackedLayout L = packed_layout(t);
+    const SplitScaleAreas areas =
+        split_scale_areas(L.code_bytes, L.sub_block, L.has_min, L.nibble_factors, k);
+    const size_t row_bytes = dtype_bytes(t, k), block_bytes = dtype_info(t).block_bytes;
+    for (int r = 0; r < 16; ++r) {
+      for (int64_t b = 0; b < k / 256; ++b) {
+        const uint8_t* block = bytes.data() + r * row_bytes + b * block_bytes;
+        uint8_t codes[256];
+        decode_block(t, block, codes, nullptr, nullptr);
+        const KQuantFactors f = decode_kquant_factors(t, block);
+        for (int64_t s = 16 * b; s < 16 * (b + 1); ++s) {
+          const uint8_t* rec = p.data() + s * L.record_bytes;
+          for (int i = 0; i < 16; ++i) {
+            const int j = i / 4, byte = 4 * r + i % 4;
+            int code = (rec[byte] >> (2 * j)) & 3;
+            if (t == DType::Q3_K) code |= ((rec[64 + byte % 32] >> (j + 4 * (r / 8))) & 1) << 2;
+            ASSERT_EQ(code, codes[(s % 16) * 16 + i]) << dtype_name(t) << " row " << r;
+          }
+          const uint8_t factor = p.data()[areas.sc + 16 * s + r];
+          if (t == DType::Q2_K) {
+            EXPECT_EQ(factor, f.sc[s % 16] | f.m[s % 16] << 4) << "row " << r;
+          } else {
+            EXPECT_EQ(static_cast<int8_t>(factor), f.sc[s % 16]) << "row " << r;
+          }
+        }
+      }
+    }
+  }
 }
 
 TEST(PackedWeight, RejectsBadShapes) {

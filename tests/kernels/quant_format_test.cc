@@ -31,6 +31,10 @@ TEST(QuantFormat, EveryQuantizedTypeHasOneEntryAgreeingWithItsElementType) {
     EXPECT_EQ(f->has_min, f->zero_point == 0) << info.name;
     // The many-row kernels read 8-bit records as stored, and expand every narrower code.
     EXPECT_EQ(f->expand_for_many_rows, f->bits < 8) << info.name;
+    // Codes below 4 bits come in 16-input records (one 64-byte crumb vector each).
+    EXPECT_TRUE(f->bits >= 4 || f->sub_block == 16) << info.name;
+    // Nibble factors are a split-scale format's sc and m.
+    EXPECT_TRUE(!f->nibble_factors || (f->split_scales && f->has_min)) << info.name;
   }
   EXPECT_EQ(quantized, static_cast<int>(std::size(kQuantFormats)));
 }
@@ -44,6 +48,7 @@ TEST(QuantFormat, ThePackerLaysRecordsOutAsTheTableSays) {
     EXPECT_EQ(L.zero_point, f.zero_point);
     EXPECT_EQ(L.has_min, f.has_min);
     EXPECT_EQ(L.split_scales, f.split_scales);
+    EXPECT_EQ(L.nibble_factors, f.nibble_factors);
     EXPECT_EQ(L.code_bytes, f.code_bytes());
     EXPECT_EQ(L.record_bytes, f.record_bytes());
     // Codes take bits / 8 bytes per weight of a 16-row record (plus the high-bit plane).

@@ -2,7 +2,7 @@
 // weights. Quantized weights run these tiles at 1 row (decode), where one tile reads each group
 // once from memory; from 2 rows the driver takes the many-row tiles of
 // matmul_gemm_avx2.cc (many_row_tiles in matmul.cc). Bit-identical to matmul_scalar.cc: the integer
-// dots are exact (no 16-bit saturation: 4/5/6-bit codes give pair sums <= 2 * 63 * 127, and pairs
+// dots are exact (no 16-bit saturation: 2- to 6-bit codes give pair sums <= 2 * 63 * 127, and pairs
 // are added in int16 only as far as avx2::words_per_madd allows; Q8_0 codes are turned back into
 // signed values and multiplied with the sign trick, pair sums <= 2 * 128 * 127), and the float
 // operations are those of the contract in matmul_kernels.h.
@@ -20,7 +20,6 @@ namespace kiln::kernels {
 namespace {
 
 using avx2::load_i32;
-using avx2::split_factor8;
 using avx2::words_per_madd;
 
 // Exact int16 pair sums of one 4-input word: code x activation products, pairs added.
@@ -78,7 +77,7 @@ void tile_quant_row(const uint8_t* group, const ActView& a, int64_t row, float* 
   // Raw vectors (two words each) per int16 sum: all of a 16-input record's when fewer.
   constexpr int kPairsPerMadd = G / 2 < NV ? G / 2 : NV;
   const int64_t nsub = a.k / S;
-  const SplitScaleAreas areas = split_scale_areas(code_bytes, S, Min, a.k);
+  const SplitScaleAreas areas = split_scale_areas(code_bytes, S, Min, F.nibble_factors, a.k);
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
   // The super-block's f16 d (and dmin) as f32, converted once per super-block rather than per
@@ -122,6 +121,20 @@ void tile_quant_row(const uint8_t* group, const ActView& a, int64_t row, float* 
               _mm256_set1_epi8(-128));
           dot[h] = _mm256_add_epi32(dot[h], _mm256_madd_epi16(pairs4<true>(w, av), ones));
         }
+      }
+    } else if constexpr (Bits < 4) {
+      // A 16-input record of 2- or 3-bit codes: four words per column half, whose pairs (at
+      // most 2 * 7 * 127) all add in int16 before one vpmaddwd.
+      static_assert(S == 16 && G >= S / 4);
+      __m256i av[S / 4];
+      for (int j = 0; j < S / 4; ++j) av[j] = _mm256_set1_epi32(load_i32(qa + 4 * j));
+      for (int h = 0; h < 2; ++h) {
+        __m256i w[S / 4];
+        avx2::narrow_words<Bits>(rec, h, w);
+        __m256i p16 = _mm256_maddubs_epi16(w[0], av[0]);
+        for (int j = 1; j < S / 4; ++j)
+          p16 = _mm256_add_epi16(p16, _mm256_maddubs_epi16(w[j], av[j]));
+        dot[h] = _mm256_add_epi32(dot[h], _mm256_madd_epi16(p16, ones));
       }
     } else {
       __m256i plane[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
@@ -167,8 +180,9 @@ void tile_quant_row(const uint8_t* group, const ActView& a, int64_t row, float* 
       __m256 scale;
       __m256 mn;
       if constexpr (Split) {
-        scale = split_factor8(super_d[h], group + areas.sc + 16 * s, h);
-        if constexpr (Min) mn = split_factor8(super_dmin[h], group + areas.m + 16 * s, h);
+        scale = avx2::split_scale8<F.nibble_factors>(super_d[h], group, areas, s, h);
+        if constexpr (Min)
+          mn = avx2::split_min8<F.nibble_factors>(super_dmin[h], group, areas, s, h);
       } else if constexpr (E8M0) {
         scale = avx2::e8m0_8(rec + code_bytes + 8 * h);
       } else {
@@ -202,7 +216,8 @@ void tile_quant(const uint8_t* group, const ActView& a, int64_t row0, int mt, fl
 template <DType T>
 inline __m256 load_float8(const uint8_t* p) {
   if constexpr (T == DType::F32) {
-    return _mm256_loadu_ps(reinterpret_cast<const float*>(p));
+    // (As an integer load: the same bytes, without a cast of bytes to a float pointer.)
+    return _mm256_castsi256_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
   } else if constexpr (T == DType::F16) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   } else {

@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "kiln/base/error.h"
+#include "kiln/kernels/matmul_avx512_codes.h"
 #include "kiln/kernels/matmul_kernels.h"
 #include "kiln/kernels/packed_weight.h"
 
@@ -28,54 +29,12 @@ constexpr int kPrefetchBytes = 2048;
 // 16384-input ones, the same bytes in 16x fewer groups.
 constexpr int kFarPrefetchBytes = 16384;
 
-inline int32_t load_i32(const int8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
-
-// Moves each byte's bits so that plane bits for input group J land at bit 4 (5-bit codes:
-// bit J) or bits 4..5 (6-bit codes: bits 2J..2J+1). Word shifts are safe: the mask below
-// keeps only bits that came from the same byte.
-template <int Shift>
-inline __m512i shift_bytes(__m512i v) {
-  if constexpr (Shift > 0) return _mm512_slli_epi16(v, Shift);
-  if constexpr (Shift < 0) return _mm512_srli_epi16(v, -Shift);
-  return v;
-}
-
-template <int Bits, int S, int J>
-inline void add_high_bits(__m512i* w, __m512i plane) {
-  if constexpr (J < S / 4) {
-    if constexpr (Bits == 5) {
-      w[J] = _mm512_or_si512(w[J],
-                             _mm512_and_si512(shift_bytes<4 - J>(plane), _mm512_set1_epi8(0x10)));
-    } else {
-      w[J] = _mm512_or_si512(
-          w[J], _mm512_and_si512(shift_bytes<4 - 2 * J>(plane), _mm512_set1_epi8(0x30)));
-    }
-    add_high_bits<Bits, S, J + 1>(w, plane);
-  }
-}
-
-// Unpacks a record's codes into S/4 vectors of u8 (one per group of 4 inputs).
-template <int Bits, int S>
-inline void load_codes(const uint8_t* rec, __m512i* w) {
-  if constexpr (Bits == 8) {
-#pragma GCC unroll 8
-    for (int j = 0; j < S / 4; ++j) w[j] = _mm512_loadu_si512(rec + 64 * j);
-  } else {
-    constexpr int NV = S / 8;
-    const __m512i lo = _mm512_set1_epi8(0x0F);
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) {
-      __m512i raw = _mm512_loadu_si512(rec + 64 * v);
-      w[v] = _mm512_and_si512(raw, lo);
-      w[v + NV] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), lo);
-    }
-    if constexpr (Bits > 4) add_high_bits<Bits, S, 0>(w, _mm512_loadu_si512(rec + 64 * NV));
-  }
-}
+using avx512::e8m0_16;
+using avx512::load_codes;
+using avx512::load_i32;
+using avx512::split_min16;
+using avx512::split_scale16;
+using avx512::table_codes;
 
 // Where a record's scales (and minimums) are: an f16 scale (and minimum: Q4_1, Q5_1) per row in
 // the record (Q4_0, Q5_0, Q8_0, IQ4_NL), an e8m0 byte per row in the record (MXFP4), f32 scale
@@ -104,24 +63,6 @@ constexpr ScaleAt packed_scale_at() {
   return F.record_scale == RecordScale::E8M0 ? ScaleAt::E8M0InRecord : ScaleAt::F16InRecord;
 }
 
-// 16 f32 lanes 2^(e - 128) of a record's 16 e8m0 bytes, as e8m0_to_f32 (dequant.h) forms each:
-// exponent bits for e >= 2, the subnormals below.
-inline __m512 e8m0_16(const uint8_t* e16) {
-  const __m512i e = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(e16)));
-  const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
-  const __m512i subnormal = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
-  const __mmask16 small = _mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2));
-  return _mm512_castsi512_ps(_mm512_mask_blend_epi32(small, normal, subnormal));
-}
-
-// A lookup-table format's codes, table value + 128 per index, in every 128-bit lane for
-// vpshufb (index -> unsigned code; the zero point 128 is subtracted as for Q8_0).
-template <QuantFormat F>
-inline __m512i table_codes() {
-  const __m128i values = _mm_loadu_si128(reinterpret_cast<const __m128i*>(F.table.data()));
-  return _mm512_xor_si512(_mm512_broadcast_i32x4(values), _mm512_set1_epi8(-128));
-}
-
 // The contract's d_b * sum of a sub-block's activation codes for a minimum: the precomputed ds
 // for 32 inputs, the same multiply on s16 for 16 (Q2_K). dsb, db: block blk's arrays at row0;
 // s16: [sub * m + i] from row0.
@@ -130,13 +71,6 @@ inline float min_sum(const float* dsb, const float* db, const int32_t* s16, int6
                      int i) {
   if constexpr (S == 32) return dsb[i];
   return db[i] * static_cast<float>(s16[s * m + i]);
-}
-
-// 16 f32 lanes of f16(d) * int8 factor, one per row of the group: d * sc or dmin * m, exact.
-inline __m512 split_factor16(const uint8_t* d_f16, const uint8_t* factor_i8) {
-  const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(d_f16)));
-  const __m128i f = _mm_loadu_si128(reinterpret_cast<const __m128i*>(factor_i8));
-  return _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(f)));
 }
 
 // One cache line into L1 (Locality 3, prefetcht0) or L2 (2, prefetcht1). The builtin, as in
@@ -201,9 +135,11 @@ inline void prefetch_split_scales(const uint8_t* group, const SplitScaleAreas& a
 template <QuantFormat F, int Bits, int S, int ZP, bool Min, ScaleAt At, int MT>
 void tile_quant(const uint8_t* group, const ActView& a, int64_t row0, float* tile) {
   constexpr bool kTranslate = F.has_table && Bits == 4;
-  constexpr int code_bytes = Bits == 8 ? 16 * S : 8 * S + (Bits > 4 ? 64 : 0);
+  // Records as packed (F's code bytes), or expanded to 8-bit codes.
+  constexpr int code_bytes = Bits == 8 ? 16 * S : F.code_bytes();
+  static_assert(Bits == 8 || Bits == F.bits);
   constexpr int record_bytes = code_bytes + record_tail_bytes<At, Min>();
-  const SplitScaleAreas areas = split_scale_areas(code_bytes, S, Min, a.k);
+  const SplitScaleAreas areas = split_scale_areas(code_bytes, S, Min, F.nibble_factors, a.k);
   constexpr int NC = MT < 4 ? 2 : 1;  // dot chains per row
   static_assert(Min || zp_slot(ZP) >= 0, "a zero point without a correction slot");
   const int64_t nsub = a.k / S, m = a.m;
@@ -259,10 +195,8 @@ void tile_quant(const uint8_t* group, const ActView& a, int64_t row0, float* til
       scale = _mm512_loadu_ps(sp);
       if constexpr (Min) mn = _mm512_loadu_ps(sp + 64);
     } else {
-      const int64_t super = s * S / 256;
-      scale = split_factor16(group + areas.d + 32 * super, group + areas.sc + 16 * s);
-      if constexpr (Min)
-        mn = split_factor16(group + areas.dmin + 32 * super, group + areas.m + 16 * s);
+      scale = split_scale16<F>(group, areas, s);
+      if constexpr (Min) mn = split_min16<F>(group, areas, s);
     }
     const int64_t blk = s * S / 32;
     const int8_t* qs = q + blk * m * 32 + (s * S) % 32;
@@ -495,7 +429,7 @@ void expand_group(const uint8_t* group, int64_t k, uint8_t* out) {
   constexpr ScaleAt dst_at = expanded_scale_at<F>();
   constexpr int src_record = code_bytes + record_tail_bytes<src_at, Min>();
   constexpr int dst_record = 16 * S + record_tail_bytes<dst_at, Min>();
-  const SplitScaleAreas areas = split_scale_areas(code_bytes, S, Min, k);
+  const SplitScaleAreas areas = split_scale_areas(code_bytes, S, Min, F.nibble_factors, k);
   for (int64_t s = 0; s < k / S; ++s) {
     const uint8_t* rec = group + s * src_record;
 #pragma GCC unroll 16
@@ -515,12 +449,8 @@ void expand_group(const uint8_t* group, int64_t k, uint8_t* out) {
     if constexpr (dst_at == ScaleAt::F16InRecord) {
       std::memcpy(o + 16 * S, sp, record_tail_bytes<src_at, Min>());
     } else if constexpr (src_at == ScaleAt::Split) {
-      const int64_t super = s * S / 256;
-      _mm512_storeu_ps(o + 16 * S,
-                       split_factor16(group + areas.d + 32 * super, group + areas.sc + 16 * s));
-      if constexpr (Min)
-        _mm512_storeu_ps(o + 16 * S + 64,
-                         split_factor16(group + areas.dmin + 32 * super, group + areas.m + 16 * s));
+      _mm512_storeu_ps(o + 16 * S, split_scale16<F>(group, areas, s));
+      if constexpr (Min) _mm512_storeu_ps(o + 16 * S + 64, split_min16<F>(group, areas, s));
     } else if constexpr (src_at == ScaleAt::E8M0InRecord) {
       _mm512_storeu_ps(o + 16 * S, e8m0_16(sp));
     } else {  // f16 scales and minimums

@@ -148,10 +148,9 @@ void chunk_rows(const uint8_t* recs, const ActView& a, int64_t s0, int64_t s1, i
         scale = _mm256_cvtph_ps(
             _mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + code_bytes + 16 * h)));
       } else {
-        scale = _mm256_loadu_ps(reinterpret_cast<const float*>(rec + code_bytes + 32 * h));
+        scale = avx2::load_f32x8(rec + code_bytes + 32 * h);
       }
-      if constexpr (Min)
-        mn = _mm256_loadu_ps(reinterpret_cast<const float*>(rec + code_bytes + 64 + 32 * h));
+      if constexpr (Min) mn = avx2::load_f32x8(rec + code_bytes + 64 + 32 * h);
 #pragma GCC unroll 8
       for (int i = 0; i < MT; ++i) {
         float* at = acc + 16 * i + 8 * h;
@@ -256,7 +255,7 @@ void first_rows_4bit(const uint8_t* group, int64_t k, const ActView& a, int64_t 
   constexpr int dst_record = chunk_record_bytes<S, Min, false>();
   static_assert(avx2::words_per_madd<4>() == S / 4, "one vpmaddwd per record");
   static_assert(Min == (ZP == 0), "a minimum or a zero point");
-  const SplitScaleAreas areas = split_scale_areas(code_bytes, S, Min, k);
+  const SplitScaleAreas areas = split_scale_areas(code_bytes, S, Min, false, k);
   const FirstSlabActs<ZP> acts(a, row0);
   const __m256i ones = _mm256_set1_epi16(1);
   const __m256i low4 = _mm256_set1_epi8(0x0F);
@@ -327,7 +326,7 @@ void first_rows_q6_k(const uint8_t* group, int64_t k, const ActView& a, int64_t 
   constexpr int S = 16, code_bytes = 8 * S + 64;  // two nibble vectors and the high-bit plane
   constexpr int dst_record = chunk_record_bytes<S, false, false>();
   static_assert(avx2::words_per_madd<6>() == 2, "one int16 pair of words per vpmaddwd");
-  const SplitScaleAreas areas = split_scale_areas(code_bytes, S, false, k);
+  const SplitScaleAreas areas = split_scale_areas(code_bytes, S, false, false, k);
   const FirstSlabActs<32> acts(a, row0);
   const __m256i ones = _mm256_set1_epi16(1);
   const __m256i low4 = _mm256_set1_epi8(0x0F);
@@ -397,7 +396,7 @@ void first_rows_5bit(const uint8_t* group, int64_t k, const ActView& a, int64_t 
   constexpr int dst_record = chunk_record_bytes<S, Min, false>();
   static_assert(avx2::words_per_madd<5>() == 4, "two raw vectors' words per vpmaddwd");
   static_assert(Min == (ZP == 0), "a minimum or a zero point");
-  const SplitScaleAreas areas = split_scale_areas(code_bytes, S, Min, k);
+  const SplitScaleAreas areas = split_scale_areas(code_bytes, S, Min, false, k);
   const FirstSlabActs<ZP> acts(a, row0);
   const __m256i ones = _mm256_set1_epi16(1);
   const __m256i low4 = _mm256_set1_epi8(0x0F);
@@ -466,44 +465,27 @@ void first_tile_q8_0(const uint8_t* group, int64_t /*k*/, const ActView& a, int6
   chunk_tile<32, 128, false, true, 1, true, MT>(group + s0 * record, a, s0, s1, row0, mt, acc);
 }
 
-// The first slab's pass for the 4-bit formats the fused passes above do not take (16-input
-// records: Q3_K, Q2_K; lookup-table indices: IQ4_NL, IQ4_XS, MXFP4): records [s0, s1) are
-// expanded to `out` first (expand_record), then read there as every other slab reads them. Each
-// record's codes are unpacked as the fused passes unpack them and its scales formed as the
-// 1-row tile forms them, so the arithmetic is the same; the cost is a pass over the chunk's
-// stores before its first dot products (the fused passes overlap the two), which matters only
-// at a few rows.
+// The first slab's pass for the formats the fused passes above do not take (2- and 3-bit codes:
+// Q2_K, Q3_K; lookup-table indices: IQ4_NL, IQ4_XS, MXFP4): records [s0, s1) are expanded to
+// `out` first (expand_record), then read there as every other slab reads them. Each record's
+// codes are unpacked as the 1-row tile unpacks them and its scales formed as it forms them, so
+// the arithmetic is the same; the cost is a pass over the chunk's stores before its first dot
+// products (the fused passes overlap the two), which matters only at a few rows.
 template <QuantFormat F>
 inline void expand_record(const uint8_t* group, const SplitScaleAreas& areas, int64_t s,
                           uint8_t* o) {
-  constexpr int S = F.sub_block, NV = S / 8, code_bytes = F.code_bytes();
-  static_assert(F.bits == 4, "4-bit codes or table indices");
+  constexpr int S = F.sub_block, code_bytes = F.code_bytes();
   const uint8_t* rec = group + s * F.record_bytes();
-  const __m256i low4 = _mm256_set1_epi8(0x0F);
-  // Table values as chunk_rows' Signed8 records hold them: value + 128.
-  const __m256i lut = avx2::table_lut(F.table.data()), to_unsigned = _mm256_set1_epi8(-128);
-#pragma GCC unroll 4
-  for (int v = 0; v < NV; ++v) {
-    for (int h = 0; h < 2; ++h) {
-      const __m256i raw =
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + 64 * v + 32 * h));
-      __m256i lo = _mm256_and_si256(raw, low4);
-      __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
-      if constexpr (F.has_table) {
-        lo = _mm256_xor_si256(_mm256_shuffle_epi8(lut, lo), to_unsigned);
-        hi = _mm256_xor_si256(_mm256_shuffle_epi8(lut, hi), to_unsigned);
-      }
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 64 * v + 32 * h), lo);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 64 * (v + NV) + 32 * h), hi);
-    }
-  }
+  avx2::expand_codes<F>(rec, o);
   const int64_t super = s * S / 256;
   for (int h = 0; h < 2; ++h) {
     __m256 scale, mn;
     if constexpr (F.split_scales) {
-      scale = split_factor8(group + areas.d + 32 * super, group + areas.sc + 16 * s, h);
+      scale = avx2::split_scale8<F.nibble_factors>(avx2::split_d8(group + areas.d + 32 * super, h),
+                                                   group, areas, s, h);
       if constexpr (F.has_min)
-        mn = split_factor8(group + areas.dmin + 32 * super, group + areas.m + 16 * s, h);
+        mn = avx2::split_min8<F.nibble_factors>(avx2::split_d8(group + areas.dmin + 32 * super, h),
+                                                group, areas, s, h);
     } else if constexpr (F.record_scale == RecordScale::E8M0) {
       scale = avx2::e8m0_8(rec + code_bytes + 8 * h);
     } else {
@@ -527,7 +509,8 @@ void first_tile_expand(const uint8_t* group, int64_t k, const ActView& a, int64_
                        int64_t row0, int mt, float* acc, uint8_t* out) {
   constexpr int S = F.sub_block;
   constexpr int dst_record = chunk_record_bytes<S, F.has_min, false>();
-  const SplitScaleAreas areas = split_scale_areas(F.code_bytes(), S, F.has_min, k);
+  const SplitScaleAreas areas =
+      split_scale_areas(F.code_bytes(), S, F.has_min, F.nibble_factors, k);
   for (int64_t s = s0; s < s1; ++s) {
     prefetch_ahead<F.record_bytes()>(group + s * F.record_bytes());
     expand_record<F>(group, areas, s, out + (s - s0) * dst_record);
@@ -551,7 +534,7 @@ ChunkTiles expanded() {
                     : avx2::words_per_madd<Bits>() < S / 4 ? avx2::words_per_madd<Bits>()
                                                            : S / 4;
   ChunkTiles c;
-  if constexpr (F.has_table || (Bits == 4 && S == 16)) {
+  if constexpr (F.has_table || Bits < 4) {
     c.first = first_tile_expand<F, G>;
   } else if constexpr (Bits == 4) {
     c.first = first_tile_4bit<S, ZP, Min, Split, kChunkSlabRows>;

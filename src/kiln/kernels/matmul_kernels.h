@@ -135,8 +135,8 @@ TileFn tile_fn_avx512(DType t);
 // The pair kernel of an 8-bit type's records as stored (Q8_0); null for every other type.
 PairTileFn pair_tile_fn_avx512(DType t);
 
-// A group read by several row tiles can be unpacked once: `expand` rewrites a group of a 4-,
-// 5- or 6-bit type with 8-bit codes (S/4 vectors of 64 bytes per record, as Q8_0 stores them)
+// A group read by several row tiles can be unpacked once: `expand` rewrites a group of a 2- to
+// 6-bit type with 8-bit codes (S/4 vectors of 64 bytes per record, as Q8_0 stores them)
 // followed by the record's own scale (and minimum) bytes, and `tile` reads that layout with
 // the type's zero point, scales and order: the same integer dots and the same float
 // operations, so the same bits; `pair` reads two expanded groups at once. All null where a
@@ -153,7 +153,7 @@ ExpandedTiles expanded_tiles_avx512(DType t);
 // The AVX2 form for many rows (from 2 rows, matmul.cc many_row_tiles; matmul_gemm_avx2.cc), where
 // every slab of kChunkSlabRows rows reads each group: a group's records are taken in chunks of
 // consecutive records. `first` is the first slab's pass over records [s0, s1) of the packed
-// `group` (k inputs); for `expanded` types (4-, 5- and 6-bit codes) it also asks for the packed
+// `group` (k inputs); for `expanded` types (2- to 6-bit codes) it also asks for the packed
 // bytes ahead and writes the records to `out` as 8-bit codes with f32 scales (and minimums),
 // record_bytes each; `tile` then reads them there for every other slab (Q8_0's records are read
 // in place: at group + s0 * record_bytes). Both ADD records [s0, s1) to the f32 accumulators

@@ -20,6 +20,11 @@ inline int record_code(int bits, int S, const uint8_t* rec, int r, int k) {
   const int nvec = S / 8;
   int j = k / 4, byte = 4 * r + k % 4;
   if (bits == 8) return rec[j * 64 + byte];
+  if (bits < 4) {  // 2-bit crumbs, and a third bit from the plane's nibble of r's half
+    int c = (rec[byte] >> (2 * j)) & 3;
+    if (bits == 3) c |= ((rec[64 + byte % 32] >> (4 * (r / 8) + j)) & 1) << 2;
+    return c;
+  }
   int c = (rec[(j % nvec) * 64 + byte] >> (4 * (j / nvec))) & 0x0F;
   const uint8_t* plane = rec + nvec * 64;
   if (bits == 5) c |= ((plane[byte] >> j) & 1) << 4;
@@ -44,7 +49,8 @@ void tile_quant(const uint8_t* group, const ActView& a, int64_t row0, int mt, fl
   static const PackedLayout L = packed_layout(F.dtype);
   const int S = L.sub_block;
   const int64_t nsub = a.k / S;
-  const SplitScaleAreas areas = split_scale_areas(L.code_bytes, S, L.has_min, a.k);
+  const SplitScaleAreas areas =
+      split_scale_areas(L.code_bytes, S, L.has_min, L.nibble_factors, a.k);
   float acc[kMaxTileRows][R] = {};
   int codes[R][32];
   for (int64_t s = 0; s < nsub; ++s) {
@@ -55,11 +61,10 @@ void tile_quant(const uint8_t* group, const ActView& a, int64_t row0, int mt, fl
     const int64_t super = s * S / 256;
     for (int r = 0; r < R; ++r) {
       if (L.split_scales) {  // d * sc and dmin * m: exact products (see packed_weight.h)
-        scale[r] = f16_at(group + areas.d + 32 * super + 2 * r) *
-                   static_cast<float>(static_cast<int8_t>(group[areas.sc + 16 * s + r]));
+        const SplitFactors f = split_factors(L, group, areas, s, r);
+        scale[r] = f16_at(group + areas.d + 32 * super + 2 * r) * static_cast<float>(f.sc);
         if (L.has_min)
-          min[r] = f16_at(group + areas.dmin + 32 * super + 2 * r) *
-                   static_cast<float>(static_cast<int8_t>(group[areas.m + 16 * s + r]));
+          min[r] = f16_at(group + areas.dmin + 32 * super + 2 * r) * static_cast<float>(f.m);
       } else if constexpr (F.record_scale == RecordScale::E8M0) {
         scale[r] = e8m0_to_f32(rec[L.code_bytes + r]);
       } else {

@@ -36,7 +36,25 @@ void put_codes(const uint8_t* codes, int64_t stride, uint8_t* rec) {
   for (int r = 0; r < R; ++r) {
     const uint8_t* c = codes + r * stride;
     uint8_t* at = rec + 4 * r;
-    if constexpr (Bits == 8) {
+    if constexpr (Bits < 4) {
+      // Word j's codes (each below 2^Bits): their low 2 bits to bits 2j..2j+1 of the crumb
+      // vector's bytes, a third bit to bit j of the plane's, whose bytes rows r and r + 8 share
+      // (r + 8 in the high nibble; rows 0-7 come first and set the bytes).
+      static_assert(S == 16, "2- and 3-bit codes in 16-input records");
+      constexpr uint32_t kLowCrumbs = 0x03030303u, kThirdBits = 0x01010101u;
+      uint32_t crumbs = 0, third = 0;
+#pragma GCC unroll 4
+      for (int j = 0; j < nsub4; ++j) {
+        crumbs |= (word(c + 4 * j) & kLowCrumbs) << (2 * j);
+        third |= ((word(c + 4 * j) >> 2) & kThirdBits) << j;
+      }
+      std::memcpy(at, &crumbs, 4);
+      if constexpr (Bits == 3) {
+        uint8_t* plane = rec + 64 + 4 * (r % 8);
+        if (r >= 8) third = (third << 4) | word(plane);
+        std::memcpy(plane, &third, 4);
+      }
+    } else if constexpr (Bits == 8) {
 #pragma GCC unroll 8
       for (int j = 0; j < nsub4; ++j) std::memcpy(at + j * 64, c + 4 * j, 4);
     } else {
@@ -69,6 +87,8 @@ PutCodesFn put_codes_fn(const PackedLayout& L) {
   if (L.bits == 8 && L.sub_block == 32) return put_codes<8, 32>;
   if (L.bits == 4 && L.sub_block == 32) return put_codes<4, 32>;
   if (L.bits == 4 && L.sub_block == 16) return put_codes<4, 16>;
+  if (L.bits == 3 && L.sub_block == 16) return put_codes<3, 16>;
+  if (L.bits == 2 && L.sub_block == 16) return put_codes<2, 16>;
   if (L.bits == 5 && L.sub_block == 32) return put_codes<5, 32>;
   if (L.bits == 6 && L.sub_block == 16) return put_codes<6, 16>;
   fail("pack: no code layout for {}-bit codes in {}-input records", L.bits, L.sub_block);
@@ -78,6 +98,11 @@ uint8_t get_code(const PackedLayout& L, const uint8_t* rec, int r, int k) {
   const int nvec = L.sub_block / 8;
   int j = k / 4, t = k % 4, byte = 4 * r + t;
   if (L.bits == 8) return rec[j * 64 + byte];
+  if (L.bits < 4) {
+    int c = (rec[byte] >> (2 * j)) & 3;
+    if (L.bits == 3) c |= ((rec[64 + byte % 32] >> (4 * (r / 8) + j)) & 1) << 2;
+    return static_cast<uint8_t>(c);
+  }
   int c = (rec[(j % nvec) * 64 + byte] >> (4 * (j / nvec))) & 0x0F;
   const uint8_t* plane = rec + nvec * 64;
   if (L.bits == 5) c |= ((plane[byte] >> j) & 1) << 4;
@@ -149,7 +174,7 @@ void pack_quant_group(DType t, const PackedLayout& L, const uint8_t* const* rows
     }
   }
   if (!L.split_scales) return;
-  const SplitScaleAreas a = split_scale_areas(L.code_bytes, S, L.has_min, K);
+  const SplitScaleAreas a = split_scale_areas(L.code_bytes, S, L.has_min, L.nibble_factors, K);
   std::memset(out + a.sc, 0, a.end - a.sc);  // padding rows and the tail read as 0
   for (int r = 0; r < R; ++r) {
     if (rows[r] == nullptr) continue;
@@ -159,6 +184,10 @@ void pack_quant_group(DType t, const PackedLayout& L, const uint8_t* const* rows
       if (L.has_min) std::memcpy(out + a.dmin + 32 * b + 2 * r, &f.dmin, 2);
       for (int j = 0; j < sub_per_block; ++j) {
         const int64_t s = b * sub_per_block + j;
+        if (L.nibble_factors) {  // both 4-bit (0..15), as the file holds them
+          out[a.sc + 16 * s + r] = static_cast<uint8_t>(f.sc[j] | f.m[j] << 4);
+          continue;
+        }
         out[a.sc + 16 * s + r] = static_cast<uint8_t>(f.sc[j]);
         if (L.has_min) out[a.m + 16 * s + r] = static_cast<uint8_t>(f.m[j]);
       }
@@ -182,7 +211,8 @@ void pack_float_group(const PackedLayout& L, const uint8_t* const* rows, int64_t
 
 size_t group_bytes(const PackedLayout& L, int64_t K) {
   if (L.is_float) return static_cast<size_t>(K) * R * L.elem_bytes;
-  if (L.split_scales) return split_scale_areas(L.code_bytes, L.sub_block, L.has_min, K).end;
+  if (L.split_scales)
+    return split_scale_areas(L.code_bytes, L.sub_block, L.has_min, L.nibble_factors, K).end;
   return static_cast<size_t>(K / L.sub_block) * L.record_bytes;
 }
 
@@ -213,6 +243,7 @@ PackedLayout packed_layout(DType t) {
   L.zero_point = q->zero_point;
   L.has_min = q->has_min;
   L.split_scales = q->split_scales;
+  L.nibble_factors = q->nibble_factors;
   L.code_bytes = q->code_bytes();
   L.record_bytes = q->record_bytes();
   L.format = q;
@@ -353,7 +384,7 @@ void PackedWeight::dequantize_row(int64_t row, float* dst) const {
     return;
   }
   const int S = L.sub_block;
-  const SplitScaleAreas a = split_scale_areas(L.code_bytes, S, L.has_min, k_);
+  const SplitScaleAreas a = split_scale_areas(L.code_bytes, S, L.has_min, L.nibble_factors, k_);
   auto f16_at = [](const uint8_t* p) {
     uint16_t h;
     std::memcpy(&h, p, 2);
@@ -364,11 +395,9 @@ void PackedWeight::dequantize_row(int64_t row, float* dst) const {
     float scale, min = 0;
     if (L.split_scales) {
       const int64_t super = s * S / 256;
-      scale = f16_at(group + a.d + 32 * super + 2 * r) *
-              static_cast<float>(static_cast<int8_t>(group[a.sc + 16 * s + r]));
-      if (L.has_min)
-        min = f16_at(group + a.dmin + 32 * super + 2 * r) *
-              static_cast<float>(static_cast<int8_t>(group[a.m + 16 * s + r]));
+      const SplitFactors f = split_factors(L, group, a, s, r);
+      scale = f16_at(group + a.d + 32 * super + 2 * r) * static_cast<float>(f.sc);
+      if (L.has_min) min = f16_at(group + a.dmin + 32 * super + 2 * r) * static_cast<float>(f.m);
     } else if (L.format->record_scale == RecordScale::E8M0) {
       scale = e8m0_to_f32(rec[L.code_bytes + r]);
     } else {

@@ -13,13 +13,19 @@
 //                        nibbles and group v+S/8 in its high nibbles; 5- and 6-bit types add
 //                        one 64-byte plane with the code bits above 4 (bit j, resp. bits
 //                        2j..2j+1, of byte 4r+t belong to input group j)
+//           2/3-bit:     (16-input records: Q2_K, Q3_K) one vector of 2-bit crumbs, byte 4r+t
+//                        holding the low 2 bits of code(row r, input 4j+t) at bits 2j..2j+1;
+//                        3-bit codes add a 32-byte plane of third bits: bit j of byte 4r+t
+//                        for rows 0-7, bit 4+j of byte 4(r-8)+t for rows 8-15 (so each
+//                        8-row half of the crumb vector takes one nibble of the plane)
 //   scale   16 x f16 (Q4_0/Q5_0/Q8_0/IQ4_NL, whose scale is an f16), then 16 x f16 minimums
 //           (Q4_1/Q5_1: -m); 16 e8m0 bytes (MXFP4); K-quants (and IQ4_XS) have none in the record
 // Lookup-table formats (IQ4_NL, IQ4_XS, MXFP4) keep the file's 4-bit indices as codes: the
 // kernels translate them (quant_format.h), so the packed form stays 4 bits a weight.
-// K-quants (Q4_K, Q5_K, Q6_K) keep their scales as the file does, as two factors, in areas after
-// the group's records (split_scale_areas): per record 16 x int8 sc and (Q4_K/Q5_K) 16 x int8 m,
-// per 256 inputs 16 x f16 d and (Q4_K/Q5_K) 16 x f16 dmin. The kernels form scale = d * sc and
+// K-quants (Q4_K, Q5_K, Q6_K, Q3_K, Q2_K) keep their scales as the file does, as two factors, in
+// areas after the group's records (split_scale_areas): per record 16 x int8 sc and (with a
+// minimum) 16 x int8 m, or for Q2_K's 4-bit factors 16 bytes of sc | m << 4 (nibble_factors);
+// per 256 inputs 16 x f16 d and (with a minimum) 16 x f16 dmin. The kernels form scale = d * sc and
 // min = dmin * m in f32, where both products are exact, so the arithmetic is that of storing the
 // products; storing the factors reads 4.625 bits per Q4_K weight instead of 6 (the file's 4.5).
 // Codes are unsigned (Q8_0 is stored as q + 128); the zero point is subtracted in integers.
@@ -136,31 +142,47 @@ struct PackedLayout {
   int bits;        // quantized: code width
   int zero_point;  // quantized without min
   bool has_min;
-  bool split_scales;  // K-quants: scale factors in areas after the records (split_scale_areas)
-  int code_bytes;     // quantized: bytes of codes per record (incl. the high-bit plane)
-  int record_bytes;   // quantized: codes + in-record scales; codes only with split_scales
+  bool split_scales;    // K-quants: scale factors in areas after the records (split_scale_areas)
+  bool nibble_factors;  // split scales: sc and m as the nibbles of one byte (Q2_K)
+  int code_bytes;       // quantized: bytes of codes per record (incl. the high-bit plane)
+  int record_bytes;     // quantized: codes + in-record scales; codes only with split_scales
   const QuantFormat* format;  // quantized: the table's row (scale storage, code table)
 };
 PackedLayout packed_layout(DType t);  // throws for types without a packed form
 
 // Byte offsets from the start of a group of a split-scale type (k inputs, records of
-// code_bytes each, sub_block inputs per record): the int8 sc of record s at sc + 16 s, its int8 m
-// at m + 16 s (has_min), the f16 d of the 256 inputs holding record s at d + 32 (s * sub_block /
-// 256), dmin likewise (has_min); `end` is the group's size, a multiple of 64.
+// code_bytes each, sub_block inputs per record): the int8 sc of row r of record s at sc + 16 s + r,
+// its int8 m at m + 16 s + r (has_min), the f16 d of the 256 inputs holding record s at d + 32
+// (s * sub_block / 256), dmin likewise (has_min); `end` is the group's size, a multiple of 64.
+// With nibble_factors sc and m share the byte at sc + 16 s + r (sc low, m high) and m == sc.
 struct SplitScaleAreas {
   size_t sc, m, d, dmin, end;
 };
 constexpr SplitScaleAreas split_scale_areas(int code_bytes, int sub_block, bool has_min,
-                                            int64_t k) {
+                                            bool nibble_factors, int64_t k) {
   const auto nsub = static_cast<size_t>(k / sub_block), nsuper = static_cast<size_t>(k / 256);
   SplitScaleAreas a{};
   a.sc = nsub * static_cast<size_t>(code_bytes);
-  a.m = a.sc + nsub * 16;
-  a.d = a.m + (has_min ? nsub * 16 : 0);
+  const size_t factor_bytes = nsub * 16;  // a byte per row and record
+  a.m = nibble_factors ? a.sc : a.sc + factor_bytes;
+  a.d = (has_min ? a.m : a.sc) + factor_bytes;
   a.dmin = a.d + nsuper * 32;
   a.end = (a.dmin + (has_min ? nsuper * 32 : 0) + 63) / 64 * 64;
   return a;
 }
+// The integer factors of row r of record s of a split-scale group (areas: the group's), m 0
+// without a minimum.
+struct SplitFactors {
+  int sc, m;
+};
+inline SplitFactors split_factors(const PackedLayout& L, const uint8_t* group,
+                                  const SplitScaleAreas& areas, int64_t s, int r) {
+  const uint8_t sc = group[areas.sc + 16 * s + r];
+  if (L.nibble_factors) return {sc & 0x0F, sc >> 4};
+  return {static_cast<int8_t>(sc),
+          L.has_min ? static_cast<int8_t>(group[areas.m + 16 * s + r]) : 0};
+}
+
 // Bytes of one 16-row group of a [*, k] weight of type t (throws like packed_layout).
 size_t packed_group_bytes(DType t, int64_t k);
 // Where a segment starts after `bytes` of earlier segments (64-byte aligned, see pack_concat).

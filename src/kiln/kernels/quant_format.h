@@ -26,10 +26,12 @@
 //            on 8-bit records as stored, other widths expanded once per group first
 // `expand_for_many_rows` says which of the two many-row forms a format takes.
 //
-// Formats whose file codes are narrower than 4 bits (Q2_K: 2, Q3_K: 3; `file_bits`) are packed
-// as 4-bit codes, so every kernel of the 4-bit formats reads them unchanged: Q2_K then takes
-// 5.125 bits a weight packed (4 of codes, 1 of int8 scale and minimum factors per 16 inputs,
-// 0.125 of f16 super-block factors) against the file's 2.625, Q3_K 4.5625 against 3.4375.
+// Codes narrower than 4 bits (Q2_K: 2, Q3_K: 3) keep their width packed, so the few-row tiles
+// stream no more than the file's bits: 2-bit codes four to a byte, and Q3_K's third bit in a
+// plane of its own (code_bytes, packed_weight.h). Q2_K's 4-bit sc and m share one byte per
+// record and row, as in the file (`nibble_factors`): 2.625 bits a weight packed, as the file;
+// Q3_K keeps its 6-bit sc - 32 as an int8: 3.5625 against the file's 3.4375. Their many-row
+// forms unpack the codes to the same 8-bit records as every narrower width.
 #pragma once
 #include <array>
 #include <cstddef>
@@ -54,26 +56,33 @@ struct QuantFormat {
   int d_offset;            // byte offset of the block's scale d (of the super-block for K-quants)
   int dmin_offset;         // byte offset of the f16 dmin (Q4_1/Q5_1: m) of the minimums, -1 without
   int sub_block;           // elements sharing one scale: 32, or 16 for Q6_K, Q3_K, Q2_K
-  int bits;                // packed code width: 4, 5, 6 or 8
-  int file_bits;   // the file's code width: bits, or less for codes packed wider (Q2_K, Q3_K)
-  int zero_point;  // subtracted from every code (formats without a minimum); 0 with one
+  int bits;                // code width, as the file's and as packed: 2, 3, 4, 5, 6 or 8
+  int zero_point;          // subtracted from every code (formats without a minimum); 0 with one
   bool has_min;
   // K-quants (and IQ4_XS): each scale is the product of an f16 super-block factor and a small
   // integer per sub-block (d * sc, dmin * m). The packed form keeps the two factors in areas
   // after a group's records (split_scale_areas); other formats store their scales in the record.
   bool split_scales;
-  // Many-row kernels unpack the codes to 8-bit records first (4-, 5-, 6-bit codes); 8-bit
+  // Many-row kernels unpack the codes to 8-bit records first (2- to 6-bit codes); 8-bit
   // records are read as stored.
   bool expand_for_many_rows;
+  // Split scales whose sc and m are 4 bits (Q2_K): one byte per record and row holds both, sc in
+  // the low nibble and m in the high one, as the file's `scales` bytes do, where other formats
+  // have an int8 area for each (split_scale_areas).
+  bool nibble_factors = false;
   std::array<int8_t, 16> table = {};  // the value of each index (lookup-table formats)
 
   constexpr int block_size() const { return dtype_info(dtype).block_size; }
   constexpr int block_bytes() const { return dtype_info(dtype).block_bytes; }
 
   // Packed bytes of codes per record of 16 rows x sub_block inputs: 8-bit codes as sub_block/4
-  // vectors of 64 bytes; narrower codes as nibble vectors plus one 64-byte plane of high bits.
+  // vectors of 64 bytes; 4- to 6-bit codes as nibble vectors plus one 64-byte plane of high
+  // bits; 2- and 3-bit codes (16-input records) as one 64-byte vector of 2-bit crumbs plus, for
+  // 3 bits, a 32-byte plane of third bits (packed_weight.h).
   constexpr int code_bytes() const {
-    return bits == 8 ? 16 * sub_block : 8 * sub_block + (bits > 4 ? 64 : 0);
+    if (bits == 8) return 16 * sub_block;
+    if (bits < 4) return 4 * sub_block + (bits == 3 ? 2 * sub_block : 0);
+    return 8 * sub_block + (bits > 4 ? 64 : 0);
   }
   // Bytes of the record's own scales (and minimums): none with split scales.
   constexpr int scale_bytes() const {
@@ -96,55 +105,46 @@ inline constexpr std::array<int8_t, 16> kIq4NlValues = {-127, -104, -83, -65, -4
 // clang-format off
 inline constexpr QuantFormat kQuantFormats[] = {
     {.dtype = DType::Q4_0, .d_offset = 0, .dmin_offset = -1, .sub_block = 32, .bits = 4,
-     .file_bits = 4, .zero_point = 8, .has_min = false, .split_scales = false,
-     .expand_for_many_rows = true},
+     .zero_point = 8, .has_min = false, .split_scales = false, .expand_for_many_rows = true},
     {.dtype = DType::Q5_0, .d_offset = 0, .dmin_offset = -1, .sub_block = 32, .bits = 5,
-     .file_bits = 5, .zero_point = 16, .has_min = false, .split_scales = false,
-     .expand_for_many_rows = true},
+     .zero_point = 16, .has_min = false, .split_scales = false, .expand_for_many_rows = true},
     {.dtype = DType::Q8_0, .d_offset = 0, .dmin_offset = -1, .sub_block = 32, .bits = 8,
-     .file_bits = 8, .zero_point = 128, .has_min = false, .split_scales = false,
-     .expand_for_many_rows = false},
+     .zero_point = 128, .has_min = false, .split_scales = false, .expand_for_many_rows = false},
     {.dtype = DType::Q4_K, .d_offset = 0, .dmin_offset = 2, .sub_block = 32, .bits = 4,
-     .file_bits = 4, .zero_point = 0, .has_min = true, .split_scales = true,
-     .expand_for_many_rows = true},
+     .zero_point = 0, .has_min = true, .split_scales = true, .expand_for_many_rows = true},
     {.dtype = DType::Q5_K, .d_offset = 0, .dmin_offset = 2, .sub_block = 32, .bits = 5,
-     .file_bits = 5, .zero_point = 0, .has_min = true, .split_scales = true,
-     .expand_for_many_rows = true},
+     .zero_point = 0, .has_min = true, .split_scales = true, .expand_for_many_rows = true},
     {.dtype = DType::Q6_K, .d_offset = 208, .dmin_offset = -1, .sub_block = 16, .bits = 6,
-     .file_bits = 6, .zero_point = 32, .has_min = false, .split_scales = true,
-     .expand_for_many_rows = true},
+     .zero_point = 32, .has_min = false, .split_scales = true, .expand_for_many_rows = true},
     // w = d * q + m: a minimum of -m (exact: an f16 negated), stored per record as f16.
     {.dtype = DType::Q4_1, .d_offset = 0, .dmin_offset = 2, .sub_block = 32, .bits = 4,
-     .file_bits = 4, .zero_point = 0, .has_min = true, .split_scales = false,
-     .expand_for_many_rows = true},
-    // w = d * (sc - 32) * (q - 4), q = 3 bits (hmask bit set: +4): Q6_K's form with 3-bit codes,
-    // packed as 4-bit ones in 16-input records.
-    {.dtype = DType::Q3_K, .d_offset = 108, .dmin_offset = -1, .sub_block = 16, .bits = 4,
-     .file_bits = 3, .zero_point = 4, .has_min = false, .split_scales = true,
-     .expand_for_many_rows = true},
-    // w = d * sc * q - dmin * m, 4-bit sc and m per 16 inputs: Q4_K's form with 2-bit codes,
-    // packed as 4-bit ones in 16-input records.
-    {.dtype = DType::Q2_K, .d_offset = 80, .dmin_offset = 82, .sub_block = 16, .bits = 4,
-     .file_bits = 2, .zero_point = 0, .has_min = true, .split_scales = true,
-     .expand_for_many_rows = true},
+     .zero_point = 0, .has_min = true, .split_scales = false, .expand_for_many_rows = true},
+    // w = d * (sc - 32) * (q - 4), q = 3 bits (hmask bit set: +4): Q6_K's form with 3-bit codes
+    // in 16-input records.
+    {.dtype = DType::Q3_K, .d_offset = 108, .dmin_offset = -1, .sub_block = 16, .bits = 3,
+     .zero_point = 4, .has_min = false, .split_scales = true, .expand_for_many_rows = true},
+    // w = d * sc * q - dmin * m, 4-bit sc and m per 16 inputs: Q4_K's form with 2-bit codes in
+    // 16-input records, sc and m sharing a byte as in the file.
+    {.dtype = DType::Q2_K, .d_offset = 80, .dmin_offset = 82, .sub_block = 16, .bits = 2,
+     .zero_point = 0, .has_min = true, .split_scales = true, .expand_for_many_rows = true,
+     .nibble_factors = true},
     // w = d * (ls - 32) * kvalues_iq4nl[q], a 6-bit ls per 32 inputs: split scales like Q4_K's
     // without a minimum, 4-bit table indices.
     {.dtype = DType::IQ4_XS, .has_table = true, .d_offset = 0, .dmin_offset = -1,
-     .sub_block = 32, .bits = 4, .file_bits = 4, .zero_point = 128, .has_min = false,
-     .split_scales = true, .expand_for_many_rows = true, .table = kIq4NlValues},
+     .sub_block = 32, .bits = 4, .zero_point = 128, .has_min = false, .split_scales = true,
+     .expand_for_many_rows = true, .table = kIq4NlValues},
     // w = d * kvalues_iq4nl[q]: Q4_0's block with table indices for codes.
     {.dtype = DType::IQ4_NL, .has_table = true, .d_offset = 0, .dmin_offset = -1,
-     .sub_block = 32, .bits = 4, .file_bits = 4, .zero_point = 128, .has_min = false,
-     .split_scales = false, .expand_for_many_rows = true, .table = kIq4NlValues},
+     .sub_block = 32, .bits = 4, .zero_point = 128, .has_min = false, .split_scales = false,
+     .expand_for_many_rows = true, .table = kIq4NlValues},
     // w = d * q + m with 5-bit codes: Q4_1's minimum, Q5_0's codes.
     {.dtype = DType::Q5_1, .d_offset = 0, .dmin_offset = 2, .sub_block = 32, .bits = 5,
-     .file_bits = 5, .zero_point = 0, .has_min = true, .split_scales = false,
-     .expand_for_many_rows = true},
+     .zero_point = 0, .has_min = true, .split_scales = false, .expand_for_many_rows = true},
     // w = 2^(e - 128) * kvalues_mxfp4[q] (fp4 e2m1 values doubled, ggml's form): the record keeps
     // the file's e8m0 byte, 4.25 bits a weight as the file. Padding rows read index 0, value 0.
     {.dtype = DType::MXFP4, .record_scale = RecordScale::E8M0, .has_table = true,
-     .d_offset = 0, .dmin_offset = -1, .sub_block = 32, .bits = 4, .file_bits = 4,
-     .zero_point = 128, .has_min = false, .split_scales = false, .expand_for_many_rows = true,
+     .d_offset = 0, .dmin_offset = -1, .sub_block = 32, .bits = 4, .zero_point = 128,
+     .has_min = false, .split_scales = false, .expand_for_many_rows = true,
      .table = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12}},
 };
 // clang-format on

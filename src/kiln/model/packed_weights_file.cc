@@ -21,7 +21,7 @@ namespace kiln::model {
 namespace {
 
 // Bump when the layout changes: older files then read as foreign and are rebuilt.
-constexpr char kMagic[32] = "KILN-PACKED-WEIGHTS v2\n";
+constexpr char kMagic[32] = "KILN-PACKED-WEIGHTS v3\n";
 
 struct Header {
   uint64_t key;
