@@ -466,6 +466,13 @@ TEST(HfOracleMutants, DeepseekV3RoutedAsV2Fails) {
   });
 }
 
+// StarCoder 2's sliding window (a config key only: the golden has none) is applied: the
+// checkpoint with a window of 4, shorter than the prompts, misses.
+TEST(HfOracleMutants, Starcoder2WithSlidingWindowFails) {
+  expect_config_mutant_far("starcoder2", "starcoder2-window-4",
+                           [](nlohmann::json& c) { c["sliding_window"] = 4; });
+}
+
 // gpt-oss's clamped SwiGLU, its sliding layers and its YaRN each matter.
 TEST(HfOracleMutants, GptOssWithoutClampsFails) {
   expect_config_mutant_far("gpt-oss", "gpt-oss-unclamped",

@@ -62,6 +62,9 @@ TEST_P(HfConfigVsGguf, SameConfigAsConversion) {
   EXPECT_EQ(h.post_norms, g.post_norms);
   EXPECT_EQ(h.pre_norms, g.pre_norms);
   EXPECT_EQ(h.qk_norm_full, g.qk_norm_full);
+  EXPECT_EQ(h.layer_norm, g.layer_norm);
+  EXPECT_EQ(h.gated_ffn, g.gated_ffn);
+  EXPECT_EQ(h.parallel_block, g.parallel_block);
   EXPECT_EQ(h.scale_embeddings, g.scale_embeddings);
   EXPECT_EQ(h.tied_output, g.tied_output);
   EXPECT_EQ(h.fused_qkv, g.fused_qkv);

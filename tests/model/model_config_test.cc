@@ -39,6 +39,8 @@ struct ConfigFile {
     b.add_u32(p + "attention.head_count_kv", kv_heads);
     b.add_u32(p + "context_length", 256);
     b.add_kv(p + "attention.layer_norm_rms_epsilon", GgufType::F32, encode_scalar(1e-6f));
+    // LayerNorm architectures' key (starcoder2, command-r, falcon), another value to tell them
+    b.add_kv(p + "attention.layer_norm_epsilon", GgufType::F32, encode_scalar(1e-5f));
     b.add_tensor("token_embd.weight", kF32, {embd, 32}, embd * 32 * 4);
   }
   ModelConfig read() {
@@ -196,7 +198,14 @@ TEST(ModelConfig, EveryArchitectureRowReadsAsItsTraits) {
     EXPECT_EQ(c.attn_sinks, t.arch == "gpt-oss");
     EXPECT_EQ(c.moe_softmax_topk, t.arch == "gpt-oss");
     EXPECT_EQ(c.scale_embeddings, t.gemma);
-    EXPECT_EQ(c.activation, t.gemma ? Activation::GeluTanh : Activation::Silu);
+    Activation act = t.gemma ? Activation::GeluTanh : Activation::Silu;
+    if (t.plain_ffn == PlainFfn::kGeluTanh) act = Activation::GeluTanh;
+    if (t.plain_ffn == PlainFfn::kGeluErf) act = Activation::GeluErf;
+    EXPECT_EQ(c.activation, act);
+    EXPECT_EQ(c.gated_ffn, t.plain_ffn == PlainFfn::kNone);
+    EXPECT_EQ(c.layer_norm, t.layer_norm);
+    EXPECT_EQ(c.parallel_block, t.parallel_block);
+    EXPECT_FLOAT_EQ(static_cast<float>(c.rms_eps), t.layer_norm ? 1e-5f : 1e-6f);
     EXPECT_EQ(c.n_experts > 0, t.experts == Experts::kAlways);
     EXPECT_EQ(c.fused_gate_up, t.fused_projections);  // the file has no ffn_gate tensor
     bool any_sliding = false;

@@ -191,6 +191,22 @@ CASES = [
 ]
 
 
+# The LayerNorm families name their epsilon otherwise and have no rms_norm_eps.
+LN_BASE = {k: v for k, v in BASE.items() if k != "rms_norm_eps"}
+CASES += [
+    # StarCoder 2: LayerNorm with biases, biases on q/k/v/o and on the FFN, an FFN without a gate
+    # (c_fc, GELU tanh, c_proj), GQA, tied embeddings, NeoX RoPE. No sliding window: GGUF files
+    # do not carry StarCoder 2's (llama.cpp applies none), so the checkpoint and its conversion
+    # are the same model only without one.
+    case("starcoder2", "Starcoder2ForCausalLM", "Starcoder2Config",
+         ["layernorm with bias", "q/k/v/o biases", "ffn biases", "ungated gelu-tanh ffn", "gqa",
+          "tied"],
+         **LN_BASE, num_hidden_layers=2, rope_theta=100000.0, norm_epsilon=1e-5,
+         sliding_window=None, use_bias=True, tie_word_embeddings=True,
+         hidden_act="gelu_pytorch_tanh"),
+]
+
+
 def train_tokenizer(out_dir: pathlib.Path) -> None:
     import sentencepiece as spm
 
@@ -215,7 +231,7 @@ def randomize(model, gemma_norms: bool, seed: int) -> None:
     for name, p in model.named_parameters():
         with torch.no_grad():
             r = torch.randn(p.shape, generator=g, dtype=torch.float64)
-            if "norm" in name:
+            if "norm" in name and not name.endswith("bias"):
                 # Gemma stores w of (1 + w); the others multiply by w directly.
                 p.copy_(0.2 * r if gemma_norms else 1.0 + 0.2 * r)
             elif name.endswith("bias"):
@@ -370,7 +386,8 @@ def try_build_case(c: dict, seed: int) -> bool:
     return True
 
 
-# Runs the converter unchanged except for one thing: its Qwen3-MoE, DeepSeek, OLMo 2 and gpt-oss classes take the
+# Runs the converter unchanged except for one thing: its Qwen3-MoE, DeepSeek, OLMo 2, gpt-oss and
+# StarCoder 2 classes take the
 # vocabulary only from a GPT-2 style tokenizer.json whose pre-tokenizer hash they recognize (a
 # real Qwen or DeepSeek tokenizer), which cannot be had offline; they are pointed at the
 # SentencePiece path its dense Qwen classes already use. Only the vocabulary is affected: every tensor is converted by the
@@ -383,10 +400,12 @@ import conversion.qwen as qwen
 import conversion.deepseek as deepseek
 import conversion.olmo as olmo
 import conversion.gpt_oss as gpt_oss
+import conversion.starcoder as starcoder
 qwen.Qwen3MoeModel.set_vocab = lambda self: self._set_vocab_sentencepiece()
 deepseek.DeepseekV2Model.set_vocab = lambda self: self._set_vocab_sentencepiece()
 olmo.Olmo2Model.set_vocab = lambda self: self._set_vocab_sentencepiece()
 gpt_oss.GptOssModel.set_vocab = lambda self: self._set_vocab_sentencepiece()
+starcoder.StarCoder2Model.set_vocab = lambda self: self._set_vocab_sentencepiece()
 sys.argv = sys.argv[1:]
 runpy.run_path(str(script), run_name="__main__")
 """

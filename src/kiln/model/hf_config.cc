@@ -246,6 +246,19 @@ bool has_experts(const json& c, const HfArchitecture& name, const ArchitectureTr
   return false;
 }
 
+// config.json's hidden_act for the row's FFN (the ACT2FN names of transformers).
+std::string expected_activation(const ArchitectureTraits& t) {
+  switch (t.plain_ffn) {
+    case PlainFfn::kGeluTanh:
+      return "gelu_pytorch_tanh";
+    case PlainFfn::kGeluErf:
+      return "gelu";
+    case PlainFfn::kNone:
+      break;
+  }
+  return "silu";
+}
+
 }  // namespace
 
 std::vector<float> llama3_rope_factors(int n_rot, double theta, double factor,
@@ -328,9 +341,16 @@ HfModelConfig model_config_from_hf(const json& c) {
     return h;
   }
 
-  // Every other family: SiLU, no post norms, one RoPE for every layer.
-  const std::string act = try_string(c, "hidden_act").value_or("silu");
-  KILN_CHECK(act == "silu", "activation '{}' is not supported for {}", act, m.arch);
+  // Every other family: SiLU (or its row's plain FFN's GELU), no post norms, one RoPE for every
+  // layer.
+  const std::string act = try_string(c, "hidden_act").value_or(expected_activation(traits));
+  KILN_CHECK(act == expected_activation(traits), "activation '{}' is not supported for {}", act,
+             m.arch);
+  if (traits.layer_norm) {
+    m.rms_eps = try_number(c, "norm_epsilon")
+                    .value_or(try_number(c, "layer_norm_eps")
+                                  .value_or(try_number(c, "layer_norm_epsilon").value_or(1e-5)));
+  }
   if (!traits.qkv_bias) {
     KILN_CHECK(
         !try_bool(c, "attention_bias").value_or(false) && !try_bool(c, "mlp_bias").value_or(false),
@@ -356,7 +376,10 @@ HfModelConfig model_config_from_hf(const json& c) {
                             need("high_freq_factor"), need("original_max_position_embeddings"));
     m.rope_freq_factors = true;
   }
-  for (auto& layer : m.layers) layer = {false, 0, rope.theta};
+  // StarCoder 2 slides every layer when its config sets a window (as transformers does; GGUF
+  // files do not carry it).
+  const int window = m.arch == "starcoder2" ? try_int32(c, "sliding_window").value_or(0) : 0;
+  for (auto& layer : m.layers) layer = {window > 0, window, rope.theta};
   // Hugging Face's Phi-3 always stores qkv_proj and gate_up_proj fused.
   if (traits.fused_projections) {
     m.fused_qkv = true;

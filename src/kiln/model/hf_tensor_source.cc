@@ -99,6 +99,7 @@ void HfTensorSource::map_names(const HfModelConfig& h) {
 
   add("token_embd.weight", Kind::kAsStored, {"model.embed_tokens.weight"});
   add("output_norm.weight", norm, {"model.norm.weight"});
+  add_optional("output_norm.bias", "model.norm.bias");  // LayerNorm's (StarCoder 2)
   if (!c.tied_output) add("output.weight", Kind::kAsStored, {"lm_head.weight"});
   if (c.rope_freq_factors) {
     Recipe r;
@@ -111,7 +112,10 @@ void HfTensorSource::map_names(const HfModelConfig& h) {
   for (int il = 0; il < c.n_layers; ++il) {
     const std::string hf = "model.layers." + std::to_string(il) + ".";
     const std::string blk = "blk." + std::to_string(il) + ".";
-    if (c.pre_norms) add(blk + "attn_norm.weight", norm, {hf + "input_layernorm.weight"});
+    if (c.pre_norms) {
+      add(blk + "attn_norm.weight", norm, {hf + "input_layernorm.weight"});
+      add_optional(blk + "attn_norm.bias", hf + "input_layernorm.bias");
+    }
     if (c.mla) {
       map_mla_attention(c, hf, blk);
     } else if (c.fused_qkv) {
@@ -145,6 +149,7 @@ void HfTensorSource::map_names(const HfModelConfig& h) {
       add(blk + "post_ffw_norm.weight", norm, {hf + "post_feedforward_layernorm.weight"});
     } else {
       add(blk + c.ffn_norm + ".weight", norm, {hf + "post_attention_layernorm.weight"});
+      add_optional(blk + c.ffn_norm + ".bias", hf + "post_attention_layernorm.bias");
     }
     if (c.arch == "gpt-oss") {
       map_gpt_oss_experts(c, hf, blk);
@@ -178,6 +183,8 @@ void HfTensorSource::map_names(const HfModelConfig& h) {
         check_shape(blk + "ffn_gate_shexp.weight", Shape{c.n_ff_shared, embd});
         check_shape(blk + "ffn_down_shexp.weight", Shape{embd, c.n_ff_shared});
       }
+    } else if (!c.gated_ffn) {
+      map_plain_ffn(c, hf, blk);
     } else if (c.fused_gate_up) {
       // Phi-3's gate_up_proj holds the gate rows, then the up rows (fused_tensors.h).
       add(blk + "ffn_up.weight", Kind::kAsStored, {hf + "mlp.gate_up_proj.weight"});
@@ -221,6 +228,19 @@ void HfTensorSource::map_names(const HfModelConfig& h) {
       KILN_LOG_WARN("ignoring checkpoint tensor '{}' ({} does not use it)", hf_name, c.arch);
     }
   }
+}
+
+// An FFN without a gate: StarCoder 2's c_fc and c_proj, with their biases when it has them.
+void HfTensorSource::map_plain_ffn(const ModelConfig& c, const std::string& hf,
+                                   const std::string& blk) {
+  const std::string up = hf + "mlp.c_fc.";
+  const std::string down = hf + "mlp.c_proj.";
+  add(blk + "ffn_up.weight", Kind::kAsStored, {up + "weight"});
+  add_optional(blk + "ffn_up.bias", up + "bias");
+  add(blk + "ffn_down.weight", Kind::kAsStored, {down + "weight"});
+  add_optional(blk + "ffn_down.bias", down + "bias");
+  check_shape(blk + "ffn_up.weight", Shape{c.n_ff, c.n_embd});
+  check_shape(blk + "ffn_down.weight", Shape{c.n_embd, c.n_ff});
 }
 
 // DeepSeek's latent attention, under the names llama.cpp's converter gives it (kv_b_proj kept

@@ -72,6 +72,7 @@ class HfTensorSource final : public TensorSource {
   void map_names(const HfModelConfig& config);
   void map_mla_attention(const ModelConfig& c, const std::string& hf, const std::string& blk);
   void map_gpt_oss_experts(const ModelConfig& c, const std::string& hf, const std::string& blk);
+  void map_plain_ffn(const ModelConfig& c, const std::string& hf, const std::string& blk);
   void add_rearranged(const std::string& name, const std::string& hf_name, int parity,
                       bool transpose);
   Shape rearranged_shape(const Recipe& r) const;

@@ -184,6 +184,11 @@ void apply_architecture_traits(const ArchitectureTraits& t, ModelConfig& c) {
   c.post_norms = t.gemma;
   c.scale_embeddings = t.gemma;
   c.activation = t.gemma ? Activation::GeluTanh : Activation::Silu;
+  c.layer_norm = t.layer_norm;
+  c.gated_ffn = t.plain_ffn == PlainFfn::kNone;
+  if (t.plain_ffn == PlainFfn::kGeluTanh) c.activation = Activation::GeluTanh;
+  if (t.plain_ffn == PlainFfn::kGeluErf) c.activation = Activation::GeluErf;
+  c.parallel_block = t.parallel_block;
   if (t.arch == "olmo2") {
     c.post_norms = true;
     c.pre_norms = false;
@@ -228,7 +233,8 @@ ModelConfig read_model_config(const GgufFile& file) {
   c.n_kv_heads =
       static_cast<int>(file.try_get_u32(p + "attention.head_count_kv").value_or(c.n_heads));
   c.context_length = file.get_u32(p + "context_length");
-  c.rms_eps = file.get_f32(p + "attention.layer_norm_rms_epsilon");
+  c.rms_eps = file.get_f32(p + (traits.layer_norm ? "attention.layer_norm_epsilon"
+                                                  : "attention.layer_norm_rms_epsilon"));
   KILN_CHECK(c.n_layers > 0 && c.n_embd > 0 && c.n_ff > 0 && c.n_heads > 0 && c.n_kv_heads > 0,
              "model dimensions must be positive");
   KILN_CHECK(c.n_layers <= kMaxLayers, "block_count {} is more than kiln supports ({})", c.n_layers,
