@@ -473,6 +473,12 @@ TEST(HfOracleMutants, Starcoder2WithSlidingWindowFails) {
                            [](nlohmann::json& c) { c["sliding_window"] = 4; });
 }
 
+// Command-R's logit_scale multiplies the logits: the checkpoint without it misses.
+TEST(HfOracleMutants, CommandRWithoutLogitScaleFails) {
+  expect_config_mutant_far("command-r", "command-r-unscaled",
+                           [](nlohmann::json& c) { c["logit_scale"] = 1.0; });
+}
+
 // gpt-oss's clamped SwiGLU, its sliding layers and its YaRN each matter.
 TEST(HfOracleMutants, GptOssWithoutClampsFails) {
   expect_config_mutant_far("gpt-oss", "gpt-oss-unclamped",

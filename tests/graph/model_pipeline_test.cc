@@ -123,7 +123,8 @@ INSTANTIATE_TEST_SUITE_P(Tiny, ModelPipeline, ::testing::ValuesIn(kiln::testing:
 INSTANTIATE_TEST_SUITE_P(Oracle, ModelPipeline,
                          ::testing::Values("oracle-mixtral", "oracle-deepseek-v2",
                                            "oracle-deepseek-v3", "oracle-granite", "oracle-olmo2",
-                                           "oracle-gpt-oss", "oracle-starcoder2"),
+                                           "oracle-gpt-oss", "oracle-starcoder2",
+                                           "oracle-command-r"),
                          kiln::testing::model_param_name);
 
 }  // namespace

@@ -329,6 +329,20 @@ TEST(ModelConfig, DeepseekYarnFactorsAndAttentionScale) {
   expect_error_mentioning(linear, "rope scaling 'linear' is not implemented for deepseek2");
 }
 
+// Command-R's logit_scale multiplies the logits; Command-R+ (08-2024)'s Q/K LayerNorms are
+// refused by their tensor rather than run without.
+TEST(ModelConfig, CommandRReadsLogitScaleAndRefusesQkNorms) {
+  ConfigFile f("command-r");
+  f.b.add_kv("command-r.logit_scale", GgufType::F32, encode_scalar(0.0625f));
+  const ModelConfig c = f.read();
+  EXPECT_DOUBLE_EQ(c.logit_multiplier, 0.0625);
+  EXPECT_DOUBLE_EQ(c.logit_scale, 1.0);
+  EXPECT_FALSE(c.rope_neox);
+  ConfigFile plus("command-r");
+  plus.b.add_tensor("blk.0.attn_q_norm.weight", kF32, {16, 4}, 16 * 4 * 4);
+  expect_error_mentioning(plus, "Q/K norms");
+}
+
 TEST(ModelConfig, UnknownArchitectureNamesEveryRow) {
   ConfigFile f("falcon");
   for (const ArchitectureTraits& t : kArchitectures)

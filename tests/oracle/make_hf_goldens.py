@@ -204,6 +204,15 @@ CASES += [
          **LN_BASE, num_hidden_layers=2, rope_theta=100000.0, norm_epsilon=1e-5,
          sliding_window=None, use_bias=True, tie_word_embeddings=True,
          hidden_act="gelu_pytorch_tanh"),
+    # Command-R: the parallel block (attention and FFN on one normed input, added together),
+    # Cohere's LayerNorm (mean-centred, weight only), logits times logit_scale, tied
+    # embeddings, adjacent-pair RoPE (Cohere's rotate_half interleaves; the converter keeps it).
+    case("command-r", "CohereForCausalLM", "CohereConfig",
+         ["parallel block", "layernorm without bias", "logit_scale 0.25", "adjacent-pair rope",
+          "gqa", "tied"],
+         **LN_BASE, num_hidden_layers=2, layer_norm_eps=1e-5, logit_scale=0.25,
+         use_qk_norm=False, tie_word_embeddings=True,
+         rope_parameters={"rope_type": "default", "rope_theta": 10000.0}),
 ]
 
 
@@ -386,8 +395,8 @@ def try_build_case(c: dict, seed: int) -> bool:
     return True
 
 
-# Runs the converter unchanged except for one thing: its Qwen3-MoE, DeepSeek, OLMo 2, gpt-oss and
-# StarCoder 2 classes take the
+# Runs the converter unchanged except for one thing: its Qwen3-MoE, DeepSeek, OLMo 2, gpt-oss,
+# StarCoder 2 and Command-R classes take the
 # vocabulary only from a GPT-2 style tokenizer.json whose pre-tokenizer hash they recognize (a
 # real Qwen or DeepSeek tokenizer), which cannot be had offline; they are pointed at the
 # SentencePiece path its dense Qwen classes already use. Only the vocabulary is affected: every tensor is converted by the
@@ -401,11 +410,13 @@ import conversion.deepseek as deepseek
 import conversion.olmo as olmo
 import conversion.gpt_oss as gpt_oss
 import conversion.starcoder as starcoder
+import conversion.command_r as command_r
 qwen.Qwen3MoeModel.set_vocab = lambda self: self._set_vocab_sentencepiece()
 deepseek.DeepseekV2Model.set_vocab = lambda self: self._set_vocab_sentencepiece()
 olmo.Olmo2Model.set_vocab = lambda self: self._set_vocab_sentencepiece()
 gpt_oss.GptOssModel.set_vocab = lambda self: self._set_vocab_sentencepiece()
 starcoder.StarCoder2Model.set_vocab = lambda self: self._set_vocab_sentencepiece()
+command_r.CommandR2Model.set_vocab = lambda self: self._set_vocab_sentencepiece()
 sys.argv = sys.argv[1:]
 runpy.run_path(str(script), run_name="__main__")
 """

@@ -327,8 +327,8 @@ HfModelConfig model_config_from_hf(const json& c) {
   m.tied_output = try_bool(c, "tie_word_embeddings").value_or(traits.gemma);
   apply_architecture_traits(traits, m);
   // Hugging Face checkpoints keep Q/K rows in the order of rotate_half (NeoX pairs i, i + n/2),
-  // Llama and Mistral included.
-  m.rope_neox = true;
+  // Llama and Mistral included; Cohere's rotate_half rotates adjacent pairs.
+  m.rope_neox = name.arch != "command-r";
 
   if (traits.gemma) {
     read_gemma(c, traits, h);
@@ -392,6 +392,12 @@ HfModelConfig model_config_from_hf(const json& c) {
     m.residual_scale = try_number(c, "residual_multiplier").value_or(1.0);
     m.logit_scale = try_number(c, "logits_scaling").value_or(1.0);
     KILN_CHECK(m.logit_scale > 0, "config.json: 'logits_scaling' must be positive");
+  }
+  if (m.arch == "command-r") {
+    KILN_CHECK(!try_bool(c, "use_qk_norm").value_or(false),
+               "config.json: use_qk_norm (Command-R+'s Q/K LayerNorms) is not supported");
+    m.logit_multiplier = try_number(c, "logit_scale").value_or(1.0);
+    KILN_CHECK(m.logit_multiplier > 0, "config.json: 'logit_scale' must be positive");
   }
   return h;
 }

@@ -140,7 +140,9 @@ void HfTensorSource::map_names(const HfModelConfig& h) {
       add(blk + "attn_q_norm.weight", norm, {hf + "self_attn.q_norm.weight"});
       add(blk + "attn_k_norm.weight", norm, {hf + "self_attn.k_norm.weight"});
     }
-    if (!c.pre_norms) {  // OLMo 2: norms after the attention and the FFN only
+    if (c.parallel_block) {
+      // Command-R: the attention's input norm is the FFN's too
+    } else if (!c.pre_norms) {  // OLMo 2: norms after the attention and the FFN only
       add(blk + "post_attention_norm.weight", norm, {hf + "post_attention_layernorm.weight"});
       add(blk + "post_ffw_norm.weight", norm, {hf + "post_feedforward_layernorm.weight"});
     } else if (c.post_norms) {

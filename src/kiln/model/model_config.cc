@@ -143,6 +143,18 @@ void read_gpt_oss(const GgufFile& file, const std::string& p, ModelConfig& c, do
                    /*truncate=*/false);
 }
 
+// Command-R beyond its row: the logit multiplier (optional, as llama.cpp reads it: absent or 0
+// is none), and a refusal of the Q/K LayerNorms of Command-R+ (one weight row per head, which
+// llama.cpp loads only for 64 layers and more) instead of running without them.
+void read_command_r(const GgufFile& file, const std::string& p, ModelConfig& c) {
+  const double scale = file.try_get_f32(p + "logit_scale").value_or(0.0f);
+  KILN_CHECK(scale >= 0, "{}logit_scale must not be negative", p);
+  if (scale > 0) c.logit_multiplier = scale;
+  KILN_CHECK(!file.has_tensor("blk.0.attn_q_norm.weight"),
+             "the command-r model has Q/K norms (blk.0.attn_q_norm.weight: Command-R+), which kiln "
+             "does not run");
+}
+
 // Whether the file's FFNs are mixtures of experts: always, never, or (Mixtral, architecture
 // llama) when it has expert_count. A dense-only architecture whose file has experts is refused
 // here rather than by a missing dense tensor later.
@@ -290,6 +302,7 @@ ModelConfig read_model_config(const GgufFile& file) {
     c.residual_scale = file.try_get_f32(p + "residual_scale").value_or(1.0f);
     KILN_CHECK(c.logit_scale > 0, "{}logit_scale must be positive", p);
   }
+  if (c.arch == "command-r") read_command_r(file, p, c);
   if (auto scale = file.try_get_f32(p + "attention.scale"); scale && *scale > 0) {
     c.attention_scale = *scale;
   }

@@ -66,6 +66,8 @@ struct ModelConfig {
   double embedding_scale = 1.0;
   double residual_scale = 1.0;
   double logit_scale = 1.0;
+  // Command-R multiplies its logits by its logit_scale (0.0625 in v01), where Granite divides.
+  double logit_multiplier = 1.0;
   // Mixture of experts (qwen3moe, Mixtral): every layer's FFN routes each token to n_experts_used
   // of n_experts experts of width n_ff_expert, weighted by the renormalized router softmax.
   int n_experts = 0;

@@ -56,17 +56,14 @@ class ForwardBuilder {
       // This rank's vocabulary rows: greedy ids come from a distributed argmax, logits are
       // gathered from every rank's slice.
       Value logits = b_.matmul(x, weight(kTpLmHeadTensor));
-      if (c_.logit_scale != 1.0 && !s_.greedy) logits = b_.scale(logits, 1.0 / c_.logit_scale);
-      if (c_.final_logit_softcap > 0) logits = b_.softcap(logits, c_.final_logit_softcap);
+      logits = scale_logits(logits);
       b_.output(s_.greedy ? b_.all_argmax(logits, c_.vocab)
                           : b_.all_gather_vocab(logits, c_.vocab));
       return b_.finish();
     }
     Value head = weight(c_.tied_output ? "token_embd.weight" : "output.weight");
     Value logits = b_.matmul(x, head);
-    // Granite divides the logits; a positive factor leaves greedy's argmax as it is.
-    if (c_.logit_scale != 1.0 && !s_.greedy) logits = b_.scale(logits, 1.0 / c_.logit_scale);
-    if (c_.final_logit_softcap > 0) logits = b_.softcap(logits, c_.final_logit_softcap);
+    logits = scale_logits(logits);
     b_.output(s_.greedy ? b_.argmax(logits) : logits);
     return b_.finish();
   }
@@ -78,6 +75,15 @@ class ForwardBuilder {
     return b_.param(name, meta->dtype, meta->shape);
   }
   bool has_weight(const std::string& name) { return weights_(name).has_value(); }
+
+  // Granite divides the logits, Command-R multiplies them; a positive factor leaves greedy's
+  // argmax as it is, so greedy steps skip it. Then Gemma's final softcap.
+  Value scale_logits(Value logits) {
+    if (c_.logit_scale != 1.0 && !s_.greedy) logits = b_.scale(logits, 1.0 / c_.logit_scale);
+    if (c_.logit_multiplier != 1.0 && !s_.greedy) logits = b_.scale(logits, c_.logit_multiplier);
+    if (c_.final_logit_softcap > 0) logits = b_.softcap(logits, c_.final_logit_softcap);
+    return logits;
+  }
 
   // y = x w^T (+ bias when the file has one).
   Value linear(Value x, const std::string& prefix) {
