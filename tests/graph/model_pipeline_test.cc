@@ -14,6 +14,7 @@
 #include "graph/numeric_runs.h"
 #include "kiln/graph/passes/pipeline.h"
 #include "kiln/graph/printer.h"
+#include "kiln/model/fused_tensors.h"
 #include "kiln/model/gguf.h"
 #include "kiln/model/mla_tensors.h"
 #include "kiln/model/model_config.h"
@@ -50,8 +51,10 @@ TEST_P(ModelPipeline, FusesEverythingAndComputesTheSameBits) {
   ASSERT_TRUE(fs::exists(path)) << "fixture missing (tests/fixtures/generate_all.py): " << path;
   auto file = model::GgufFile::open(path.string());
   const model::ModelConfig c = model::read_model_config(*file);
-  // DeepSeek's latent attention reads weights rearranged at load (model/mla_tensors.h).
-  model::WeightStore store(model::with_mla_tensors(model::gguf_tensor_source(file), c));
+  // DeepSeek's latent attention reads weights rearranged at load (model/mla_tensors.h); Falcon's
+  // Q, K and V are row ranges of its attn_qkv (model/fused_tensors.h).
+  model::WeightStore store(model::with_mla_tensors(model::gguf_tensor_source(file), c),
+                           model::fused_tensor_slices(c));
 
   KvGeometry kv;
   kv.n_layers = c.n_layers;
@@ -124,7 +127,8 @@ INSTANTIATE_TEST_SUITE_P(Oracle, ModelPipeline,
                          ::testing::Values("oracle-mixtral", "oracle-deepseek-v2",
                                            "oracle-deepseek-v3", "oracle-granite", "oracle-olmo2",
                                            "oracle-gpt-oss", "oracle-starcoder2",
-                                           "oracle-command-r"),
+                                           "oracle-command-r", "oracle-falcon-7b",
+                                           "oracle-falcon-40b"),
                          kiln::testing::model_param_name);
 
 }  // namespace

@@ -134,6 +134,21 @@ TEST(HfConfig, CommandRWithQkNormIsRefused) {
   EXPECT_NE(error_of(c).find("use_qk_norm"), std::string::npos) << error_of(c);
 }
 
+// The Falcon variants kiln does not run (ALiBi, biased projections, sequential blocks) are
+// refused by the key that marks them.
+TEST(HfConfig, FalconVariantsAreRefusedByTheirKeys) {
+  const json base = read_json(oracle_dir() / "falcon-7b" / "hf" / "config.json");
+  EXPECT_EQ(error_of(base), "(no error)");
+  for (const char* key : {"alibi", "bias"}) {
+    json c = base;
+    c[key] = true;
+    EXPECT_NE(error_of(c).find(std::string("(") + key + ")"), std::string::npos) << error_of(c);
+  }
+  json sequential = base;
+  sequential["parallel_attn"] = false;
+  EXPECT_NE(error_of(sequential).find("parallel_attn"), std::string::npos);
+}
+
 TEST(HfConfig, Llama3FactorsEqualTheConvertersTensor) {
   const fs::path dir = oracle_dir() / "llama3-rope";
   const HfModelConfig hf = model_config_from_hf(read_json(dir / "hf" / "config.json"));

@@ -207,7 +207,8 @@ TEST(ModelConfig, EveryArchitectureRowReadsAsItsTraits) {
     EXPECT_EQ(c.parallel_block, t.parallel_block);
     EXPECT_FLOAT_EQ(static_cast<float>(c.rms_eps), t.layer_norm ? 1e-5f : 1e-6f);
     EXPECT_EQ(c.n_experts > 0, t.experts == Experts::kAlways);
-    EXPECT_EQ(c.fused_gate_up, t.fused_projections);  // the file has no ffn_gate tensor
+    // The file has no ffn_gate tensor: a gated FFN's ffn_up is then gate+up.
+    EXPECT_EQ(c.fused_gate_up, t.fused_projections && t.plain_ffn == PlainFfn::kNone);
     bool any_sliding = false;
     for (const LayerConfig& l : c.layers) any_sliding = any_sliding || l.sliding;
     EXPECT_EQ(any_sliding, t.sliding_period > 0);
@@ -344,7 +345,7 @@ TEST(ModelConfig, CommandRReadsLogitScaleAndRefusesQkNorms) {
 }
 
 TEST(ModelConfig, UnknownArchitectureNamesEveryRow) {
-  ConfigFile f("falcon");
+  ConfigFile f("bloom");
   for (const ArchitectureTraits& t : kArchitectures)
     expect_error_mentioning(f, std::string(t.arch));
 }

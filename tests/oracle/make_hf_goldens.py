@@ -215,6 +215,28 @@ CASES += [
          rope_parameters={"rope_type": "default", "rope_theta": 10000.0}),
 ]
 
+# Falcon: fused QKV, an FFN without a gate (exact GELU), LayerNorm with biases, the parallel block.
+FALCON_BASE = dict(vocab_size=VOCAB, hidden_size=64, num_attention_heads=4, num_hidden_layers=2,
+                   layer_norm_epsilon=1e-5, max_position_embeddings=2048, bos_token_id=1,
+                   eos_token_id=2, pad_token_id=0, alibi=False, bias=False, parallel_attn=True,
+                   activation="gelu", tie_word_embeddings=True,
+                   rope_parameters={"rope_type": "default", "rope_theta": 10000.0})
+CASES += [
+    # Falcon 7B's block: one LayerNorm read by the attention and the FFN, multi-query attention
+    # (num_kv_heads says 1 too, as the converter reads it).
+    case("falcon-7b", "FalconForCausalLM", "FalconConfig",
+         ["parallel block", "one layernorm with bias", "multi-query", "fused qkv",
+          "ungated gelu (erf) ffn", "tied"],
+         **FALCON_BASE, new_decoder_architecture=False, multi_query=True, num_kv_heads=1),
+    # Falcon 40B's block: the attention and the FFN each with their own LayerNorm (ln_attn,
+    # ln_mlp), grouped-query attention whose checkpoint interleaves each group's queries, key and
+    # value (the converter regroups them: queries, then keys, then values).
+    case("falcon-40b", "FalconForCausalLM", "FalconConfig",
+         ["parallel block", "two layernorms (ln_attn, ln_mlp)", "gqa, grouped qkv rows",
+          "fused qkv", "ungated gelu (erf) ffn", "tied"],
+         **FALCON_BASE, new_decoder_architecture=True, num_kv_heads=2, num_ln_in_parallel_attn=2),
+]
+
 
 def train_tokenizer(out_dir: pathlib.Path) -> None:
     import sentencepiece as spm
@@ -240,7 +262,9 @@ def randomize(model, gemma_norms: bool, seed: int) -> None:
     for name, p in model.named_parameters():
         with torch.no_grad():
             r = torch.randn(p.shape, generator=g, dtype=torch.float64)
-            if "norm" in name and not name.endswith("bias"):
+            # Falcon's norms are ln_attn, ln_mlp and ln_f.
+            is_norm = "norm" in name or ".ln_" in name
+            if is_norm and not name.endswith("bias"):
                 # Gemma stores w of (1 + w); the others multiply by w directly.
                 p.copy_(0.2 * r if gemma_norms else 1.0 + 0.2 * r)
             elif name.endswith("bias"):
@@ -396,7 +420,7 @@ def try_build_case(c: dict, seed: int) -> bool:
 
 
 # Runs the converter unchanged except for one thing: its Qwen3-MoE, DeepSeek, OLMo 2, gpt-oss,
-# StarCoder 2 and Command-R classes take the
+# StarCoder 2, Command-R and Falcon classes take the
 # vocabulary only from a GPT-2 style tokenizer.json whose pre-tokenizer hash they recognize (a
 # real Qwen or DeepSeek tokenizer), which cannot be had offline; they are pointed at the
 # SentencePiece path its dense Qwen classes already use. Only the vocabulary is affected: every tensor is converted by the
@@ -411,12 +435,14 @@ import conversion.olmo as olmo
 import conversion.gpt_oss as gpt_oss
 import conversion.starcoder as starcoder
 import conversion.command_r as command_r
+import conversion.falcon as falcon
 qwen.Qwen3MoeModel.set_vocab = lambda self: self._set_vocab_sentencepiece()
 deepseek.DeepseekV2Model.set_vocab = lambda self: self._set_vocab_sentencepiece()
 olmo.Olmo2Model.set_vocab = lambda self: self._set_vocab_sentencepiece()
 gpt_oss.GptOssModel.set_vocab = lambda self: self._set_vocab_sentencepiece()
 starcoder.StarCoder2Model.set_vocab = lambda self: self._set_vocab_sentencepiece()
 command_r.CommandR2Model.set_vocab = lambda self: self._set_vocab_sentencepiece()
+falcon.FalconModel.set_vocab = lambda self: self._set_vocab_sentencepiece()
 sys.argv = sys.argv[1:]
 runpy.run_path(str(script), run_name="__main__")
 """

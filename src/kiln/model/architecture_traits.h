@@ -53,7 +53,8 @@ struct ArchitectureTraits {
   // n_embd / n_heads rather than head_dim for the model of this depth (the 27B), 0: never.
   int layers_scaled_by_embd_per_head;
   Experts experts;
-  // One attn_qkv tensor and one gate+up tensor (Phi-3). GGUF files may also store them split.
+  // One attn_qkv tensor and (a gated FFN) one gate+up tensor (Phi-3; Falcon's attention). GGUF
+  // files may also store them split.
   bool fused_projections;
   // Attention and FFN both read the block's normed input and join the residual together:
   // x + attn(norm(x)) + ffn(norm(x)) (Command-R, Falcon).
@@ -106,6 +107,11 @@ inline constexpr ArchitectureTraits kArchitectures[] = {
     // (Cohere's rotate_half interleaves, and the converter keeps its rows).
     {"command-r", false, false, false, false, 0, 0, false, false, true, PlainFfn::kNone, 0,
      Experts::kNever, false, true},
+    // Falcon (7B: one LayerNorm, multi-query; 40B/180B: ln_attn and ln_mlp, grouped queries):
+    // the parallel block, LayerNorm with biases, one fused attn_qkv, an FFN without a gate and
+    // the exact GELU (transformers' "gelu"; llama.cpp uses the tanh form), NeoX RoPE.
+    {"falcon", true, false, false, false, 0, 0, false, false, true, PlainFfn::kGeluErf, 0,
+     Experts::kNever, true, true},
 };
 
 // A Hugging Face config's class and model_type, and the architecture row it loads as.
@@ -134,6 +140,7 @@ inline constexpr HfArchitecture kHfArchitectures[] = {
     {"GptOssForCausalLM", "gpt_oss", "gpt-oss"},
     {"Starcoder2ForCausalLM", "starcoder2", "starcoder2"},
     {"CohereForCausalLM", "cohere", "command-r"},
+    {"FalconForCausalLM", "falcon", "falcon"},
 };
 
 // The row of `arch`, or null when kiln does not run it.

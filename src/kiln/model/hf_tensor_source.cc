@@ -91,6 +91,11 @@ void HfTensorSource::check_shape(const std::string& name, const Shape& expected)
 
 void HfTensorSource::map_names(const HfModelConfig& h) {
   const ModelConfig& c = h.config;
+  if (c.arch == "falcon") {  // a naming of its own (transformer.h.N)
+    map_falcon(c);
+    finish_names(c);
+    return;
+  }
   const bool gemma = h.gemma_norm_offset;
   const Kind norm = gemma ? Kind::kPlusOne : Kind::kAsStored;
   const int64_t embd = c.n_embd;
@@ -204,13 +209,17 @@ void HfTensorSource::map_names(const HfModelConfig& h) {
   check_shape("token_embd.weight", Shape{c.vocab, embd});
   check_shape("output.weight", Shape{c.vocab, embd});
   check_shape("output_norm.weight", Shape{embd});
+  finish_names(c);
+}
 
+void HfTensorSource::finish_names(const ModelConfig& c) {
   // Matrices are quantized as llama.cpp's converter quantizes them: the router
   // (ffn_gate_inp), which picks the experts, is kept, and a matrix whose rows are not whole
   // blocks becomes F16.
   if (quantize_) {
     for (auto& [name, r] : recipes_) {
-      if (r.kind != Kind::kAsStored && r.kind != Kind::kStacked && r.kind != Kind::kRearranged)
+      if (r.kind != Kind::kAsStored && r.kind != Kind::kStacked && r.kind != Kind::kRearranged &&
+          r.kind != Kind::kRowsReordered)
         continue;
       const Shape shape = tensor_info(name).shape;
       // gpt-oss's expert biases are [experts, width] but biases all the same: kept f32.
@@ -457,6 +466,8 @@ Tensor HfTensorSource::stored_tensor(const Recipe& r, const std::string& name) c
       return rearranged(r);
     case Kind::kMxfp4:
       return mxfp4(r);
+    case Kind::kRowsReordered:
+      return rows_reordered(r);
     case Kind::kAsStored: {
       Tensor w = load(r.sources[0]);
       if (w.shape().rank() != 1 || w.dtype() == DType::F32) return w;

@@ -290,7 +290,7 @@ ModelConfig read_model_config(const GgufFile& file) {
   }
   if (traits.fused_projections) {
     c.fused_qkv = file.has_tensor("blk.0.attn_qkv.weight");
-    c.fused_gate_up = !file.has_tensor("blk.0.ffn_gate.weight");
+    c.fused_gate_up = c.gated_ffn && !file.has_tensor("blk.0.ffn_gate.weight");
   }
   if (moe) read_moe(file, p, c, mla);
   if (mla) read_deepseek2_rest(file, p, c);
