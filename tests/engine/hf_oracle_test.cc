@@ -473,6 +473,16 @@ TEST(HfOracleMutants, Starcoder2WithSlidingWindowFails) {
                            [](nlohmann::json& c) { c["sliding_window"] = 4; });
 }
 
+// StarCoder 2's LayerNorm biases are applied: the file with them at zero misses.
+TEST(HfOracleMutants, Starcoder2WithoutNormBiasesFails) {
+  expect_far_from_golden("starcoder2-no-norm-bias.gguf", "starcoder2");
+}
+
+// Falcon 40B's attention reads its own norm: the file without attn_norm_2 misses.
+TEST(HfOracleMutants, Falcon40bWithOneNormFails) {
+  expect_far_from_golden("falcon-40b-one-norm.gguf", "falcon-40b");
+}
+
 // Command-R's logit_scale multiplies the logits: the checkpoint without it misses.
 TEST(HfOracleMutants, CommandRWithoutLogitScaleFails) {
   expect_config_mutant_far("command-r", "command-r-unscaled",
