@@ -52,9 +52,10 @@ struct ModelConfig {
   bool fused_gate_up = false;      // phi3: ffn_up holds gate rows then up rows (2 * n_ff)
   Activation activation = Activation::Silu;
   // The block's form (architecture_traits.h): LayerNorm for the block and final norms, with
-  // the file's biases where it has them (starcoder2); an FFN without a gate, ffn_down(act(ffn_up))
-  // with the projections' biases where the file has them (starcoder2); attention and FFN
-  // reading one normed input, both added to the residual at once.
+  // the file's biases where it has them (starcoder2, command-r, falcon); an FFN without a gate,
+  // ffn_down(act(ffn_up)) with the projections' biases where the file has them (starcoder2,
+  // falcon); attention and FFN reading one normed input (falcon 40B: the attention its own,
+  // attn_norm_2), both added to the residual at once (command-r, falcon).
   bool layer_norm = false;
   bool gated_ffn = true;
   bool parallel_block = false;
