@@ -466,6 +466,29 @@ TEST(HfOracleMutants, DeepseekV3RoutedAsV2Fails) {
   });
 }
 
+// StarCoder 2's sliding window (a config key only: the golden has none) is applied: the
+// checkpoint with a window of 4, shorter than the prompts, misses.
+TEST(HfOracleMutants, Starcoder2WithSlidingWindowFails) {
+  expect_config_mutant_far("starcoder2", "starcoder2-window-4",
+                           [](nlohmann::json& c) { c["sliding_window"] = 4; });
+}
+
+// StarCoder 2's LayerNorm biases are applied: the file with them at zero misses.
+TEST(HfOracleMutants, Starcoder2WithoutNormBiasesFails) {
+  expect_far_from_golden("starcoder2-no-norm-bias.gguf", "starcoder2");
+}
+
+// Falcon 40B's attention reads its own norm: the file without attn_norm_2 misses.
+TEST(HfOracleMutants, Falcon40bWithOneNormFails) {
+  expect_far_from_golden("falcon-40b-one-norm.gguf", "falcon-40b");
+}
+
+// Command-R's logit_scale multiplies the logits: the checkpoint without it misses.
+TEST(HfOracleMutants, CommandRWithoutLogitScaleFails) {
+  expect_config_mutant_far("command-r", "command-r-unscaled",
+                           [](nlohmann::json& c) { c["logit_scale"] = 1.0; });
+}
+
 // gpt-oss's clamped SwiGLU, its sliding layers and its YaRN each matter.
 TEST(HfOracleMutants, GptOssWithoutClampsFails) {
   expect_config_mutant_far("gpt-oss", "gpt-oss-unclamped",

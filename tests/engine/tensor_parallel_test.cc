@@ -60,8 +60,17 @@ Generated generate(engine::Runtime& rt, int n_prompts, int steps) {
   return g;
 }
 
+// The fixtures' tiny models, or the F32 conversion of an oracle case (tests/oracle) of an
+// architecture the fixtures do not carry, named "oracle-<case>".
+fs::path model_file(const std::string& name) {
+  const std::string oracle = "oracle-";
+  if (name.rfind(oracle, 0) != 0) return tiny_model(name);
+  return fs::path(KILN_SOURCE_DIR) / "tests" / "oracle" / "data" / name.substr(oracle.size()) /
+         "model.f32.gguf";
+}
+
 engine::RuntimeOptions options(const std::string& model, engine::GraphMode mode) {
-  engine::RuntimeOptions o = tiny_runtime_options(tiny_model(model), mode, 4);
+  engine::RuntimeOptions o = tiny_runtime_options(model_file(model), mode, 4);
   o.threads = 1;
   return o;
 }
@@ -103,7 +112,7 @@ Generated generate_tp(const std::string& model, engine::GraphMode mode, int rank
 class TensorParallel : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(TensorParallel, GraphEqualsEagerUnderTpAndBothTrackOneProcess) {
-  ASSERT_TRUE(fs::exists(tiny_model(GetParam()))) << "fixture missing: " << GetParam();
+  ASSERT_TRUE(fs::exists(model_file(GetParam()))) << "fixture missing: " << GetParam();
   engine::Runtime whole(options(GetParam(), engine::GraphMode::Off));
   const Generated want = generate(whole, 3, 12);
   const Generated eager = generate_tp(GetParam(), engine::GraphMode::Off, 2, 3, 12);
@@ -126,10 +135,12 @@ TEST_P(TensorParallel, GraphEqualsEagerUnderTpAndBothTrackOneProcess) {
 }
 
 // Every dense architecture; the -tp variants store attn_output in 32-value blocks so that it
-// splits in two (tests/fixtures/make_models.py, TP_VARIANTS).
+// splits in two (tests/fixtures/make_models.py, TP_VARIANTS). Command-R and Falcon 40B: the
+// parallel block (both branches all-reduced) and Falcon's fused attn_qkv, cut by rows.
 INSTANTIATE_TEST_SUITE_P(DenseArchitectures, TensorParallel,
                          ::testing::Values("tiny-gemma3-tp", "tiny-llama", "tiny-qwen2",
-                                           "tiny-qwen3", "tiny-mistral-tp"),
+                                           "tiny-qwen3", "tiny-mistral-tp", "oracle-command-r",
+                                           "oracle-falcon-40b"),
                          model_param_name);
 
 std::string tp_error(const std::string& model, int ranks) {

@@ -54,14 +54,18 @@ TEST_P(HfConfigVsGguf, SameConfigAsConversion) {
   EXPECT_EQ(h.context_length, g.context_length);
   EXPECT_FLOAT_EQ(h.rms_eps, g.rms_eps);
   // The converter permutes Llama's Q/K rows into the normal layout; HF rows are NeoX, but for
-  // DeepSeek, which rotates adjacent pairs and whose rows the converter keeps.
-  EXPECT_EQ(h.rope_neox, !h.mla);
+  // DeepSeek and Command-R, which rotate adjacent pairs and whose rows the converter keeps.
+  EXPECT_EQ(h.rope_neox, !h.mla && h.arch != "command-r");
   EXPECT_EQ(h.rope_freq_factors, g.rope_freq_factors);
   EXPECT_EQ(h.qkv_bias, g.qkv_bias);
   EXPECT_EQ(h.qk_norm, g.qk_norm);
   EXPECT_EQ(h.post_norms, g.post_norms);
   EXPECT_EQ(h.pre_norms, g.pre_norms);
   EXPECT_EQ(h.qk_norm_full, g.qk_norm_full);
+  EXPECT_EQ(h.layer_norm, g.layer_norm);
+  EXPECT_EQ(h.gated_ffn, g.gated_ffn);
+  EXPECT_EQ(h.parallel_block, g.parallel_block);
+  EXPECT_FLOAT_EQ(h.logit_multiplier, g.logit_multiplier);
   EXPECT_EQ(h.scale_embeddings, g.scale_embeddings);
   EXPECT_EQ(h.tied_output, g.tied_output);
   EXPECT_EQ(h.fused_qkv, g.fused_qkv);
@@ -121,6 +125,29 @@ INSTANTIATE_TEST_SUITE_P(Oracle, HfConfigVsGguf, ::testing::ValuesIn(cases()),
                              c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
                            return s;
                          });
+
+// Command-R+ (08-2024)'s Q/K LayerNorms are refused by their key rather than run without.
+TEST(HfConfig, CommandRWithQkNormIsRefused) {
+  json c = read_json(oracle_dir() / "command-r" / "hf" / "config.json");
+  EXPECT_EQ(error_of(c), "(no error)");
+  c["use_qk_norm"] = true;
+  EXPECT_NE(error_of(c).find("use_qk_norm"), std::string::npos) << error_of(c);
+}
+
+// The Falcon variants kiln does not run (ALiBi, biased projections, sequential blocks) are
+// refused by the key that marks them.
+TEST(HfConfig, FalconVariantsAreRefusedByTheirKeys) {
+  const json base = read_json(oracle_dir() / "falcon-7b" / "hf" / "config.json");
+  EXPECT_EQ(error_of(base), "(no error)");
+  for (const char* key : {"alibi", "bias"}) {
+    json c = base;
+    c[key] = true;
+    EXPECT_NE(error_of(c).find(std::string("(") + key + ")"), std::string::npos) << error_of(c);
+  }
+  json sequential = base;
+  sequential["parallel_attn"] = false;
+  EXPECT_NE(error_of(sequential).find("parallel_attn"), std::string::npos);
+}
 
 TEST(HfConfig, Llama3FactorsEqualTheConvertersTensor) {
   const fs::path dir = oracle_dir() / "llama3-rope";

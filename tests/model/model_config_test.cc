@@ -39,6 +39,8 @@ struct ConfigFile {
     b.add_u32(p + "attention.head_count_kv", kv_heads);
     b.add_u32(p + "context_length", 256);
     b.add_kv(p + "attention.layer_norm_rms_epsilon", GgufType::F32, encode_scalar(1e-6f));
+    // LayerNorm architectures' key (starcoder2, command-r, falcon), another value to tell them
+    b.add_kv(p + "attention.layer_norm_epsilon", GgufType::F32, encode_scalar(1e-5f));
     b.add_tensor("token_embd.weight", kF32, {embd, 32}, embd * 32 * 4);
   }
   ModelConfig read() {
@@ -196,9 +198,17 @@ TEST(ModelConfig, EveryArchitectureRowReadsAsItsTraits) {
     EXPECT_EQ(c.attn_sinks, t.arch == "gpt-oss");
     EXPECT_EQ(c.moe_softmax_topk, t.arch == "gpt-oss");
     EXPECT_EQ(c.scale_embeddings, t.gemma);
-    EXPECT_EQ(c.activation, t.gemma ? Activation::GeluTanh : Activation::Silu);
+    Activation act = t.gemma ? Activation::GeluTanh : Activation::Silu;
+    if (t.plain_ffn == PlainFfn::kGeluTanh) act = Activation::GeluTanh;
+    if (t.plain_ffn == PlainFfn::kGeluErf) act = Activation::GeluErf;
+    EXPECT_EQ(c.activation, act);
+    EXPECT_EQ(c.gated_ffn, t.plain_ffn == PlainFfn::kNone);
+    EXPECT_EQ(c.layer_norm, t.layer_norm);
+    EXPECT_EQ(c.parallel_block, t.parallel_block);
+    EXPECT_FLOAT_EQ(static_cast<float>(c.rms_eps), t.layer_norm ? 1e-5f : 1e-6f);
     EXPECT_EQ(c.n_experts > 0, t.experts == Experts::kAlways);
-    EXPECT_EQ(c.fused_gate_up, t.fused_projections);  // the file has no ffn_gate tensor
+    // The file has no ffn_gate tensor: a gated FFN's ffn_up is then gate+up.
+    EXPECT_EQ(c.fused_gate_up, t.fused_projections && t.plain_ffn == PlainFfn::kNone);
     bool any_sliding = false;
     for (const LayerConfig& l : c.layers) any_sliding = any_sliding || l.sliding;
     EXPECT_EQ(any_sliding, t.sliding_period > 0);
@@ -320,8 +330,22 @@ TEST(ModelConfig, DeepseekYarnFactorsAndAttentionScale) {
   expect_error_mentioning(linear, "rope scaling 'linear' is not implemented for deepseek2");
 }
 
+// Command-R's logit_scale multiplies the logits; Command-R+ (08-2024)'s Q/K LayerNorms are
+// refused by their tensor rather than run without.
+TEST(ModelConfig, CommandRReadsLogitScaleAndRefusesQkNorms) {
+  ConfigFile f("command-r");
+  f.b.add_kv("command-r.logit_scale", GgufType::F32, encode_scalar(0.0625f));
+  const ModelConfig c = f.read();
+  EXPECT_DOUBLE_EQ(c.logit_multiplier, 0.0625);
+  EXPECT_DOUBLE_EQ(c.logit_scale, 1.0);
+  EXPECT_FALSE(c.rope_neox);
+  ConfigFile plus("command-r");
+  plus.b.add_tensor("blk.0.attn_q_norm.weight", kF32, {16, 4}, 16 * 4 * 4);
+  expect_error_mentioning(plus, "Q/K norms");
+}
+
 TEST(ModelConfig, UnknownArchitectureNamesEveryRow) {
-  ConfigFile f("falcon");
+  ConfigFile f("bloom");
   for (const ArchitectureTraits& t : kArchitectures)
     expect_error_mentioning(f, std::string(t.arch));
 }

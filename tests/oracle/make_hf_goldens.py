@@ -191,6 +191,53 @@ CASES = [
 ]
 
 
+# The LayerNorm families name their epsilon otherwise and have no rms_norm_eps.
+LN_BASE = {k: v for k, v in BASE.items() if k != "rms_norm_eps"}
+CASES += [
+    # StarCoder 2: LayerNorm with biases, biases on q/k/v/o and on the FFN, an FFN without a gate
+    # (c_fc, GELU tanh, c_proj), GQA, tied embeddings, NeoX RoPE. No sliding window: GGUF files
+    # do not carry StarCoder 2's (llama.cpp applies none), so the checkpoint and its conversion
+    # are the same model only without one.
+    case("starcoder2", "Starcoder2ForCausalLM", "Starcoder2Config",
+         ["layernorm with bias", "q/k/v/o biases", "ffn biases", "ungated gelu-tanh ffn", "gqa",
+          "tied"],
+         **LN_BASE, num_hidden_layers=2, rope_theta=100000.0, norm_epsilon=1e-5,
+         sliding_window=None, use_bias=True, tie_word_embeddings=True,
+         hidden_act="gelu_pytorch_tanh"),
+    # Command-R: the parallel block (attention and FFN on one normed input, added together),
+    # Cohere's LayerNorm (mean-centred, weight only), logits times logit_scale, tied
+    # embeddings, adjacent-pair RoPE (Cohere's rotate_half interleaves; the converter keeps it).
+    case("command-r", "CohereForCausalLM", "CohereConfig",
+         ["parallel block", "layernorm without bias", "logit_scale 0.25", "adjacent-pair rope",
+          "gqa", "tied"],
+         **LN_BASE, num_hidden_layers=2, layer_norm_eps=1e-5, logit_scale=0.25,
+         use_qk_norm=False, tie_word_embeddings=True,
+         rope_parameters={"rope_type": "default", "rope_theta": 10000.0}),
+]
+
+# Falcon: fused QKV, an FFN without a gate (exact GELU), LayerNorm with biases, the parallel block.
+FALCON_BASE = dict(vocab_size=VOCAB, hidden_size=64, num_attention_heads=4, num_hidden_layers=2,
+                   layer_norm_epsilon=1e-5, max_position_embeddings=2048, bos_token_id=1,
+                   eos_token_id=2, pad_token_id=0, alibi=False, bias=False, parallel_attn=True,
+                   activation="gelu", tie_word_embeddings=True,
+                   rope_parameters={"rope_type": "default", "rope_theta": 10000.0})
+CASES += [
+    # Falcon 7B's block: one LayerNorm read by the attention and the FFN, multi-query attention
+    # (num_kv_heads says 1 too, as the converter reads it).
+    case("falcon-7b", "FalconForCausalLM", "FalconConfig",
+         ["parallel block", "one layernorm with bias", "multi-query", "fused qkv",
+          "ungated gelu (erf) ffn", "tied"],
+         **FALCON_BASE, new_decoder_architecture=False, multi_query=True, num_kv_heads=1),
+    # Falcon 40B's block: the attention and the FFN each with their own LayerNorm (ln_attn,
+    # ln_mlp), grouped-query attention whose checkpoint interleaves each group's queries, key and
+    # value (the converter regroups them: queries, then keys, then values).
+    case("falcon-40b", "FalconForCausalLM", "FalconConfig",
+         ["parallel block", "two layernorms (ln_attn, ln_mlp)", "gqa, grouped qkv rows",
+          "fused qkv", "ungated gelu (erf) ffn", "tied"],
+         **FALCON_BASE, new_decoder_architecture=True, num_kv_heads=2, num_ln_in_parallel_attn=2),
+]
+
+
 def train_tokenizer(out_dir: pathlib.Path) -> None:
     import sentencepiece as spm
 
@@ -215,7 +262,9 @@ def randomize(model, gemma_norms: bool, seed: int) -> None:
     for name, p in model.named_parameters():
         with torch.no_grad():
             r = torch.randn(p.shape, generator=g, dtype=torch.float64)
-            if "norm" in name:
+            # Falcon's norms are ln_attn, ln_mlp and ln_f.
+            is_norm = "norm" in name or ".ln_" in name
+            if is_norm and not name.endswith("bias"):
                 # Gemma stores w of (1 + w); the others multiply by w directly.
                 p.copy_(0.2 * r if gemma_norms else 1.0 + 0.2 * r)
             elif name.endswith("bias"):
@@ -370,7 +419,8 @@ def try_build_case(c: dict, seed: int) -> bool:
     return True
 
 
-# Runs the converter unchanged except for one thing: its Qwen3-MoE, DeepSeek, OLMo 2 and gpt-oss classes take the
+# Runs the converter unchanged except for one thing: its Qwen3-MoE, DeepSeek, OLMo 2, gpt-oss,
+# StarCoder 2, Command-R and Falcon classes take the
 # vocabulary only from a GPT-2 style tokenizer.json whose pre-tokenizer hash they recognize (a
 # real Qwen or DeepSeek tokenizer), which cannot be had offline; they are pointed at the
 # SentencePiece path its dense Qwen classes already use. Only the vocabulary is affected: every tensor is converted by the
@@ -383,10 +433,16 @@ import conversion.qwen as qwen
 import conversion.deepseek as deepseek
 import conversion.olmo as olmo
 import conversion.gpt_oss as gpt_oss
+import conversion.starcoder as starcoder
+import conversion.command_r as command_r
+import conversion.falcon as falcon
 qwen.Qwen3MoeModel.set_vocab = lambda self: self._set_vocab_sentencepiece()
 deepseek.DeepseekV2Model.set_vocab = lambda self: self._set_vocab_sentencepiece()
 olmo.Olmo2Model.set_vocab = lambda self: self._set_vocab_sentencepiece()
 gpt_oss.GptOssModel.set_vocab = lambda self: self._set_vocab_sentencepiece()
+starcoder.StarCoder2Model.set_vocab = lambda self: self._set_vocab_sentencepiece()
+command_r.CommandR2Model.set_vocab = lambda self: self._set_vocab_sentencepiece()
+falcon.FalconModel.set_vocab = lambda self: self._set_vocab_sentencepiece()
 sys.argv = sys.argv[1:]
 runpy.run_path(str(script), run_name="__main__")
 """

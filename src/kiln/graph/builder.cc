@@ -95,6 +95,7 @@ Value Builder::scale(Value x, double factor) {
 }
 
 Value Builder::gelu(Value x) { return emit(Op::Gelu, {x}); }
+Value Builder::gelu_erf(Value x) { return emit(Op::GeluErf, {x}); }
 Value Builder::silu(Value x) { return emit(Op::Silu, {x}); }
 
 Value Builder::softcap(Value x, double cap) {
@@ -107,6 +108,14 @@ Value Builder::rms_norm(Value x, Value w, double eps) {
   Attrs a;
   a.set("eps", eps);
   return emit(Op::RmsNorm, {x, w}, std::move(a));
+}
+
+Value Builder::layer_norm(Value x, Value w, std::optional<Value> bias, double eps) {
+  Attrs a;
+  a.set("eps", eps);
+  std::vector<Value> inputs = {x, w};
+  if (bias) inputs.push_back(*bias);
+  return emit(Op::LayerNorm, std::move(inputs), std::move(a));
 }
 
 Value Builder::rope(Value x, Value positions, int head_dim, double freq_base, bool neox,

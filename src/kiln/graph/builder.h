@@ -64,10 +64,13 @@ class Builder {
   Value add(Value a, Value b);
   Value mul(Value a, Value b);
   Value scale(Value x, double factor);
-  Value gelu(Value x);
+  Value gelu(Value x);  // the tanh form
+  Value gelu_erf(Value x);
   Value silu(Value x);
   Value softcap(Value x, double cap);
   Value rms_norm(Value x, Value w, double eps);
+  // LayerNorm over the last dimension; bias f32[D] when the model has one.
+  Value layer_norm(Value x, Value w, std::optional<Value> bias, double eps);
   // RoPE on x f32[T, heads*head_dim] at positions i32[T]. freq_factors: an f32[n_rot/2] value
   // (the param of the GGUF's rope_freqs.weight) dividing frequency i; n_rot: the rotated
   // leading dimensions of each head (<arch>.rope.dimension_count), 0 or head_dim: all of

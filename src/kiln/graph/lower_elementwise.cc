@@ -44,6 +44,9 @@ void run_scale(const Step& s, const ScaleArgs& a, const kernels::ExecContext& c)
 void run_gelu(const Step& s, const ElementwiseArgs& a, const kernels::ExecContext& c) {
   kernels::gelu_tanh(fin(s, 0), fout(s, 0), a.count, c);
 }
+void run_gelu_erf(const Step& s, const ElementwiseArgs& a, const kernels::ExecContext& c) {
+  kernels::gelu_erf(fin(s, 0), fout(s, 0), a.count, c);
+}
 void run_silu(const Step& s, const ElementwiseArgs& a, const kernels::ExecContext& c) {
   kernels::silu(fin(s, 0), fout(s, 0), a.count, c);
 }
@@ -62,6 +65,13 @@ void run_rms_norm(const Step& s, const NormArgs& a, const kernels::ExecContext& 
 void run_add_rms_norm(const Step& s, const NormArgs& a, const kernels::ExecContext& c) {
   kernels::add_rms_norm(fin(s, 0), fin(s, 1), fin(s, 2), fout(s, 0), fout(s, 1), a.rows, a.cols,
                         a.eps, c);
+}
+// The bias is input 2, or (a LayerNorm without one: Command-R's) the zeros the step's state
+// holds: the kernel always adds one, and adding zeros leaves every value as it is.
+void run_layer_norm(const Step& s, const NormArgs& a, const kernels::ExecContext& c) {
+  const auto* zeros = static_cast<const std::vector<float>*>(s.state);
+  const float* bias = zeros != nullptr ? zeros->data() : fin(s, 2);
+  kernels::layer_norm(fin(s, 0), fin(s, 1), bias, fout(s, 0), a.rows, a.cols, a.eps, c);
 }
 // The frequency factors (input 2, null when the node has none) are read here, at run time:
 // they are a weight like any other input, so eager and graph mode read the same bytes the
@@ -113,6 +123,9 @@ bool lower_elementwise(const LowerContext& ctx, const Node& node, Lowered& l) {
     case Op::Gelu:
       set_kernel<run_gelu>(s, {.count = out.shape.numel()});
       return true;
+    case Op::GeluErf:
+      set_kernel<run_gelu_erf>(s, {.count = out.shape.numel()});
+      return true;
     case Op::Silu:
       set_kernel<run_silu>(s, {.count = out.shape.numel()});
       return true;
@@ -135,6 +148,18 @@ bool lower_elementwise(const LowerContext& ctx, const Node& node, Lowered& l) {
         set_kernel<run_rms_norm>(s, args);
       } else {
         set_kernel<run_add_rms_norm>(s, args);
+      }
+      return true;
+    }
+    case Op::LayerNorm: {
+      const int64_t cols = in0.shape.cols();
+      set_kernel<run_layer_norm>(s, {.rows = in0.shape.rows(),
+                                     .cols = cols,
+                                     .eps = static_cast<float>(node.attrs.get_float("eps"))});
+      if (node.inputs.size() < 3) {
+        auto zeros = std::make_shared<std::vector<float>>(static_cast<size_t>(cols), 0.0f);
+        s.state = zeros.get();
+        l.owned = zeros;
       }
       return true;
     }

@@ -26,7 +26,9 @@ std::optional<Op> op_from_name(std::string_view name) {
 int optional_inputs(Op op) {
   // moe_ffn: a score bias, or gpt-oss's four biases (shape inference tells them apart).
   if (op == Op::MoeFfn) return 4;
-  return op == Op::Rope || op == Op::QkNormRopeKvWrite || op == Op::Attention ? 1 : 0;
+  return op == Op::Rope || op == Op::QkNormRopeKvWrite || op == Op::Attention || op == Op::LayerNorm
+             ? 1
+             : 0;
 }
 
 int effect_input(Op op) {

@@ -48,11 +48,16 @@ enum class OpGroup {
   /* x * factor */                                                                      \
   X(Scale,            "scale",            1, 1, Elementwise, true)                      \
   X(Gelu,             "gelu",             1, 1, Elementwise, true)                      \
+  /* 0.5x(1 + erf(x / sqrt(2))): the exact GELU (Falcon's); gelu is the tanh form */     \
+  X(GeluErf,          "gelu_erf",         1, 1, Elementwise, true)                      \
   X(Silu,             "silu",             1, 1, Elementwise, true)                      \
   /* cap * tanh(x / cap) */                                                             \
   X(Softcap,          "softcap",          1, 1, Elementwise, true)                      \
   /* (x[...,D], w f32[D]) {eps} -> rms-normalized x * w over the last dimension */       \
   X(RmsNorm,          "rms_norm",         2, 1, Norm,        true)                      \
+  /* (x[...,D], w f32[D] [, b f32[D]]) {eps} -> (x - mean) / sqrt(var + eps) * w (+ b)  \
+      over the last dimension (LayerNorm; var the biased variance); b absent: none */   \
+  X(LayerNorm,        "layer_norm",       2, 1, Norm,        true)                      \
   /* (x f32[T,H*hd], positions i32[T] [, freq_factors f32[n_rot/2]])                    \
       {head_dim, freq_base, neox [, n_rot]}: the first n_rot dims of each head          \
       rotate, pairs (i, i+n_rot/2) when neox, else (2i, 2i+1), frequency i being        \
@@ -132,7 +137,7 @@ inline bool has_side_effect(Op op) {
 // Collectives run on every rank in the same order and are never merged or fused.
 inline bool is_collective(Op op) { return op_info(op).group == OpGroup::Collective; }
 // How many optional inputs may follow the op's `arity` required ones: 1 for rope and
-// qk_norm_rope_kv_write (freq_factors), else 0.
+// qk_norm_rope_kv_write (freq_factors) and layer_norm (its bias), else 0.
 int optional_inputs(Op op);
 // Index of the input that carries the state or an effect token (the kv input of kv_write,
 // attention and qk_norm_rope_kv_write); -1 for ops that touch no state.

@@ -301,6 +301,7 @@ std::vector<ValueType> infer(const Checker& c, Op op, const std::vector<ValueTyp
       c.float_attr("factor");
       return {in[0]};
     case Op::Gelu:
+    case Op::GeluErf:
     case Op::Silu:
       activation(c, 0, "x");
       return {in[0]};
@@ -311,6 +312,11 @@ std::vector<ValueType> infer(const Checker& c, Op op, const std::vector<ValueTyp
     case Op::RmsNorm:
       activation(c, 0, "x");
       norm_weight(c, 0, 1);
+      return {in[0]};
+    case Op::LayerNorm:
+      activation(c, 0, "x");
+      norm_weight(c, 0, 1);
+      if (in.size() > 2) norm_weight(c, 0, 2);  // the bias: one value per column, like w
       return {in[0]};
     case Op::Rope: {
       heads_of(c, 0, "x", rope_attrs(c, in, 2));

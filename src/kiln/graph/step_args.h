@@ -36,7 +36,7 @@ struct BinaryArgs {
   bool row_broadcast;
 };
 
-// Flat elementwise kernels (mul, gelu, silu, gelu_mul, silu_mul) over `count` floats.
+// Flat elementwise kernels (mul, gelu, gelu_erf, silu, gelu_mul, silu_mul) over `count` floats.
 struct ElementwiseArgs {
   int64_t count;
 };
@@ -51,7 +51,7 @@ struct SoftcapArgs {
   float cap;
 };
 
-// rms_norm and add_rms_norm over rows of cols floats.
+// rms_norm, add_rms_norm and layer_norm over rows of cols floats.
 struct NormArgs {
   int64_t rows;
   int64_t cols;

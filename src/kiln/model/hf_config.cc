@@ -246,6 +246,41 @@ bool has_experts(const json& c, const HfArchitecture& name, const ArchitectureTr
   return false;
 }
 
+// Falcon's KV heads: num_kv_heads in the new decoder architecture (40B, 180B), else one
+// (multi_query: 7B) or one per query head.
+int falcon_kv_heads(const json& c, int n_heads) {
+  if (try_bool(c, "new_decoder_architecture").value_or(false)) {
+    return try_int32(c, "num_kv_heads").value_or(n_heads);
+  }
+  return try_bool(c, "multi_query").value_or(true) ? 1 : n_heads;
+}
+
+// The Falcon variants kiln does not run (llama.cpp's falcon does not either): ALiBi instead of
+// RoPE, biases on the projections, the attention and the MLP one after the other.
+void refuse_falcon_variants(const json& c) {
+  KILN_CHECK(!try_bool(c, "alibi").value_or(false),
+             "config.json: Falcon with ALiBi positions (alibi) is not supported");
+  KILN_CHECK(!try_bool(c, "bias").value_or(false),
+             "config.json: Falcon with biases on its projections (bias) is not supported");
+  KILN_CHECK(try_bool(c, "new_decoder_architecture").value_or(false) ||
+                 try_bool(c, "parallel_attn").value_or(true),
+             "config.json: Falcon with the attention and the MLP in sequence (parallel_attn false) "
+             "is not supported");
+}
+
+// config.json's hidden_act for the row's FFN (the ACT2FN names of transformers).
+std::string expected_activation(const ArchitectureTraits& t) {
+  switch (t.plain_ffn) {
+    case PlainFfn::kGeluTanh:
+      return "gelu_pytorch_tanh";
+    case PlainFfn::kGeluErf:
+      return "gelu";
+    case PlainFfn::kNone:
+      break;
+  }
+  return "silu";
+}
+
 }  // namespace
 
 std::vector<float> llama3_rope_factors(int n_rot, double theta, double factor,
@@ -284,10 +319,19 @@ HfModelConfig model_config_from_hf(const json& c) {
   const bool moe = has_experts(c, name, traits);
   m.n_layers = get_int32(c, "num_hidden_layers");
   m.n_embd = get_int32(c, "hidden_size");
-  m.n_ff = moe ? try_int32(c, "intermediate_size").value_or(1) : get_int32(c, "intermediate_size");
+  const bool falcon = name.arch == "falcon";
+  if (falcon) {
+    m.n_ff = try_int32(c, "ffn_hidden_size").value_or(4 * m.n_embd);
+  } else {
+    m.n_ff =
+        moe ? try_int32(c, "intermediate_size").value_or(1) : get_int32(c, "intermediate_size");
+  }
   m.n_heads = get_int32(c, "num_attention_heads");
-  m.n_kv_heads = try_int32(c, "num_key_value_heads").value_or(m.n_heads);
-  m.context_length = get_int(c, "max_position_embeddings");
+  m.n_kv_heads = falcon ? falcon_kv_heads(c, m.n_heads)
+                        : try_int32(c, "num_key_value_heads").value_or(m.n_heads);
+  // Falcon's config.json may leave the context out: 2048, as its converter writes.
+  m.context_length = falcon ? try_int(c, "max_position_embeddings").value_or(2048)
+                            : get_int(c, "max_position_embeddings");
   m.rms_eps = try_number(c, "rms_norm_eps").value_or(1e-6);
   m.vocab = get_int(c, "vocab_size");
   KILN_CHECK(m.n_layers > 0 && m.n_embd > 0 && m.n_ff > 0 && m.n_heads > 0 && m.n_kv_heads > 0 &&
@@ -311,11 +355,12 @@ HfModelConfig model_config_from_hf(const json& c) {
   KILN_CHECK(m.head_dim > 0 && m.head_dim % 2 == 0, "head_dim {} must be even", m.head_dim);
   m.layers.resize(m.n_layers);
   m.attention_scale = 1.0 / std::sqrt(static_cast<double>(m.head_dim));
-  m.tied_output = try_bool(c, "tie_word_embeddings").value_or(traits.gemma);
+  // Gemma and Falcon tie their LM head unless the config says otherwise.
+  m.tied_output = try_bool(c, "tie_word_embeddings").value_or(traits.gemma || falcon);
   apply_architecture_traits(traits, m);
   // Hugging Face checkpoints keep Q/K rows in the order of rotate_half (NeoX pairs i, i + n/2),
-  // Llama and Mistral included.
-  m.rope_neox = true;
+  // Llama and Mistral included; Cohere's rotate_half rotates adjacent pairs.
+  m.rope_neox = name.arch != "command-r";
 
   if (traits.gemma) {
     read_gemma(c, traits, h);
@@ -328,9 +373,17 @@ HfModelConfig model_config_from_hf(const json& c) {
     return h;
   }
 
-  // Every other family: SiLU, no post norms, one RoPE for every layer.
-  const std::string act = try_string(c, "hidden_act").value_or("silu");
-  KILN_CHECK(act == "silu", "activation '{}' is not supported for {}", act, m.arch);
+  // Every other family: SiLU (or its row's plain FFN's GELU), no post norms, one RoPE for every
+  // layer.
+  const std::string act =
+      try_string(c, falcon ? "activation" : "hidden_act").value_or(expected_activation(traits));
+  KILN_CHECK(act == expected_activation(traits), "activation '{}' is not supported for {}", act,
+             m.arch);
+  if (traits.layer_norm) {
+    m.rms_eps = try_number(c, "norm_epsilon")
+                    .value_or(try_number(c, "layer_norm_eps")
+                                  .value_or(try_number(c, "layer_norm_epsilon").value_or(1e-5)));
+  }
   if (!traits.qkv_bias) {
     KILN_CHECK(
         !try_bool(c, "attention_bias").value_or(false) && !try_bool(c, "mlp_bias").value_or(false),
@@ -356,12 +409,17 @@ HfModelConfig model_config_from_hf(const json& c) {
                             need("high_freq_factor"), need("original_max_position_embeddings"));
     m.rope_freq_factors = true;
   }
-  for (auto& layer : m.layers) layer = {false, 0, rope.theta};
-  // Hugging Face's Phi-3 always stores qkv_proj and gate_up_proj fused.
+  // StarCoder 2 slides every layer when its config sets a window (as transformers does; GGUF
+  // files do not carry it).
+  const int window = m.arch == "starcoder2" ? try_int32(c, "sliding_window").value_or(0) : 0;
+  for (auto& layer : m.layers) layer = {window > 0, window, rope.theta};
+  // Hugging Face's Phi-3 always stores qkv_proj and gate_up_proj fused, Falcon its
+  // query_key_value (its FFN has no gate).
   if (traits.fused_projections) {
     m.fused_qkv = true;
-    m.fused_gate_up = true;
+    m.fused_gate_up = m.gated_ffn;
   }
+  if (falcon) refuse_falcon_variants(c);
   if (moe) read_moe(c, name, m);
   if (m.arch == "granite") {
     if (auto a = try_number(c, "attention_multiplier")) m.attention_scale = *a;
@@ -369,6 +427,12 @@ HfModelConfig model_config_from_hf(const json& c) {
     m.residual_scale = try_number(c, "residual_multiplier").value_or(1.0);
     m.logit_scale = try_number(c, "logits_scaling").value_or(1.0);
     KILN_CHECK(m.logit_scale > 0, "config.json: 'logits_scaling' must be positive");
+  }
+  if (m.arch == "command-r") {
+    KILN_CHECK(!try_bool(c, "use_qk_norm").value_or(false),
+               "config.json: use_qk_norm (Command-R+'s Q/K LayerNorms) is not supported");
+    m.logit_multiplier = try_number(c, "logit_scale").value_or(1.0);
+    KILN_CHECK(m.logit_multiplier > 0, "config.json: 'logit_scale' must be positive");
   }
   return h;
 }

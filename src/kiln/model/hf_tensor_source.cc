@@ -91,6 +91,11 @@ void HfTensorSource::check_shape(const std::string& name, const Shape& expected)
 
 void HfTensorSource::map_names(const HfModelConfig& h) {
   const ModelConfig& c = h.config;
+  if (c.arch == "falcon") {  // a naming of its own (transformer.h.N)
+    map_falcon(c);
+    finish_names(c);
+    return;
+  }
   const bool gemma = h.gemma_norm_offset;
   const Kind norm = gemma ? Kind::kPlusOne : Kind::kAsStored;
   const int64_t embd = c.n_embd;
@@ -99,6 +104,7 @@ void HfTensorSource::map_names(const HfModelConfig& h) {
 
   add("token_embd.weight", Kind::kAsStored, {"model.embed_tokens.weight"});
   add("output_norm.weight", norm, {"model.norm.weight"});
+  add_optional("output_norm.bias", "model.norm.bias");  // LayerNorm's (StarCoder 2)
   if (!c.tied_output) add("output.weight", Kind::kAsStored, {"lm_head.weight"});
   if (c.rope_freq_factors) {
     Recipe r;
@@ -111,7 +117,10 @@ void HfTensorSource::map_names(const HfModelConfig& h) {
   for (int il = 0; il < c.n_layers; ++il) {
     const std::string hf = "model.layers." + std::to_string(il) + ".";
     const std::string blk = "blk." + std::to_string(il) + ".";
-    if (c.pre_norms) add(blk + "attn_norm.weight", norm, {hf + "input_layernorm.weight"});
+    if (c.pre_norms) {
+      add(blk + "attn_norm.weight", norm, {hf + "input_layernorm.weight"});
+      add_optional(blk + "attn_norm.bias", hf + "input_layernorm.bias");
+    }
     if (c.mla) {
       map_mla_attention(c, hf, blk);
     } else if (c.fused_qkv) {
@@ -136,7 +145,9 @@ void HfTensorSource::map_names(const HfModelConfig& h) {
       add(blk + "attn_q_norm.weight", norm, {hf + "self_attn.q_norm.weight"});
       add(blk + "attn_k_norm.weight", norm, {hf + "self_attn.k_norm.weight"});
     }
-    if (!c.pre_norms) {  // OLMo 2: norms after the attention and the FFN only
+    if (c.parallel_block) {
+      // Command-R: the attention's input norm is the FFN's too
+    } else if (!c.pre_norms) {  // OLMo 2: norms after the attention and the FFN only
       add(blk + "post_attention_norm.weight", norm, {hf + "post_attention_layernorm.weight"});
       add(blk + "post_ffw_norm.weight", norm, {hf + "post_feedforward_layernorm.weight"});
     } else if (c.post_norms) {
@@ -145,6 +156,7 @@ void HfTensorSource::map_names(const HfModelConfig& h) {
       add(blk + "post_ffw_norm.weight", norm, {hf + "post_feedforward_layernorm.weight"});
     } else {
       add(blk + c.ffn_norm + ".weight", norm, {hf + "post_attention_layernorm.weight"});
+      add_optional(blk + c.ffn_norm + ".bias", hf + "post_attention_layernorm.bias");
     }
     if (c.arch == "gpt-oss") {
       map_gpt_oss_experts(c, hf, blk);
@@ -178,6 +190,8 @@ void HfTensorSource::map_names(const HfModelConfig& h) {
         check_shape(blk + "ffn_gate_shexp.weight", Shape{c.n_ff_shared, embd});
         check_shape(blk + "ffn_down_shexp.weight", Shape{embd, c.n_ff_shared});
       }
+    } else if (!c.gated_ffn) {
+      map_plain_ffn(c, hf, blk);
     } else if (c.fused_gate_up) {
       // Phi-3's gate_up_proj holds the gate rows, then the up rows (fused_tensors.h).
       add(blk + "ffn_up.weight", Kind::kAsStored, {hf + "mlp.gate_up_proj.weight"});
@@ -195,13 +209,17 @@ void HfTensorSource::map_names(const HfModelConfig& h) {
   check_shape("token_embd.weight", Shape{c.vocab, embd});
   check_shape("output.weight", Shape{c.vocab, embd});
   check_shape("output_norm.weight", Shape{embd});
+  finish_names(c);
+}
 
+void HfTensorSource::finish_names(const ModelConfig& c) {
   // Matrices are quantized as llama.cpp's converter quantizes them: the router
   // (ffn_gate_inp), which picks the experts, is kept, and a matrix whose rows are not whole
   // blocks becomes F16.
   if (quantize_) {
     for (auto& [name, r] : recipes_) {
-      if (r.kind != Kind::kAsStored && r.kind != Kind::kStacked && r.kind != Kind::kRearranged)
+      if (r.kind != Kind::kAsStored && r.kind != Kind::kStacked && r.kind != Kind::kRearranged &&
+          r.kind != Kind::kRowsReordered)
         continue;
       const Shape shape = tensor_info(name).shape;
       // gpt-oss's expert biases are [experts, width] but biases all the same: kept f32.
@@ -221,6 +239,19 @@ void HfTensorSource::map_names(const HfModelConfig& h) {
       KILN_LOG_WARN("ignoring checkpoint tensor '{}' ({} does not use it)", hf_name, c.arch);
     }
   }
+}
+
+// An FFN without a gate: StarCoder 2's c_fc and c_proj, with their biases when it has them.
+void HfTensorSource::map_plain_ffn(const ModelConfig& c, const std::string& hf,
+                                   const std::string& blk) {
+  const std::string up = hf + "mlp.c_fc.";
+  const std::string down = hf + "mlp.c_proj.";
+  add(blk + "ffn_up.weight", Kind::kAsStored, {up + "weight"});
+  add_optional(blk + "ffn_up.bias", up + "bias");
+  add(blk + "ffn_down.weight", Kind::kAsStored, {down + "weight"});
+  add_optional(blk + "ffn_down.bias", down + "bias");
+  check_shape(blk + "ffn_up.weight", Shape{c.n_ff, c.n_embd});
+  check_shape(blk + "ffn_down.weight", Shape{c.n_embd, c.n_ff});
 }
 
 // DeepSeek's latent attention, under the names llama.cpp's converter gives it (kv_b_proj kept
@@ -435,6 +466,8 @@ Tensor HfTensorSource::stored_tensor(const Recipe& r, const std::string& name) c
       return rearranged(r);
     case Kind::kMxfp4:
       return mxfp4(r);
+    case Kind::kRowsReordered:
+      return rows_reordered(r);
     case Kind::kAsStored: {
       Tensor w = load(r.sources[0]);
       if (w.shape().rank() != 1 || w.dtype() == DType::F32) return w;

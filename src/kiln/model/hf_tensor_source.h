@@ -51,7 +51,7 @@ class HfTensorSource final : public TensorSource {
     const SafetensorsFile* file;
     const SafetensorsTensorInfo* info;
   };
-  enum class Kind { kAsStored, kPlusOne, kStacked, kComputed, kRearranged, kMxfp4 };
+  enum class Kind { kAsStored, kPlusOne, kStacked, kComputed, kRearranged, kMxfp4, kRowsReordered };
   struct Recipe {
     Kind kind = Kind::kAsStored;
     // kRearranged (gpt-oss experts, f32): the last dimension's even (0) or odd (1) entries, or
@@ -61,6 +61,7 @@ class HfTensorSource final : public TensorSource {
     std::optional<DType> serve_as;     // --quantize: the type this matrix is converted to
     std::vector<std::string> sources;  // HF names (kStacked: one per expert)
     Tensor computed;                   // kComputed
+    std::vector<int64_t> row_order;    // kRowsReordered: row i is the stored row row_order[i]
   };
 
   const Stored& stored(const std::string& hf_name) const;
@@ -72,6 +73,10 @@ class HfTensorSource final : public TensorSource {
   void map_names(const HfModelConfig& config);
   void map_mla_attention(const ModelConfig& c, const std::string& hf, const std::string& blk);
   void map_gpt_oss_experts(const ModelConfig& c, const std::string& hf, const std::string& blk);
+  void map_plain_ffn(const ModelConfig& c, const std::string& hf, const std::string& blk);
+  void map_falcon(const ModelConfig& c);  // hf_falcon_tensors.cc
+  Tensor rows_reordered(const Recipe& r) const;
+  void finish_names(const ModelConfig& c);
   void add_rearranged(const std::string& name, const std::string& hf_name, int parity,
                       bool transpose);
   Shape rearranged_shape(const Recipe& r) const;

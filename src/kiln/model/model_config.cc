@@ -143,6 +143,18 @@ void read_gpt_oss(const GgufFile& file, const std::string& p, ModelConfig& c, do
                    /*truncate=*/false);
 }
 
+// Command-R beyond its row: the logit multiplier (optional, as llama.cpp reads it: absent or 0
+// is none), and a refusal of the Q/K LayerNorms of Command-R+ (one weight row per head, which
+// llama.cpp loads only for 64 layers and more) instead of running without them.
+void read_command_r(const GgufFile& file, const std::string& p, ModelConfig& c) {
+  const double scale = file.try_get_f32(p + "logit_scale").value_or(0.0f);
+  KILN_CHECK(scale >= 0, "{}logit_scale must not be negative", p);
+  if (scale > 0) c.logit_multiplier = scale;
+  KILN_CHECK(!file.has_tensor("blk.0.attn_q_norm.weight"),
+             "the command-r model has Q/K norms (blk.0.attn_q_norm.weight: Command-R+), which kiln "
+             "does not run");
+}
+
 // Whether the file's FFNs are mixtures of experts: always, never, or (Mixtral, architecture
 // llama) when it has expert_count. A dense-only architecture whose file has experts is refused
 // here rather than by a missing dense tensor later.
@@ -184,6 +196,11 @@ void apply_architecture_traits(const ArchitectureTraits& t, ModelConfig& c) {
   c.post_norms = t.gemma;
   c.scale_embeddings = t.gemma;
   c.activation = t.gemma ? Activation::GeluTanh : Activation::Silu;
+  c.layer_norm = t.layer_norm;
+  c.gated_ffn = t.plain_ffn == PlainFfn::kNone;
+  if (t.plain_ffn == PlainFfn::kGeluTanh) c.activation = Activation::GeluTanh;
+  if (t.plain_ffn == PlainFfn::kGeluErf) c.activation = Activation::GeluErf;
+  c.parallel_block = t.parallel_block;
   if (t.arch == "olmo2") {
     c.post_norms = true;
     c.pre_norms = false;
@@ -228,7 +245,8 @@ ModelConfig read_model_config(const GgufFile& file) {
   c.n_kv_heads =
       static_cast<int>(file.try_get_u32(p + "attention.head_count_kv").value_or(c.n_heads));
   c.context_length = file.get_u32(p + "context_length");
-  c.rms_eps = file.get_f32(p + "attention.layer_norm_rms_epsilon");
+  c.rms_eps = file.get_f32(p + (traits.layer_norm ? "attention.layer_norm_epsilon"
+                                                  : "attention.layer_norm_rms_epsilon"));
   KILN_CHECK(c.n_layers > 0 && c.n_embd > 0 && c.n_ff > 0 && c.n_heads > 0 && c.n_kv_heads > 0,
              "model dimensions must be positive");
   KILN_CHECK(c.n_layers <= kMaxLayers, "block_count {} is more than kiln supports ({})", c.n_layers,
@@ -272,7 +290,7 @@ ModelConfig read_model_config(const GgufFile& file) {
   }
   if (traits.fused_projections) {
     c.fused_qkv = file.has_tensor("blk.0.attn_qkv.weight");
-    c.fused_gate_up = !file.has_tensor("blk.0.ffn_gate.weight");
+    c.fused_gate_up = c.gated_ffn && !file.has_tensor("blk.0.ffn_gate.weight");
   }
   if (moe) read_moe(file, p, c, mla);
   if (mla) read_deepseek2_rest(file, p, c);
@@ -284,6 +302,7 @@ ModelConfig read_model_config(const GgufFile& file) {
     c.residual_scale = file.try_get_f32(p + "residual_scale").value_or(1.0f);
     KILN_CHECK(c.logit_scale > 0, "{}logit_scale must be positive", p);
   }
+  if (c.arch == "command-r") read_command_r(file, p, c);
   if (auto scale = file.try_get_f32(p + "attention.scale"); scale && *scale > 0) {
     c.attention_scale = *scale;
   }

@@ -13,7 +13,7 @@ namespace kiln::model {
 class GgufFile;
 struct ArchitectureTraits;
 
-enum class Activation { GeluTanh, Silu };
+enum class Activation { GeluTanh, Silu, GeluErf };
 
 struct LayerConfig {
   bool sliding = false;  // local (sliding-window) attention layer
@@ -38,8 +38,8 @@ struct ModelConfig {
   int n_rot = 0;  // rotary dimensions of a head (< head_dim: partial rotary, e.g. Phi-4-mini)
   int64_t vocab = 0;
   int64_t context_length = 0;
-  double rms_eps = 1e-6;
-  bool rope_neox = false;          // rotate halves (NeoX) vs adjacent pairs (normal)
+  double rms_eps = 1e-6;   // the epsilon of every norm (LayerNorm's where layer_norm is set)
+  bool rope_neox = false;  // rotate halves (NeoX) vs adjacent pairs (normal)
   bool rope_freq_factors = false;  // the file has kRopeFreqsTensor (llama3 rope scaling)
   bool qkv_bias = false;           // qwen2
   bool qk_norm = false;            // gemma3, qwen3, qwen3moe: per-head RMSNorm on Q and K
@@ -51,6 +51,14 @@ struct ModelConfig {
   bool fused_qkv = false;          // phi3: one attn_qkv tensor (rows q, then k, then v)
   bool fused_gate_up = false;      // phi3: ffn_up holds gate rows then up rows (2 * n_ff)
   Activation activation = Activation::Silu;
+  // The block's form (architecture_traits.h): LayerNorm for the block and final norms, with
+  // the file's biases where it has them (starcoder2, command-r, falcon); an FFN without a gate,
+  // ffn_down(act(ffn_up)) with the projections' biases where the file has them (starcoder2,
+  // falcon); attention and FFN reading one normed input (falcon 40B: the attention its own,
+  // attn_norm_2), both added to the residual at once (command-r, falcon).
+  bool layer_norm = false;
+  bool gated_ffn = true;
+  bool parallel_block = false;
   double attention_scale = 0;      // 1/sqrt(head_dim) unless the architecture says otherwise
   double attn_logit_softcap = 0;   // gemma2: cap * tanh(score / cap) before softmax; 0: none
   double final_logit_softcap = 0;  // 0: none
@@ -59,6 +67,8 @@ struct ModelConfig {
   double embedding_scale = 1.0;
   double residual_scale = 1.0;
   double logit_scale = 1.0;
+  // Command-R multiplies its logits by its logit_scale (0.0625 in v01), where Granite divides.
+  double logit_multiplier = 1.0;
   // Mixture of experts (qwen3moe, Mixtral): every layer's FFN routes each token to n_experts_used
   // of n_experts experts of width n_ff_expert, weighted by the renormalized router softmax.
   int n_experts = 0;

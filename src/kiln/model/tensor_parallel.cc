@@ -115,7 +115,7 @@ TpShard shard_model(const ModelConfig& full, const FusedTensorMap& fused,
     cut.rows(blk + ".attn_k", kv_first * hd, (kv_first + kv_heads) * hd);
     cut.rows(blk + ".attn_v", kv_first * hd, (kv_first + kv_heads) * hd);
     cut.columns(blk + ".attn_output", rank * heads * hd, (rank + 1) * heads * hd);
-    cut.rows(blk + ".ffn_gate", rank * ff, (rank + 1) * ff);
+    if (full.gated_ffn) cut.rows(blk + ".ffn_gate", rank * ff, (rank + 1) * ff);
     cut.rows(blk + ".ffn_up", rank * ff, (rank + 1) * ff);
     cut.columns(blk + ".ffn_down", rank * ff, (rank + 1) * ff);
   }

@@ -46,7 +46,7 @@ class ForwardBuilder {
     if (s_.hidden_rows > 0) {
       KILN_CHECK(c_.tp_size == 1, "hidden-state outputs are not supported with tensor parallel");
       Value rows = b_.input(input_names::kHiddenRows, DType::I32, {s_.hidden_rows});
-      hidden = b_.rms_norm(b_.take_rows(x, rows), weight("output_norm.weight"), c_.rms_eps);
+      hidden = norm(b_.take_rows(x, rows), "output_norm");
     }
     if (!s_.logits) {
       KILN_CHECK(hidden.has_value(), "a forward step with neither logits nor hidden states");
@@ -57,22 +57,19 @@ class ForwardBuilder {
       Value rows = b_.input(input_names::kLogitRows, DType::I32, {s_.logit_rows});
       x = b_.take_rows(x, rows);
     }
-    x = b_.rms_norm(x, weight("output_norm.weight"), c_.rms_eps);
+    x = norm(x, "output_norm");
     if (c_.tp_size > 1) {
       // This rank's vocabulary rows: greedy ids come from a distributed argmax, logits are
       // gathered from every rank's slice.
       Value logits = b_.matmul(x, weight(kTpLmHeadTensor));
-      if (c_.logit_scale != 1.0 && !s_.greedy) logits = b_.scale(logits, 1.0 / c_.logit_scale);
-      if (c_.final_logit_softcap > 0) logits = b_.softcap(logits, c_.final_logit_softcap);
+      logits = scale_logits(logits);
       b_.output(s_.greedy ? b_.all_argmax(logits, c_.vocab)
                           : b_.all_gather_vocab(logits, c_.vocab));
       return b_.finish();
     }
     Value head = weight(c_.tied_output ? "token_embd.weight" : "output.weight");
     Value logits = b_.matmul(x, head);
-    // Granite divides the logits; a positive factor leaves greedy's argmax as it is.
-    if (c_.logit_scale != 1.0 && !s_.greedy) logits = b_.scale(logits, 1.0 / c_.logit_scale);
-    if (c_.final_logit_softcap > 0) logits = b_.softcap(logits, c_.final_logit_softcap);
+    logits = scale_logits(logits);
     b_.output(s_.greedy ? b_.argmax(logits) : logits);
     if (hidden) b_.output(*hidden);
     return b_.finish();
@@ -86,11 +83,28 @@ class ForwardBuilder {
   }
   bool has_weight(const std::string& name) { return weights_(name).has_value(); }
 
+  // Granite divides the logits, Command-R multiplies them; a positive factor leaves greedy's
+  // argmax as it is, so greedy steps skip it. Then Gemma's final softcap.
+  Value scale_logits(Value logits) {
+    if (c_.logit_scale != 1.0 && !s_.greedy) logits = b_.scale(logits, 1.0 / c_.logit_scale);
+    if (c_.logit_multiplier != 1.0 && !s_.greedy) logits = b_.scale(logits, c_.logit_multiplier);
+    if (c_.final_logit_softcap > 0) logits = b_.softcap(logits, c_.final_logit_softcap);
+    return logits;
+  }
+
   // y = x w^T (+ bias when the file has one).
   Value linear(Value x, const std::string& prefix) {
     Value y = b_.matmul(x, weight(prefix + ".weight"));
     if (has_weight(prefix + ".bias")) y = b_.add(y, weight(prefix + ".bias"));
     return y;
+  }
+
+  // The block's and the final norm: RMSNorm, or LayerNorm with the file's bias when it has one.
+  Value norm(Value x, const std::string& prefix) {
+    if (!c_.layer_norm) return b_.rms_norm(x, weight(prefix + ".weight"), c_.rms_eps);
+    std::optional<Value> bias;
+    if (has_weight(prefix + ".bias")) bias = weight(prefix + ".bias");
+    return b_.layer_norm(x, weight(prefix + ".weight"), bias, c_.rms_eps);
   }
 
   // Per-head RMSNorm: view [T, H*hd] as [T*H, hd] rows.
@@ -109,6 +123,11 @@ class ForwardBuilder {
 
   // suffix: "" for a dense layer, "_shexp" for DeepSeek's shared experts.
   Value dense_ffn(Value h, const std::string& blk, const std::string& suffix = "") {
+    if (!c_.gated_ffn) {  // StarCoder 2, Falcon: up, activation, down (with their biases)
+      Value up = linear(h, blk + ".ffn_up" + suffix);
+      Value act = c_.activation == Activation::GeluErf ? b_.gelu_erf(up) : b_.gelu(up);
+      return linear(act, blk + ".ffn_down" + suffix);
+    }
     Value gate = b_.matmul(h, weight(blk + ".ffn_gate" + suffix + ".weight"));
     Value up = b_.matmul(h, weight(blk + ".ffn_up" + suffix + ".weight"));
     Value act = c_.activation == Activation::GeluTanh ? b_.gelu(gate) : b_.silu(gate);
@@ -196,7 +215,8 @@ class ForwardBuilder {
     const std::string blk = "blk." + std::to_string(il);
     const LayerConfig& lc = c_.layers[il];
 
-    Value h = c_.pre_norms ? b_.rms_norm(x, weight(blk + ".attn_norm.weight"), c_.rms_eps) : x;
+    if (c_.parallel_block) return parallel_layer(il, x, kv);
+    Value h = c_.pre_norms ? norm(x, blk + ".attn_norm") : x;
     Value o = c_.mla ? mla_attention(il, h, kv, lc, blk) : attention(il, h, kv, lc, blk);
     // Under tensor parallelism o is this rank's heads' share: the sum over ranks is the output.
     if (c_.tp_size > 1) o = b_.all_reduce(o);
@@ -204,12 +224,27 @@ class ForwardBuilder {
     if (c_.residual_scale != 1.0) o = b_.scale(o, c_.residual_scale);
     x = b_.add(x, o);
 
-    h = c_.pre_norms ? b_.rms_norm(x, weight(blk + "." + c_.ffn_norm + ".weight"), c_.rms_eps) : x;
+    h = c_.pre_norms ? norm(x, blk + "." + c_.ffn_norm) : x;
     Value d = ffn(il, h, blk);
     if (c_.tp_size > 1) d = b_.all_reduce(d);  // this rank's FFN columns' share, summed
     if (c_.post_norms) d = b_.rms_norm(d, weight(blk + ".post_ffw_norm.weight"), c_.rms_eps);
     if (c_.residual_scale != 1.0) d = b_.scale(d, c_.residual_scale);
     return b_.add(x, d);
+  }
+
+  // Command-R, Falcon: attention and FFN read the same normed input (Falcon 40B: the attention
+  // its own, attn_norm_2) and join the residual together, x + attn + ffn, in transformers' order.
+  Value parallel_layer(int il, Value x, Value& kv) {
+    const std::string blk = "blk." + std::to_string(il);
+    Value h = norm(x, blk + ".attn_norm");
+    Value h_attn = has_weight(blk + ".attn_norm_2.weight") ? norm(x, blk + ".attn_norm_2") : h;
+    Value o = attention(il, h_attn, kv, c_.layers[il], blk);
+    Value d = ffn(il, h, blk);
+    if (c_.tp_size > 1) {  // each rank's share of both, summed
+      o = b_.all_reduce(o);
+      d = b_.all_reduce(d);
+    }
+    return b_.add(b_.add(x, o), d);
   }
 
   Value attention(int il, Value h, Value& kv, const LayerConfig& lc, const std::string& blk) {
