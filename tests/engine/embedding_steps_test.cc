@@ -20,10 +20,8 @@ namespace {
 namespace fs = std::filesystem;
 
 engine::GenerateRequest generation(int prompt_len, uint64_t seed, int64_t vocab, int new_tokens) {
-  std::mt19937_64 rng(seed);
   engine::GenerateRequest r;
-  for (int i = 0; i < prompt_len; ++i)
-    r.prompt_ids.push_back(static_cast<int32_t>(3 + rng() % static_cast<uint64_t>(vocab - 3)));
+  r.prompt_ids = random_ids(prompt_len, seed, vocab);
   r.sampling.temperature = 0.0;
   r.stop.max_new_tokens = new_tokens;
   r.stop.ignore_eos = true;

@@ -19,10 +19,8 @@ namespace {
 namespace fs = std::filesystem;
 
 engine::GenerateRequest request(int prompt_len, uint64_t seed, int64_t vocab, bool sampled) {
-  std::mt19937_64 rng(seed);
   engine::GenerateRequest r;
-  for (int i = 0; i < prompt_len; ++i)
-    r.prompt_ids.push_back(static_cast<int32_t>(3 + rng() % static_cast<uint64_t>(vocab - 3)));
+  r.prompt_ids = random_ids(prompt_len, seed, vocab);
   r.sampling.temperature = sampled ? 0.8 : 0.0;
   r.sampling.seed = seed;
   r.stop.max_new_tokens = 24;

@@ -27,6 +27,15 @@ inline engine::RuntimeOptions tiny_runtime_options(const std::filesystem::path& 
   return o;
 }
 
+// `len` random ordinary ids (ids 0-2 are left to the fixtures' special tokens), seeded.
+inline std::vector<int32_t> random_ids(int len, uint64_t seed, int64_t vocab) {
+  std::mt19937_64 rng(seed);
+  std::vector<int32_t> ids;
+  for (int i = 0; i < len; ++i)
+    ids.push_back(static_cast<int32_t>(3 + rng() % static_cast<uint64_t>(vocab - 3)));
+  return ids;
+}
+
 // n prompts of random ordinary ids (ids 0-2 are left to the fixtures' special tokens), of very
 // different lengths: 1 .. max_len tokens each.
 inline std::vector<std::vector<int32_t>> random_prompts(int n, int64_t vocab, uint32_t seed,
