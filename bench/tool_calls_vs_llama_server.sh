@@ -11,26 +11,10 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 source bench/llama_cpp_build.sh
 source bench/server_health.sh
-K=build/release/kiln
-model=${1:-qwen2.5-coder-1.5b}
-O=${2:-build/release/tool-calls}
-threads=${THREADS:-2} port=${PORT:-31578}
-mkdir -p "$O"
-[[ -f $model ]] || model=$($K pull "$model") || exit 1
-url=http://127.0.0.1:$port
-llama_bin=""
-if [[ " ${ENGINES:-kiln llama} " == *" llama "* ]]; then
-  llama_bin=$(llama_cpp_bin_dir "$O" llama-server) || exit 1
-fi
+engine_servers "${1:-qwen2.5-coder-1.5b}" "${2:-build/release/tool-calls}" "${PORT:-31578}" || exit 1
 
 start_server() {  # engine log
-  case $1 in
-    kiln) $K serve -m "$model" --port "$port" --threads "$threads" >"$2" 2>&1 & ;;
-    llama) "$llama_bin/llama-server" -m "$model" --port "$port" -t "$threads" -np 1 -c 8192 \
-      --jinja >"$2" 2>&1 & ;;
-  esac
-  pid=$!
-  wait_until_healthy "$url" "$pid" "$1" "$2"
+  start_engine_server "$1" "$2" -np 1 -c 8192 --jinja
 }
 
 files=()
