@@ -14,7 +14,6 @@
 
 #include "kiln/base/bounded_json.h"
 #include "kiln/base/error.h"
-#include "kiln/engine/json/token_trie.h"
 
 namespace kiln::fuzz {
 
@@ -42,15 +41,6 @@ void refusing_bad_input(F&& body) {
     body();
   } catch (const Error&) {
   }
-}
-
-// The constraint fuzzers' small vocabulary as a trie: token i is pieces[i] (the end-of-sequence
-// id is pieces.size(), outside the trie).
-inline kiln::engine::TokenTrie trie_of(const std::vector<std::string>& pieces) {
-  std::vector<std::pair<int32_t, std::string>> tokens;
-  for (size_t i = 0; i < pieces.size(); ++i)
-    tokens.emplace_back(static_cast<int32_t>(i), pieces[i]);
-  return kiln::engine::TokenTrie(std::move(tokens));
 }
 
 }  // namespace kiln::fuzz

@@ -17,6 +17,7 @@
 #include "kiln/engine/grammar/grammar_matcher.h"
 #include "kiln/engine/grammar/grammar_token_mask.h"
 #include "kiln/engine/json/constraint_budget.h"
+#include "kiln/engine/json/token_trie.h"
 
 namespace {
 
@@ -30,7 +31,7 @@ const std::vector<std::string>& pieces() {
 }
 
 const kiln::engine::TokenTrie& trie() {
-  static const kiln::engine::TokenTrie t = kiln::fuzz::trie_of(pieces());
+  static const kiln::engine::TokenTrie t = kiln::engine::TokenTrie::from_pieces(pieces());
   return t;
 }
 

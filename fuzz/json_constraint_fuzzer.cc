@@ -12,6 +12,7 @@
 #include "fuzz_support.h"
 #include "kiln/engine/json/json_schema.h"
 #include "kiln/engine/json/json_token_mask.h"
+#include "kiln/engine/json/token_trie.h"
 
 namespace {
 
@@ -25,7 +26,7 @@ const std::vector<std::string>& pieces() {
 }
 
 const kiln::engine::TokenTrie& trie() {
-  static const kiln::engine::TokenTrie t = kiln::fuzz::trie_of(pieces());
+  static const kiln::engine::TokenTrie t = kiln::engine::TokenTrie::from_pieces(pieces());
   return t;
 }
 

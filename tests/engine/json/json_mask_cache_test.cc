@@ -27,12 +27,7 @@ const std::vector<std::string> kPieces = {
 constexpr int32_t kEos = 100;
 constexpr int64_t kVocab = kEos + 1;
 
-TokenTrie make_trie() {
-  std::vector<std::pair<int32_t, std::string>> tokens;
-  for (size_t i = 0; i < kPieces.size(); ++i)
-    tokens.emplace_back(static_cast<int32_t>(i), kPieces[i]);
-  return TokenTrie(std::move(tokens));
-}
+TokenTrie make_trie() { return TokenTrie::from_pieces(kPieces); }
 
 std::shared_ptr<const JsonSchema> compile(const char* text) {
   return JsonSchema::compile(nlohmann::json::parse(text));

@@ -25,11 +25,9 @@ const std::vector<std::string> kPieces = {
 constexpr int32_t kEos = 1000;
 
 TokenTrie make_trie() {
-  std::vector<std::pair<int32_t, std::string>> tokens;
-  for (size_t i = 0; i < kPieces.size(); ++i)
-    tokens.emplace_back(static_cast<int32_t>(i), kPieces[i]);
-  tokens.emplace_back(static_cast<int32_t>(kPieces.size()), "");  // no bytes: never allowed
-  return TokenTrie(std::move(tokens));
+  std::vector<std::string> pieces = kPieces;
+  pieces.emplace_back();  // no bytes: never allowed
+  return TokenTrie::from_pieces(pieces);
 }
 
 // The oracle: each token's bytes fed one at a time to a copy of the matcher.

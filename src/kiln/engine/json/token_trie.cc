@@ -8,6 +8,14 @@
 
 namespace kiln::engine {
 
+TokenTrie TokenTrie::from_pieces(const std::vector<std::string>& pieces) {
+  std::vector<std::pair<int32_t, std::string>> tokens;
+  tokens.reserve(pieces.size());
+  for (size_t i = 0; i < pieces.size(); ++i)
+    tokens.emplace_back(static_cast<int32_t>(i), pieces[i]);
+  return TokenTrie(std::move(tokens));
+}
+
 TokenTrie::TokenTrie(std::vector<std::pair<int32_t, std::string>> tokens) {
   static std::atomic<uint64_t> next_serial{1};
   serial_ = next_serial.fetch_add(1);

@@ -18,6 +18,8 @@ class TokenTrie {
  public:
   // (token id, the bytes it adds to the text). Tokens with no bytes are left out.
   explicit TokenTrie(std::vector<std::pair<int32_t, std::string>> tokens);
+  // Token i is pieces[i] (the small vocabularies of tests and fuzzers).
+  static TokenTrie from_pieces(const std::vector<std::string>& pieces);
 
   size_t size() const { return byte_.size(); }  // nodes, the root (index 0) included
   uint8_t byte(size_t node) const { return byte_[node]; }
