@@ -21,6 +21,16 @@ def kiln_bin() -> str:
     return path
 
 
+def assert_one_error_line(proc, *needles, prefix="kiln: error: "):
+    """A failed command's stderr is one line, `prefix` first, naming every needle."""
+    assert proc.returncode != 0, proc.stdout
+    lines = [l for l in proc.stderr.splitlines() if l.strip()]
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith(prefix), lines[0]
+    for n in needles:
+        assert n in lines[0], lines[0]
+
+
 def tiny_models_dir() -> pathlib.Path:
     """The folder with tests/fixtures/make_models.py's tiny-*.gguf, generating it if needed."""
     for candidate in [os.environ.get("KILN_TESTDATA"), REPO / "build" / "release" / "testdata"]:

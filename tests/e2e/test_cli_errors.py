@@ -11,6 +11,7 @@ sys.path.insert(0, str(ROOT / "tests" / "fixtures"))
 sys.path.insert(0, str(ROOT / "tests" / "e2e"))
 
 from gguf_variant import write_variant  # noqa: E402
+from kiln_server import assert_one_error_line  # noqa: E402
 
 KILN = os.environ.get("KILN_BIN", str(ROOT / "build" / "release" / "kiln"))
 
@@ -29,15 +30,6 @@ def tiny_models(tmp_path_factory):
 
     make_models.generate(out)
     return out / "models"
-
-
-def assert_one_error_line(proc, *needles):
-    assert proc.returncode != 0, proc.stdout
-    lines = [l for l in proc.stderr.splitlines() if l.strip()]
-    assert len(lines) == 1, proc.stderr
-    assert lines[0].startswith("kiln: error: "), lines[0]
-    for n in needles:
-        assert n in lines[0], lines[0]
 
 
 def test_missing_file():

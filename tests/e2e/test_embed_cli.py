@@ -8,7 +8,7 @@ import subprocess
 
 import numpy as np
 
-from kiln_server import REPO, kiln_bin
+from kiln_server import REPO, assert_one_error_line, kiln_bin
 
 MODEL = REPO / "tests" / "oracle" / "embeddings" / "bert-mean" / "model"
 
@@ -16,15 +16,6 @@ MODEL = REPO / "tests" / "oracle" / "embeddings" / "bert-mean" / "model"
 def run(*args):
     return subprocess.run([kiln_bin(), "embed", *args], capture_output=True, text=True,
                           timeout=120)
-
-
-def one_error_line(proc, *needles):
-    assert proc.returncode != 0, proc.stdout
-    lines = [l for l in proc.stderr.splitlines() if l.strip()]
-    assert len(lines) == 1, proc.stderr
-    assert lines[0].startswith("kiln: error: "), lines[0]
-    for n in needles:
-        assert n in lines[0], lines[0]
 
 
 def test_formats_agree(tmp_path):
@@ -48,22 +39,22 @@ def test_formats_agree(tmp_path):
 def test_errors(tmp_path):
     src = tmp_path / "texts.txt"
     src.write_text("hello\n")
-    one_error_line(run("-f", str(src)), "needs -m")
-    one_error_line(run("-m", str(MODEL)), "needs -f")
-    one_error_line(run("-m", str(MODEL), "-f", str(tmp_path / "none.txt")), "cannot open")
-    one_error_line(run("-m", str(MODEL), "-f", str(src), "--pooling", "sum"), "--pooling")
-    one_error_line(run("-m", str(MODEL), "-f", str(src), "--normalize", "yes"), "--normalize")
+    assert_one_error_line(run("-f", str(src)), "needs -m")
+    assert_one_error_line(run("-m", str(MODEL)), "needs -f")
+    assert_one_error_line(run("-m", str(MODEL), "-f", str(tmp_path / "none.txt")), "cannot open")
+    assert_one_error_line(run("-m", str(MODEL), "-f", str(src), "--pooling", "sum"), "--pooling")
+    assert_one_error_line(run("-m", str(MODEL), "-f", str(src), "--normalize", "yes"), "--normalize")
     bad = tmp_path / "bad.jsonl"
     bad.write_text('"ok"\n{"text": 1}\n')
-    one_error_line(run("-m", str(MODEL), "-f", str(bad), "--json-lines"), "line 2")
+    assert_one_error_line(run("-m", str(MODEL), "-f", str(bad), "--json-lines"), "line 2")
     ids = tmp_path / "ids.jsonl"
     ids.write_text(json.dumps(list(range(2, 50))) + "\n")
-    one_error_line(run("-m", str(MODEL), "-f", str(ids), "--json-lines"), "at most 40")
+    assert_one_error_line(run("-m", str(MODEL), "-f", str(ids), "--json-lines"), "at most 40")
     broken = tmp_path / "broken"
     shutil.copytree(MODEL, broken)
     (broken / "1_Pooling" / "config.json").write_text(json.dumps(
         {"pooling_mode_mean_tokens": True, "pooling_mode_cls_token": True}))
-    one_error_line(run("-m", str(broken), "-f", str(src)), "2 pooling modes")
+    assert_one_error_line(run("-m", str(broken), "-f", str(src)), "2 pooling modes")
     (broken / "modules.json").write_text(json.dumps(
         [{"type": "sentence_transformers.models.Dense", "path": "2_Dense"}]))
-    one_error_line(run("-m", str(broken), "-f", str(src)), "Dense", "not supported")
+    assert_one_error_line(run("-m", str(broken), "-f", str(src)), "Dense", "not supported")

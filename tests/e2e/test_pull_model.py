@@ -13,7 +13,7 @@ import zipfile
 
 import pytest
 
-from kiln_server import REPO, kiln_bin
+from kiln_server import REPO, assert_one_error_line, kiln_bin
 
 PULL = REPO / "scripts" / "pull_model.py"
 NAME = "fake-model"
@@ -60,11 +60,7 @@ def pull(fake, *extra):
 
 def one_error_line(proc, *needles):
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    lines = [l for l in proc.stderr.splitlines() if l.strip()]
-    assert len(lines) == 1, proc.stderr
-    assert lines[0].startswith("pull: error: "), lines[0]
-    for n in needles:
-        assert n in lines[0], lines[0]
+    assert_one_error_line(proc, *needles, prefix="pull: error: ")
 
 
 def test_assembles_verifies_and_prints_the_path(fake):
