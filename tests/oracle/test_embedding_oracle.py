@@ -203,3 +203,28 @@ def test_decoder_hidden_states_match_transformers(mode, tmp_path):
     want = np.asarray(g["pooled"]["last"])
     assert_close(default, want, [str(i) for i in g["ids"]], "qwen2 default")
     assert np.allclose(np.linalg.norm(default, axis=1), 1.0, atol=1e-5)
+
+
+@pytest.mark.parametrize("key,value,needle", [
+    ("bert.pooling_type", 0, "bert.pooling_type 0 is not a sentence embedding"),
+    ("bert.attention.causal", True, "a causal BERT is not supported"),
+    ("bert.attention.head_count", 5, "not a multiple of bert.attention.head_count"),
+])
+def test_gguf_encoder_refusals(key, value, needle, tmp_path):
+    """A BERT GGUF kiln cannot embed with is refused with one line naming the key."""
+    import shutil
+
+    import gguf
+
+    path = tmp_path / "model.gguf"
+    shutil.copy(GGUF_CASE / "model.f32.gguf", path)
+    reader = gguf.GGUFReader(str(path), "r+")  # the value patched in place
+    reader.fields[key].parts[-1][0] = value
+    reader.data.flush()
+    del reader
+    src = tmp_path / "one.txt"
+    src.write_text("hello\n")
+    r = subprocess.run([KILN, "embed", "-m", str(path), "-f", str(src)], capture_output=True,
+                       text=True, timeout=60)
+    lines = [l for l in r.stderr.splitlines() if l.strip()]
+    assert r.returncode != 0 and len(lines) == 1 and needle in lines[0], r.stderr

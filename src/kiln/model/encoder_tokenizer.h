@@ -1,7 +1,7 @@
 // What a sentence encoder needs of its tokenizer: a text's ids, the model's template around
 // them ([CLS] ... [SEP]) with truncation, and text back. Two implement it: BertTokenizer
 // (tokenizer.json, exact to Hugging Face `tokenizers`) and the GGUF vocabulary's tokenizer
-// (llama.cpp's WPM, for GGUF encoder files).
+// (llama.cpp's WPM, for GGUF encoder files: an adapter over tokenizer.h in sentence_encoder.cc).
 #pragma once
 #include <cstddef>
 #include <cstdint>
