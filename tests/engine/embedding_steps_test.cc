@@ -12,6 +12,7 @@
 #include "kiln/engine/scheduler.h"
 #include "kiln/engine/sequence_stepper.h"
 #include "kiln/engine/tokenizer_text.h"
+#include "kiln/model/embedding_pooling.h"
 #include "tiny_runtime.h"
 
 namespace kiln::testing {
@@ -32,7 +33,7 @@ engine::GenerateRequest embedding(std::vector<int32_t> ids, bool every_row) {
   engine::GenerateRequest r;
   r.prompt_ids = std::move(ids);
   r.stop.max_new_tokens = 0;
-  r.hidden = every_row ? engine::HiddenOutput::kEveryRow : engine::HiddenOutput::kLastRow;
+  r.hidden = every_row ? engine::HiddenOutput::kMean : engine::HiddenOutput::kLastRow;
   return r;
 }
 
@@ -43,7 +44,7 @@ struct SchedulerRun {
 };
 
 // Four generations start decoding; then the embedding inputs arrive (ids 100..), half of them
-// wanting every row, and prefill in chunks of at most 16 tokens beside the decode rows.
+// wanting the mean of every row, and prefill in chunks of at most 16 tokens beside the decode rows.
 SchedulerRun run(engine::Runtime& rt, const std::vector<std::vector<int32_t>>& inputs,
                  int new_tokens = 40) {
   engine::EngineConfig ec;
@@ -74,6 +75,21 @@ SchedulerRun run(engine::Runtime& rt, const std::vector<std::vector<int32_t>>& i
   return out;
 }
 
+// The hidden state of one whole-prompt step of its own: the last row's, or model::pool_hidden's
+// mean of every row's (what the scheduler's running sum must equal bit for bit).
+std::vector<float> alone(engine::Runtime& rt, const std::vector<int32_t>& ids, bool mean) {
+  engine::SequenceStepper stepper(rt.executor(), rt.kv_pool());
+  engine::SteppedSequence seq;
+  const std::vector<float> rows = stepper.step_hidden(seq, ids, mean);
+  stepper.release(seq);
+  if (!mean) return rows;
+  const auto dim = static_cast<int64_t>(rows.size() / ids.size());
+  std::vector<float> out(static_cast<size_t>(dim));
+  model::pool_hidden(rows.data(), static_cast<int64_t>(ids.size()), dim,
+                     {model::Pooling::kMean, /*normalize=*/false}, out.data());
+  return out;
+}
+
 class EmbeddingSteps : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(EmbeddingSteps, ShareStepsWithGenerationAndMatchAStepOfTheirOwn) {
@@ -87,15 +103,10 @@ TEST_P(EmbeddingSteps, ShareStepsWithGenerationAndMatchAStepOfTheirOwn) {
   // Embedding rows rode along with decode rows, and the generations did not notice.
   EXPECT_GT(with.stats.mixed_steps, without.stats.mixed_steps);
   for (uint64_t id = 1; id <= 4; ++id) EXPECT_EQ(with.tokens.at(id), without.tokens.at(id)) << id;
-  engine::SequenceStepper stepper(rt.executor(), rt.kv_pool());
   for (size_t i = 0; i < inputs.size(); ++i) {
-    engine::SteppedSequence seq;
-    const bool every_row = i % 2 == 1;
-    const std::vector<float> alone = stepper.step_hidden(seq, inputs[i], every_row);
-    stepper.release(seq);
     const std::vector<float>& got = with.hidden.at(100 + i);
-    ASSERT_EQ(got.size(), alone.size()) << "input " << i;
-    EXPECT_EQ(got, alone) << "input " << i << " (" << inputs[i].size() << " tokens)";
+    EXPECT_EQ(got, alone(rt, inputs[i], i % 2 == 1))
+        << "input " << i << " (" << inputs[i].size() << " tokens)";
   }
 }
 
@@ -112,13 +123,8 @@ TEST_P(EmbeddingSteps, SurvivePreemptionInASmallPool) {
   const auto inputs = random_prompts(10, rt.info().vocab_size, 9, 60);
   const SchedulerRun with = run(rt, inputs, 120);
   EXPECT_GT(with.stats.preemptions, 0);
-  engine::SequenceStepper stepper(rt.executor(), rt.kv_pool());
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    engine::SteppedSequence seq;
-    const std::vector<float> alone = stepper.step_hidden(seq, inputs[i], i % 2 == 1);
-    stepper.release(seq);
-    EXPECT_EQ(with.hidden.at(100 + i), alone) << "input " << i;
-  }
+  for (size_t i = 0; i < inputs.size(); ++i)
+    EXPECT_EQ(with.hidden.at(100 + i), alone(rt, inputs[i], i % 2 == 1)) << "input " << i;
 }
 
 INSTANTIATE_TEST_SUITE_P(TinyModels, EmbeddingSteps, ::testing::Values("tiny-llama", "tiny-qwen3"),

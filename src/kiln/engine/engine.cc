@@ -174,7 +174,7 @@ std::vector<float> Engine::embed(const std::vector<std::vector<int32_t>>& inputs
     std::mutex mu;
     std::condition_variable done;
     size_t left = 0;
-    std::vector<std::vector<float>> rows;
+    std::vector<std::vector<float>> rows;  // each input's pooled hidden state
     int64_t dim = 0;
     std::string error;
   };
@@ -184,7 +184,7 @@ std::vector<float> Engine::embed(const std::vector<std::vector<int32_t>>& inputs
   for (size_t i = 0; i < inputs.size(); ++i) {
     requests[i].prompt_ids = inputs[i];
     requests[i].stop.max_new_tokens = 0;
-    requests[i].hidden = mean ? HiddenOutput::kEveryRow : HiddenOutput::kLastRow;
+    requests[i].hidden = mean ? HiddenOutput::kMean : HiddenOutput::kLastRow;
     try {
       impl_->scheduler.validate(requests[i]);
     } catch (const Error& e) {
@@ -227,11 +227,11 @@ std::vector<float> Engine::embed(const std::vector<std::vector<int32_t>>& inputs
   const int64_t dim = collector->dim;
   std::vector<float> vectors(inputs.size() * static_cast<size_t>(dim));
   for (size_t i = 0; i < inputs.size(); ++i) {
-    const auto rows = static_cast<int64_t>(collector->rows[i].size()) / std::max<int64_t>(dim, 1);
-    KILN_CHECK(rows == (mean ? static_cast<int64_t>(inputs[i].size()) : 1),
-               "embedding input {}: {} hidden states came back", i, rows);
-    model::pool_hidden(collector->rows[i].data(), rows, dim,
-                       {mean ? model::Pooling::kMean : model::Pooling::kLast, normalize},
+    KILN_CHECK(static_cast<int64_t>(collector->rows[i].size()) == dim,
+               "embedding input {}: {} hidden values came back for {} dimensions", i,
+               collector->rows[i].size(), dim);
+    // The scheduler pooled already (last row or mean): one row, normalized here as asked.
+    model::pool_hidden(collector->rows[i].data(), 1, dim, {model::Pooling::kLast, normalize},
                        vectors.data() + i * static_cast<size_t>(dim));
   }
   return vectors;

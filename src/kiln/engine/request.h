@@ -55,10 +55,12 @@ struct StopConditions {
   bool ignore_eos = false;
 };
 
-// An embedding request's output: instead of generating, the request returns the final-norm
-// hidden state of its last prompt row, or of every prompt row (for mean pooling), in its final
-// event. Its prompt rows share steps with generation rows (scheduler.h).
-enum class HiddenOutput : uint8_t { kNone, kLastRow, kEveryRow };
+// An embedding request's output: instead of generating, the request returns one final-norm
+// hidden state in its final event: its last prompt row's, or the mean of every prompt row's
+// (summed in double in row order as the scheduler gets them, the same bits as
+// model::pool_hidden's mean over all rows, without keeping the rows). Its prompt rows share
+// steps with generation rows (scheduler.h).
+enum class HiddenOutput : uint8_t { kNone, kLastRow, kMean };
 
 struct GenerateRequest {
   std::vector<int32_t> prompt_ids;
@@ -103,7 +105,7 @@ struct RequestEvent {
   int prompt_tokens = 0;
   int completion_tokens = 0;
   int cached_tokens = 0;  // prompt tokens served from the prefix cache
-  // An embedding request's final event: its hidden states [rows, hidden_dim] (HiddenOutput).
+  // An embedding request's final event: its hidden state [hidden_dim] (HiddenOutput).
   std::vector<float> hidden;
   int64_t hidden_dim = 0;
   // Speculative decoding (only when the engine speculates; -1 otherwise): decode steps this

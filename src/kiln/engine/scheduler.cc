@@ -282,7 +282,7 @@ void Scheduler::add_prompt_chunk(StepBatch& batch, std::vector<Sequence*>& membe
                      seq.n_kv, seq.pages, pages_.page_size(),
                      !embedding && (all_logits || reaches_end), all_logits);
   if (embedding) {
-    const bool every_row = seq.request.hidden == HiddenOutput::kEveryRow;
+    const bool every_row = seq.request.hidden == HiddenOutput::kMean;
     batch.seqs.back().want_hidden = every_row || reaches_end;
     batch.seqs.back().all_hidden = every_row;
   }
@@ -435,8 +435,8 @@ void Scheduler::take_hidden_outputs(Sequence& seq, const StepSequence& ss, int64
   for (int64_t j = 0; j < n_rows; ++j) {
     if (ss.all_hidden && first_pos + j != seq.hidden_positions) continue;
     const float* h = out.hidden.data() + (first_row + j) * dim;
-    if (!ss.all_hidden) seq.hidden.clear();
-    seq.hidden.insert(seq.hidden.end(), h, h + dim);
+    if (!ss.all_hidden || seq.hidden.empty()) seq.hidden.assign(static_cast<size_t>(dim), 0.0);
+    for (int64_t d = 0; d < dim; ++d) seq.hidden[static_cast<size_t>(d)] += h[d];
     seq.hidden_positions = first_pos + j + 1;
   }
   pages_.publish_prefix(seq);
@@ -448,7 +448,11 @@ void Scheduler::take_hidden_outputs(Sequence& seq, const StepSequence& ss, int64
     ev.error = fmt::format("internal error: {} of the prompt's {} hidden states were kept",
                            seq.hidden_positions, seq.n_prompt);
   } else {
-    ev.hidden = std::move(seq.hidden);
+    const double rows =
+        seq.request.hidden == HiddenOutput::kMean ? static_cast<double>(seq.n_prompt) : 1.0;
+    ev.hidden.resize(seq.hidden.size());
+    for (size_t d = 0; d < seq.hidden.size(); ++d)
+      ev.hidden[d] = static_cast<float>(seq.hidden[d] / rows);
     ev.hidden_dim = dim;
   }
   finish(seq, ev);

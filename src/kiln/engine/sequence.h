@@ -50,9 +50,9 @@ struct Sequence {
   std::vector<TokenLogprob> scores;
   bool scores_sent = false;
   RequestSpeculation spec;  // speculative decoding: proposals, backoff, counts
-  // An embedding request (request.hidden): the hidden states kept so far, one row per position
-  // from 0 (every row) or the last row; they survive preemption, so no position is kept twice.
-  std::vector<float> hidden;
+  // An embedding request (request.hidden): the last row's hidden state, or the sum of the rows'
+  // for positions [0, hidden_positions); it survives preemption, so no position counts twice.
+  std::vector<double> hidden;
   int64_t hidden_positions = 0;
 
   Sequence(uint64_t id_, uint64_t arrival_, GenerateRequest req, EventCallback cb, uint64_t seed,

@@ -22,7 +22,7 @@ int64_t SequencePages::matchable_tokens(const Sequence& seq) {
   // Never the last token: its logits are needed, so at least one row must run. Nor any row
   // whose logits score a prompt token not yet scored: cached rows have none. Nor any row of
   // an embedding request that wants every row's hidden state: cached rows have none either.
-  if (seq.request.hidden == HiddenOutput::kEveryRow) return 0;
+  if (seq.request.hidden == HiddenOutput::kMean) return 0;
   return seq.scoring() ? seq.next_scoring_row() : static_cast<int64_t>(seq.tokens.size()) - 1;
 }
 

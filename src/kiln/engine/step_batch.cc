@@ -1,5 +1,6 @@
 #include "kiln/engine/step_batch.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <utility>
 
@@ -73,7 +74,13 @@ int64_t StepBatch::logit_rows() const { return selected_count(*this, logits_of);
 std::vector<int32_t> StepBatch::hidden_row_indices() const {
   return selected_rows(*this, hidden_of);
 }
-int64_t StepBatch::hidden_rows() const { return selected_count(*this, hidden_of); }
+int64_t StepBatch::hidden_rows() const {
+  // Asked every step (the executor's replay check): decode steps have none, found without
+  // counting rows.
+  if (std::none_of(seqs.begin(), seqs.end(), [](const StepSequence& s) { return s.want_hidden; }))
+    return 0;
+  return selected_count(*this, hidden_of);
+}
 
 bool StepBatch::returns_every_row() const {
   for (std::size_t t = 1; t < token_seq.size(); ++t) {
