@@ -245,3 +245,31 @@ def test_gguf_encoder_is_served(server_factory, embedder):
         assert s.get("/get_model_info").json()["is_generation"] is False
     finally:
         s.stop()
+
+
+def test_encoder_precision_flag(server_factory, embedder, tmp_path):
+    """`kiln serve --encoder-precision f32` serves `kiln embed --precision f32`'s vectors, not
+    the default bf16 ones; a value that is neither is refused at start with the choices."""
+    import subprocess
+
+    from kiln_server import kiln_bin
+
+    s = server_factory(CASE / "model", "--encoder-precision", "f32", name="embedder-f32")
+    try:
+        text = "Hello world"
+        got = s.post("/v1/embeddings", {"input": text}).json()["data"][0]["embedding"]
+        src = tmp_path / "one.jsonl"
+        src.write_text(json.dumps(text) + "\n")
+        r = subprocess.run([kiln_bin(), "embed", "-m", str(CASE / "model"), "-f", str(src),
+                            "--json-lines", "--precision", "f32"], capture_output=True,
+                           text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        # Both print float32 values, kiln embed with 9 digits: equal as float32.
+        assert np.array_equal(np.float32(got), np.float32(json.loads(r.stdout.splitlines()[0])))
+        default = embedder.post("/v1/embeddings", {"input": text}).json()["data"][0]["embedding"]
+        assert not np.array_equal(np.float32(got), np.float32(default))
+    finally:
+        s.stop()
+    r = subprocess.run([kiln_bin(), "serve", "-m", str(CASE / "model"), "--port", "0",
+                        "--encoder-precision", "fp8"], capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "bf16 or f32" in r.stderr, r.stderr
