@@ -28,6 +28,7 @@
 
 #include <cstdint>
 
+#include "contract_ceiling_amx.h"
 #include "kiln/base/cpu_features.h"
 
 namespace {
@@ -247,10 +248,64 @@ void BM_contract_q4_k(benchmark::State& s) { run(s, contract_q4_k); }
 void BM_contract_q6_k(benchmark::State& s) { run(s, contract_q6_k); }
 void BM_block256_q4_k(benchmark::State& s) { run(s, block256_q4_k); }
 
+// The AMX loops (contract_ceiling_amx.h): each thread on its own operands; `ops` per pass.
+void run_amx(benchmark::State& state, float (*loop)(amx_loops::Operands&), double ops_per_record,
+             bool bf16) {
+  const kiln::AmxStatus& amx = kiln::amx_status();
+  if (!amx.usable || (bf16 && !amx.bf16)) {
+    state.SkipWithError(amx.usable ? "no AMX-BF16 on this CPU" : amx.why.c_str());
+    return;
+  }
+  amx_loops::Operands* o = amx_loops::make_operands();
+  for (auto _ : state) {
+    float out = loop(*o);
+    benchmark::DoNotOptimize(out);
+  }
+  delete o;
+  const double ops = ops_per_record * amx_loops::kRecords * amx_loops::kPasses;
+  using C = benchmark::Counter;
+  state.counters["GOP/s"] = C(ops / 1e9, C::kIsIterationInvariantRate | C::kAvgThreads);
+}
+
+// Operations per 32-input record: 2 x rows x columns x 32.
+constexpr double kOneTile = 2.0 * 16 * 16 * 32;
+void BM_amx_dots_only(benchmark::State& s) {
+  run_amx(s, amx_loops::amx_dots_only, 2 * kOneTile, false);
+}
+void BM_amx_tiles_stored(benchmark::State& s) {
+  run_amx(s, amx_loops::amx_tiles_stored, kOneTile, false);
+}
+void BM_amx_float_step(benchmark::State& s) {
+  run_amx(s, amx_loops::amx_float_step, kOneTile, false);
+}
+void BM_amx_contract_q4_k_serial(benchmark::State& s) {
+  run_amx(s, amx_loops::amx_contract_q4_k_serial, kOneTile, false);
+}
+void BM_amx_contract_q4_k(benchmark::State& s) {
+  run_amx(s, amx_loops::amx_contract_q4_k, kOneTile, false);
+}
+void BM_bf16_tiles_only(benchmark::State& s) {
+  run_amx(s, amx_loops::bf16_tiles_only, 4 * kOneTile, true);
+}
+void BM_bf16_decompress_32_rows(benchmark::State& s) {
+  run_amx(s, amx_loops::bf16_decompress_rows<32>, 4 * kOneTile, true);
+}
+void BM_bf16_decompress_64_rows(benchmark::State& s) {
+  run_amx(s, amx_loops::bf16_decompress_rows<64>, 4 * kOneTile, true);
+}
+
 BENCHMARK(BM_dots_only)->Threads(1)->Threads(2)->UseRealTime();
 BENCHMARK(BM_contract_q4_k)->Threads(1)->Threads(2)->UseRealTime();
 BENCHMARK(BM_contract_q6_k)->Threads(1)->Threads(2)->UseRealTime();
 BENCHMARK(BM_block256_q4_k)->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK(BM_amx_dots_only)->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK(BM_amx_tiles_stored)->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK(BM_amx_float_step)->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK(BM_amx_contract_q4_k_serial)->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK(BM_amx_contract_q4_k)->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK(BM_bf16_tiles_only)->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK(BM_bf16_decompress_32_rows)->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK(BM_bf16_decompress_64_rows)->Threads(1)->Threads(2)->UseRealTime();
 
 }  // namespace
 

@@ -31,6 +31,7 @@
 #include "commands.h"
 #include "default_model.h"
 #include "kernel_profile.h"
+#include "kiln/base/amx.h"
 #include "kiln/base/cpu_features.h"
 #include "kiln/base/error.h"
 #include "kiln/base/log.h"
@@ -492,7 +493,7 @@ int bench_on_rank(const BenchArgs& a, const Modes& modes, Communicator* group) {
   f.architecture = info.architecture;
   f.n_params = info.n_params;
   f.weight_bytes = info.weight_bytes;
-  f.isa = isa_name(active_isa());
+  f.isa = matmul_tier_name();
   f.tp = rt.tp_size();
   f.threads = rt.thread_pool()->size();
   f.input_len = a.input_len;

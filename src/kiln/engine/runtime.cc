@@ -8,7 +8,9 @@
 #include <functional>
 #include <thread>
 
+#include "kiln/base/amx.h"
 #include "kiln/base/cache_eviction.h"
+#include "kiln/base/cpu_features.h"
 #include "kiln/base/error.h"
 #include "kiln/base/log.h"
 #include "kiln/base/resident_memory.h"
@@ -206,6 +208,7 @@ void Runtime::Impl::describe(const model::ModelFiles& files, const ServingGeomet
       "packed weights {:.1f} MiB; file pages released after repacking {:.1f} MiB",
       mem.resident / 1048576.0, mem.file / 1048576.0, mem.anon / 1048576.0, mem.peak / 1048576.0,
       packs.bytes / 1048576.0, packs.released_bytes / 1048576.0);
+  KILN_LOG_INFO("matmul kernels: {}, AMX {}", isa_name(active_isa()), amx_summary());
 }
 
 Runtime::Runtime(const RuntimeOptions& options) : impl_(std::make_unique<Impl>()) {

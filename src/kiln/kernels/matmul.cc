@@ -8,6 +8,7 @@
 #include <limits>
 #include <utility>
 
+#include "kiln/base/amx.h"
 #include "kiln/base/cpu_features.h"
 #include "kiln/base/error.h"
 #include "kiln/kernels/matmul_kernels.h"
@@ -60,12 +61,14 @@ ActScratch act_scratch(const PackedWeight& w, int64_t m) {
   s.end = kQueueBytes;
   if (!w.quantized()) return s;
   const size_t k = static_cast<size_t>(w.k()), mm = static_cast<size_t>(m);
+  // Each array is followed by kActOverreadBytes that AMX tiles may read past its last row.
+  constexpr size_t pad = kActOverreadBytes;
   s.q = s.end;
-  s.d = s.q + align64(mm * k);
-  s.s16 = s.d + align64(mm * (k / 32) * 4);
-  s.s32 = s.s16 + align64(mm * (k / 16) * 4);
-  s.ds = s.s32 + align64(mm * (k / 32) * 4);
-  s.end = s.ds + align64(mm * (k / 32) * 4);
+  s.d = s.q + align64(mm * k) + pad;
+  s.s16 = s.d + align64(mm * (k / 32) * 4) + pad;
+  s.s32 = s.s16 + align64(mm * (k / 16) * 4) + pad;
+  s.ds = s.s32 + align64(mm * (k / 32) * 4) + pad;
+  s.end = s.ds + align64(mm * (k / 32) * 4) + pad;
   bool seen[kZeroPointSlots] = {};
   for (const PackedSegment& seg : w.segments()) {
     const PackedLayout L = packed_layout(seg.dtype);
@@ -75,7 +78,7 @@ ActScratch act_scratch(const PackedWeight& w, int64_t m) {
     if (seen[slot]) continue;
     seen[slot] = true;
     s.corrections[s.n_corrections++] = {slot, L.zero_point, L.sub_block, s.end};
-    s.end += align64(mm * (k / static_cast<size_t>(L.sub_block)) * 4);
+    s.end += align64(mm * (k / static_cast<size_t>(L.sub_block)) * 4) + pad;
   }
   return s;
 }
@@ -172,8 +175,16 @@ class GroupQueue {
 // so every segment of a merged weight reads one activation layout.
 bool many_row_tiles(int64_t m) { return active_isa() == Isa::Avx2 && m >= 2; }
 
+// Whether AMX tiles compute m rows: above kMaxTileRows rows where amx_active() (below that one
+// 8-row tile reads each group once, straight from memory, as on AVX-512).
+bool amx_tiles(int64_t m) { return m > kMaxTileRows && amx_active(); }
+
+std::atomic<int64_t> g_amx_groups{0};
+
 // The activation layout the tiles of m rows read (ActView::slab_rows): slabs of 4 rows, one
-// AVX2 many-row sub-tile each, wherever many_row_tiles picks those tiles; slabs of kMaxTileRows
+// AVX2 many-row sub-tile each, wherever many_row_tiles picks those tiles; slabs of kAmxTileRows
+// rows where amx_tiles picks AMX, one tile each (the AVX-512 tiles of segments without an AMX
+// form read them as well: their tiles never straddle a slab); slabs of kMaxTileRows
 // rows on AVX-512 above that many rows, one 8-row tile or two 4-row pair tiles each, so that a
 // tile reads its rows' codes in address order (all m rows block-major put a tile's blocks 32 m
 // bytes apart: per call, alternating, same bits, at 512 rows Q6_K 8B down 1.12-1.30x, 1B down
@@ -181,6 +192,7 @@ bool many_row_tiles(int64_t m) { return active_isa() == Isa::Avx2 && m >= 2; }
 // segments read the f32 rows, whatever the layout.)
 int64_t act_slab_rows(int64_t m) {
   if (many_row_tiles(m)) return kChunkSlabRows;
+  if (amx_tiles(m)) return kAmxTileRows;
   if (active_isa() == Isa::Avx512 && m > kMaxTileRows) return kMaxTileRows;
   return 0;
 }
@@ -279,6 +291,7 @@ struct SegmentKernels {
   TileFn tile = nullptr;      // one group, up to kMaxTileRows rows
   PairTileFn pair = nullptr;  // two groups at once (null: one at a time)
   ExpandedTiles ex;           // expand == null: groups are read as packed
+  TileFn amx = nullptr;       // AMX tiles of 16 rows on the (expanded) records
   int64_t records = 0;        // sub-block records per group (quantized types)
   ChunkTiles chunk;           // tile != null: AVX2 many-row tiles (chunked_group)
 };
@@ -302,9 +315,12 @@ SegmentKernels kernels_for(const PackedWeight& w, DType t, int64_t m) {
   }
   if (m <= kMaxTileRows) return s;
   if (active_isa() != Isa::Avx512) return s;
+  // AMX reads the records the pair kernels read (as stored or expanded), one group at a time.
+  const TileFn amx = amx_tiles(m) ? amx_tile_fn(t) : nullptr;
   s.pair = pair_tile_fn_avx512(t);
   if (s.pair != nullptr) {
     s.records = k / packed_layout(t).sub_block;
+    s.amx = amx;
     return s;
   }
   ExpandedTiles e = expanded_tiles_avx512(t);
@@ -313,6 +329,7 @@ SegmentKernels kernels_for(const PackedWeight& w, DType t, int64_t m) {
     s.ex = e;
     s.pair = e.pair;
     s.records = k / e.sub_block;
+    s.amx = amx;
   }
   return s;
 }
@@ -394,7 +411,7 @@ void for_each_tile(const PackedWeight& w, const ActView& a, int64_t m, void* scr
   const auto& segs = w.segments();
   size_t si = 0;  // chunks come in increasing order, so segments are only searched forward
   SegmentKernels kern;
-  alignas(64) float tile[2][kMaxTileRows * R];
+  alignas(64) float tile[2][std::max(kMaxTileRows, kAmxTileRows) * R];
   ActView slab;  // the slab a tile reads, where the activations are in slabs (tile_view)
   // Untouched unless a group is expanded: two groups of kExpandBytes for a pair tile, or one
   // chunk of up to kChunkBufferBytes for chunked_group.
@@ -414,6 +431,23 @@ void for_each_tile(const PackedWeight& w, const ActView& a, int64_t m, void* scr
       if (kern.chunk.tile != nullptr) {
         chunked_group(kern.chunk, group[0], a, m, col, valid(local), expand_buffer,
                       sizeof(expand_buffer), epi);
+        ++g;
+        continue;
+      }
+      if (kern.amx != nullptr) {
+        const uint8_t* records = group[0];
+        if (kern.ex.expand != nullptr) {  // unpack once for all row tiles
+          kern.ex.expand(group[0], w.k(), expand_buffer);
+          records = expand_buffer;
+        }
+        g_amx_groups.fetch_add(1, std::memory_order_relaxed);
+        for (int64_t i0 = 0; i0 < m; i0 += kAmxTileRows) {
+          const int mt = static_cast<int>(std::min<int64_t>(kAmxTileRows, m - i0));
+          int64_t row0;
+          const ActView& view = tile_view(a, i0, slab, row0);
+          kern.amx(records, view, row0, mt, tile[0]);
+          epi(col, valid(local), i0, mt, tile[0]);
+        }
         ++g;
         continue;
       }
@@ -461,6 +495,8 @@ void for_each_tile(const PackedWeight& w, const ActView& a, int64_t m, void* scr
 }
 
 }  // namespace
+
+int64_t amx_groups_computed() { return g_amx_groups.load(std::memory_order_relaxed); }
 
 size_t matmul_scratch_bytes(const PackedWeight& w, int64_t m) {
   KILN_CHECK(m >= 0, "matmul: negative row count {}", m);
@@ -555,9 +591,9 @@ void matmul_argmax(const PackedWeight& w, const float* x, int64_t m, int32_t* ou
     my_best[i] = -std::numeric_limits<float>::infinity();
     my_where[i] = -1;
   }
-  // Tiles reach the epilogue with at most kMaxTileRows rows, or kChunkBlockRows on the AVX2
-  // many-row path: each fits the scan's 64-bit row mask.
-  static_assert(kMaxTileRows <= 64 && kChunkBlockRows <= 64);
+  // Tiles reach the epilogue with at most kMaxTileRows rows, kAmxTileRows on AMX, or
+  // kChunkBlockRows on the AVX2 many-row path: each fits the scan's 64-bit row mask.
+  static_assert(kMaxTileRows <= 64 && kAmxTileRows <= 64 && kChunkBlockRows <= 64);
   const RowsAboveFn rows_above = rows_above_fn();
   for_each_tile(
       w, a, m, scratch, ctx, [&](int64_t col, int nv, int64_t i0, int mt, const float* tile) {

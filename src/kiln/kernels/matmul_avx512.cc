@@ -414,8 +414,7 @@ struct Float {
 // direct kernel forms them; Q4_1/Q5_1's f16 and MXFP4's e8m0, converted exactly).
 template <QuantFormat F>
 constexpr ScaleAt expanded_scale_at() {
-  return packed_scale_at<F>() == ScaleAt::F16InRecord && !F.has_min ? ScaleAt::F16InRecord
-                                                                    : ScaleAt::F32InRecord;
+  return expanded_keeps_f16_scales(F) ? ScaleAt::F16InRecord : ScaleAt::F32InRecord;
 }
 
 // Rewrites every record of a group with 8-bit codes (see ExpandedTiles; lookup-table indices

@@ -95,6 +95,20 @@ inline constexpr int kMaxTileRows = 8;
 // and the 16 rows (output columns) of one packed group.
 using TileFn = void (*)(const uint8_t* group, const ActView& a, int64_t row0, int mt, float* tile);
 
+// Rows of an AMX tile (matmul_amx.cc), used above kMaxTileRows rows where amx_active(): the
+// activations are then in slabs of this many rows (ActView::slab_rows), and a tile reads 16
+// rows from its slab's start whatever the slab's height, so the driver pads every activation
+// array by kActOverreadBytes.
+inline constexpr int kAmxTileRows = 16;
+inline constexpr size_t kActOverreadBytes = 1024;
+// The AMX kernel of a quantized type's 8-bit records (as stored for Q8_0, as expand_group wrote
+// them for the others); a TileFn that computes and stores all 16 rows (mt of them valid) of a
+// 16-row tile; null for float types. Call only where amx_active().
+TileFn amx_tile_fn(DType t);
+// Groups the AMX tiles have computed in this process (all row tiles of a group count once): how
+// tests tell that the AMX path ran.
+int64_t amx_groups_computed();
+
 // Rows of a pair tile (below): 2 groups x 4 rows keep 8 int32 dots and 8 f32 accumulators in
 // registers, like an 8-row tile of one group.
 inline constexpr int kPairTileRows = 4;

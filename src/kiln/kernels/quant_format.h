@@ -149,6 +149,12 @@ inline constexpr QuantFormat kQuantFormats[] = {
 };
 // clang-format on
 
+// Whether the AVX-512 and AMX many-row kernels' expanded records keep the format's f16 scales
+// as they are (Q4_0, Q5_0, IQ4_NL); every other expanded form holds f32 scales and minimums.
+constexpr bool expanded_keeps_f16_scales(const QuantFormat& f) {
+  return !f.split_scales && f.record_scale == RecordScale::F16 && !f.has_min;
+}
+
 // The format of t, or null when t is not a quantized type.
 constexpr const QuantFormat* find_quant_format(DType t) {
   for (const QuantFormat& f : kQuantFormats)

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "kiln/base/amx.h"
 #include "kiln/base/cpu_features.h"
 #include "kiln/base/error.h"
 #include "kiln/base/log.h"
@@ -149,7 +150,7 @@ std::string GraphRunner::cache_description() const {
   std::string d = fmt::format(
       "kiln {} build {} | passes {} | optimize {} | levels {} | isa {} | cpu {} | threads {} | ",
       KILN_VERSION, build, pipeline_description(), options_.optimize, options_.plan.level_barriers,
-      isa_name(active_isa()), cpu_feature_string(), threads_.size());
+      matmul_tier_name(), cpu_feature_string(), threads_.size());
   graph::KvGeometry kv = runner_.kv_geometry();
   d += fmt::format("kv {}x{}x{}x{}x{} {} ctxpages {} | bs", kv.n_layers, kv.n_pages, kv.page_size,
                    kv.n_kv_heads, kv.head_dim, kernels::kv_dtype_name(kv.dtype),

@@ -1,0 +1,179 @@
+// AMX tile kernels for quantized weights above kMaxTileRows rows: the contract's int32 dots of 16
+// activation rows x 16 columns x one sub-block by one TDPBSUD (activations as the signed A tile,
+// the 8-bit records as the unsigned B tile: a record's S/4 words of 16 columns x 4 bytes are
+// already a B tile's rows), then the contract's float step on the AVX-512 units. TDPBSUD sums
+// in int32 exactly, so the dots, and with the same float operations in the same order the
+// outputs, are bit-identical to every other tier (matmul_kernels.h).
+//
+// The float step needs each sub-block's dots in vector registers: the tile is stored to an L1
+// buffer and its 16 rows loaded back. Two tiles and two buffers take turns, so that the tile
+// work of sub-block s is issued before the float step of s - 1 and the two may overlap
+// (bench/contract_ceiling_bench measures both halves and the overlap).
+#include <immintrin.h>
+
+// GCC 12 flags its own _mm512_cvtepi32_ps (an intentionally undefined register, bug 105593).
+#if defined(__GNUC__) && !defined(__clang__)  // clang has no -Wmaybe-uninitialized
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+#include <cstring>
+
+#include "kiln/kernels/matmul_kernels.h"
+#include "kiln/kernels/quant_format.h"
+
+namespace kiln::kernels {
+namespace {
+
+// ldtilecfg's 64-byte operand: palette 1, bytes per row and rows of each tile register.
+struct TileConfig {
+  uint8_t palette = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+static_assert(sizeof(TileConfig) == 64);
+
+// One configuration for every format, loaded once per thread: tmm0-1 hold 16 x 16 int32 dots
+// (taking turns), tmm2/tmm3 a 32-input sub-block's A (16 rows x 32 codes) and B (8 words), tmm4/
+// tmm5 a 16-input one's (16 rows x 16 codes, 4 words).
+void configure_tiles() {
+  thread_local bool configured = false;
+  if (configured) return;
+  TileConfig c;
+  c.colsb[0] = c.colsb[1] = 64;
+  c.rows[0] = c.rows[1] = 16;
+  c.colsb[2] = 32, c.rows[2] = 16;
+  c.colsb[3] = 64, c.rows[3] = 8;
+  c.colsb[4] = 16, c.rows[4] = 16;
+  c.colsb[5] = 64, c.rows[5] = 4;
+  // The whole struct is the operand (GCC's _tile_loadconfig names only its first 8 bytes, so the
+  // stores of the rest could be dropped).
+  __asm__ volatile("ldtilecfg %0" ::"m"(c));
+  configured = true;
+}
+
+// The dots of sub-block s (S inputs) for rows row0 .. row0 + 15 into dots (16 x 16 int32), through
+// tile C (0 or 1). Rows past the view's last are whatever the scratch holds there (the driver
+// pads it); their outputs are never stored.
+// (The tile intrinsics are assembler text: the tile numbers must be literals.)
+#define KILN_SUB_BLOCK_DOTS(C)      \
+  do {                              \
+    _tile_zero(C);                  \
+    if constexpr (S == 32) {        \
+      _tile_loadd(2, qs, q_stride); \
+      _tile_loadd(3, rec, 64);      \
+      _tile_dpbsud(C, 2, 3);        \
+    } else {                        \
+      _tile_loadd(4, qs, q_stride); \
+      _tile_loadd(5, rec, 64);      \
+      _tile_dpbsud(C, 4, 5);        \
+    }                               \
+    _tile_stored(C, dots, 64);      \
+  } while (0)
+
+template <int S, int C>
+inline void sub_block_dots(const int8_t* qs, int64_t q_stride, const uint8_t* rec, int32_t* dots) {
+  if constexpr (C == 0) {
+    KILN_SUB_BLOCK_DOTS(0);
+  } else {
+    KILN_SUB_BLOCK_DOTS(1);
+  }
+}
+#undef KILN_SUB_BLOCK_DOTS
+
+template <int S, int ZP, bool Min, bool F16Scale>
+struct AmxTile {
+  static constexpr int kCodeBytes = 16 * S;
+  static constexpr int kRecordBytes = kCodeBytes + (F16Scale ? 32 : 64) + (Min ? 64 : 0);
+
+  // The float step of sub-block s: acc[i] for rows row0 + i, i = 0..15, from its stored dots.
+  static inline void float_step(const uint8_t* group, const ActView& a, int64_t row0, int64_t s,
+                                const int32_t* dots, __m512* acc) {
+    const uint8_t* rec = group + s * kRecordBytes;
+    const int64_t m = a.m, blk = s * S / 32;
+    __m512 scale;
+    if constexpr (F16Scale) {
+      scale =
+          _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + kCodeBytes)));
+    } else {
+      scale = _mm512_loadu_ps(rec + kCodeBytes);
+    }
+    const float* db = a.d + blk * m + row0;
+    if constexpr (Min) {
+      const __m512 minimum = _mm512_loadu_ps(rec + kCodeBytes + 64);
+      // The contract's d_b * sum of the sub-block's codes: ds for 32 inputs, d * s16 for 16.
+      alignas(64) float dsr[16];
+      if constexpr (S == 32) {
+        std::memcpy(dsr, a.ds + blk * m + row0, sizeof(dsr));
+      } else {
+        const __m512i s16 = _mm512_loadu_si512(a.s16 + s * m + row0);
+        _mm512_store_ps(dsr, _mm512_mul_ps(_mm512_loadu_ps(db), _mm512_cvtepi32_ps(s16)));
+      }
+#pragma GCC unroll 16
+      for (int i = 0; i < 16; ++i) {
+        const __m512 dot = _mm512_cvtepi32_ps(_mm512_load_si512(dots + 16 * i));
+        acc[i] = _mm512_fmadd_ps(dot, _mm512_mul_ps(scale, _mm512_set1_ps(db[i])), acc[i]);
+        acc[i] = _mm512_fnmadd_ps(minimum, _mm512_set1_ps(dsr[i]), acc[i]);
+      }
+    } else {
+      // -zp * sum(q) of the sub-block, added to the dot in int32 (exact, as every tier).
+      const int32_t* corr = a.zp_corr[zp_slot(ZP)] + s * m + row0;
+#pragma GCC unroll 16
+      for (int i = 0; i < 16; ++i) {
+        const __m512i dot =
+            _mm512_add_epi32(_mm512_load_si512(dots + 16 * i), _mm512_set1_epi32(corr[i]));
+        acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot),
+                                 _mm512_mul_ps(scale, _mm512_set1_ps(db[i])), acc[i]);
+      }
+    }
+  }
+
+  // TileFn: 16 rows are computed (mt of them valid), all 16 stored to `tile`.
+  static void fn(const uint8_t* group, const ActView& a, int64_t row0, int /*mt*/, float* tile) {
+    configure_tiles();
+    const int64_t nsub = a.k / S, m = a.m;
+    alignas(64) int32_t dots[2][16 * 16];
+    __m512 acc[16];
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
+    auto codes = [&](int64_t s) { return a.q + ((s * S / 32) * m + row0) * 32 + (s * S) % 32; };
+    auto record = [&](int64_t s) { return group + s * kRecordBytes; };
+    sub_block_dots<S, 0>(codes(0), 32, record(0), dots[0]);
+    int64_t s = 1;
+    for (; s + 1 < nsub; s += 2) {
+      sub_block_dots<S, 1>(codes(s), 32, record(s), dots[1]);
+      float_step(group, a, row0, s - 1, dots[0], acc);
+      sub_block_dots<S, 0>(codes(s + 1), 32, record(s + 1), dots[0]);
+      float_step(group, a, row0, s, dots[1], acc);
+    }
+    if (s < nsub) {
+      sub_block_dots<S, 1>(codes(s), 32, record(s), dots[1]);
+      float_step(group, a, row0, s - 1, dots[0], acc);
+      float_step(group, a, row0, s, dots[1], acc);
+    } else {
+      float_step(group, a, row0, s - 1, dots[0], acc);
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; ++i) _mm512_store_ps(tile + 16 * i, acc[i]);
+  }
+};
+
+}  // namespace
+
+TileFn amx_tile_fn(DType t) {
+  return visit_quant_format(
+      t,
+      []<QuantFormat F>() -> TileFn {
+        // Records as the AVX-512 many-row path reads them: 8-bit ones as stored, the others
+        // as expand_group writes them (f16 scales kept where expanded_keeps_f16_scales says).
+        if constexpr (F.bits == 8 && !F.expand_for_many_rows) {
+          return AmxTile<F.sub_block, F.zero_point, F.has_min, true>::fn;
+        } else {
+          return AmxTile<F.sub_block, F.zero_point, F.has_min, expanded_keeps_f16_scales(F)>::fn;
+        }
+      },
+      TileFn{nullptr});
+}
+
+}  // namespace kiln::kernels
