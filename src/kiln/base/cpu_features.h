@@ -1,5 +1,6 @@
 // What the CPU we run on supports, detected once. Kernels dispatch on it at run time so one
-// binary runs on any x86-64; KILN_ISA=scalar|avx2|avx512 caps it (for tests and comparisons).
+// binary runs on any x86-64; KILN_ISA=scalar|avx2|avx512 caps it (for tests and comparisons;
+// avx512 also switches off the matrix engine, base/amx.h, which KILN_ISA=amx or none leaves on).
 #pragma once
 #include <string>
 

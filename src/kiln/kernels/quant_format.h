@@ -24,6 +24,8 @@
 //            8-bit records as stored, other widths expanded once per chunk to 8-bit records
 //   AVX-512  the same tile up to kMaxTileRows rows; above that pair kernels (two groups a pass)
 //            on 8-bit records as stored, other widths expanded once per group first
+//   AMX      (on top of AVX-512, where usable) above kMaxTileRows rows, 16-row tiles of TDPBSUD
+//            on the same 8-bit records as the pair kernels, the float step on AVX-512
 // `expand_for_many_rows` says which of the two many-row forms a format takes.
 //
 // Codes narrower than 4 bits (Q2_K: 2, Q3_K: 3) keep their width packed, so the few-row tiles
