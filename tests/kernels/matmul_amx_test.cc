@@ -1,5 +1,6 @@
 // The AMX tier of the quantized matmul (matmul_amx.cc): on hosts where the matrix engine is
-// usable, every format's AMX tiles give the bits of the AVX-512 and scalar tiers (the contract
+// usable, every format's tiles (AMX for 32-input records, AVX-512 for the others, in the AMX
+// tier's 16-row activation slabs) give the bits of the AVX-512 and scalar tiers (the contract
 // of matmul_kernels.h) at every row count 1-64, with K of odd record counts and N not a multiple
 // of 16, on one and two threads, through matmul, matmul_split and matmul_argmax. Elsewhere the
 // tests say why they skip.
@@ -59,6 +60,9 @@ TEST(MatmulAmx, EveryFormatEqualsTheOtherTiersAtEveryRowCount) {
   std::mt19937 rng(43);
   for (const QuantFormat& f : kQuantFormats) {
     const int64_t bs = f.block_size();
+    // Formats of 32-input records run AMX; 16-input ones (Q6_K, Q3_K, Q2_K) stay on AVX-512.
+    const bool amx_form = amx_tiles_for(f.dtype).rest != nullptr;
+    EXPECT_EQ(amx_form, f.sub_block == 32) << dtype_name(f.dtype);
     // Odd record counts (one block; three), and a K whose expanded group fills tens of KiB.
     for (const int64_t k : {bs, 3 * bs, bs == 32 ? int64_t{1376} : int64_t{1536}}) {
       const int64_t n = 37;
@@ -73,7 +77,7 @@ TEST(MatmulAmx, EveryFormatEqualsTheOtherTiersAtEveryRowCount) {
         use_tier(2);
         const int64_t before = amx_groups_computed();
         const auto amx = run(w, x, m, (m % 2) + 1);
-        if (m > kMaxTileRows) {
+        if (m > kMaxTileRows && amx_form) {
           EXPECT_GT(amx_groups_computed(), before) << "AMX did not run";
         }
         for (int64_t e = 0; e < m * n; ++e) {
@@ -87,7 +91,8 @@ TEST(MatmulAmx, EveryFormatEqualsTheOtherTiersAtEveryRowCount) {
 }
 
 // The split outputs and the greedy head read the same AMX tiles (16-row tiles at their
-// epilogues), and a weight merging two formats keeps one activation layout for both.
+// epilogues), and a weight merging two formats (Q4_K on AMX, Q6_K on the AVX-512 pair kernels)
+// keeps one activation layout for both.
 TEST(MatmulAmx, SplitArgmaxAndMergedWeights) {
   KILN_REQUIRE_AMX();
   TierGuard guard;

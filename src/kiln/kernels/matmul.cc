@@ -179,20 +179,29 @@ bool many_row_tiles(int64_t m) { return active_isa() == Isa::Avx2 && m >= 2; }
 // 8-row tile reads each group once, straight from memory, as on AVX-512).
 bool amx_tiles(int64_t m) { return m > kMaxTileRows && amx_active(); }
 
+// Whether any segment of w has AMX tiles (else its activations keep the AVX-512 layout).
+bool has_amx_form(const PackedWeight& w) {
+  for (const PackedSegment& seg : w.segments())
+    if (amx_tiles_for(seg.dtype).rest != nullptr) return true;
+  return false;
+}
+
 std::atomic<int64_t> g_amx_groups{0};
 
 // The activation layout the tiles of m rows read (ActView::slab_rows): slabs of 4 rows, one
 // AVX2 many-row sub-tile each, wherever many_row_tiles picks those tiles; slabs of kAmxTileRows
-// rows where amx_tiles picks AMX, one tile each (the AVX-512 tiles of segments without an AMX
-// form read them as well: their tiles never straddle a slab); slabs of kMaxTileRows
+// rows where amx_tiles picks AMX for a weight with an AMX form, one tile each (the AVX-512 tiles
+// of a merged weight's other segments read them as well: their tiles never straddle a slab;
+// the pair kernels measured 3-4% slower on them than on 8-row slabs, so a weight without an AMX
+// form keeps those); slabs of kMaxTileRows
 // rows on AVX-512 above that many rows, one 8-row tile or two 4-row pair tiles each, so that a
 // tile reads its rows' codes in address order (all m rows block-major put a tile's blocks 32 m
 // bytes apart: per call, alternating, same bits, at 512 rows Q6_K 8B down 1.12-1.30x, 1B down
 // 1.14x, Q4_K 1.02-1.06x; at 32 and 128 rows 0.98-1.01x); else all rows block-major. (Float
 // segments read the f32 rows, whatever the layout.)
-int64_t act_slab_rows(int64_t m) {
+int64_t act_slab_rows(const PackedWeight& w, int64_t m) {
   if (many_row_tiles(m)) return kChunkSlabRows;
-  if (amx_tiles(m)) return kAmxTileRows;
+  if (amx_tiles(m) && has_amx_form(w)) return kAmxTileRows;
   if (active_isa() == Isa::Avx512 && m > kMaxTileRows) return kMaxTileRows;
   return 0;
 }
@@ -233,7 +242,7 @@ ActView prepare_acts(const PackedWeight& w, const float* x, int64_t m, void* scr
     Range rows = split_range(m, ctx.tid, ctx.nth);
     // Row i is row r of the block-major slab of `height` rows starting at row i0 (all m rows
     // when slab_rows is 0); each array holds the rows before that slab in full (see ActView).
-    const int64_t slab_rows = act_slab_rows(m);
+    const int64_t slab_rows = act_slab_rows(w, m);
     auto place = [&](int64_t i, int64_t& i0, int64_t& r, int64_t& height) {
       i0 = slab_rows > 0 ? i - i % slab_rows : 0;
       r = i - i0;
@@ -291,7 +300,7 @@ struct SegmentKernels {
   TileFn tile = nullptr;      // one group, up to kMaxTileRows rows
   PairTileFn pair = nullptr;  // two groups at once (null: one at a time)
   ExpandedTiles ex;           // expand == null: groups are read as packed
-  TileFn amx = nullptr;       // AMX tiles of 16 rows on the (expanded) records
+  AmxTiles amx;               // AMX tiles of 16 rows on the (expanded) records
   int64_t records = 0;        // sub-block records per group (quantized types)
   ChunkTiles chunk;           // tile != null: AVX2 many-row tiles (chunked_group)
 };
@@ -316,7 +325,8 @@ SegmentKernels kernels_for(const PackedWeight& w, DType t, int64_t m) {
   if (m <= kMaxTileRows) return s;
   if (active_isa() != Isa::Avx512) return s;
   // AMX reads the records the pair kernels read (as stored or expanded), one group at a time.
-  const TileFn amx = amx_tiles(m) ? amx_tile_fn(t) : nullptr;
+  // (With AMX tiles the activations are in 16-row slabs: act_slab_rows.)
+  const AmxTiles amx = amx_tiles(m) ? amx_tiles_for(t) : AmxTiles{};
   s.pair = pair_tile_fn_avx512(t);
   if (s.pair != nullptr) {
     s.records = k / packed_layout(t).sub_block;
@@ -434,7 +444,7 @@ void for_each_tile(const PackedWeight& w, const ActView& a, int64_t m, void* scr
         ++g;
         continue;
       }
-      if (kern.amx != nullptr) {
+      if (kern.amx.rest != nullptr) {
         const uint8_t* records = group[0];
         if (kern.ex.expand != nullptr) {  // unpack once for all row tiles
           kern.ex.expand(group[0], w.k(), expand_buffer);
@@ -445,7 +455,7 @@ void for_each_tile(const PackedWeight& w, const ActView& a, int64_t m, void* scr
           const int mt = static_cast<int>(std::min<int64_t>(kAmxTileRows, m - i0));
           int64_t row0;
           const ActView& view = tile_view(a, i0, slab, row0);
-          kern.amx(records, view, row0, mt, tile[0]);
+          (i0 == 0 ? kern.amx.first : kern.amx.rest)(records, view, row0, mt, tile[0]);
           epi(col, valid(local), i0, mt, tile[0]);
         }
         ++g;

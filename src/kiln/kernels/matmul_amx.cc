@@ -24,6 +24,10 @@
 namespace kiln::kernels {
 namespace {
 
+// How far ahead of the record being read a group read where it is stored is prefetched (as
+// matmul_avx512.cc's kernels do).
+constexpr int kPrefetchBytes = 2048;
+
 // ldtilecfg's 64-byte operand: palette 1, bytes per row and rows of each tile register.
 struct TileConfig {
   uint8_t palette = 1;
@@ -129,7 +133,10 @@ struct AmxTile {
     }
   }
 
-  // TileFn: 16 rows are computed (mt of them valid), all 16 stored to `tile`.
+  // TileFn: 16 rows are computed (mt of them valid), all 16 stored to `tile`. With Prefetch
+  // (the first row tile of a group read where it is stored, not from an expanded copy in cache)
+  // the records are asked for kPrefetchBytes ahead, as the vector kernels' first tiles do.
+  template <bool Prefetch>
   static void fn(const uint8_t* group, const ActView& a, int64_t row0, int /*mt*/, float* tile) {
     configure_tiles();
     const int64_t nsub = a.k / S, m = a.m;
@@ -138,7 +145,15 @@ struct AmxTile {
 #pragma GCC unroll 16
     for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
     auto codes = [&](int64_t s) { return a.q + ((s * S / 32) * m + row0) * 32 + (s * S) % 32; };
-    auto record = [&](int64_t s) { return group + s * kRecordBytes; };
+    auto record = [&](int64_t s) {
+      const uint8_t* rec = group + s * kRecordBytes;
+      if constexpr (Prefetch) {
+#pragma GCC unroll 16
+        for (int l = 0; l < kRecordBytes; l += 64)
+          _mm_prefetch(reinterpret_cast<const char*>(rec + kPrefetchBytes + l), _MM_HINT_T0);
+      }
+      return rec;
+    };
     sub_block_dots<S, 0>(codes(0), 32, record(0), dots[0]);
     int64_t s = 1;
     for (; s + 1 < nsub; s += 2) {
@@ -161,19 +176,26 @@ struct AmxTile {
 
 }  // namespace
 
-TileFn amx_tile_fn(DType t) {
+AmxTiles amx_tiles_for(DType t) {
   return visit_quant_format(
       t,
-      []<QuantFormat F>() -> TileFn {
-        // Records as the AVX-512 many-row path reads them: 8-bit ones as stored, the others
-        // as expand_group writes them (f16 scales kept where expanded_keeps_f16_scales says).
-        if constexpr (F.bits == 8 && !F.expand_for_many_rows) {
-          return AmxTile<F.sub_block, F.zero_point, F.has_min, true>::fn;
+      []<QuantFormat F>() -> AmxTiles {
+        // 16-input records measured slower than the AVX-512 pair kernels (bench/matmul_bench:
+        // a K=16 TDPBSUD costs what a K=64 one does, and the float step comes twice per 32
+        // inputs): those formats stay on AVX-512.
+        if constexpr (F.sub_block != 32) {
+          return {};
+        } else if constexpr (F.bits == 8 && !F.expand_for_many_rows) {
+          // Records as the AVX-512 many-row path reads them: 8-bit ones as stored...
+          using K = AmxTile<F.sub_block, F.zero_point, F.has_min, true>;
+          return {K::template fn<true>, K::template fn<false>};
         } else {
-          return AmxTile<F.sub_block, F.zero_point, F.has_min, expanded_keeps_f16_scales(F)>::fn;
+          // ... the others as expand_group writes them, in cache.
+          using K = AmxTile<F.sub_block, F.zero_point, F.has_min, expanded_keeps_f16_scales(F)>;
+          return {K::template fn<false>, K::template fn<false>};
         }
       },
-      TileFn{nullptr});
+      AmxTiles{});
 }
 
 }  // namespace kiln::kernels

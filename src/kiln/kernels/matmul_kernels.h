@@ -101,10 +101,16 @@ using TileFn = void (*)(const uint8_t* group, const ActView& a, int64_t row0, in
 // array by kActOverreadBytes.
 inline constexpr int kAmxTileRows = 16;
 inline constexpr size_t kActOverreadBytes = 1024;
-// The AMX kernel of a quantized type's 8-bit records (as stored for Q8_0, as expand_group wrote
-// them for the others); a TileFn that computes and stores all 16 rows (mt of them valid) of a
-// 16-row tile; null for float types. Call only where amx_active().
-TileFn amx_tile_fn(DType t);
+// The AMX kernels of a quantized type's 8-bit records (as stored for Q8_0, as expand_group wrote
+// them for the others): TileFns that compute and store all 16 rows (mt of them valid) of a
+// 16-row tile, `first` for a group's first row tile (it prefetches records read where they are
+// stored). Null for float types and for formats of 16-input records, which stay on AVX-512.
+// Call only where amx_active().
+struct AmxTiles {
+  TileFn first = nullptr;
+  TileFn rest = nullptr;
+};
+AmxTiles amx_tiles_for(DType t);
 // Groups the AMX tiles have computed in this process (all row tiles of a group count once): how
 // tests tell that the AMX path ran.
 int64_t amx_groups_computed();
