@@ -202,6 +202,32 @@ KILN_AMX_TARGET inline float amx_contract_q4_k(Operands& o) {
   return sum_acc(acc);
 }
 
+// Four tiles and buffers in turn: record r's tile work issued three records before its float
+// step, so that the tile chain's latency (loads, TDPBSUD, store) has three float steps to hide in.
+KILN_AMX_TARGET inline float amx_contract_q4_k_deep(Operands& o) {
+  configure_int8();
+  __m512 acc[16];
+  for (auto& a : acc) a = _mm512_setzero_ps();
+  static_assert(kRecords % 4 == 0);
+  for (int p = 0; p < kPasses; ++p) {
+    KILN_AMX_RECORD_TILES(0, 0, 0);
+    KILN_AMX_RECORD_TILES(1, 1, 1);
+    KILN_AMX_RECORD_TILES(2, 5, 2);
+    for (int r = 0; r < kRecords; r += 4) {
+      if (r + 3 < kRecords) KILN_AMX_RECORD_TILES(r + 3, 6, 3);
+      float_step(o, r, 0, acc);
+      if (r + 4 < kRecords) KILN_AMX_RECORD_TILES(r + 4, 0, 0);
+      float_step(o, r + 1, 1, acc);
+      if (r + 5 < kRecords) KILN_AMX_RECORD_TILES(r + 5, 1, 1);
+      float_step(o, r + 2, 2, acc);
+      if (r + 6 < kRecords) KILN_AMX_RECORD_TILES(r + 6, 5, 2);
+      float_step(o, r + 3, 3, acc);
+    }
+  }
+  _tile_release();
+  return sum_acc(acc);
+}
+
 KILN_AMX_TARGET inline float bf16_tiles_only(Operands& o) {
   configure_bf16();
   _tile_zero(0);

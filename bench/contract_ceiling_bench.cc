@@ -284,6 +284,9 @@ void BM_amx_contract_q4_k_serial(benchmark::State& s) {
 void BM_amx_contract_q4_k(benchmark::State& s) {
   run_amx(s, amx_loops::amx_contract_q4_k, kOneTile, false);
 }
+void BM_amx_contract_q4_k_deep(benchmark::State& s) {
+  run_amx(s, amx_loops::amx_contract_q4_k_deep, kOneTile, false);
+}
 void BM_bf16_tiles_only(benchmark::State& s) {
   run_amx(s, amx_loops::bf16_tiles_only, 4 * kOneTile, true);
 }
@@ -303,6 +306,7 @@ BENCHMARK(BM_amx_tiles_stored)->Threads(1)->Threads(2)->UseRealTime();
 BENCHMARK(BM_amx_float_step)->Threads(1)->Threads(2)->UseRealTime();
 BENCHMARK(BM_amx_contract_q4_k_serial)->Threads(1)->Threads(2)->UseRealTime();
 BENCHMARK(BM_amx_contract_q4_k)->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK(BM_amx_contract_q4_k_deep)->Threads(1)->Threads(2)->UseRealTime();
 BENCHMARK(BM_bf16_tiles_only)->Threads(1)->Threads(2)->UseRealTime();
 BENCHMARK(BM_bf16_decompress_32_rows)->Threads(1)->Threads(2)->UseRealTime();
 BENCHMARK(BM_bf16_decompress_64_rows)->Threads(1)->Threads(2)->UseRealTime();
