@@ -51,7 +51,7 @@ struct Operands {
   alignas(64) float scale[2][kRecords][16];
   alignas(64) float minimum[2][kRecords][16];
   alignas(64) float d[kRecords][16], ds[kRecords][16];
-  alignas(64) int32_t dots[2][16][16];               // stored tiles, two in turn
+  alignas(64) int32_t dots[4][16][16];               // stored tiles, two or four in turn
   alignas(64) uint16_t a_bf16[kRecords][2][16][32];  // two row tiles of bf16 activations
   alignas(64) uint8_t codes[2][kRecords][16][32];    // per step and group: 16 pairs x 32 codes
   alignas(64) uint16_t b_bf16[2][16][32];            // decompressed tiles

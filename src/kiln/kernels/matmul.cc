@@ -20,6 +20,12 @@ constexpr int R = PackedWeight::kGroupRows;
 
 size_t align64(size_t n) { return (n + 63) / 64 * 64; }
 
+// The scratch's array of T at byte offset `at` (act_scratch's offsets).
+template <class T>
+T* scratch_array(void* scratch, size_t at) {
+  return static_cast<T*>(static_cast<void*>(static_cast<uint8_t*>(scratch) + at));
+}
+
 // RowsAboveFn with SSE2 (part of every x86-64 CPU): four compares per row.
 uint64_t rows_above_sse2(const float* tile, int mt, const float* best) {
   static_assert(PackedWeight::kGroupRows == 16);
@@ -232,11 +238,11 @@ ActView prepare_acts(const PackedWeight& w, const float* x, int64_t m, void* scr
   if (w.quantized()) {
     const ActScratch s = act_scratch(w, m);
     auto* base = static_cast<uint8_t*>(scratch);
-    auto* q = reinterpret_cast<int8_t*>(base + s.q);
-    auto* d = reinterpret_cast<float*>(base + s.d);
-    auto* s16 = reinterpret_cast<int32_t*>(base + s.s16);
-    auto* s32 = reinterpret_cast<int32_t*>(base + s.s32);
-    auto* ds = reinterpret_cast<float*>(base + s.ds);
+    auto* q = scratch_array<int8_t>(base, s.q);
+    auto* d = scratch_array<float>(base, s.d);
+    auto* s16 = scratch_array<int32_t>(base, s.s16);
+    auto* s32 = scratch_array<int32_t>(base, s.s32);
+    auto* ds = scratch_array<float>(base, s.ds);
     const int64_t k = w.k();
     QuantizeRowFn quantize = quantize_row_fn();
     Range rows = split_range(m, ctx.tid, ctx.nth);
@@ -258,7 +264,7 @@ ActView prepare_acts(const PackedWeight& w, const float* x, int64_t m, void* scr
     // Zero-point corrections for the segments' types (a merged weight may mix them).
     for (int c = 0; c < s.n_corrections; ++c) {
       const ActScratch::Correction& cr = s.corrections[c];
-      auto* corr = reinterpret_cast<int32_t*>(base + cr.offset);
+      auto* corr = scratch_array<int32_t>(base, cr.offset);
       const int32_t* sums = cr.sub_block == 32 ? s32 : s16;
       const int64_t nsub = k / cr.sub_block;
       for (int64_t i = rows.begin; i < rows.end; ++i) {
@@ -593,8 +599,8 @@ void matmul_argmax(const PackedWeight& w, const float* x, int64_t m, int32_t* ou
   ActView a = prepare_acts(w, x, m, scratch, ctx);
   // Per-thread partial results: [nth][m] (value, column), column -1 when none yet.
   auto* base = static_cast<uint8_t*>(scratch) + act_scratch(w, m).end;
-  auto* best = reinterpret_cast<float*>(base);
-  auto* where = reinterpret_cast<int32_t*>(base + static_cast<size_t>(ctx.nth) * m * 4);
+  auto* best = scratch_array<float>(base, 0);
+  auto* where = scratch_array<int32_t>(base, static_cast<size_t>(ctx.nth) * m * 4);
   float* my_best = best + ctx.tid * m;
   int32_t* my_where = where + ctx.tid * m;
   for (int64_t i = 0; i < m; ++i) {
