@@ -23,6 +23,7 @@
 #include <cstring>
 
 #include "kiln/base/amx.h"
+#include "kiln/kernels/amx_tile_config.h"
 
 namespace amx_loops {
 
@@ -32,18 +33,8 @@ namespace amx_loops {
 constexpr int kRecords = 8;  // 32-input steps per pass
 constexpr int kPasses = 64;
 
-struct TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-static_assert(sizeof(TileConfig) == 64);
-
-// ldtilecfg with the whole 64 bytes as its operand (GCC's _tile_loadconfig names only the
-// first 8, so the compiler may drop the stores of the rest).
-inline void load_tile_config(const TileConfig& c) { __asm__ volatile("ldtilecfg %0" ::"m"(c)); }
+using kiln::kernels::load_tile_config;
+using kiln::kernels::TileConfig;
 
 struct Operands {
   alignas(64) int8_t a[kRecords][16][32];     // activation codes, 16 rows x 32 inputs

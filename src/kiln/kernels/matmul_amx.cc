@@ -18,6 +18,7 @@
 
 #include <cstring>
 
+#include "kiln/kernels/amx_tile_config.h"
 #include "kiln/kernels/matmul_kernels.h"
 #include "kiln/kernels/quant_format.h"
 
@@ -27,16 +28,6 @@ namespace {
 // How far ahead of the record being read a group read where it is stored is prefetched (as
 // matmul_avx512.cc's kernels do).
 constexpr int kPrefetchBytes = 2048;
-
-// ldtilecfg's 64-byte operand: palette 1, bytes per row and rows of each tile register.
-struct TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-static_assert(sizeof(TileConfig) == 64);
 
 // One configuration for every format, loaded once per thread: tmm0-1 hold 16 x 16 int32 dots
 // (taking turns), tmm2/tmm3 a 32-input sub-block's A (16 rows x 32 codes) and B (8 words), tmm4/
@@ -51,9 +42,7 @@ void configure_tiles() {
   c.colsb[3] = 64, c.rows[3] = 8;
   c.colsb[4] = 16, c.rows[4] = 16;
   c.colsb[5] = 64, c.rows[5] = 4;
-  // The whole struct is the operand (GCC's _tile_loadconfig names only its first 8 bytes, so the
-  // stores of the rest could be dropped).
-  __asm__ volatile("ldtilecfg %0" ::"m"(c));
+  load_tile_config(c);
   configured = true;
 }
 
