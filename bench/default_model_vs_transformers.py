@@ -15,6 +15,12 @@ kiln's rows come from `kiln logits` (every position through the decode path), in
 graph mode. transformers' come from `from_pretrained(..., gguf_file=...)`, which dequantizes
 every tensor to float32.
 
+With --bf16-emulation, a third row: the same transformers model with every linear layer (the LM
+head included) computed as a bf16 matmul contract would (the matrix engine's TDPBF16PS road):
+the dequantized weight rounded to bf16 once, each input row rounded to bf16, products summed in
+float32. It tells whether that contract keeps kiln's fidelity before any kernel is written
+(docs/performance.md, "AMX"); attention and norms stay float32, as kiln's are.
+
 With --llama-perplexity BIN, llama.cpp is measured on the same footing: llama-perplexity
 --kl-divergence-base saves its log-probabilities for the second half of each --ctx-size window
 of a text file (its usual method; each window starts with BOS), and transformers and kiln are
@@ -92,6 +98,20 @@ def compare(name: str, got: np.ndarray, ref: np.ndarray) -> dict:
     return row
 
 
+def bf16_emulation(hf) -> None:
+    """Every nn.Linear of hf computes bf16(x) @ bf16(W)^T in float32 from now on."""
+    for module in hf.modules():
+        if not isinstance(module, torch.nn.Linear):
+            continue
+        w = module.weight.detach().to(torch.bfloat16).to(torch.float32)
+        b = module.bias
+
+        def forward(x, w=w, b=b):
+            return torch.nn.functional.linear(x.to(torch.bfloat16).to(torch.float32), w, b)
+
+        module.forward = forward
+
+
 def read_llama_kld_base(path: pathlib.Path):
     """llama-perplexity's --kl-divergence-base file: '_logits_', n_ctx, n_vocab, n_chunk (i32),
     the evaluated tokens (i32[n_chunk * n_ctx]), then per chunk n_ctx - 1 - n_ctx/2 rows of
@@ -158,7 +178,11 @@ def main() -> None:
     ap.add_argument("--llama-perplexity", help="llama.cpp's llama-perplexity binary: compare it too")
     ap.add_argument("--ctx-size", type=int, default=128, help="llama-perplexity window")
     ap.add_argument("--chunks", type=int, default=4, help="llama-perplexity windows")
+    ap.add_argument("--bf16-emulation", action="store_true",
+                    help="also a bf16 matmul contract emulated in transformers")
     args = ap.parse_args()
+    if args.bf16_emulation and args.llama_perplexity:
+        sys.exit("--bf16-emulation changes the reference model: run --llama-perplexity apart")
     model = resolve_model(args.kiln, args.model) if args.model else default_model()
     torch.set_num_threads(2)
 
@@ -184,6 +208,11 @@ def main() -> None:
             got = np.fromfile(out, dtype="<f4").reshape(len(ids), -1)
             assert got.shape == ref.shape, (got.shape, ref.shape)
             rows.append(compare(f"kiln (graph-mode {mode})", got, ref))
+    if args.bf16_emulation:
+        bf16_emulation(hf)
+        with torch.no_grad():
+            got = hf(torch.tensor([ids])).logits[0].numpy()
+        rows.append(compare("bf16 matmuls (emulated)", got, ref))
     if args.llama_perplexity:
         rows += llama_cpp_side_by_side(args, model, tok, hf, gsm8k_text())
     if args.json:

@@ -453,7 +453,8 @@ void for_each_tile(const PackedWeight& w, const ActView& a, int64_t m, void* scr
       if (kern.amx.rest != nullptr) {
         const uint8_t* records = group[0];
         if (kern.ex.expand != nullptr) {  // unpack once for all row tiles
-          kern.ex.expand(group[0], w.k(), expand_buffer);
+          (kern.amx.signed_codes ? kern.ex.expand_signed : kern.ex.expand)(group[0], w.k(),
+                                                                           expand_buffer);
           records = expand_buffer;
         }
         g_amx_groups.fetch_add(1, std::memory_order_relaxed);

@@ -56,16 +56,25 @@ void configure_tiles() {
     if constexpr (S == 32) {        \
       _tile_loadd(2, qs, q_stride); \
       _tile_loadd(3, rec, 64);      \
-      _tile_dpbsud(C, 2, 3);        \
+      if constexpr (Signed) {       \
+        _tile_dpbssd(C, 2, 3);      \
+      } else {                      \
+        _tile_dpbsud(C, 2, 3);      \
+      }                             \
     } else {                        \
       _tile_loadd(4, qs, q_stride); \
       _tile_loadd(5, rec, 64);      \
-      _tile_dpbsud(C, 4, 5);        \
+      if constexpr (Signed) {       \
+        _tile_dpbssd(C, 4, 5);      \
+      } else {                      \
+        _tile_dpbsud(C, 4, 5);      \
+      }                             \
     }                               \
     _tile_stored(C, dots, 64);      \
   } while (0)
 
-template <int S, int C>
+// Signed: the records hold code - zero_point as int8 (TDPBSSD), else unsigned codes (TDPBSUD).
+template <int S, int C, bool Signed>
 inline void sub_block_dots(const int8_t* qs, int64_t q_stride, const uint8_t* rec, int32_t* dots) {
   if constexpr (C == 0) {
     KILN_SUB_BLOCK_DOTS(0);
@@ -75,7 +84,8 @@ inline void sub_block_dots(const int8_t* qs, int64_t q_stride, const uint8_t* re
 }
 #undef KILN_SUB_BLOCK_DOTS
 
-template <int S, int ZP, bool Min, bool F16Scale>
+// Signed: records of code - ZP (no correction); else unsigned codes, corrected by -ZP * sum(q).
+template <int S, int ZP, bool Min, bool F16Scale, bool Signed>
 struct AmxTile {
   static constexpr int kCodeBytes = 16 * S;
   static constexpr int kRecordBytes = kCodeBytes + (F16Scale ? 32 : 64) + (Min ? 64 : 0);
@@ -108,6 +118,12 @@ struct AmxTile {
         const __m512 dot = _mm512_cvtepi32_ps(_mm512_load_si512(dots + 16 * i));
         acc[i] = _mm512_fmadd_ps(dot, _mm512_mul_ps(scale, _mm512_set1_ps(db[i])), acc[i]);
         acc[i] = _mm512_fnmadd_ps(minimum, _mm512_set1_ps(dsr[i]), acc[i]);
+      }
+    } else if constexpr (Signed) {
+#pragma GCC unroll 16
+      for (int i = 0; i < 16; ++i) {
+        const __m512 dot = _mm512_cvtepi32_ps(_mm512_load_si512(dots + 16 * i));
+        acc[i] = _mm512_fmadd_ps(dot, _mm512_mul_ps(scale, _mm512_set1_ps(db[i])), acc[i]);
       }
     } else {
       // -zp * sum(q) of the sub-block, added to the dot in int32 (exact, as every tier).
@@ -143,16 +159,16 @@ struct AmxTile {
       }
       return rec;
     };
-    sub_block_dots<S, 0>(codes(0), 32, record(0), dots[0]);
+    sub_block_dots<S, 0, Signed>(codes(0), 32, record(0), dots[0]);
     int64_t s = 1;
     for (; s + 1 < nsub; s += 2) {
-      sub_block_dots<S, 1>(codes(s), 32, record(s), dots[1]);
+      sub_block_dots<S, 1, Signed>(codes(s), 32, record(s), dots[1]);
       float_step(group, a, row0, s - 1, dots[0], acc);
-      sub_block_dots<S, 0>(codes(s + 1), 32, record(s + 1), dots[0]);
+      sub_block_dots<S, 0, Signed>(codes(s + 1), 32, record(s + 1), dots[0]);
       float_step(group, a, row0, s, dots[1], acc);
     }
     if (s < nsub) {
-      sub_block_dots<S, 1>(codes(s), 32, record(s), dots[1]);
+      sub_block_dots<S, 1, Signed>(codes(s), 32, record(s), dots[1]);
       float_step(group, a, row0, s - 1, dots[0], acc);
       float_step(group, a, row0, s, dots[1], acc);
     } else {
@@ -176,12 +192,16 @@ AmxTiles amx_tiles_for(DType t) {
           return {};
         } else if constexpr (F.bits == 8 && !F.expand_for_many_rows) {
           // Records as the AVX-512 many-row path reads them: 8-bit ones as stored...
-          using K = AmxTile<F.sub_block, F.zero_point, F.has_min, true>;
-          return {K::template fn<true>, K::template fn<false>};
+          using K = AmxTile<F.sub_block, F.zero_point, F.has_min, true, false>;
+          return {K::template fn<true>, K::template fn<false>, false};
         } else {
-          // ... the others as expand_group writes them, in cache.
-          using K = AmxTile<F.sub_block, F.zero_point, F.has_min, expanded_keeps_f16_scales(F)>;
-          return {K::template fn<false>, K::template fn<false>};
+          // ... the others as expand_group writes them, in cache: minus the zero point where
+          // there is one, which saves the float step its correction (a quarter of its vector
+          // work per row and record).
+          constexpr bool kSigned = F.zero_point != 0 && !F.has_min;
+          using K =
+              AmxTile<F.sub_block, F.zero_point, F.has_min, expanded_keeps_f16_scales(F), kSigned>;
+          return {K::template fn<false>, K::template fn<false>, kSigned};
         }
       },
       AmxTiles{});

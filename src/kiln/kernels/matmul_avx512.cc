@@ -418,9 +418,12 @@ constexpr ScaleAt expanded_scale_at() {
 }
 
 // Rewrites every record of a group with 8-bit codes (see ExpandedTiles; lookup-table indices
-// translated to their codes), each followed by its scales as expanded_scale_at says.
-template <QuantFormat F>
+// translated to their codes), each followed by its scales as expanded_scale_at says. Signed:
+// code - zero_point as int8 instead (every zero-point format's differences fit), for the AMX
+// tiles' signed x signed product, whose dots then need no correction.
+template <QuantFormat F, bool Signed = false>
 void expand_group(const uint8_t* group, int64_t k, uint8_t* out) {
+  static_assert(!Signed || (F.zero_point != 0 && !F.has_min));
   constexpr int Bits = F.bits, S = F.sub_block;
   constexpr bool Min = F.has_min;
   constexpr int code_bytes = F.code_bytes();
@@ -440,6 +443,11 @@ void expand_group(const uint8_t* group, int64_t k, uint8_t* out) {
       const __m512i lut = table_codes<F>();
 #pragma GCC unroll 8
       for (int j = 0; j < S / 4; ++j) w[j] = _mm512_shuffle_epi8(lut, w[j]);
+    }
+    if constexpr (Signed) {
+      const __m512i zp = _mm512_set1_epi8(static_cast<char>(F.zero_point));
+#pragma GCC unroll 8
+      for (int j = 0; j < S / 4; ++j) w[j] = _mm512_sub_epi8(w[j], zp);
     }
     uint8_t* o = out + s * dst_record;
 #pragma GCC unroll 8
@@ -468,6 +476,7 @@ ExpandedTiles expanded() {
   constexpr int S = F.sub_block;
   ExpandedTiles e;
   e.expand = expand_group<F>;
+  if constexpr (F.zero_point != 0 && !F.has_min) e.expand_signed = expand_group<F, true>;
   e.tile = Quant<F, 8, S, F.zero_point, F.has_min, at>::fn;
   e.pair = pair_tile<S, F.zero_point, F.has_min, at == ScaleAt::F16InRecord>;
   e.record_bytes = 16 * S + record_tail_bytes<at, F.has_min>();

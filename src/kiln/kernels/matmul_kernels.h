@@ -109,6 +109,9 @@ inline constexpr size_t kActOverreadBytes = 1024;
 struct AmxTiles {
   TileFn first = nullptr;
   TileFn rest = nullptr;
+  // The tiles read expanded codes minus the zero point (ExpandedTiles::expand_signed), where the
+  // format has one and is expanded; else the records the pair kernels read.
+  bool signed_codes = false;
 };
 AmxTiles amx_tiles_for(DType t);
 // Groups the AMX tiles have computed in this process (all row tiles of a group count once): how
@@ -163,6 +166,8 @@ PairTileFn pair_tile_fn_avx512(DType t);
 // type or ISA has no such form.
 struct ExpandedTiles {
   void (*expand)(const uint8_t* group, int64_t k, uint8_t* out) = nullptr;
+  // The same records with code - zero_point as int8 (zero-point formats only; AMX reads them).
+  void (*expand_signed)(const uint8_t* group, int64_t k, uint8_t* out) = nullptr;
   TileFn tile = nullptr;
   PairTileFn pair = nullptr;
   size_t record_bytes = 0;  // expanded bytes per sub-block record
