@@ -91,9 +91,13 @@ void set_amx_enabled(bool on) { g_enabled.store(on ? 1 : 0, std::memory_order_re
 void reset_amx_enabled() { g_enabled.store(-1, std::memory_order_relaxed); }
 
 std::string amx_summary() {
-  if (amx_active()) return "amx";
+  if (amx_active()) return "on";
   if (!amx_status().usable) return "off (" + amx_status().why + ")";
-  return "off (KILN_ISA)";
+  if (active_isa() != Isa::Avx512)
+    return std::string("off (the ") + isa_name(active_isa()) + " tier)";
+  const char* env = std::getenv("KILN_ISA");
+  return env != nullptr && !env_allows_amx() ? std::string("off (KILN_ISA=") + env + ")"
+                                             : std::string("off (switched off)");
 }
 
 }  // namespace kiln

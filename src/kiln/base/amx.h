@@ -43,7 +43,7 @@ bool amx_active();
 void set_amx_enabled(bool on);
 // Forgets set_amx_enabled: KILN_ISA decides again.
 void reset_amx_enabled();
-// "amx" when active, else "off (<why>)": the start-up log's word for it.
+// "on" when active, else "off (<why>)": the start-up log's word for it.
 std::string amx_summary();
 // The matmul kernels' tier for logs and benchmark records: "avx512+amx" where AMX is active,
 // else the vector tier's name.

@@ -1,0 +1,70 @@
+"""The matrix engine (AMX) changes no token: with its tiles (the default where usable) kiln gives
+what the AVX-512 tier gives (KILN_ISA=avx512) in prefill, batched decode (eager and graph) and
+perplexity windows; and the start-up log says which tier runs and why AMX is off where it is."""
+import json
+import os
+import re
+import subprocess
+
+import pytest
+
+from kiln_server import kiln_bin
+
+
+def cpu_flags() -> set:
+    for line in open("/proc/cpuinfo"):
+        if line.startswith("flags"):
+            return set(line.split(":", 1)[1].split())
+    return set()
+
+
+AVX512_TIER = {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni", "avx512_bf16"}
+# Linux lists the AMX flags only where it enables the tile state; it grants it on request.
+AMX_HERE = AVX512_TIER | {"amx_tile", "amx_int8"} <= cpu_flags()
+
+
+def kiln(isa: str, *args: str) -> subprocess.CompletedProcess:
+    r = subprocess.run([kiln_bin(), *args], capture_output=True, text=True, timeout=600,
+                       env={**os.environ, "KILN_ISA": isa})
+    assert r.returncode == 0, f"kiln {' '.join(args)} failed:\n{r.stdout}\n{r.stderr}"
+    return r
+
+
+def kernels_line(isa: str, gemma) -> str:
+    r = kiln(isa, "run", "-m", str(gemma), "-p", "hi", "-n", "2", "-t", "2", "--log-level", "info")
+    lines = [l for l in (r.stdout + r.stderr).splitlines() if "matmul kernels:" in l]
+    assert len(lines) == 1, r.stderr
+    return lines[0]
+
+
+def test_startup_log_names_the_tier_and_why_amx_is_off(gemma):
+    line = kernels_line("avx2", gemma)
+    assert re.search(r"matmul kernels: (avx2|scalar), AMX off \(.+\)", line), line
+    line = kernels_line("amx", gemma)
+    assert re.search(r"matmul kernels: (avx512|avx2|scalar), AMX (on|off \(.+\))", line), line
+    if AMX_HERE:
+        assert "AMX on" in line, line
+        assert "AMX off (KILN_ISA=avx512)" in kernels_line("avx512", gemma)
+
+
+@pytest.mark.skipif(not AMX_HERE, reason="this CPU has no AVX-512 tier with AMX-TILE/AMX-INT8")
+def test_amx_and_avx512_tiers_give_the_same_tokens_and_perplexity(gemma, tmp_path):
+    text = tmp_path / "text.txt"
+    text.write_text(" ".join(f"word{i % 37} and {i * 7 % 101} more" for i in range(400)))
+    out = {}
+    for isa in ("amx", "avx512"):
+        js = tmp_path / f"{isa}.json"
+        # 12 sequences of 40-token prompts: prefill and decode steps above 8 rows (AMX tiles).
+        kiln(isa, "bench", "-m", str(gemma), "-t", "2", "--batch-sizes", "12", "--input-len", "40",
+             "--output-len", "8", "--modes", "eager,graph", "--no-bandwidth-probe", "--json", str(js))
+        res = json.loads(js.read_text())["results"][0]
+        assert res["eager"]["tokens"] == res["graph"]["tokens"], isa
+        # Perplexity windows of 64 tokens are scored in one prefill each (AMX tiles): every
+        # window's figure and the total, to 4 and 6 decimals, on each tier.
+        ppl = kiln(isa, "perplexity", "-m", str(gemma), "-f", str(text), "-c", "64", "-t", "2")
+        out[isa] = (res["graph"]["tokens"], ppl.stdout)
+        tier = json.loads(js.read_text())["config"]["isa"]
+        assert tier == ("avx512+amx" if isa == "amx" else "avx512")
+    assert out["amx"][0] == out["avx512"][0]
+    assert '"chunks"' in out["amx"][1]
+    assert out["amx"][1] == out["avx512"][1]
