@@ -56,7 +56,8 @@ def test_amx_and_avx512_tiers_give_the_same_tokens_and_perplexity(gemma, tmp_pat
         js = tmp_path / f"{isa}.json"
         # 12 sequences of 40-token prompts: prefill and decode steps above 8 rows (AMX tiles).
         kiln(isa, "bench", "-m", str(gemma), "-t", "2", "--batch-sizes", "12", "--input-len", "40",
-             "--output-len", "8", "--modes", "eager,graph", "--no-bandwidth-probe", "--json", str(js))
+             "--output-len", "8", "--modes", "eager,graph", "--no-bandwidth-probe",
+             "--json", str(js))
         res = json.loads(js.read_text())["results"][0]
         assert res["eager"]["tokens"] == res["graph"]["tokens"], isa
         # Perplexity windows of 64 tokens are scored in one prefill each (AMX tiles): every
