@@ -12,6 +12,8 @@
 //   - amx_contract_q4_k_serial: both, each record's float step right after its own tile.
 //   - bf16_tiles_only: TDPBF16PS alone, 2 x 2 tiles (32 rows x 32 columns) over 32-input
 //     steps, the products accumulated in f32 inside the tiles: no float step at all.
+//   - bf16_lut_rows<M>: the bf16 road with the weights as A, decompressed by table lookups
+//     (below), at 1 row (batch-1 decode) and 32 rows.
 //   - bf16_decompress_rows<M>: the bf16 road with its decompression: per 32-input step each
 //     group's 16 x 32 codes become a bf16 tile (convert, scale, subtract the minimum, round to
 //     bf16), then feed M / 16 row tiles. The decompression is paid once per M rows.
@@ -292,6 +294,46 @@ KILN_AMX_TARGET inline float bf16_decompress_rows(Operands& o) {
         _tile_loadd(5, o.a_bf16[(r + 1) % kRecords][1], 64);
         _tile_dpbf16ps(2, 4, 6);
         _tile_dpbf16ps(3, 5, 6);
+      }
+    }
+  _tile_stored(0, o.dots[0], 64);
+  _tile_release();
+  return static_cast<float>(o.dots[0][2][3]);
+}
+
+// The bf16 road with the weights as the A tile (rows = 16 output columns, 32 inputs each) and the
+// activations as B, so that a row's decompression is one lookup in its column's table of 16
+// bf16 values (code * scale - minimum for codes 0..15, built per column and step: one fmsub and
+// one rounding) by vpermw: per 32 weights a widening load, the lookup and a store. M = 1 is
+// batch-1 decode (one row of the tile used: the decompression paid per row), M = 32 two row
+// tiles. GOP/s counts only the M rows' products.
+template <int M>
+KILN_AMX_TARGET inline float bf16_lut_rows(Operands& o) {
+  static_assert(M == 1 || M == 32);
+  configure_bf16();
+  _tile_zero(0);
+  _tile_zero(1);
+  alignas(64) uint16_t weights[16][32];
+  const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  for (int p = 0; p < kPasses; ++p)
+    for (int r = 0; r < kRecords; ++r) {
+#pragma GCC unroll 16
+      for (int c = 0; c < 16; ++c) {
+        const __m512 v = _mm512_fmsub_ps(iota, _mm512_set1_ps(o.scale[0][r][c]),
+                                         _mm512_set1_ps(o.minimum[0][r][c]));
+        const __m512i table = _mm512_castsi256_si512(
+            reinterpret_cast<const __m256i&>(static_cast<const __m256bh&>(_mm512_cvtneps_pbh(v))));
+        const __m512i idx = _mm512_cvtepu8_epi16(
+            _mm256_load_si256(reinterpret_cast<const __m256i*>(o.codes[0][r][c])));
+        _mm512_store_si512(weights[c], _mm512_permutexvar_epi16(idx, table));
+      }
+      __asm__ volatile("" ::: "memory");  // the tile load reads what the stores wrote
+      _tile_loadd(4, weights, 64);
+      _tile_loadd(6, o.a_bf16[r][0], 64);
+      _tile_dpbf16ps(0, 4, 6);
+      if constexpr (M == 32) {
+        _tile_loadd(7, o.a_bf16[r][1], 64);
+        _tile_dpbf16ps(1, 4, 7);
       }
     }
   _tile_stored(0, o.dots[0], 64);

@@ -301,6 +301,13 @@ BENCHMARK(BM_dots_only)->Threads(1)->Threads(2)->UseRealTime();
 BENCHMARK(BM_contract_q4_k)->Threads(1)->Threads(2)->UseRealTime();
 BENCHMARK(BM_contract_q6_k)->Threads(1)->Threads(2)->UseRealTime();
 BENCHMARK(BM_block256_q4_k)->Threads(1)->Threads(2)->UseRealTime();
+void BM_bf16_lut_1_row(benchmark::State& s) {
+  run_amx(s, amx_loops::bf16_lut_rows<1>, kOneTile / 16, true);
+}
+void BM_bf16_lut_32_rows(benchmark::State& s) {
+  run_amx(s, amx_loops::bf16_lut_rows<32>, 2 * kOneTile, true);
+}
+
 BENCHMARK(BM_amx_dots_only)->Threads(1)->Threads(2)->UseRealTime();
 BENCHMARK(BM_amx_tiles_stored)->Threads(1)->Threads(2)->UseRealTime();
 BENCHMARK(BM_amx_float_step)->Threads(1)->Threads(2)->UseRealTime();
@@ -310,6 +317,8 @@ BENCHMARK(BM_amx_contract_q4_k_deep)->Threads(1)->Threads(2)->UseRealTime();
 BENCHMARK(BM_bf16_tiles_only)->Threads(1)->Threads(2)->UseRealTime();
 BENCHMARK(BM_bf16_decompress_32_rows)->Threads(1)->Threads(2)->UseRealTime();
 BENCHMARK(BM_bf16_decompress_64_rows)->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK(BM_bf16_lut_1_row)->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK(BM_bf16_lut_32_rows)->Threads(1)->Threads(2)->UseRealTime();
 
 }  // namespace
 
