@@ -77,7 +77,7 @@ TEST(MatmulAmx, EveryFormatEqualsTheOtherTiersAtEveryRowCount) {
         use_tier(2);
         const int64_t before = amx_groups_computed();
         const auto amx = run(w, x, m, (m % 2) + 1);
-        if (m > kMaxTileRows && amx_form) {
+        if (m >= kAmxMinRows && amx_form) {
           EXPECT_GT(amx_groups_computed(), before) << "AMX did not run";
         }
         for (int64_t e = 0; e < m * n; ++e) {
@@ -144,7 +144,7 @@ TEST(MatmulAmx, OffUnlessEnabledAndAvx512) {
   std::vector<uint8_t> bytes = random_rows(DType::Q8_0, 16, 64, rng);
   const PackedWeight w = PackedWeight::pack(testing::borrow_rows(DType::Q8_0, 16, 64, bytes));
   const int64_t before = amx_groups_computed();
-  (void)run(w, random_acts(20, 64, rng), 20, 1);
+  (void)run(w, random_acts(40, 64, rng), 40, 1);
   EXPECT_EQ(amx_groups_computed(), before);
 }
 

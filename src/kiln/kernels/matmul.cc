@@ -181,9 +181,8 @@ class GroupQueue {
 // so every segment of a merged weight reads one activation layout.
 bool many_row_tiles(int64_t m) { return active_isa() == Isa::Avx2 && m >= 2; }
 
-// Whether AMX tiles compute m rows: above kMaxTileRows rows where amx_active() (below that one
-// 8-row tile reads each group once, straight from memory, as on AVX-512).
-bool amx_tiles(int64_t m) { return m > kMaxTileRows && amx_active(); }
+// Whether AMX tiles compute m rows: from kAmxMinRows rows where amx_active().
+bool amx_tiles(int64_t m) { return m >= kAmxMinRows && amx_active(); }
 
 // Whether any segment of w has AMX tiles (else its activations keep the AVX-512 layout).
 bool has_amx_form(const PackedWeight& w) {

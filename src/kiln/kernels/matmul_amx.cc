@@ -1,4 +1,4 @@
-// AMX tile kernels for quantized weights above kMaxTileRows rows: the contract's int32 dots of 16
+// AMX tile kernels for quantized weights from kAmxMinRows rows: the contract's int32 dots of 16
 // activation rows x 16 columns x one sub-block by one TDPBSUD (activations as the signed A tile,
 // the 8-bit records as the unsigned B tile: a record's S/4 words of 16 columns x 4 bytes are
 // already a B tile's rows), then the contract's float step on the AVX-512 units. TDPBSUD sums

@@ -95,11 +95,14 @@ inline constexpr int kMaxTileRows = 8;
 // and the 16 rows (output columns) of one packed group.
 using TileFn = void (*)(const uint8_t* group, const ActView& a, int64_t row0, int mt, float* tile);
 
-// Rows of an AMX tile (matmul_amx.cc), used above kMaxTileRows rows where amx_active(): the
+// Rows of an AMX tile (matmul_amx.cc), used from kAmxMinRows rows where amx_active(): the
 // activations are then in slabs of this many rows (ActView::slab_rows), and a tile reads 16
 // rows from its slab's start whatever the slab's height, so the driver pads every activation
 // array by kActOverreadBytes.
 inline constexpr int kAmxTileRows = 16;
+// Below this many rows the AVX-512 kernels stay: at 32 rows AMX measured 0.88-1.09x by shape
+// (bench/matmul_bench, Q4_K, Q5_0, Q8_0), from 128 rows 1.2-1.34x.
+inline constexpr int64_t kAmxMinRows = 33;
 inline constexpr size_t kActOverreadBytes = 1024;
 // The AMX kernels of a quantized type's 8-bit records (as stored for Q8_0, as expand_group wrote
 // them for the others): TileFns that compute and store all 16 rows (mt of them valid) of a

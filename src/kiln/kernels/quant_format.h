@@ -24,7 +24,7 @@
 //            8-bit records as stored, other widths expanded once per chunk to 8-bit records
 //   AVX-512  the same tile up to kMaxTileRows rows; above that pair kernels (two groups a pass)
 //            on 8-bit records as stored, other widths expanded once per group first
-//   AMX      (on top of AVX-512, where usable) above kMaxTileRows rows, 16-row tiles of TDPBSUD
+//   AMX      (on top of AVX-512, where usable) from kAmxMinRows rows, 16-row tiles of TDPBSUD
 //            on the same 8-bit records as the pair kernels, the float step on AVX-512
 // `expand_for_many_rows` says which of the two many-row forms a format takes.
 //
