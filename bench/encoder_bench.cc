@@ -7,10 +7,10 @@
 //       --benchmark_enable_random_interleaving=true --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
 
-#include <memory>
 #include <random>
 #include <vector>
 
+#include "bench_threads.h"
 #include "kiln/base/tensor.h"
 #include "kiln/base/thread_pool.h"
 #include "kiln/kernels/encoder_attention.h"
@@ -20,28 +20,14 @@
 namespace kiln::kernels {
 namespace {
 
+using bench::on_group;
+
 std::vector<float> random_vec(size_t n, uint32_t seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> d;
   std::vector<float> v(n);
   for (auto& x : v) x = d(rng);
   return v;
-}
-
-ThreadPool& pool(int nth) {
-  static std::vector<std::unique_ptr<ThreadPool>> pools(3);
-  if (!pools[nth]) pools[nth] = std::make_unique<ThreadPool>(nth);
-  return *pools[nth];
-}
-
-template <class F>
-void on_group(int nth, F&& f) {
-  if (nth == 1) {
-    f(ExecContext{});
-    return;
-  }
-  SpinBarrier barrier(nth);
-  pool(nth).run([&](int tid, int n) { f(ExecContext{tid, n, &barrier}); });
 }
 
 void set_macs(benchmark::State& state, double macs) {
@@ -60,8 +46,9 @@ void BM_EncoderLinear(benchmark::State& state) {
   const PackedWeight wf = PackedWeight::pack(Tensor::borrow(DType::F32, Shape{n, k}, w.data()));
   std::vector<uint8_t> scratch(
       std::max(gemm_bf16_scratch_bytes(wb, m), matmul_scratch_bytes(wf, m)) + 64);
+  SpinBarrier barrier(nth);
   for (auto _ : state) {
-    on_group(nth, [&](const ExecContext& ctx) {
+    on_group(nth, barrier, [&](const ExecContext& ctx) {
       if (bf16)
         gemm_bf16(wb, x.data(), m, y.data(), bias.data(), nullptr, scratch.data(), ctx);
       else

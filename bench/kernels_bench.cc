@@ -6,11 +6,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <memory>
 #include <numeric>
 #include <random>
 #include <vector>
 
+#include "bench_threads.h"
 #include "kiln/base/half.h"
 #include "kiln/base/thread_pool.h"
 #include "kiln/base/zeroed_pages.h"
@@ -22,28 +22,14 @@
 namespace kiln::kernels {
 namespace {
 
+using bench::on_group;
+
 std::vector<float> random_vec(size_t n, uint32_t seed) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> d(-1.0f, 1.0f);
   std::vector<float> v(n);
   for (auto& x : v) x = d(rng);
   return v;
-}
-
-ThreadPool& pool(int nth) {
-  static std::vector<std::unique_ptr<ThreadPool>> pools(3);
-  if (!pools[nth]) pools[nth] = std::make_unique<ThreadPool>(nth);
-  return *pools[nth];
-}
-
-// Runs f(ctx) on an nth-thread group, as a plan step would.
-template <class F>
-void on_group(int nth, SpinBarrier& barrier, F&& f) {
-  if (nth == 1) {
-    f(ExecContext{});
-    return;
-  }
-  pool(nth).run([&](int tid, int n) { f(ExecContext{tid, n, &barrier}); });
 }
 
 void set_bytes(benchmark::State& state, double bytes) {

@@ -10,19 +10,15 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
-#include <memory>
 #include <vector>
 
+#include "bench_threads.h"
 #include "kiln/base/thread_pool.h"
 
 namespace kiln {
 namespace {
 
-ThreadPool& pool(int nth) {
-  static std::vector<std::unique_ptr<ThreadPool>> pools(3);
-  if (!pools[nth]) pools[nth] = std::make_unique<ThreadPool>(nth);
-  return *pools[nth];
-}
+using bench::pool;
 
 // One run() whose threads all cross `kCrossings` barriers: the time per iteration divided by
 // kCrossings is the cost of one barrier (the run()'s own cost is amortized away).

@@ -75,10 +75,10 @@ TEST(MatmulAmx, EveryFormatEqualsTheOtherTiersAtEveryRowCount) {
         use_tier(1);
         const auto avx512 = run(w, x, m, 2);
         use_tier(2);
-        const int64_t before = amx_groups_computed();
+        const int64_t before = amx_matmuls_run();
         const auto amx = run(w, x, m, (m % 2) + 1);
         if (m >= kAmxMinRows && amx_form) {
-          EXPECT_GT(amx_groups_computed(), before) << "AMX did not run";
+          EXPECT_GT(amx_matmuls_run(), before) << "AMX did not run";
         }
         for (int64_t e = 0; e < m * n; ++e) {
           ASSERT_EQ(amx[e], expect[e]) << dtype_name(f.dtype) << " k " << k << " m " << m << " row "
@@ -107,7 +107,7 @@ TEST(MatmulAmx, SplitArgmaxAndMergedWeights) {
   use_tier(0);
   const auto expect = run(w, x, m, 1);
   use_tier(2);
-  const int64_t before = amx_groups_computed();
+  const int64_t before = amx_matmuls_run();
   std::vector<float> a(m * 21), b(m * 48);
   float* outs[] = {a.data(), b.data()};
   const int64_t cols[] = {21, 48};
@@ -119,7 +119,7 @@ TEST(MatmulAmx, SplitArgmaxAndMergedWeights) {
   run_threads(2, [&](const ExecContext& ctx) {
     matmul_argmax(w, x.data(), m, ids.data(), scratch.data(), ctx);
   });
-  EXPECT_GT(amx_groups_computed(), before);
+  EXPECT_GT(amx_matmuls_run(), before);
   const int64_t n = w.n();
   for (int64_t i = 0; i < m; ++i) {
     const float* row = &expect[i * n];
@@ -143,9 +143,9 @@ TEST(MatmulAmx, OffUnlessEnabledAndAvx512) {
   std::mt19937 rng(45);
   std::vector<uint8_t> bytes = random_rows(DType::Q8_0, 16, 64, rng);
   const PackedWeight w = PackedWeight::pack(testing::borrow_rows(DType::Q8_0, 16, 64, bytes));
-  const int64_t before = amx_groups_computed();
+  const int64_t before = amx_matmuls_run();
   (void)run(w, random_acts(40, 64, rng), 40, 1);
-  EXPECT_EQ(amx_groups_computed(), before);
+  EXPECT_EQ(amx_matmuls_run(), before);
 }
 
 }  // namespace

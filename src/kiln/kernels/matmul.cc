@@ -191,7 +191,9 @@ bool has_amx_form(const PackedWeight& w) {
   return false;
 }
 
-std::atomic<int64_t> g_amx_groups{0};
+// Counted once per thread and matmul (a shared counter per group would bounce its cache line
+// between the threads on the hot path).
+std::atomic<int64_t> g_amx_matmuls{0};
 
 // The activation layout the tiles of m rows read (ActView::slab_rows): slabs of 4 rows, one
 // AVX2 many-row sub-tile each, wherever many_row_tiles picks those tiles; slabs of kAmxTileRows
@@ -428,6 +430,7 @@ void for_each_tile(const PackedWeight& w, const ActView& a, int64_t m, void* scr
   SegmentKernels kern;
   alignas(64) float tile[2][std::max(kMaxTileRows, kAmxTileRows) * R];
   ActView slab;  // the slab a tile reads, where the activations are in slabs (tile_view)
+  bool ran_amx = false;
   // Untouched unless a group is expanded: two groups of kExpandBytes for a pair tile, or one
   // chunk of up to kChunkBufferBytes for chunked_group.
   alignas(64) uint8_t expand_buffer[std::max(2 * kExpandBytes, kChunkBufferBytes)];
@@ -456,7 +459,7 @@ void for_each_tile(const PackedWeight& w, const ActView& a, int64_t m, void* scr
                                                                            expand_buffer);
           records = expand_buffer;
         }
-        g_amx_groups.fetch_add(1, std::memory_order_relaxed);
+        ran_amx = true;
         for (int64_t i0 = 0; i0 < m; i0 += kAmxTileRows) {
           const int mt = static_cast<int>(std::min<int64_t>(kAmxTileRows, m - i0));
           int64_t row0;
@@ -508,11 +511,12 @@ void for_each_tile(const PackedWeight& w, const ActView& a, int64_t m, void* scr
       g += n_groups;
     }
   }
+  if (ran_amx) g_amx_matmuls.fetch_add(1, std::memory_order_relaxed);
 }
 
 }  // namespace
 
-int64_t amx_groups_computed() { return g_amx_groups.load(std::memory_order_relaxed); }
+int64_t amx_matmuls_run() { return g_amx_matmuls.load(std::memory_order_relaxed); }
 
 size_t matmul_scratch_bytes(const PackedWeight& w, int64_t m) {
   KILN_CHECK(m >= 0, "matmul: negative row count {}", m);

@@ -1,9 +1,10 @@
 // AMX tile kernels for quantized weights from kAmxMinRows rows: the contract's int32 dots of 16
-// activation rows x 16 columns x one sub-block by one TDPBSUD (activations as the signed A tile,
-// the 8-bit records as the unsigned B tile: a record's S/4 words of 16 columns x 4 bytes are
-// already a B tile's rows), then the contract's float step on the AVX-512 units. TDPBSUD sums
-// in int32 exactly, so the dots, and with the same float operations in the same order the
-// outputs, are bit-identical to every other tier (matmul_kernels.h).
+// activation rows x 16 columns x one 32-input sub-block by one TDPBSUD (activations as the signed
+// A tile, the 8-bit records as the unsigned B tile: a record's 8 words of 16 columns x 4 bytes
+// are already a B tile's rows; zero-point formats' expanded records signed, by TDPBSSD), then the
+// contract's float step on the AVX-512 units. The tile products sum in int32 exactly, so the dots,
+// and with the same float operations in the same order the outputs, are bit-identical to every
+// other tier (matmul_kernels.h).
 //
 // The float step needs each sub-block's dots in vector registers: the tile is stored to an L1
 // buffer and its 16 rows loaded back. Two tiles and two buffers take turns, so that the tile
@@ -16,8 +17,6 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 
-#include <cstring>
-
 #include "kiln/kernels/amx_tile_config.h"
 #include "kiln/kernels/matmul_kernels.h"
 #include "kiln/kernels/quant_format.h"
@@ -29,9 +28,9 @@ namespace {
 // matmul_avx512.cc's kernels do).
 constexpr int kPrefetchBytes = 2048;
 
-// One configuration for every format, loaded once per thread: tmm0-1 hold 16 x 16 int32 dots
-// (taking turns), tmm2/tmm3 a 32-input sub-block's A (16 rows x 32 codes) and B (8 words), tmm4/
-// tmm5 a 16-input one's (16 rows x 16 codes, 4 words).
+// One configuration for every format (32-input records only: see amx_tiles_for), loaded once
+// per thread: tmm0-1 hold 16 x 16 int32 dots (taking turns), tmm2 a sub-block's A (16 rows x 32
+// activation codes), tmm3 its B (a record's 8 words).
 void configure_tiles() {
   thread_local bool configured = false;
   if (configured) return;
@@ -40,42 +39,30 @@ void configure_tiles() {
   c.rows[0] = c.rows[1] = 16;
   c.colsb[2] = 32, c.rows[2] = 16;
   c.colsb[3] = 64, c.rows[3] = 8;
-  c.colsb[4] = 16, c.rows[4] = 16;
-  c.colsb[5] = 64, c.rows[5] = 4;
   load_tile_config(c);
   configured = true;
 }
 
-// The dots of sub-block s (S inputs) for rows row0 .. row0 + 15 into dots (16 x 16 int32), through
-// tile C (0 or 1). Rows past the view's last are whatever the scratch holds there (the driver
-// pads it); their outputs are never stored.
+// The dots of one sub-block for rows row0 .. row0 + 15 into dots (16 x 16 int32), through tile C
+// (0 or 1): qs the rows' 32 codes (32 bytes apart), rec the record. Rows past the view's last
+// are whatever the scratch holds there (the driver pads it); their outputs are never stored.
+// Signed: the record holds code - zero_point as int8 (TDPBSSD), else unsigned codes (TDPBSUD).
 // (The tile intrinsics are assembler text: the tile numbers must be literals.)
-#define KILN_SUB_BLOCK_DOTS(C)      \
-  do {                              \
-    _tile_zero(C);                  \
-    if constexpr (S == 32) {        \
-      _tile_loadd(2, qs, q_stride); \
-      _tile_loadd(3, rec, 64);      \
-      if constexpr (Signed) {       \
-        _tile_dpbssd(C, 2, 3);      \
-      } else {                      \
-        _tile_dpbsud(C, 2, 3);      \
-      }                             \
-    } else {                        \
-      _tile_loadd(4, qs, q_stride); \
-      _tile_loadd(5, rec, 64);      \
-      if constexpr (Signed) {       \
-        _tile_dpbssd(C, 4, 5);      \
-      } else {                      \
-        _tile_dpbsud(C, 4, 5);      \
-      }                             \
-    }                               \
-    _tile_stored(C, dots, 64);      \
+#define KILN_SUB_BLOCK_DOTS(C) \
+  do {                         \
+    _tile_zero(C);             \
+    _tile_loadd(2, qs, 32);    \
+    _tile_loadd(3, rec, 64);   \
+    if constexpr (Signed) {    \
+      _tile_dpbssd(C, 2, 3);   \
+    } else {                   \
+      _tile_dpbsud(C, 2, 3);   \
+    }                          \
+    _tile_stored(C, dots, 64); \
   } while (0)
 
-// Signed: the records hold code - zero_point as int8 (TDPBSSD), else unsigned codes (TDPBSUD).
-template <int S, int C, bool Signed>
-inline void sub_block_dots(const int8_t* qs, int64_t q_stride, const uint8_t* rec, int32_t* dots) {
+template <int C, bool Signed>
+inline void sub_block_dots(const int8_t* qs, const uint8_t* rec, int32_t* dots) {
   if constexpr (C == 0) {
     KILN_SUB_BLOCK_DOTS(0);
   } else {
@@ -84,17 +71,18 @@ inline void sub_block_dots(const int8_t* qs, int64_t q_stride, const uint8_t* re
 }
 #undef KILN_SUB_BLOCK_DOTS
 
-// Signed: records of code - ZP (no correction); else unsigned codes, corrected by -ZP * sum(q).
-template <int S, int ZP, bool Min, bool F16Scale, bool Signed>
+// A format's tiles for 32-input records. Signed: records of code - ZP (no correction); else
+// unsigned codes, corrected by -ZP * sum(q) (Q8_0 as stored), or with a minimum (Min).
+template <int ZP, bool Min, bool F16Scale, bool Signed>
 struct AmxTile {
-  static constexpr int kCodeBytes = 16 * S;
+  static constexpr int kCodeBytes = 16 * 32;
   static constexpr int kRecordBytes = kCodeBytes + (F16Scale ? 32 : 64) + (Min ? 64 : 0);
 
   // The float step of sub-block s: acc[i] for rows row0 + i, i = 0..15, from its stored dots.
   static inline void float_step(const uint8_t* group, const ActView& a, int64_t row0, int64_t s,
                                 const int32_t* dots, __m512* acc) {
     const uint8_t* rec = group + s * kRecordBytes;
-    const int64_t m = a.m, blk = s * S / 32;
+    const int64_t at = s * a.m + row0;  // the rows' entries of block s
     __m512 scale;
     if constexpr (F16Scale) {
       scale =
@@ -102,39 +90,19 @@ struct AmxTile {
     } else {
       scale = _mm512_loadu_ps(rec + kCodeBytes);
     }
-    const float* db = a.d + blk * m + row0;
-    if constexpr (Min) {
-      const __m512 minimum = _mm512_loadu_ps(rec + kCodeBytes + 64);
-      // The contract's d_b * sum of the sub-block's codes: ds for 32 inputs, d * s16 for 16.
-      alignas(64) float dsr[16];
-      if constexpr (S == 32) {
-        std::memcpy(dsr, a.ds + blk * m + row0, sizeof(dsr));
-      } else {
-        const __m512i s16 = _mm512_loadu_si512(a.s16 + s * m + row0);
-        _mm512_store_ps(dsr, _mm512_mul_ps(_mm512_loadu_ps(db), _mm512_cvtepi32_ps(s16)));
-      }
+    const float* db = a.d + at;
+    __m512 minimum = _mm512_setzero_ps();
+    if constexpr (Min) minimum = _mm512_loadu_ps(rec + kCodeBytes + 64);
 #pragma GCC unroll 16
-      for (int i = 0; i < 16; ++i) {
-        const __m512 dot = _mm512_cvtepi32_ps(_mm512_load_si512(dots + 16 * i));
-        acc[i] = _mm512_fmadd_ps(dot, _mm512_mul_ps(scale, _mm512_set1_ps(db[i])), acc[i]);
-        acc[i] = _mm512_fnmadd_ps(minimum, _mm512_set1_ps(dsr[i]), acc[i]);
-      }
-    } else if constexpr (Signed) {
-#pragma GCC unroll 16
-      for (int i = 0; i < 16; ++i) {
-        const __m512 dot = _mm512_cvtepi32_ps(_mm512_load_si512(dots + 16 * i));
-        acc[i] = _mm512_fmadd_ps(dot, _mm512_mul_ps(scale, _mm512_set1_ps(db[i])), acc[i]);
-      }
-    } else {
+    for (int i = 0; i < 16; ++i) {
+      __m512i dot = _mm512_load_si512(dots + 16 * i);
       // -zp * sum(q) of the sub-block, added to the dot in int32 (exact, as every tier).
-      const int32_t* corr = a.zp_corr[zp_slot(ZP)] + s * m + row0;
-#pragma GCC unroll 16
-      for (int i = 0; i < 16; ++i) {
-        const __m512i dot =
-            _mm512_add_epi32(_mm512_load_si512(dots + 16 * i), _mm512_set1_epi32(corr[i]));
-        acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot),
-                                 _mm512_mul_ps(scale, _mm512_set1_ps(db[i])), acc[i]);
-      }
+      if constexpr (!Min && !Signed)
+        dot = _mm512_add_epi32(dot, _mm512_set1_epi32(a.zp_corr[zp_slot(ZP)][at + i]));
+      acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(scale, _mm512_set1_ps(db[i])),
+                               acc[i]);
+      // The minimum times the contract's d_b * sum of the block's codes (ds).
+      if constexpr (Min) acc[i] = _mm512_fnmadd_ps(minimum, _mm512_set1_ps(a.ds[at + i]), acc[i]);
     }
   }
 
@@ -144,12 +112,12 @@ struct AmxTile {
   template <bool Prefetch>
   static void fn(const uint8_t* group, const ActView& a, int64_t row0, int /*mt*/, float* tile) {
     configure_tiles();
-    const int64_t nsub = a.k / S, m = a.m;
+    const int64_t nsub = a.k / 32;
     alignas(64) int32_t dots[2][16 * 16];
     __m512 acc[16];
 #pragma GCC unroll 16
     for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
-    auto codes = [&](int64_t s) { return a.q + ((s * S / 32) * m + row0) * 32 + (s * S) % 32; };
+    auto codes = [&](int64_t s) { return a.q + (s * a.m + row0) * 32; };
     auto record = [&](int64_t s) {
       const uint8_t* rec = group + s * kRecordBytes;
       if constexpr (Prefetch) {
@@ -159,16 +127,16 @@ struct AmxTile {
       }
       return rec;
     };
-    sub_block_dots<S, 0, Signed>(codes(0), 32, record(0), dots[0]);
+    sub_block_dots<0, Signed>(codes(0), record(0), dots[0]);
     int64_t s = 1;
     for (; s + 1 < nsub; s += 2) {
-      sub_block_dots<S, 1, Signed>(codes(s), 32, record(s), dots[1]);
+      sub_block_dots<1, Signed>(codes(s), record(s), dots[1]);
       float_step(group, a, row0, s - 1, dots[0], acc);
-      sub_block_dots<S, 0, Signed>(codes(s + 1), 32, record(s + 1), dots[0]);
+      sub_block_dots<0, Signed>(codes(s + 1), record(s + 1), dots[0]);
       float_step(group, a, row0, s, dots[1], acc);
     }
     if (s < nsub) {
-      sub_block_dots<S, 1, Signed>(codes(s), 32, record(s), dots[1]);
+      sub_block_dots<1, Signed>(codes(s), record(s), dots[1]);
       float_step(group, a, row0, s - 1, dots[0], acc);
       float_step(group, a, row0, s, dots[1], acc);
     } else {
@@ -192,15 +160,14 @@ AmxTiles amx_tiles_for(DType t) {
           return {};
         } else if constexpr (F.bits == 8 && !F.expand_for_many_rows) {
           // Records as the AVX-512 many-row path reads them: 8-bit ones as stored...
-          using K = AmxTile<F.sub_block, F.zero_point, F.has_min, true, false>;
+          using K = AmxTile<F.zero_point, F.has_min, true, false>;
           return {K::template fn<true>, K::template fn<false>, false};
         } else {
           // ... the others as expand_group writes them, in cache: minus the zero point where
           // there is one, which saves the float step its correction (a quarter of its vector
           // work per row and record).
           constexpr bool kSigned = F.zero_point != 0 && !F.has_min;
-          using K =
-              AmxTile<F.sub_block, F.zero_point, F.has_min, expanded_keeps_f16_scales(F), kSigned>;
+          using K = AmxTile<F.zero_point, F.has_min, expanded_keeps_f16_scales(F), kSigned>;
           return {K::template fn<false>, K::template fn<false>, kSigned};
         }
       },

@@ -117,9 +117,9 @@ struct AmxTiles {
   bool signed_codes = false;
 };
 AmxTiles amx_tiles_for(DType t);
-// Groups the AMX tiles have computed in this process (all row tiles of a group count once): how
-// tests tell that the AMX path ran.
-int64_t amx_groups_computed();
+// Matmuls in which a thread ran AMX tiles, in this process, counted once per thread and matmul:
+// how tests tell that the AMX path ran.
+int64_t amx_matmuls_run();
 
 // Rows of a pair tile (below): 2 groups x 4 rows keep 8 int32 dots and 8 f32 accumulators in
 // registers, like an 8-row tile of one group.
