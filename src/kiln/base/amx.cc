@@ -26,6 +26,19 @@ int request_tile_data_from_linux() {
 // -1: not decided yet (KILN_ISA read on first use); 0 off; 1 on.
 std::atomic<int> g_enabled{-1};
 
+// The bf16 contract: -1 not decided yet (KILN_MATMUL_CONTRACT read on first use); 0 no; 1 yes.
+std::atomic<int> g_bf16_wanted{-1};
+
+bool bf16_wanted() {
+  int on = g_bf16_wanted.load(std::memory_order_relaxed);
+  if (on < 0) {
+    const char* env = std::getenv("KILN_MATMUL_CONTRACT");
+    on = env != nullptr && std::strcmp(env, "bf16") == 0 ? 1 : 0;
+    g_bf16_wanted.store(on, std::memory_order_relaxed);
+  }
+  return on == 1;
+}
+
 bool env_allows_amx() {
   const char* env = std::getenv("KILN_ISA");
   return env == nullptr || std::strcmp(env, "amx") == 0;
@@ -105,7 +118,23 @@ std::string amx_summary() {
 namespace kiln {
 
 std::string matmul_tier_name() {
+  if (bf16_contract_active()) return std::string(isa_name(active_isa())) + "+amx-bf16";
   return std::string(isa_name(active_isa())) + (amx_active() ? "+amx" : "");
+}
+
+bool bf16_contract_usable() { return amx_status().usable && amx_status().bf16; }
+
+bool bf16_contract_active() { return bf16_wanted() && amx_active() && amx_status().bf16; }
+
+void set_bf16_contract(bool on) { g_bf16_wanted.store(on ? 1 : 0, std::memory_order_relaxed); }
+
+void reset_bf16_contract() { g_bf16_wanted.store(-1, std::memory_order_relaxed); }
+
+std::string matmul_contract_summary() {
+  if (bf16_contract_active()) return "bf16";
+  if (!bf16_wanted()) return "int8";
+  if (!amx_active()) return "int8 (bf16 asked for, but AMX " + amx_summary() + ")";
+  return "int8 (bf16 asked for, but the CPU has no AMX-BF16)";
 }
 
 }  // namespace kiln

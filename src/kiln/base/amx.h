@@ -46,7 +46,26 @@ void reset_amx_enabled();
 // "on" when active, else "off (<why>)": the start-up log's word for it.
 std::string amx_summary();
 // The matmul kernels' tier for logs and benchmark records: "avx512+amx" where AMX is active,
-// else the vector tier's name.
+// "avx512+amx-bf16" under the bf16 contract, else the vector tier's name.
 std::string matmul_tier_name();
+
+// THE BF16 CONTRACT (opt-in: KILN_MATMUL_CONTRACT=bf16, or set_bf16_contract): quantized
+// weights are decompressed to bf16 (each weight the value the int8 contract's dequantization
+// gives, rounded to nearest even) and multiplied with the activations rounded to bf16 by
+// AMX-BF16 tile products accumulated in f32 inside the tiles, at every row count, batch 1
+// included, so batch invariance and graph == eager hold as under the int8 contract. Its bits are
+// the matrix engine's own (TDPBF16PS sums in an order no scalar loop reproduces): they differ
+// from the int8 contract's, and from host to host only where the hardware's do.
+// Whether AMX-BF16 can run here: AMX usable with the BF16 products (the host's CPUID).
+bool bf16_contract_usable();
+// Whether quantized matmuls run the bf16 contract now: asked for (KILN_MATMUL_CONTRACT=bf16 or
+// set_bf16_contract(true)), usable, and AMX active (KILN_ISA=avx512 or lower keeps int8).
+bool bf16_contract_active();
+// Asks for (or against) the bf16 contract in this process: the command line and tests.
+void set_bf16_contract(bool on);
+// Forgets set_bf16_contract: KILN_MATMUL_CONTRACT decides again.
+void reset_bf16_contract();
+// "int8", "bf16", or "int8 (bf16 asked for, but <why>)": the start-up log's word for it.
+std::string matmul_contract_summary();
 
 }  // namespace kiln

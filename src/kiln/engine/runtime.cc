@@ -208,7 +208,8 @@ void Runtime::Impl::describe(const model::ModelFiles& files, const ServingGeomet
       "packed weights {:.1f} MiB; file pages released after repacking {:.1f} MiB",
       mem.resident / 1048576.0, mem.file / 1048576.0, mem.anon / 1048576.0, mem.peak / 1048576.0,
       packs.bytes / 1048576.0, packs.released_bytes / 1048576.0);
-  KILN_LOG_INFO("matmul kernels: {}, AMX {}", isa_name(active_isa()), amx_summary());
+  KILN_LOG_INFO("matmul kernels: {}, AMX {}, contract {}", isa_name(active_isa()), amx_summary(),
+                matmul_contract_summary());
 }
 
 Runtime::Runtime(const RuntimeOptions& options) : impl_(std::make_unique<Impl>()) {

@@ -21,4 +21,15 @@ static_assert(sizeof(TileConfig) == 64);
 // whatever the compiler's ISA flags.
 inline void load_tile_config(const TileConfig& c) { __asm__ volatile("ldtilecfg %0" ::"m"(c)); }
 
+// The kernels' configurations. A thread keeps the last one it loaded (one per thread, shared by
+// every translation unit: an inline function's thread_local), so a kernel reloads only when
+// the thread last ran the other kind.
+enum class TileConfigId : uint8_t { None, Int8, Bf16 };
+inline void use_tile_config(TileConfigId id, const TileConfig& c) {
+  thread_local TileConfigId current = TileConfigId::None;
+  if (current == id) return;
+  load_tile_config(c);
+  current = id;
+}
+
 }  // namespace kiln::kernels

@@ -20,6 +20,9 @@ constexpr int R = PackedWeight::kGroupRows;
 
 size_t align64(size_t n) { return (n + 63) / 64 * 64; }
 
+// Rows the bf16 contract's activations hold for m rows: whole 16-row tiles.
+size_t bf16_rows(int64_t m) { return static_cast<size_t>((m + 15) / 16 * 16); }
+
 // The scratch's array of T at byte offset `at` (act_scratch's offsets).
 template <class T>
 T* scratch_array(void* scratch, size_t at) {
@@ -58,6 +61,7 @@ struct ActScratch {
     size_t offset;
   };
   size_t q, d, s16, s32, ds, end;
+  size_t xb;  // the bf16 contract's rows (ActView::xb), where the host can run it; else 0
   Correction corrections[kZeroPointSlots];
   int n_corrections;
 };
@@ -85,6 +89,12 @@ ActScratch act_scratch(const PackedWeight& w, int64_t m) {
     seen[slot] = true;
     s.corrections[s.n_corrections++] = {slot, L.zero_point, L.sub_block, s.end};
     s.end += align64(mm * (k / static_cast<size_t>(L.sub_block)) * 4) + pad;
+  }
+  // Sized wherever the host could run the bf16 contract, whether or not it does now, so that a
+  // plan sized before the contract is switched stays large enough.
+  if (bf16_contract_usable()) {
+    s.xb = s.end;
+    s.end += align64(bf16_rows(m) * k * 2);
   }
   return s;
 }
@@ -194,6 +204,7 @@ bool has_amx_form(const PackedWeight& w) {
 // Counted once per thread and matmul (a shared counter per group would bounce its cache line
 // between the threads on the hot path).
 std::atomic<int64_t> g_amx_matmuls{0};
+std::atomic<int64_t> g_bf16_matmuls{0};
 
 // The activation layout the tiles of m rows read (ActView::slab_rows): slabs of 4 rows, one
 // AVX2 many-row sub-tile each, wherever many_row_tiles picks those tiles; slabs of kAmxTileRows
@@ -236,7 +247,21 @@ ActView prepare_acts(const PackedWeight& w, const float* x, int64_t m, void* scr
   a.x_stride = w.k();
   // Reset before the barrier below; no thread takes a group before it.
   if (ctx.tid == 0) group_counter(scratch).store(0, std::memory_order_relaxed);
-  if (w.quantized()) {
+  if (w.quantized() && bf16_contract_active()) {
+    // The bf16 contract: the rows rounded to bf16, whole tiles of them (the padding rows zero).
+    const ActScratch s = act_scratch(w, m);
+    auto* xb = scratch_array<uint16_t>(scratch, s.xb);
+    const int64_t k = w.k(), padded = static_cast<int64_t>(bf16_rows(m));
+    const Range rows = split_range(padded, ctx.tid, ctx.nth);
+    const int64_t real_end = std::min(rows.end, m);
+    if (real_end > rows.begin)
+      rows_to_bf16(x + rows.begin * k, k, real_end - rows.begin, xb + rows.begin * k);
+    const int64_t pad_begin = std::max(rows.begin, m);
+    if (rows.end > pad_begin)
+      std::fill(xb + pad_begin * k, xb + rows.end * k, uint16_t{0});
+    a.m = m;
+    a.xb = xb;
+  } else if (w.quantized()) {
     const ActScratch s = act_scratch(w, m);
     auto* base = static_cast<uint8_t*>(scratch);
     auto* q = scratch_array<int8_t>(base, s.q);
@@ -310,6 +335,8 @@ struct SegmentKernels {
   AmxTiles amx;               // AMX tiles of 16 rows on the (expanded) records
   int64_t records = 0;        // sub-block records per group (quantized types)
   ChunkTiles chunk;           // tile != null: AVX2 many-row tiles (chunked_group)
+  Bf16DecompressFn bf16 = nullptr;  // the bf16 contract's tiles (bf16_group)
+  int64_t records_per_step = 0;     // bf16: records per 32-input step
 };
 
 // AVX2 where many_row_tiles says: the many-row tiles (chunked_group).
@@ -317,10 +344,18 @@ struct SegmentKernels {
 // to the pair kernel, and other types are first unpacked to 8-bit records when a group fits the
 // buffer. Up to kMaxTileRows rows one 8-row tile reads each group once, straight from memory
 // (pairs of 4-row tiles measured slower there: each group is read twice, once from DRAM).
-SegmentKernels kernels_for(const PackedWeight& w, DType t, int64_t m) {
+SegmentKernels kernels_for(const PackedWeight& w, DType t, int64_t m, bool bf16) {
   const int64_t k = w.k();
   SegmentKernels s;
   s.tile = tile_fn(t);
+  if (bf16) {
+    // Every quantized format has the bf16 form (float segments keep their f32 tiles).
+    s.bf16 = bf16_decompress_fn(t);
+    if (s.bf16 != nullptr) {
+      s.records_per_step = 32 / packed_layout(t).sub_block;
+      return s;
+    }
+  }
   if (many_row_tiles(m)) {
     s.chunk = chunk_tiles_avx2(t);
     // The activations are in slabs (act_slab_rows), which only these tiles and the f32 rows
@@ -419,6 +454,37 @@ void chunked_group(const ChunkTiles& ct, const uint8_t* group, const ActView& a,
   }
 }
 
+// One group for all m rows under the bf16 contract: up to kBf16MaxTiles tiles of 16 rows at a
+// time accumulate every 32-input step in the tile registers, the group's records decompressed
+// into `buffer` once for all rows where the whole group fits it (12288 inputs in the pair
+// tiles' buffer), else chunk by chunk again for each pass of rows.
+template <typename Epilogue>
+void bf16_group(const SegmentKernels& kern, const uint8_t* group, const ActView& a, int64_t m,
+                int64_t col, int valid, uint8_t* buffer, size_t buffer_bytes, Epilogue& epi) {
+  const int64_t steps = a.k / 32;
+  const int64_t per_chunk =
+      std::min<int64_t>(steps, static_cast<int64_t>(buffer_bytes) / kBf16StepBytes);
+  const bool whole = per_chunk >= steps;
+  auto* b = static_cast<uint16_t*>(static_cast<void*>(buffer));
+  alignas(64) float c[kBf16MaxTiles * 16 * R];
+  constexpr int64_t kPassRows = kBf16MaxTiles * 16;
+  for (int64_t r0 = 0; r0 < m; r0 += kPassRows) {
+    const int nt = static_cast<int>((std::min(kPassRows, m - r0) + 15) / 16);
+    bf16_tiles_zero(nt);
+    for (int64_t t0 = 0; t0 < steps; t0 += per_chunk) {
+      const int64_t t1 = std::min(steps, t0 + per_chunk);
+      if (r0 == 0 || !whole)
+        kern.bf16(group, a.k, t0 * kern.records_per_step, t1 * kern.records_per_step, b);
+      bf16_tiles_accumulate(b, a.xb + r0 * a.k + t0 * 32, a.k * 2, t1 - t0, nt);
+    }
+    bf16_tiles_store(nt, c);
+    for (int i = 0; i < nt; ++i) {
+      const int64_t i0 = r0 + 16 * i;
+      epi(col, valid, i0, static_cast<int>(std::min<int64_t>(16, m - i0)), c + i * 16 * R);
+    }
+  }
+}
+
 // Phase 2: the column groups this thread takes from the queue; epi(col, valid_cols, row0, mt,
 // tile) consumes each tile, columns in increasing order for every row.
 template <typename Epilogue>
@@ -430,7 +496,7 @@ void for_each_tile(const PackedWeight& w, const ActView& a, int64_t m, void* scr
   SegmentKernels kern;
   alignas(64) float tile[2][std::max(kMaxTileRows, kAmxTileRows) * R];
   ActView slab;  // the slab a tile reads, where the activations are in slabs (tile_view)
-  bool ran_amx = false;
+  bool ran_amx = false, ran_bf16 = false;
   // Untouched unless a group is expanded: two groups of kExpandBytes for a pair tile, or one
   // chunk of up to kChunkBufferBytes for chunked_group.
   alignas(64) uint8_t expand_buffer[std::max(2 * kExpandBytes, kChunkBufferBytes)];
@@ -441,11 +507,18 @@ void for_each_tile(const PackedWeight& w, const ActView& a, int64_t m, void* scr
         kern.tile = nullptr;
       }
       const PackedSegment& seg = segs[si];
-      if (kern.tile == nullptr) kern = kernels_for(w, seg.dtype, m);
+      if (kern.tile == nullptr) kern = kernels_for(w, seg.dtype, m, a.xb != nullptr);
       const int64_t local = g - seg.group0;
       const uint8_t* group[2] = {w.data() + seg.offset + local * seg.group_bytes, nullptr};
       const int64_t col = seg.col0 + local * R;
       auto valid = [&](int64_t l) { return static_cast<int>(std::min<int64_t>(R, seg.n - l * R)); };
+      if (kern.bf16 != nullptr) {
+        bf16_group(kern, group[0], a, m, col, valid(local), expand_buffer, sizeof(expand_buffer),
+                   epi);
+        ran_bf16 = true;
+        ++g;
+        continue;
+      }
       if (kern.chunk.tile != nullptr) {
         chunked_group(kern.chunk, group[0], a, m, col, valid(local), expand_buffer,
                       sizeof(expand_buffer), epi);
@@ -512,11 +585,13 @@ void for_each_tile(const PackedWeight& w, const ActView& a, int64_t m, void* scr
     }
   }
   if (ran_amx) g_amx_matmuls.fetch_add(1, std::memory_order_relaxed);
+  if (ran_bf16) g_bf16_matmuls.fetch_add(1, std::memory_order_relaxed);
 }
 
 }  // namespace
 
 int64_t amx_matmuls_run() { return g_amx_matmuls.load(std::memory_order_relaxed); }
+int64_t bf16_matmuls_run() { return g_bf16_matmuls.load(std::memory_order_relaxed); }
 
 size_t matmul_scratch_bytes(const PackedWeight& w, int64_t m) {
   KILN_CHECK(m >= 0, "matmul: negative row count {}", m);

@@ -31,16 +31,18 @@ constexpr int kPrefetchBytes = 2048;
 // One configuration for every format (32-input records only: see amx_tiles_for), loaded once
 // per thread: tmm0-1 hold 16 x 16 int32 dots (taking turns), tmm2 a sub-block's A (16 rows x 32
 // activation codes), tmm3 its B (a record's 8 words).
-void configure_tiles() {
-  thread_local bool configured = false;
-  if (configured) return;
+TileConfig int8_tile_config() {
   TileConfig c;
   c.colsb[0] = c.colsb[1] = 64;
   c.rows[0] = c.rows[1] = 16;
   c.colsb[2] = 32, c.rows[2] = 16;
   c.colsb[3] = 64, c.rows[3] = 8;
-  load_tile_config(c);
-  configured = true;
+  return c;
+}
+
+void configure_tiles() {
+  static const TileConfig config = int8_tile_config();
+  use_tile_config(TileConfigId::Int8, config);
 }
 
 // The dots of one sub-block for rows row0 .. row0 + 15 into dots (16 x 16 int32), through tile C

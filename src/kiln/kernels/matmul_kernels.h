@@ -54,6 +54,9 @@ struct ActView {
   const float* ds = nullptr;     // [k/32][m] d * float(s32)
   const float* x = nullptr;      // [m][x_stride] the f32 rows (float weights read them directly)
   int64_t x_stride = 0;
+  // Under the bf16 contract (quantized weights): the rows rounded to bf16, [m rounded up to 16][k]
+  // (rows past m zero), and nothing above but x; else null.
+  const uint16_t* xb = nullptr;
   // -zp * sum(q) per sub-block, [k/S][m], for each zero point the weight's segments use (index
   // zp_slot(zp); S = zp_sub_block(slot)); null for the others. The
   // same integers the kernels would compute per row and sub-block, computed once per matmul
@@ -120,6 +123,33 @@ AmxTiles amx_tiles_for(DType t);
 // Matmuls in which a thread ran AMX tiles, in this process, counted once per thread and matmul:
 // how tests tell that the AMX path ran.
 int64_t amx_matmuls_run();
+
+// THE BF16 CONTRACT's pieces (matmul_bf16_amx.cc; base/amx.h says what the contract is). Call
+// only where bf16_contract_active().
+//
+// Bytes of one 32-input step of a group decompressed: one B tile of 16 input pairs x 16 columns
+// x 2 bf16 (the pair 2p, 2p + 1 of column c at dword p * 16 + c).
+inline constexpr int64_t kBf16StepBytes = 1024;
+// Writes records [s0, s1) of a packed group of k inputs, as B tiles from out: each weight the
+// value PackedWeight::dequantize_row gives, rounded to bf16 (nearest even).
+using Bf16DecompressFn = void (*)(const uint8_t* group, int64_t k, int64_t s0, int64_t s1,
+                                  uint16_t* out);
+Bf16DecompressFn bf16_decompress_fn(DType t);  // null for float types
+// out[i * k + j] = x[i * k + j] rounded to bf16 (nearest even), for `rows` rows (k a multiple
+// of 32).
+void rows_to_bf16(const float* x, int64_t k, int64_t rows, uint16_t* out);
+// The tile accumulators of up to 4 x 16 activation rows (nt tiles): zeroed, then `steps` steps
+// added (A: 16 rows of 32 bf16 at a, a + 16 rows, ..., rows a_stride bytes apart; B: steps
+// decompressed tiles from b), then stored to c (nt x 16 rows x 16 f32). They stay in the tile
+// registers between the calls: one thread runs the three in turn, with no other tile work
+// between them.
+void bf16_tiles_zero(int nt);
+void bf16_tiles_accumulate(const uint16_t* b, const uint16_t* a, int64_t a_stride, int64_t steps,
+                           int nt);
+void bf16_tiles_store(int nt, float* c);
+inline constexpr int kBf16MaxTiles = 4;
+// Matmuls in which a thread ran the bf16 contract's tiles, counted as amx_matmuls_run counts.
+int64_t bf16_matmuls_run();
 
 // Rows of a pair tile (below): 2 groups x 4 rows keep 8 int32 dots and 8 f32 accumulators in
 // registers, like an 8-row tile of one group.
