@@ -253,12 +253,7 @@ ActView prepare_acts(const PackedWeight& w, const float* x, int64_t m, void* scr
     auto* xb = scratch_array<uint16_t>(scratch, s.xb);
     const int64_t k = w.k(), padded = static_cast<int64_t>(bf16_rows(m));
     const Range rows = split_range(padded, ctx.tid, ctx.nth);
-    const int64_t real_end = std::min(rows.end, m);
-    if (real_end > rows.begin)
-      rows_to_bf16(x + rows.begin * k, k, real_end - rows.begin, xb + rows.begin * k);
-    const int64_t pad_begin = std::max(rows.begin, m);
-    if (rows.end > pad_begin)
-      std::fill(xb + pad_begin * k, xb + rows.end * k, uint16_t{0});
+    rows_to_bf16(x, k, m, rows.begin, rows.end, xb);
     a.m = m;
     a.xb = xb;
   } else if (w.quantized()) {
@@ -458,6 +453,8 @@ void chunked_group(const ChunkTiles& ct, const uint8_t* group, const ActView& a,
 // time accumulate every 32-input step in the tile registers, the group's records decompressed
 // into `buffer` once for all rows where the whole group fits it (12288 inputs in the pair
 // tiles' buffer), else chunk by chunk again for each pass of rows.
+constexpr int64_t kBf16DecompressSlice = 4;
+
 template <typename Epilogue>
 void bf16_group(const SegmentKernels& kern, const uint8_t* group, const ActView& a, int64_t m,
                 int64_t col, int valid, uint8_t* buffer, size_t buffer_bytes, Epilogue& epi) {
@@ -473,14 +470,61 @@ void bf16_group(const SegmentKernels& kern, const uint8_t* group, const ActView&
     bf16_tiles_zero(nt);
     for (int64_t t0 = 0; t0 < steps; t0 += per_chunk) {
       const int64_t t1 = std::min(steps, t0 + per_chunk);
-      if (r0 == 0 || !whole)
-        kern.bf16(group, a.k, t0 * kern.records_per_step, t1 * kern.records_per_step, b);
-      bf16_tiles_accumulate(b, a.xb + r0 * a.k + t0 * 32, a.k * 2, t1 - t0, nt);
+      const bool decompress = r0 == 0 || !whole;
+      // A few steps decompressed, then their tile products: the tile unit works through them
+      // while the vector units decompress the next ones (all at once, the tile products of a
+      // batch-1 row, one dependent chain, waited for the whole group's decompression).
+      const int64_t slice = decompress ? kBf16DecompressSlice : t1 - t0;
+      for (int64_t u0 = t0; u0 < t1; u0 += slice) {
+        const int64_t u1 = std::min(t1, u0 + slice);
+        uint16_t* bu = b + (u0 - t0) * kBf16TileElems;
+        if (decompress)
+          kern.bf16(group, a.k, u0 * kern.records_per_step, u1 * kern.records_per_step, bu);
+        // Row tile r0 / 16's step u0 (A tiles: rows_to_bf16).
+        bf16_tiles_accumulate(bu, a.xb + (r0 / 16 * steps + u0) * kBf16TileElems,
+                              steps * kBf16TileElems, u1 - u0, nt);
+      }
     }
     bf16_tiles_store(nt, c);
     for (int i = 0; i < nt; ++i) {
       const int64_t i0 = r0 + 16 * i;
       epi(col, valid, i0, static_cast<int>(std::min<int64_t>(16, m - i0)), c + i * 16 * R);
+    }
+  }
+}
+
+// Two groups at once under the bf16 contract, each A tile feeding both (bf16_tiles_accumulate_pair),
+// in passes of 32 rows; only where both whole groups fit `buffer` (6144 inputs in the pair
+// tiles' buffer), decompressed in the first pass. The same steps in the same order per output
+// as bf16_group, so the same bits.
+template <typename Epilogue>
+void bf16_pair(const SegmentKernels& kern, const uint8_t* group0, const uint8_t* group1,
+               const ActView& a, int64_t m, int64_t col, int valid0, int valid1, uint8_t* buffer,
+               Epilogue& epi) {
+  const int64_t steps = a.k / 32;
+  auto* b0 = static_cast<uint16_t*>(static_cast<void*>(buffer));
+  uint16_t* b1 = b0 + steps * kBf16TileElems;
+  alignas(64) float c[kBf16MaxTiles * 16 * R];
+  for (int64_t r0 = 0; r0 < m; r0 += 32) {
+    const int nr = m - r0 > 16 ? 2 : 1;
+    bf16_tiles_zero(2 * nr);
+    const int64_t slice = r0 == 0 ? kBf16DecompressSlice : steps;
+    for (int64_t u0 = 0; u0 < steps; u0 += slice) {
+      const int64_t u1 = std::min(steps, u0 + slice);
+      const int64_t at = u0 * kBf16TileElems;
+      if (r0 == 0) {
+        kern.bf16(group0, a.k, u0 * kern.records_per_step, u1 * kern.records_per_step, b0 + at);
+        kern.bf16(group1, a.k, u0 * kern.records_per_step, u1 * kern.records_per_step, b1 + at);
+      }
+      bf16_tiles_accumulate_pair(b0 + at, b1 + at, a.xb + (r0 / 16 * steps + u0) * kBf16TileElems,
+                                 steps * kBf16TileElems, u1 - u0, nr);
+    }
+    bf16_tiles_store(2 * nr, c);
+    for (int r = 0; r < nr; ++r) {
+      const int64_t i0 = r0 + 16 * r;
+      const int rows = static_cast<int>(std::min<int64_t>(16, m - i0));
+      epi(col, valid0, i0, rows, c + (2 * r) * 16 * R);
+      epi(col + R, valid1, i0, rows, c + (2 * r + 1) * 16 * R);
     }
   }
 }
@@ -513,10 +557,18 @@ void for_each_tile(const PackedWeight& w, const ActView& a, int64_t m, void* scr
       const int64_t col = seg.col0 + local * R;
       auto valid = [&](int64_t l) { return static_cast<int>(std::min<int64_t>(R, seg.n - l * R)); };
       if (kern.bf16 != nullptr) {
-        bf16_group(kern, group[0], a, m, col, valid(local), expand_buffer, sizeof(expand_buffer),
-                   epi);
         ran_bf16 = true;
-        ++g;
+        const bool pair = g + 1 < chunk.end && local + 1 < seg.groups &&
+                          2 * (w.k() / 32) * kBf16StepBytes <= int64_t{sizeof(expand_buffer)};
+        if (pair) {
+          bf16_pair(kern, group[0], group[0] + seg.group_bytes, a, m, col, valid(local),
+                    valid(local + 1), expand_buffer, epi);
+          g += 2;
+        } else {
+          bf16_group(kern, group[0], a, m, col, valid(local), expand_buffer, sizeof(expand_buffer),
+                     epi);
+          ++g;
+        }
         continue;
       }
       if (kern.chunk.tile != nullptr) {

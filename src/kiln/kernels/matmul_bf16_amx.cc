@@ -5,8 +5,9 @@
 //
 // A decompressed 32-input step of a group is one B tile: 16 rows (input pairs) x 16 columns x 2
 // bf16, the pair (2p, 2p + 1) of column c at dword p * 16 + c. The packed codes are already
-// grouped by 4 inputs per column (packed_weight.h), so a 64-byte vector of codes (16 columns x
-// inputs 4j .. 4j + 3) becomes the tile rows 2j and 2j + 1 by two dword permutes.
+// grouped by 4 inputs per column (packed_weight.h): a 64-byte vector of codes (16 columns x
+// inputs 4j .. 4j + 3) becomes the tile rows 2j and 2j + 1. The activations are stored as A
+// tiles, each 16 rows x 32 inputs in one contiguous KiB (rows K apart measured 4K-aliased loads).
 #include <immintrin.h>
 
 // GCC 12 flags its own _mm512_cvtepi32_ps (an intentionally undefined register, bug 105593).
@@ -34,11 +35,12 @@ using avx512::table_codes;
 // AVX-512 kernels' first tiles do): at batch 1 the decompression reads the weights from DRAM.
 constexpr int kPrefetchBytes = 2048;
 
-// tmm0-3: f32 accumulators of up to four 16-row tiles; tmm4-5: their A (16 rows x 32 bf16
-// activations, taking turns); tmm6: the step's B (the decompressed weights).
+// tmm0-3: f32 accumulators of up to four 16-row tiles (or two row tiles of two groups); tmm4-5:
+// their A (16 rows x 32 bf16 activations, taking turns); tmm6-7: the step's B (the decompressed
+// weights of one group, or of each of two).
 TileConfig bf16_tile_config() {
   TileConfig c;
-  for (int t = 0; t < 7; ++t) {
+  for (int t = 0; t < 8; ++t) {
     c.colsb[t] = 64;
     c.rows[t] = 16;
   }
@@ -69,27 +71,24 @@ inline void record_scales(const uint8_t* group, const SplitScaleAreas& areas, in
 }
 
 // Bf16DecompressFn of format F: per record, the codes unpacked to bytes (load_codes), and per
-// 16 of them (4 columns x 4 inputs) the weight as dequantize_row computes it, scale * code -
-// minimum or scale * (code - zero point), in f32, then rounded to bf16 (nearest even).
+// input 4j + t the 16 columns' weights in one vector (byte t of each column's dword), as
+// dequantize_row computes them, scale * code - minimum or scale * (code - zero point), in f32,
+// then rounded to bf16 (nearest even) and interleaved in pairs. Shifts and masks instead of
+// byte shuffles: the shuffle port was this loop's limit (about 200 cycles a 16 x 32 record with
+// an extract and a zero extension per 16 codes, measured at batch 1).
 template <QuantFormat F>
 void decompress_group(const uint8_t* group, int64_t k, int64_t s0, int64_t s1, uint16_t* out) {
   constexpr int S = F.sub_block;
   const SplitScaleAreas areas = split_scale_areas(F.code_bytes(), S, F.has_min, F.nibble_factors, k);
-  // Lane l of quarter q belongs to column 4q + l / 4.
-  __m512i quarter_cols[4];
-  for (int q = 0; q < 4; ++q) {
-    alignas(64) int32_t idx[16];
-    for (int l = 0; l < 16; ++l) idx[l] = 4 * q + l / 4;
-    quarter_cols[q] = _mm512_load_si512(idx);
+  // Word 2c of a tile row is column c's even input (word c of cvtne2ps's low half), word 2c + 1
+  // its odd one (word 16 + c).
+  alignas(64) int16_t pair_idx[32];
+  for (int c = 0; c < 16; ++c) {
+    pair_idx[2 * c] = static_cast<int16_t>(c);
+    pair_idx[2 * c + 1] = static_cast<int16_t>(16 + c);
   }
-  // Dword d of a converted pair of quarters holds column d / 2's inputs (2h, 2h + 1), h = d % 2;
-  // the tile rows take the even (h = 0) and odd (h = 1) dwords of both pairs.
-  alignas(64) int32_t even_idx[16], odd_idx[16];
-  for (int d = 0; d < 8; ++d) {
-    even_idx[d] = 2 * d, even_idx[d + 8] = 16 + 2 * d;
-    odd_idx[d] = 2 * d + 1, odd_idx[d + 8] = 17 + 2 * d;
-  }
-  const __m512i even = _mm512_load_si512(even_idx), odd = _mm512_load_si512(odd_idx);
+  const __m512i pairs = _mm512_load_si512(pair_idx);
+  const __m512i byte = _mm512_set1_epi32(0xFF);
   const __m512i zero_point = _mm512_set1_epi32(F.zero_point);
   uint16_t* o = out;
   for (int64_t s = s0; s < s1; ++s) {
@@ -103,59 +102,74 @@ void decompress_group(const uint8_t* group, int64_t k, int64_t s0, int64_t s1, u
 #pragma GCC unroll 8
       for (int j = 0; j < S / 4; ++j) w[j] = _mm512_shuffle_epi8(lut, w[j]);
     }
-    __m512 scale16, min16 = _mm512_setzero_ps();
-    record_scales<F>(group, areas, s, rec, scale16, min16);
-    __m512 scale[4], minimum[4];
-#pragma GCC unroll 4
-    for (int q = 0; q < 4; ++q) {
-      scale[q] = _mm512_permutexvar_ps(quarter_cols[q], scale16);
-      if constexpr (F.has_min) minimum[q] = _mm512_permutexvar_ps(quarter_cols[q], min16);
-    }
+    __m512 scale = _mm512_setzero_ps(), minimum = _mm512_setzero_ps();
+    record_scales<F>(group, areas, s, rec, scale, minimum);
 #pragma GCC unroll 8
     for (int j = 0; j < S / 4; ++j) {
       __m512 v[4];
 #pragma GCC unroll 4
-      for (int q = 0; q < 4; ++q) {
-        __m512i c = _mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(w[j], q));
+      for (int t = 0; t < 4; ++t) {
+        __m512i c = _mm512_srli_epi32(w[j], 8 * t);
+        if (t < 3) c = _mm512_and_si512(c, byte);
         if constexpr (F.has_min) {
-          v[q] = _mm512_sub_ps(_mm512_mul_ps(scale[q], _mm512_cvtepi32_ps(c)), minimum[q]);
+          v[t] = _mm512_sub_ps(_mm512_mul_ps(scale, _mm512_cvtepi32_ps(c)), minimum);
         } else {
-          c = _mm512_sub_epi32(c, zero_point);
-          v[q] = _mm512_mul_ps(scale[q], _mm512_cvtepi32_ps(c));
+          v[t] = _mm512_mul_ps(scale, _mm512_cvtepi32_ps(_mm512_sub_epi32(c, zero_point)));
         }
       }
       // cvtne2ps(a, b): words 0-15 from b, 16-31 from a.
-      const __m512i lo = std::bit_cast<__m512i>(_mm512_cvtne2ps_pbh(v[1], v[0]));  // cols 0-7
-      const __m512i hi = std::bit_cast<__m512i>(_mm512_cvtne2ps_pbh(v[3], v[2]));  // cols 8-15
-      _mm512_storeu_si512(o + (2 * j) * 32, _mm512_permutex2var_epi32(lo, even, hi));
-      _mm512_storeu_si512(o + (2 * j + 1) * 32, _mm512_permutex2var_epi32(lo, odd, hi));
+      const __m512i row0 = std::bit_cast<__m512i>(_mm512_cvtne2ps_pbh(v[1], v[0]));
+      const __m512i row1 = std::bit_cast<__m512i>(_mm512_cvtne2ps_pbh(v[3], v[2]));
+      _mm512_storeu_si512(o + (2 * j) * 32, _mm512_permutexvar_epi16(pairs, row0));
+      _mm512_storeu_si512(o + (2 * j + 1) * 32, _mm512_permutexvar_epi16(pairs, row1));
     }
     o += S * 16;
   }
 }
 
-// Accumulates `steps` 32-input steps into NT tiles of 16 activation rows: A from rows a, a +
-// 16 rows, ... (a_stride bytes apart), B from b (kBf16StepBytes per step). The tile numbers
-// are assembler text, so each tile has its own line.
+// Accumulates `steps` 32-input steps into NT tiles of 16 activation rows: A tiles from a (the
+// first row tile's first step; kBf16TileElems a step, a_tile_stride elements between row tiles),
+// B tiles from b. The tile numbers are assembler text, so each tile has its own line.
 template <int NT>
-void accumulate(const uint16_t* b, const uint16_t* a, int64_t a_stride, int64_t steps) {
-  const int64_t tile_rows = 16 * a_stride / 2;  // elements between two 16-row tiles' starts
+void accumulate(const uint16_t* b, const uint16_t* a, int64_t a_tile_stride, int64_t steps) {
   for (int64_t t = 0; t < steps; ++t) {
-    const uint16_t* at = a + 32 * t;
-    _tile_loadd(6, b + t * (kBf16StepBytes / 2), 64);
-    _tile_loadd(4, at, a_stride);
+    const uint16_t* at = a + kBf16TileElems * t;
+    _tile_loadd(6, b + kBf16TileElems * t, 64);
+    _tile_loadd(4, at, 64);
     _tile_dpbf16ps(0, 4, 6);
     if constexpr (NT > 1) {
-      _tile_loadd(5, at + tile_rows, a_stride);
+      _tile_loadd(5, at + a_tile_stride, 64);
       _tile_dpbf16ps(1, 5, 6);
     }
     if constexpr (NT > 2) {
-      _tile_loadd(4, at + 2 * tile_rows, a_stride);
+      _tile_loadd(4, at + 2 * a_tile_stride, 64);
       _tile_dpbf16ps(2, 4, 6);
     }
     if constexpr (NT > 3) {
-      _tile_loadd(5, at + 3 * tile_rows, a_stride);
+      _tile_loadd(5, at + 3 * a_tile_stride, 64);
       _tile_dpbf16ps(3, 5, 6);
+    }
+  }
+}
+
+// The same for two groups at once (B tiles from b0 and b1) and NR (1 or 2) row tiles: tiles 0
+// and 1 hold row tile 0 of the two groups, 2 and 3 row tile 1. Each A tile feeds two products,
+// so a pass over the activations serves two groups (one group a pass streamed all m rows' A
+// tiles from L3 once per 16 columns at prefill sizes).
+template <int NR>
+void accumulate_pair(const uint16_t* b0, const uint16_t* b1, const uint16_t* a,
+                     int64_t a_tile_stride, int64_t steps) {
+  for (int64_t t = 0; t < steps; ++t) {
+    const uint16_t* at = a + kBf16TileElems * t;
+    _tile_loadd(6, b0 + kBf16TileElems * t, 64);
+    _tile_loadd(7, b1 + kBf16TileElems * t, 64);
+    _tile_loadd(4, at, 64);
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    if constexpr (NR > 1) {
+      _tile_loadd(5, at + a_tile_stride, 64);
+      _tile_dpbf16ps(2, 5, 6);
+      _tile_dpbf16ps(3, 5, 7);
     }
   }
 }
@@ -168,11 +182,19 @@ Bf16DecompressFn bf16_decompress_fn(DType t) {
       Bf16DecompressFn{nullptr});
 }
 
-void rows_to_bf16(const float* x, int64_t k, int64_t rows, uint16_t* out) {
-  for (int64_t i = 0; i < rows; ++i) {
-    for (int64_t j = 0; j < k; j += 32) {
-      const __m512 lo = _mm512_loadu_ps(x + i * k + j), hi = _mm512_loadu_ps(x + i * k + j + 16);
-      _mm512_storeu_si512(out + i * k + j, std::bit_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo)));
+void rows_to_bf16(const float* x, int64_t k, int64_t m, int64_t begin, int64_t end,
+                  uint16_t* tiles) {
+  const int64_t steps = k / 32;
+  for (int64_t i = begin; i < end; ++i) {
+    uint16_t* row = tiles + (i / 16) * steps * kBf16TileElems + (i % 16) * 32;
+    for (int64_t t = 0; t < steps; ++t) {
+      __m512i v = _mm512_setzero_si512();
+      if (i < m) {
+        const float* xi = x + i * k + 32 * t;
+        v = std::bit_cast<__m512i>(
+            _mm512_cvtne2ps_pbh(_mm512_loadu_ps(xi + 16), _mm512_loadu_ps(xi)));
+      }
+      _mm512_storeu_si512(row + t * kBf16TileElems, v);
     }
   }
 }
@@ -185,18 +207,24 @@ void bf16_tiles_zero(int nt) {
   if (nt > 3) _tile_zero(3);
 }
 
-void bf16_tiles_accumulate(const uint16_t* b, const uint16_t* a, int64_t a_stride, int64_t steps,
-                           int nt) {
+void bf16_tiles_accumulate(const uint16_t* b, const uint16_t* a, int64_t a_tile_stride,
+                           int64_t steps, int nt) {
   switch (nt) {
     case 1:
-      return accumulate<1>(b, a, a_stride, steps);
+      return accumulate<1>(b, a, a_tile_stride, steps);
     case 2:
-      return accumulate<2>(b, a, a_stride, steps);
+      return accumulate<2>(b, a, a_tile_stride, steps);
     case 3:
-      return accumulate<3>(b, a, a_stride, steps);
+      return accumulate<3>(b, a, a_tile_stride, steps);
     default:
-      return accumulate<4>(b, a, a_stride, steps);
+      return accumulate<4>(b, a, a_tile_stride, steps);
   }
+}
+
+void bf16_tiles_accumulate_pair(const uint16_t* b0, const uint16_t* b1, const uint16_t* a,
+                                int64_t a_tile_stride, int64_t steps, int nr) {
+  if (nr == 1) return accumulate_pair<1>(b0, b1, a, a_tile_stride, steps);
+  accumulate_pair<2>(b0, b1, a, a_tile_stride, steps);
 }
 
 void bf16_tiles_store(int nt, float* c) {

@@ -54,8 +54,8 @@ struct ActView {
   const float* ds = nullptr;     // [k/32][m] d * float(s32)
   const float* x = nullptr;      // [m][x_stride] the f32 rows (float weights read them directly)
   int64_t x_stride = 0;
-  // Under the bf16 contract (quantized weights): the rows rounded to bf16, [m rounded up to 16][k]
-  // (rows past m zero), and nothing above but x; else null.
+  // Under the bf16 contract (quantized weights): the rows rounded to bf16 as A tiles
+  // (rows_to_bf16), and nothing above but x; else null.
   const uint16_t* xb = nullptr;
   // -zp * sum(q) per sub-block, [k/S][m], for each zero point the weight's segments use (index
   // zp_slot(zp); S = zp_sub_block(slot)); null for the others. The
@@ -135,17 +135,25 @@ inline constexpr int64_t kBf16StepBytes = 1024;
 using Bf16DecompressFn = void (*)(const uint8_t* group, int64_t k, int64_t s0, int64_t s1,
                                   uint16_t* out);
 Bf16DecompressFn bf16_decompress_fn(DType t);  // null for float types
-// out[i * k + j] = x[i * k + j] rounded to bf16 (nearest even), for `rows` rows (k a multiple
-// of 32).
-void rows_to_bf16(const float* x, int64_t k, int64_t rows, uint16_t* out);
+// Elements of one A or B tile (16 rows x 32 bf16).
+inline constexpr int64_t kBf16TileElems = 512;
+// Rows [begin, end) of the activations as A tiles: row i's inputs 32t .. 32t + 31, rounded to
+// bf16 (nearest even), at tiles[((i / 16) * (k / 32) + t) * kBf16TileElems + (i % 16) * 32];
+// rows from m on are zeros (x holds m rows of k; k a multiple of 32).
+void rows_to_bf16(const float* x, int64_t k, int64_t m, int64_t begin, int64_t end,
+                  uint16_t* tiles);
 // The tile accumulators of up to 4 x 16 activation rows (nt tiles): zeroed, then `steps` steps
-// added (A: 16 rows of 32 bf16 at a, a + 16 rows, ..., rows a_stride bytes apart; B: steps
-// decompressed tiles from b), then stored to c (nt x 16 rows x 16 f32). They stay in the tile
-// registers between the calls: one thread runs the three in turn, with no other tile work
+// added (A: the first row tile's step at a, the next row tiles a_tile_stride elements on; B:
+// steps decompressed tiles from b), then stored to c (nt x 16 rows x 16 f32). They stay in the
+// tile registers between the calls: one thread runs the three in turn, with no other tile work
 // between them.
 void bf16_tiles_zero(int nt);
-void bf16_tiles_accumulate(const uint16_t* b, const uint16_t* a, int64_t a_stride, int64_t steps,
-                           int nt);
+void bf16_tiles_accumulate(const uint16_t* b, const uint16_t* a, int64_t a_tile_stride,
+                           int64_t steps, int nt);
+// Two groups at once for nr (1 or 2) row tiles: tile 2r + h is row tile r of group h (B from
+// b0, b1); stored by bf16_tiles_store(2 * nr, c) in that order.
+void bf16_tiles_accumulate_pair(const uint16_t* b0, const uint16_t* b1, const uint16_t* a,
+                                int64_t a_tile_stride, int64_t steps, int nr);
 void bf16_tiles_store(int nt, float* c);
 inline constexpr int kBf16MaxTiles = 4;
 // Matmuls in which a thread ran the bf16 contract's tiles, counted as amx_matmuls_run counts.
