@@ -1,6 +1,8 @@
 """The matrix engine (AMX) changes no token: with its tiles (the default where usable) kiln gives
 what the AVX-512 tier gives (KILN_ISA=avx512) in prefill, batched decode (eager and graph) and
-perplexity windows; and the start-up log says which tier runs and why AMX is off where it is."""
+perplexity windows; and the start-up log says which tier runs and why AMX is off where it is.
+The opt-in bf16 contract (KILN_MATMUL_CONTRACT=bf16) has bits of its own, and keeps graph ==
+eager and batch invariance."""
 import json
 import os
 import re
@@ -69,3 +71,38 @@ def test_amx_and_avx512_tiers_give_the_same_tokens_and_perplexity(gemma, tmp_pat
     assert out["amx"][0] == out["avx512"][0]
     assert '"chunks"' in out["amx"][1]
     assert out["amx"][1] == out["avx512"][1]
+
+
+BF16_HERE = AMX_HERE and "amx_bf16" in cpu_flags()
+
+
+@pytest.mark.skipif(not BF16_HERE, reason="this CPU has no AVX-512 tier with AMX-BF16")
+def test_bf16_contract_keeps_graph_equal_to_eager_and_batch_invariance(gemma, server_factory,
+                                                                       monkeypatch):
+    """KILN_MATMUL_CONTRACT=bf16: the log names it; a request's greedy tokens are the same alone,
+    in a batch of 8 and in a batch of 32 (its rows then in 16-row tiles with others'), and an
+    eager server gives a graph server's tokens under concurrent load."""
+    monkeypatch.setenv("KILN_ISA", "amx")
+    monkeypatch.setenv("KILN_MATMUL_CONTRACT", "bf16")
+    r = subprocess.run([kiln_bin(), "run", "-m", str(gemma), "-p", "hi", "-n", "2", "-t", "2",
+                        "--log-level", "info"], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"matmul kernels: avx512, AMX on, contract bf16", r.stdout + r.stderr), \
+        r.stderr
+    params = {"temperature": 0, "max_new_tokens": 12, "ignore_eos": True}
+    prompts = [f"Prompt number {i}: " + "word " * (i % 7) for i in range(31)]
+    target = "Batch invariance target prompt"
+    outs = {}
+    for mode in ("optimize", "off"):
+        server = server_factory(gemma, "--graph-mode", mode, name=f"bf16-graph-{mode}")
+        try:
+            alone = server.generate({"text": target, "sampling_params": params})["output_ids"]
+            batch8 = server.generate({"text": [target] + prompts[:7], "sampling_params": params})
+            batch32 = server.generate({"text": prompts + [target], "sampling_params": params})
+            assert batch8[0]["output_ids"] == alone, mode
+            assert batch32[-1]["output_ids"] == alone, mode
+            outs[mode] = [o["output_ids"] for o in batch32]
+            server.assert_all_pages_free()
+        finally:
+            assert server.stop() == 0
+    assert outs["optimize"] == outs["off"]
