@@ -455,6 +455,22 @@ void chunked_group(const ChunkTiles& ct, const uint8_t* group, const ActView& a,
 // tiles' buffer), else chunk by chunk again for each pass of rows.
 constexpr int64_t kBf16DecompressSlice = 4;
 
+// Steps [t0, t1) in slices: each slice decompressed, then the slice before it multiplied, so
+// that the tile loads read decompressed weights whose stores have long left the store buffer
+// while the tile unit works through one slice and the vector units decompress the next.
+template <class Decompress, class Multiply>
+void pipelined_slices(int64_t t0, int64_t t1, Decompress&& decompress, Multiply&& multiply) {
+  int64_t prev0 = -1, prev1 = -1;
+  for (int64_t u0 = t0; u0 < t1; u0 += kBf16DecompressSlice) {
+    const int64_t u1 = std::min(t1, u0 + kBf16DecompressSlice);
+    decompress(u0, u1);
+    if (prev0 >= 0) multiply(prev0, prev1);
+    prev0 = u0;
+    prev1 = u1;
+  }
+  if (prev0 >= 0) multiply(prev0, prev1);
+}
+
 template <typename Epilogue>
 void bf16_group(const SegmentKernels& kern, const uint8_t* group, const ActView& a, int64_t m,
                 int64_t col, int valid, uint8_t* buffer, size_t buffer_bytes, Epilogue& epi) {
@@ -470,19 +486,22 @@ void bf16_group(const SegmentKernels& kern, const uint8_t* group, const ActView&
     bf16_tiles_zero(nt);
     for (int64_t t0 = 0; t0 < steps; t0 += per_chunk) {
       const int64_t t1 = std::min(steps, t0 + per_chunk);
-      const bool decompress = r0 == 0 || !whole;
-      // A few steps decompressed, then their tile products: the tile unit works through them
-      // while the vector units decompress the next ones (all at once, the tile products of a
-      // batch-1 row, one dependent chain, waited for the whole group's decompression).
-      const int64_t slice = decompress ? kBf16DecompressSlice : t1 - t0;
-      for (int64_t u0 = t0; u0 < t1; u0 += slice) {
-        const int64_t u1 = std::min(t1, u0 + slice);
-        uint16_t* bu = b + (u0 - t0) * kBf16TileElems;
-        if (decompress)
-          kern.bf16(group, a.k, u0 * kern.records_per_step, u1 * kern.records_per_step, bu);
-        // Row tile r0 / 16's step u0 (A tiles: rows_to_bf16).
-        bf16_tiles_accumulate(bu, a.xb + (r0 / 16 * steps + u0) * kBf16TileElems,
+      // Row tile r0 / 16's steps u0 .. u1 (A tiles: rows_to_bf16).
+      auto multiply = [&](int64_t u0, int64_t u1) {
+        bf16_tiles_accumulate(b + (u0 - t0) * kBf16TileElems,
+                              a.xb + (r0 / 16 * steps + u0) * kBf16TileElems,
                               steps * kBf16TileElems, u1 - u0, nt);
+      };
+      if (r0 == 0 || !whole) {
+        pipelined_slices(
+            t0, t1,
+            [&](int64_t u0, int64_t u1) {
+              kern.bf16(group, a.k, u0 * kern.records_per_step, u1 * kern.records_per_step,
+                        b + (u0 - t0) * kBf16TileElems);
+            },
+            multiply);
+      } else {
+        multiply(t0, t1);
       }
     }
     bf16_tiles_store(nt, c);
@@ -508,16 +527,22 @@ void bf16_pair(const SegmentKernels& kern, const uint8_t* group0, const uint8_t*
   for (int64_t r0 = 0; r0 < m; r0 += 32) {
     const int nr = m - r0 > 16 ? 2 : 1;
     bf16_tiles_zero(2 * nr);
-    const int64_t slice = r0 == 0 ? kBf16DecompressSlice : steps;
-    for (int64_t u0 = 0; u0 < steps; u0 += slice) {
-      const int64_t u1 = std::min(steps, u0 + slice);
+    auto multiply = [&](int64_t u0, int64_t u1) {
       const int64_t at = u0 * kBf16TileElems;
-      if (r0 == 0) {
-        kern.bf16(group0, a.k, u0 * kern.records_per_step, u1 * kern.records_per_step, b0 + at);
-        kern.bf16(group1, a.k, u0 * kern.records_per_step, u1 * kern.records_per_step, b1 + at);
-      }
       bf16_tiles_accumulate_pair(b0 + at, b1 + at, a.xb + (r0 / 16 * steps + u0) * kBf16TileElems,
                                  steps * kBf16TileElems, u1 - u0, nr);
+    };
+    if (r0 == 0) {
+      pipelined_slices(
+          0, steps,
+          [&](int64_t u0, int64_t u1) {
+            const int64_t s0 = u0 * kern.records_per_step, s1 = u1 * kern.records_per_step;
+            kern.bf16(group0, a.k, s0, s1, b0 + u0 * kBf16TileElems);
+            kern.bf16(group1, a.k, s0, s1, b1 + u0 * kBf16TileElems);
+          },
+          multiply);
+    } else {
+      multiply(0, steps);
     }
     bf16_tiles_store(2 * nr, c);
     for (int r = 0; r < nr; ++r) {

@@ -73,7 +73,10 @@ inline void record_scales(const uint8_t* group, const SplitScaleAreas& areas, in
 // Bf16DecompressFn of format F: per record, the codes unpacked to bytes (load_codes), and per
 // input 4j + t the 16 columns' weights in one vector (byte t of each column's dword), as
 // dequantize_row computes them, scale * code - minimum or scale * (code - zero point), in f32,
-// then rounded to bf16 (nearest even) and interleaved in pairs. Shifts and masks instead of
+// then rounded to bf16 (nearest even) and interleaved in pairs. Every format's scale * code is
+// exact in f32 (an f16 or power-of-two scale, times an integer factor of at most 8 bits, times
+// a code of at most 8: 24 significant bits at most), so one fused multiply-subtract rounds as
+// dequantize_row's multiply and subtract do. Shifts and masks instead of
 // byte shuffles: the shuffle port was this loop's limit (about 200 cycles a 16 x 32 record with
 // an extract and a zero extension per 16 codes, measured at batch 1).
 template <QuantFormat F>
@@ -112,7 +115,7 @@ void decompress_group(const uint8_t* group, int64_t k, int64_t s0, int64_t s1, u
         __m512i c = _mm512_srli_epi32(w[j], 8 * t);
         if (t < 3) c = _mm512_and_si512(c, byte);
         if constexpr (F.has_min) {
-          v[t] = _mm512_sub_ps(_mm512_mul_ps(scale, _mm512_cvtepi32_ps(c)), minimum);
+          v[t] = _mm512_fmsub_ps(scale, _mm512_cvtepi32_ps(c), minimum);
         } else {
           v[t] = _mm512_mul_ps(scale, _mm512_cvtepi32_ps(_mm512_sub_epi32(c, zero_point)));
         }
