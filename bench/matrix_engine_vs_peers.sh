@@ -3,6 +3,8 @@
 #   - kiln-amx:    `kiln bench` as it runs by default on a host with usable AMX (the AMX tiles
 #                  for matmuls above 8 rows, matmul_amx.cc);
 #   - kiln-avx512: the same binary with KILN_ISA=avx512 (the AVX-512 VNNI tiles everywhere);
+#   - kiln-bf16:   the same binary with KILN_MATMUL_CONTRACT=bf16 (the opt-in bf16 contract on
+#                  AMX-BF16 tiles at every row count; its own bits, so its tokens may differ);
 #   - openvino:    OpenVINO GenAI's LLMPipeline on the same GGUF (bench/openvino_llm.py; its
 #                  venv, build/openvino-venv, is made here on first use, never by setup).
 # Figures per round: prompt tok/s of a prefill of 512 and of 4096 tokens (kiln: one sequence,
@@ -56,14 +58,15 @@ ov_round() {
 
 for r in $(seq 1 "$ROUNDS"); do
   case $((r % 3)) in
-    1) order="amx avx512 ov" ;;
-    2) order="avx512 ov amx" ;;
-    *) order="ov amx avx512" ;;
+    1) order="amx avx512 bf16 ov" ;;
+    2) order="avx512 ov amx bf16" ;;
+    *) order="bf16 ov amx avx512" ;;
   esac
   for who in $order; do
     case $who in
       amx) kiln_round kiln-amx "$r" KILN_ISA=amx ;;
       avx512) kiln_round kiln-avx512 "$r" KILN_ISA=avx512 ;;
+      bf16) kiln_round kiln-bf16 "$r" KILN_ISA=amx KILN_MATMUL_CONTRACT=bf16 ;;
       ov) [ "$skip_ov" = 1 ] || ov_round "$r" ;;
     esac
   done
@@ -83,7 +86,7 @@ def kiln(tag, r):
         "decode bs1 tok/s": res("512")["graph"]["decode_tok_s"],
         "decode bs32 tok/s": res("bs32")["graph"]["decode_tok_s"],
     }, (res("512")["graph"]["tokens"], res("bs32")["graph"]["tokens"])
-rows = {"kiln-amx": [], "kiln-avx512": [], "openvino": []}
+rows = {"kiln-amx": [], "kiln-avx512": [], "kiln-bf16": [], "openvino": []}
 isas = {}
 for r in range(1, rounds + 1):
     toks = {}
@@ -92,20 +95,23 @@ for r in range(1, rounds + 1):
         rows[tag].append(fig)
     if toks["kiln-amx"] != toks["kiln-avx512"]:
         sys.exit(f"round {r}: the AMX and AVX-512 tiers decoded different tokens")
+    isas["kiln-bf16"], fig, _ = kiln("kiln-bf16", r)
+    rows["kiln-bf16"].append(fig)
     if not skip_ov:
         o = json.load(open(f"{out}/openvino-{r}.json"))
         rows["openvino"].append({"prefill 512 tok/s": o["prefill_512_tok_s"],
                                  "prefill 4096 tok/s": o["prefill_4096_tok_s"],
                                  "decode bs1 tok/s": o["decode_bs1_tok_s"]})
-print(f"tiers: kiln-amx = {isas['kiln-amx']}, kiln-avx512 = {isas['kiln-avx512']}; "
-      "the two decoded the same tokens in every round")
+print(f"tiers: kiln-amx = {isas['kiln-amx']}, kiln-avx512 = {isas['kiln-avx512']}, "
+      f"kiln-bf16 = {isas['kiln-bf16']}; the first two decoded the same tokens in every round")
 med = {}
 for who, figs in rows.items():
     for fig in figs:
         for k, v in fig.items():
             med.setdefault((who, k), []).append(v)
 keys = ["prefill 512 tok/s", "prefill 4096 tok/s", "decode bs1 tok/s", "decode bs32 tok/s"]
-print(f"{'figure':22s} {'kiln-amx':>22s} {'kiln-avx512':>22s} {'openvino':>22s}  amx/avx512  amx/openvino")
+print(f"{'figure':22s} {'kiln-amx':>22s} {'kiln-avx512':>22s} {'kiln-bf16':>22s} {'openvino':>22s}"
+      "  amx/avx512  bf16/avx512  bf16/openvino")
 for k in keys:
     cells, m = [], {}
     for who in rows:
@@ -116,5 +122,6 @@ for k in keys:
         m[who] = statistics.median(v)
         cells.append(f"{m[who]:9.1f} ({min(v):.1f}-{max(v):.1f})".rjust(22))
     ratio = lambda a, b: f"{m[a] / m[b]:.2f}x" if a in m and b in m else "-"
-    print(f"{k:22s} {' '.join(cells)}  {ratio('kiln-amx', 'kiln-avx512'):>10s}  {ratio('kiln-amx', 'openvino'):>12s}")
+    print(f"{k:22s} {' '.join(cells)}  {ratio('kiln-amx', 'kiln-avx512'):>10s}"
+          f"  {ratio('kiln-bf16', 'kiln-avx512'):>11s}  {ratio('kiln-bf16', 'openvino'):>13s}")
 PY
