@@ -39,8 +39,8 @@ struct Bf16Guard {
 };
 
 #define KILN_REQUIRE_AMX_BF16()                                                            \
-  if (best_isa() < Isa::Avx512 || !bf16_contract_usable())                                  \
-  GTEST_SKIP() << "no AMX-BF16 here: "                                                      \
+  if (best_isa() < Isa::Avx512 || !bf16_contract_usable())                                 \
+  GTEST_SKIP() << "no AMX-BF16 here: "                                                     \
                << (amx_status().usable ? std::string("no AVX-512 tier or no AMX-BF16 bit") \
                                        : amx_status().why)
 
@@ -135,8 +135,8 @@ TEST(MatmulBf16, EveryFormatMatchesBf16OperandsAndIsBatchInvariant) {
       for (int64_t m = 1; m <= 64; ++m) {
         const auto part = run(w, x, m, (m % 2) + 1);
         for (int64_t e = 0; e < m * n; ++e)
-          ASSERT_EQ(part[e], all[e]) << dtype_name(f.dtype) << " k " << k << " m " << m
-                                     << " row " << e / n << " col " << e % n;
+          ASSERT_EQ(part[e], all[e]) << dtype_name(f.dtype) << " k " << k << " m " << m << " row "
+                                     << e / n << " col " << e % n;
       }
     }
   }

@@ -324,12 +324,12 @@ constexpr size_t kExpandBytes = 192 * 1024;
 
 // How one segment's groups are computed for m rows.
 struct SegmentKernels {
-  TileFn tile = nullptr;      // one group, up to kMaxTileRows rows
-  PairTileFn pair = nullptr;  // two groups at once (null: one at a time)
-  ExpandedTiles ex;           // expand == null: groups are read as packed
-  AmxTiles amx;               // AMX tiles of 16 rows on the (expanded) records
-  int64_t records = 0;        // sub-block records per group (quantized types)
-  ChunkTiles chunk;           // tile != null: AVX2 many-row tiles (chunked_group)
+  TileFn tile = nullptr;            // one group, up to kMaxTileRows rows
+  PairTileFn pair = nullptr;        // two groups at once (null: one at a time)
+  ExpandedTiles ex;                 // expand == null: groups are read as packed
+  AmxTiles amx;                     // AMX tiles of 16 rows on the (expanded) records
+  int64_t records = 0;              // sub-block records per group (quantized types)
+  ChunkTiles chunk;                 // tile != null: AVX2 many-row tiles (chunked_group)
   Bf16DecompressFn bf16 = nullptr;  // the bf16 contract's tiles (bf16_group)
   int64_t records_per_step = 0;     // bf16: records per 32-input step
 };
@@ -512,9 +512,9 @@ void bf16_group(const SegmentKernels& kern, const uint8_t* group, const ActView&
   }
 }
 
-// Two groups at once under the bf16 contract, each A tile feeding both (bf16_tiles_accumulate_pair),
-// in passes of 32 rows; only where both whole groups fit `buffer` (6144 inputs in the pair
-// tiles' buffer), decompressed in the first pass. The same steps in the same order per output
+// Two groups at once under the bf16 contract, each A tile feeding both (the pair tiles), in
+// passes of 32 rows; only where both whole groups fit `buffer` (6144 inputs in the pair tiles'
+// buffer), decompressed in the first pass. The same steps in the same order per output
 // as bf16_group, so the same bits.
 template <typename Epilogue>
 void bf16_pair(const SegmentKernels& kern, const uint8_t* group0, const uint8_t* group1,

@@ -82,7 +82,8 @@ inline void record_scales(const uint8_t* group, const SplitScaleAreas& areas, in
 template <QuantFormat F>
 void decompress_group(const uint8_t* group, int64_t k, int64_t s0, int64_t s1, uint16_t* out) {
   constexpr int S = F.sub_block;
-  const SplitScaleAreas areas = split_scale_areas(F.code_bytes(), S, F.has_min, F.nibble_factors, k);
+  const SplitScaleAreas areas =
+      split_scale_areas(F.code_bytes(), S, F.has_min, F.nibble_factors, k);
   // Word 2c of a tile row is column c's even input (word c of cvtne2ps's low half), word 2c + 1
   // its odd one (word 16 + c).
   alignas(64) int16_t pair_idx[32];
