@@ -20,6 +20,7 @@ namespace {
 
 using testing::random_acts;
 using testing::random_rows;
+using testing::run_matmul;
 using testing::run_threads;
 
 // Restores the ISA cap and KILN_ISA's AMX choice when a test ends.
@@ -38,15 +39,6 @@ bool skip_without_amx() {
   if (skip_without_amx())                \
   GTEST_SKIP() << "no usable AMX here: " \
                << (amx_status().usable ? std::string("no AVX-512 tier") : amx_status().why)
-
-std::vector<float> run(const PackedWeight& w, const std::vector<float>& x, int64_t m, int nth) {
-  std::vector<float> y(m * w.n(), std::numeric_limits<float>::quiet_NaN());
-  std::vector<uint8_t> scratch(matmul_scratch_bytes(w, m));
-  run_threads(nth, [&](const ExecContext& ctx) {
-    matmul(w, x.data(), m, y.data(), nullptr, scratch.data(), ctx);
-  });
-  return y;
-}
 
 // Which tier computes: 0 scalar, 1 AVX-512 without AMX, 2 AVX-512 with AMX.
 void use_tier(int tier) {
@@ -70,13 +62,13 @@ TEST(MatmulAmx, EveryFormatEqualsTheOtherTiersAtEveryRowCount) {
       const PackedWeight w = PackedWeight::pack(testing::borrow_rows(f.dtype, n, k, bytes));
       const auto x = random_acts(64, k, rng);
       use_tier(0);
-      const auto expect = run(w, x, 64, 1);  // each row is its own: row i of 64 = row i of m
+      const auto expect = run_matmul(w, x, 64, 1);  // each row is its own: row i of 64 = row i of m
       for (int64_t m = 1; m <= 64; ++m) {
         use_tier(1);
-        const auto avx512 = run(w, x, m, 2);
+        const auto avx512 = run_matmul(w, x, m, 2);
         use_tier(2);
         const int64_t before = amx_matmuls_run();
-        const auto amx = run(w, x, m, (m % 2) + 1);
+        const auto amx = run_matmul(w, x, m, (m % 2) + 1);
         if (m >= kAmxMinRows && amx_form) {
           EXPECT_GT(amx_matmuls_run(), before) << "AMX did not run";
         }
@@ -105,7 +97,7 @@ TEST(MatmulAmx, SplitArgmaxAndMergedWeights) {
                                  testing::borrow_rows(DType::Q6_K, 29, k, b_bytes)});
   const auto x = random_acts(m, k, rng);
   use_tier(0);
-  const auto expect = run(w, x, m, 1);
+  const auto expect = run_matmul(w, x, m, 1);
   use_tier(2);
   const int64_t before = amx_matmuls_run();
   std::vector<float> a(m * 21), b(m * 48);
@@ -144,7 +136,7 @@ TEST(MatmulAmx, OffUnlessEnabledAndAvx512) {
   std::vector<uint8_t> bytes = random_rows(DType::Q8_0, 16, 64, rng);
   const PackedWeight w = PackedWeight::pack(testing::borrow_rows(DType::Q8_0, 16, 64, bytes));
   const int64_t before = amx_matmuls_run();
-  (void)run(w, random_acts(40, 64, rng), 40, 1);
+  (void)run_matmul(w, random_acts(40, 64, rng), 40, 1);
   EXPECT_EQ(amx_matmuls_run(), before);
 }
 

@@ -23,6 +23,7 @@ namespace {
 
 using testing::random_acts;
 using testing::random_rows;
+using testing::run_matmul;
 using testing::run_threads;
 
 // Switches the bf16 contract on for a test, and everything back when it ends.
@@ -49,15 +50,6 @@ float bf16_round(float v) {
   uint32_t u = std::bit_cast<uint32_t>(v);
   u = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000u;
   return std::bit_cast<float>(u);
-}
-
-std::vector<float> run(const PackedWeight& w, const std::vector<float>& x, int64_t m, int nth) {
-  std::vector<float> y(m * w.n(), std::numeric_limits<float>::quiet_NaN());
-  std::vector<uint8_t> scratch(matmul_scratch_bytes(w, m));
-  run_threads(nth, [&](const ExecContext& ctx) {
-    matmul(w, x.data(), m, y.data(), nullptr, scratch.data(), ctx);
-  });
-  return y;
 }
 
 std::vector<float> dequantized(const PackedWeight& w) {
@@ -114,7 +106,7 @@ TEST(MatmulBf16, EveryFormatMatchesBf16OperandsAndIsBatchInvariant) {
       const std::vector<float> wd = dequantized(w);
       const auto x = random_acts(rows, k, rng);
       const int64_t before = bf16_matmuls_run();
-      const auto all = run(w, x, rows, 2);
+      const auto all = run_matmul(w, x, rows, 2);
       EXPECT_GT(bf16_matmuls_run(), before) << "the bf16 tiles did not run";
       for (int64_t i = 0; i < rows; ++i) {
         for (int64_t c = 0; c < n; ++c) {
@@ -133,7 +125,7 @@ TEST(MatmulBf16, EveryFormatMatchesBf16OperandsAndIsBatchInvariant) {
         }
       }
       for (int64_t m = 1; m <= 64; ++m) {
-        const auto part = run(w, x, m, (m % 2) + 1);
+        const auto part = run_matmul(w, x, m, (m % 2) + 1);
         for (int64_t e = 0; e < m * n; ++e)
           ASSERT_EQ(part[e], all[e]) << dtype_name(f.dtype) << " k " << k << " m " << m << " row "
                                      << e / n << " col " << e % n;
@@ -151,9 +143,9 @@ TEST(MatmulBf16, ChunkedGroupsKeepTheBits) {
   const int64_t k = 12800, n = 20, rows = 70;
   const PackedWeight w = random_weight(DType::Q8_0, n, k, rng);
   const auto x = random_acts(rows, k, rng);
-  const auto all = run(w, x, rows, 2);
+  const auto all = run_matmul(w, x, rows, 2);
   for (const int64_t m : {int64_t{1}, int64_t{17}}) {
-    const auto part = run(w, x, m, 1);
+    const auto part = run_matmul(w, x, m, 1);
     for (int64_t e = 0; e < m * n; ++e) ASSERT_EQ(part[e], all[e]) << "m " << m << " at " << e;
   }
   // And the whole group agrees with the bf16 operands' product.
@@ -183,12 +175,12 @@ TEST(MatmulBf16, SplitArgmaxAndMergedWeights) {
   const Tensor c_rows = testing::borrow_rows(DType::F16, 16, k, c_bytes);
   const PackedWeight w = PackedWeight::pack_concat({a_rows, b_rows, c_rows});
   const auto x = random_acts(m, k, rng);
-  const auto expect = run(w, x, m, 2);
+  const auto expect = run_matmul(w, x, m, 2);
   const int64_t n = w.n();
   int64_t col0 = 0;
   for (const Tensor* t : {&a_rows, &b_rows, &c_rows}) {
     const PackedWeight alone = PackedWeight::pack(*t);
-    const auto y = run(alone, x, m, 1);
+    const auto y = run_matmul(alone, x, m, 1);
     for (int64_t i = 0; i < m; ++i)
       for (int64_t c = 0; c < alone.n(); ++c)
         ASSERT_EQ(y[i * alone.n() + c], expect[i * n + col0 + c]) << "row " << i << " col " << c;
@@ -229,16 +221,16 @@ TEST(MatmulBf16, OnlyWhenAskedForAndAmxIsOn) {
   EXPECT_FALSE(bf16_contract_active());
   EXPECT_NE(matmul_contract_summary().find("bf16 asked for"), std::string::npos);
   const int64_t before = bf16_matmuls_run();
-  const auto int8 = run(w, x, 3, 1);
+  const auto int8 = run_matmul(w, x, 3, 1);
   EXPECT_EQ(bf16_matmuls_run(), before);
   set_isa_cap(Isa::Scalar);
-  EXPECT_EQ(run(w, x, 3, 1), int8);
+  EXPECT_EQ(run_matmul(w, x, 3, 1), int8);
   set_isa_cap(Isa::Avx512);
   set_amx_enabled(true);
   set_bf16_contract(false);
   EXPECT_FALSE(bf16_contract_active());
   EXPECT_EQ(matmul_contract_summary(), "int8");
-  EXPECT_EQ(run(w, x, 3, 1), int8);
+  EXPECT_EQ(run_matmul(w, x, 3, 1), int8);
 }
 
 }  // namespace

@@ -15,6 +15,7 @@ namespace {
 
 using testing::random_acts;
 using testing::random_rows;
+using testing::run_matmul;
 using testing::run_threads;
 using testing::weight_dtypes;
 
@@ -38,16 +39,6 @@ Problem make_problem(DType t, int64_t n, int64_t k, std::mt19937& rng) {
   Problem p{t, n, k, random_rows(t, n, k, rng), {}};
   p.w = PackedWeight::pack(testing::borrow_rows(t, n, k, p.bytes));
   return p;
-}
-
-std::vector<float> run_matmul(const PackedWeight& w, const std::vector<float>& x, int64_t m,
-                              int nth = 1, const float* residual = nullptr) {
-  std::vector<float> y(m * w.n(), std::numeric_limits<float>::quiet_NaN());
-  std::vector<uint8_t> scratch(matmul_scratch_bytes(w, m) + 1);
-  run_threads(nth, [&](const ExecContext& ctx) {
-    matmul(w, x.data(), m, y.data(), residual, scratch.data(), ctx);
-  });
-  return y;
 }
 
 // --- An independent statement of the arithmetic contract (matmul_kernels.h), written from the

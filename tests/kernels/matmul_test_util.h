@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -14,6 +15,8 @@
 #include "kiln/base/thread_pool.h"
 #include "kiln/kernels/dequant.h"
 #include "kiln/kernels/exec_context.h"
+#include "kiln/kernels/matmul.h"
+#include "kiln/kernels/packed_weight.h"
 #include "kiln/kernels/quant_format.h"
 
 namespace kiln::kernels::testing {
@@ -96,6 +99,18 @@ inline void run_threads(int nth, const std::function<void(const ExecContext&)>& 
 }
 
 // The ISA tiers this machine can run, lowest first.
+// matmul of x's first m rows on nth threads (NaN where nothing was written; one spare scratch
+// byte, so that a kernel writing past its scratch shows under the sanitizers).
+inline std::vector<float> run_matmul(const PackedWeight& w, const std::vector<float>& x, int64_t m,
+                                     int nth = 1, const float* residual = nullptr) {
+  std::vector<float> y(m * w.n(), std::numeric_limits<float>::quiet_NaN());
+  std::vector<uint8_t> scratch(matmul_scratch_bytes(w, m) + 1);
+  run_threads(nth, [&](const ExecContext& ctx) {
+    matmul(w, x.data(), m, y.data(), residual, scratch.data(), ctx);
+  });
+  return y;
+}
+
 inline std::vector<Isa> isa_tiers() {
   std::vector<Isa> out;
   for (Isa i : {Isa::Scalar, Isa::Avx2, Isa::Avx512})
