@@ -43,3 +43,28 @@ def test_unknown_template_refuses_chat_only(unknown_chat_server):
 
 def test_missing_template_refuses_chat_only(no_template_server):
     assert_chat_refused(no_template_server, "the model file has no chat template")
+
+
+@pytest.mark.parametrize("template", ["CohereForAI-c4ai-command-r-plus.jinja",
+                                      "deepseek-ai-DeepSeek-V2.jinja"])
+def test_command_r_and_deepseek_v2_templates_chat(server_factory, models, tmp_path, template):
+    """A model carrying Command-R's or DeepSeek-V2's plain template chats (the rendering itself
+    is checked byte for byte against jinja2 in tests/model/chat_template_reference_test.cc)."""
+    dst = tmp_path / "tiny-llama-chat.gguf"
+    write_variant(models / "tiny-llama.gguf", dst,
+                  chat_template=(TEMPLATES / template).read_text(encoding="utf-8"))
+    server = server_factory(dst, "--graph-mode", "off", name="chat-" + template.split("-")[0])
+    try:
+        r = server.post("/v1/chat/completions",
+                        {"messages": [{"role": "system", "content": "Be brief."},
+                                      {"role": "user", "content": "hi"}],
+                         "max_tokens": 4, "ignore_eos": True})
+        assert r.status_code == 200, r.text
+        assert r.json()["usage"]["completion_tokens"] == 4
+        # The template's own refusals come back as 400s: two user turns in a row.
+        r = server.post("/v1/chat/completions",
+                        {"messages": [{"role": "user", "content": "a"},
+                                      {"role": "user", "content": "b"}], "max_tokens": 4})
+        assert r.status_code == (400 if template.startswith("Cohere") else 200), r.text
+    finally:
+        assert server.stop() == 0

@@ -100,7 +100,8 @@ TEST(ChatTemplate, NoTemplateOrAnUnknownOneIsRefusedWithTheReason) {
         std::string(e.what()),
         "the model's chat template is not one kiln renders (starts: '{% for m in messages "
         "%}{{ '<|User|>' + m...'); supported: gemma, gemma3, llama3, llama3.1, chatml, qwen3, "
-        "mistral-v1, mistral-v3, mistral-v3-tekken, mistral-v7, mistral-v7-tekken, phi3");
+        "mistral-v1, mistral-v3, mistral-v3-tekken, mistral-v7, mistral-v7-tekken, phi3, "
+        "command-r, deepseek-v2");
   }
 }
 

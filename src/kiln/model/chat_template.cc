@@ -515,6 +515,44 @@ std::string render_phi3(Messages messages, bool add_generation_prompt) {
   return out;
 }
 
+// Command-R's template: a leading system message as it is, then user/assistant turns stripped,
+// alternating from the first message after it (the template raises otherwise; a system message
+// later, which it would drop without a word, is refused).
+std::string render_command_r(Messages messages, bool add_generation_prompt) {
+  constexpr ChatTemplateKind kKind = ChatTemplateKind::kCommandR;
+  const size_t first = leads_with_system(messages) ? 1 : 0;
+  check_alternation(kKind, messages, first);
+  refuse_system_after(kKind, messages, first);
+  std::string out;
+  if (first == 1) {
+    out += "<|START_OF_TURN_TOKEN|><|SYSTEM_TOKEN|>" + messages[0].content + "<|END_OF_TURN_TOKEN|>";
+  }
+  for (size_t i = first; i < messages.size(); ++i) {
+    out += messages[i].role == "user" ? "<|START_OF_TURN_TOKEN|><|USER_TOKEN|>"
+                                      : "<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>";
+    out += py_strip(messages[i].content) + "<|END_OF_TURN_TOKEN|>";
+  }
+  if (add_generation_prompt) out += "<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>";
+  return out;
+}
+
+// DeepSeek-V2's template: every message in order, no checks (the eos token closes an assistant
+// turn: DeepSeek-V2's vocabulary spells it with fullwidth bars and U+2581).
+std::string render_deepseek_v2(Messages messages, bool add_generation_prompt) {
+  std::string out;
+  for (const ChatMessage& m : messages) {
+    if (m.role == "user") {
+      out += "User: " + m.content + "\n\n";
+    } else if (m.role == "assistant") {
+      out += "Assistant: " + m.content + "<｜end▁of▁sentence｜>";
+    } else {
+      out += m.content + "\n\n";
+    }
+  }
+  if (add_generation_prompt) out += "Assistant:";
+  return out;
+}
+
 }  // namespace
 
 std::string chat_tools_refusal(const ChatTemplate& tmpl) {
@@ -558,6 +596,10 @@ std::string apply_chat_template(const ChatTemplate& tmpl, const std::vector<Chat
       return render_mistral_v7(tmpl, messages);
     case ChatTemplateKind::kPhi3:
       return render_phi3(messages, add_generation_prompt);
+    case ChatTemplateKind::kCommandR:
+      return render_command_r(messages, add_generation_prompt);
+    case ChatTemplateKind::kDeepSeekV2:
+      return render_deepseek_v2(messages, add_generation_prompt);
   }
   fail("unknown chat template kind {}", static_cast<int>(kind));
 }

@@ -40,6 +40,13 @@
 //  mistral-v7-tekken: "[SYSTEM_PROMPT]{system}[/SYSTEM_PROMPT][INST]{user}[/INST]{assistant}</s>"
 //               (plus the template's default system message when it is a plain literal)
 //  phi3:     <|{role}|>\n{content}<|end|>\n ... <|assistant|>\n
+//  command-r: <|START_OF_TURN_TOKEN|><|SYSTEM_TOKEN|>{system}<|END_OF_TURN_TOKEN|> (when the
+//            conversation opens with one), then <|START_OF_TURN_TOKEN|><|USER_TOKEN|> or
+//            <|CHATBOT_TOKEN|> + content.strip() + <|END_OF_TURN_TOKEN|>, user/assistant
+//            alternating; <|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|> to generate (Command-R,
+//            Command-R+, Aya 23 and Aya Expanse without tools)
+//  deepseek-v2: "User: {user}\n\n", "Assistant: {assistant}<｜end▁of▁sentence｜>", a system
+//            message as "{system}\n\n"; "Assistant:" to generate (DeepSeek-V2 and V2-Lite Chat)
 //
 // The output never contains BOS: encode the prompt with add_special = true (and parse_special =
 // true so that the turn markers become their control tokens).
@@ -66,6 +73,8 @@ enum class ChatTemplateKind {
   kMistralV7,
   kMistralV7Tekken,
   kPhi3,
+  kCommandR,
+  kDeepSeekV2,
 };
 
 // A recognized template: its format plus what the template text adds on its own.

@@ -153,6 +153,18 @@ std::optional<ChatTemplate> match(std::string_view t) {
     if (v3 && tools) v3->tool_calls = ToolCallFormat::kMistral;
     return v3;
   }
+  // Command-R's plain template (Command-R, R+, Aya): its turn markers without the tool-use and
+  // RAG preambles (R+'s tool_use template) or Command R7B's <|START_RESPONSE|> blocks.
+  if (has_literal(t, "<|START_OF_TURN_TOKEN|><|USER_TOKEN|>") &&
+      has_literal(t, "<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>") && !has(t, "<|START_RESPONSE|>") &&
+      !has(t, "Safety Preamble") && !has(t, "tools") && !has(t, "documents")) {
+    return ChatTemplate{K::kCommandR, {}};
+  }
+  // DeepSeek-V2's: 'User: ', 'Assistant: ' and the generation prompt 'Assistant:'.
+  if (has_literal(t, "User: ") && has_literal(t, "Assistant: ") && has_literal(t, "Assistant:") &&
+      has(t, "eos_token") && !has(t, "tools")) {
+    return ChatTemplate{K::kDeepSeekV2, {}};
+  }
   // Phi-3 templates that write the role generically or a system turn; Phi-3-mini's first
   // template dropped system messages and is not this format.
   if (has(t, "<|user|>") && has(t, "<|assistant|>") && has(t, "<|end|>") &&
@@ -212,6 +224,10 @@ std::string_view chat_template_name(ChatTemplateKind kind) {
       return "mistral-v7-tekken";
     case ChatTemplateKind::kPhi3:
       return "phi3";
+    case ChatTemplateKind::kCommandR:
+      return "command-r";
+    case ChatTemplateKind::kDeepSeekV2:
+      return "deepseek-v2";
   }
   return "unknown";
 }
@@ -219,7 +235,7 @@ std::string_view chat_template_name(ChatTemplateKind kind) {
 ChatTemplate detect_chat_template(std::string_view jinja) {
   constexpr std::string_view kSupported =
       "supported: gemma, gemma3, llama3, llama3.1, chatml, qwen3, mistral-v1, mistral-v3, "
-      "mistral-v3-tekken, mistral-v7, mistral-v7-tekken, phi3";
+      "mistral-v3-tekken, mistral-v7, mistral-v7-tekken, phi3, command-r, deepseek-v2";
   if (jinja.find_first_not_of(" \t\r\n") == std::string_view::npos) {
     fail(
         "the model file has no chat template (tokenizer.chat_template), so kiln cannot format "
