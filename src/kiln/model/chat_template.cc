@@ -525,7 +525,8 @@ std::string render_command_r(Messages messages, bool add_generation_prompt) {
   refuse_system_after(kKind, messages, first);
   std::string out;
   if (first == 1) {
-    out += "<|START_OF_TURN_TOKEN|><|SYSTEM_TOKEN|>" + messages[0].content + "<|END_OF_TURN_TOKEN|>";
+    out +=
+        "<|START_OF_TURN_TOKEN|><|SYSTEM_TOKEN|>" + messages[0].content + "<|END_OF_TURN_TOKEN|>";
   }
   for (size_t i = first; i < messages.size(); ++i) {
     out += messages[i].role == "user" ? "<|START_OF_TURN_TOKEN|><|USER_TOKEN|>"
