@@ -11,23 +11,13 @@
 #include "kiln/base/amx.h"
 #include "kiln/base/cpu_features.h"
 #include "kiln/base/error.h"
+#include "kiln/kernels/matmul_acts.h"
 #include "kiln/kernels/matmul_kernels.h"
 
 namespace kiln::kernels {
 namespace {
 
 constexpr int R = PackedWeight::kGroupRows;
-
-size_t align64(size_t n) { return (n + 63) / 64 * 64; }
-
-// Rows the bf16 contract's activations hold for m rows: whole 16-row tiles.
-size_t bf16_rows(int64_t m) { return static_cast<size_t>((m + 15) / 16 * 16); }
-
-// The scratch's array of T at byte offset `at` (act_scratch's offsets).
-template <class T>
-T* scratch_array(void* scratch, size_t at) {
-  return static_cast<T*>(static_cast<void*>(static_cast<uint8_t*>(scratch) + at));
-}
 
 // RowsAboveFn with SSE2 (part of every x86-64 CPU): four compares per row.
 uint64_t rows_above_sse2(const float* tile, int mt, const float* best) {
@@ -49,56 +39,6 @@ RowsAboveFn rows_above_fn() {
   return active_isa() == Isa::Avx512 ? rows_above_avx512 : rows_above_sse2;
 }
 
-// Every matmul's scratch (float weights' too) starts with the counter its threads take column
-// groups from (GroupQueue), on a cache line of its own: every thread writes it.
-constexpr size_t kQueueBytes = 64;
-
-// Where each activation array lives in the scratch (block-major, see ActView), after the queue
-// counter, including one zero-point correction array per zero point among the weight's segments.
-struct ActScratch {
-  struct Correction {
-    int slot, zero_point, sub_block;
-    size_t offset;
-  };
-  size_t q, d, s16, s32, ds, end;
-  size_t xb;  // the bf16 contract's rows (ActView::xb), where the host can run it; else 0
-  Correction corrections[kZeroPointSlots];
-  int n_corrections;
-};
-
-ActScratch act_scratch(const PackedWeight& w, int64_t m) {
-  ActScratch s{};
-  s.end = kQueueBytes;
-  if (!w.quantized()) return s;
-  const size_t k = static_cast<size_t>(w.k()), mm = static_cast<size_t>(m);
-  // Each array is followed by kActOverreadBytes that AMX tiles may read past its last row.
-  constexpr size_t pad = kActOverreadBytes;
-  s.q = s.end;
-  s.d = s.q + align64(mm * k) + pad;
-  s.s16 = s.d + align64(mm * (k / 32) * 4) + pad;
-  s.s32 = s.s16 + align64(mm * (k / 16) * 4) + pad;
-  s.ds = s.s32 + align64(mm * (k / 32) * 4) + pad;
-  s.end = s.ds + align64(mm * (k / 32) * 4) + pad;
-  bool seen[kZeroPointSlots] = {};
-  for (const PackedSegment& seg : w.segments()) {
-    const PackedLayout L = packed_layout(seg.dtype);
-    if (L.is_float || L.has_min || L.zero_point == 0) continue;
-    const int slot = zp_slot(L.zero_point);
-    KILN_CHECK(slot >= 0, "matmul: no correction slot for zero point {}", L.zero_point);
-    if (seen[slot]) continue;
-    seen[slot] = true;
-    s.corrections[s.n_corrections++] = {slot, L.zero_point, L.sub_block, s.end};
-    s.end += align64(mm * (k / static_cast<size_t>(L.sub_block)) * 4) + pad;
-  }
-  // Sized wherever the host could run the bf16 contract, whether or not it does now, so that a
-  // plan sized before the contract is switched stays large enough.
-  if (bf16_contract_usable()) {
-    s.xb = s.end;
-    s.end += align64(bf16_rows(m) * k * 2);
-  }
-  return s;
-}
-
 TileFn tile_fn(DType t) {
   switch (active_isa()) {
     case Isa::Avx512:
@@ -107,17 +47,6 @@ TileFn tile_fn(DType t) {
       return tile_fn_avx2(t);
     default:
       return tile_fn_scalar(t);
-  }
-}
-
-QuantizeRowFn quantize_row_fn() {
-  switch (active_isa()) {
-    case Isa::Avx512:
-      return quantize_row_avx512;
-    case Isa::Avx2:
-      return quantize_row_avx2;
-    default:
-      return quantize_row_scalar;
   }
 }
 
@@ -130,10 +59,6 @@ void check_common(const PackedWeight& w, const float* x, int64_t m, void* scratc
   KILN_CHECK(reinterpret_cast<uintptr_t>(scratch) % 4 == 0, "matmul: scratch must be 4-aligned");
   KILN_CHECK(ctx.nth >= 1 && ctx.tid >= 0 && ctx.tid < ctx.nth, "matmul: bad thread {} of {}",
              ctx.tid, ctx.nth);
-}
-
-std::atomic_ref<int32_t> group_counter(void* scratch) {
-  return std::atomic_ref<int32_t>(*static_cast<int32_t*>(scratch));
 }
 
 // Hands out a matmul's column groups in chunks, in increasing order, from a counter its threads
@@ -180,49 +105,10 @@ class GroupQueue {
   bool have_ahead_ = false;
 };
 
-// Whether the AVX2 many-row tiles (chunked_group) compute m rows: from 2 rows, for every weight
-// type. They expand each group once for all rows (in the first slab's pass, at the cost of
-// stores beside its dot products) and sum vpmaddubsw pairs in int16; measured against the 8-row
-// tiles at 2 rows (old and new code alternating call by call, 2 threads): Q4_K 8B/1B shapes 1.05x
-// and 1.24x (1.34x with one thread), Q6_K 1.07x, Q5_0 1.06x; Q8_0 1.3x (bench/matmul_bench,
-// alternating binaries). At 1 row the
-// decode tiles stay: the step is bound by memory there, and the many-row pass measured 0.95-1.18x
-// by type, its stores of the expansion then read by no other slab. One rule for every weight,
-// so every segment of a merged weight reads one activation layout.
-bool many_row_tiles(int64_t m) { return active_isa() == Isa::Avx2 && m >= 2; }
-
-// Whether AMX tiles compute m rows: from kAmxMinRows rows where amx_active().
-bool amx_tiles(int64_t m) { return m >= kAmxMinRows && amx_active(); }
-
-// Whether any segment of w has AMX tiles (else its activations keep the AVX-512 layout).
-bool has_amx_form(const PackedWeight& w) {
-  for (const PackedSegment& seg : w.segments())
-    if (amx_tiles_for(seg.dtype).rest != nullptr) return true;
-  return false;
-}
-
 // Counted once per thread and matmul (a shared counter per group would bounce its cache line
 // between the threads on the hot path).
 std::atomic<int64_t> g_amx_matmuls{0};
 std::atomic<int64_t> g_bf16_matmuls{0};
-
-// The activation layout the tiles of m rows read (ActView::slab_rows): slabs of 4 rows, one
-// AVX2 many-row sub-tile each, wherever many_row_tiles picks those tiles; slabs of kAmxTileRows
-// rows where amx_tiles picks AMX for a weight with an AMX form, one tile each (the AVX-512 tiles
-// of a merged weight's other segments read them as well: their tiles never straddle a slab;
-// the pair kernels measured 3-4% slower on them than on 8-row slabs, so a weight without an AMX
-// form keeps those); slabs of kMaxTileRows
-// rows on AVX-512 above that many rows, one 8-row tile or two 4-row pair tiles each, so that a
-// tile reads its rows' codes in address order (all m rows block-major put a tile's blocks 32 m
-// bytes apart: per call, alternating, same bits, at 512 rows Q6_K 8B down 1.12-1.30x, 1B down
-// 1.14x, Q4_K 1.02-1.06x; at 32 and 128 rows 0.98-1.01x); else all rows block-major. (Float
-// segments read the f32 rows, whatever the layout.)
-int64_t act_slab_rows(const PackedWeight& w, int64_t m) {
-  if (many_row_tiles(m)) return kChunkSlabRows;
-  if (amx_tiles(m) && has_amx_form(w)) return kAmxTileRows;
-  if (active_isa() == Isa::Avx512 && m > kMaxTileRows) return kMaxTileRows;
-  return 0;
-}
 
 // What a tile starting at row i0 reads: `a` itself with row0 = i0 (all rows block-major, no
 // copy: at one row this runs for every group), or the slab holding i0, built in `slab`, with
@@ -235,79 +121,6 @@ const ActView& tile_view(const ActView& a, int64_t i0, ActView& slab, int64_t& r
   row0 = i0 % a.slab_rows;
   slab = a.slab(i0 - row0);
   return slab;
-}
-
-// Phase 1: quantize this thread's share of the rows, then wait for the group. Returns the
-// view every thread's tile kernels read.
-ActView prepare_acts(const PackedWeight& w, const float* x, int64_t m, void* scratch,
-                     const ExecContext& ctx) {
-  ActView a;
-  a.k = w.k();
-  a.x = x;
-  a.x_stride = w.k();
-  // Reset before the barrier below; no thread takes a group before it.
-  if (ctx.tid == 0) group_counter(scratch).store(0, std::memory_order_relaxed);
-  if (w.quantized() && bf16_contract_active()) {
-    // The bf16 contract: the rows rounded to bf16, whole tiles of them (the padding rows zero).
-    const ActScratch s = act_scratch(w, m);
-    auto* xb = scratch_array<uint16_t>(scratch, s.xb);
-    const int64_t k = w.k(), padded = static_cast<int64_t>(bf16_rows(m));
-    const Range rows = split_range(padded, ctx.tid, ctx.nth);
-    rows_to_bf16(x, k, m, rows.begin, rows.end, xb);
-    a.m = m;
-    a.xb = xb;
-  } else if (w.quantized()) {
-    const ActScratch s = act_scratch(w, m);
-    auto* base = static_cast<uint8_t*>(scratch);
-    auto* q = scratch_array<int8_t>(base, s.q);
-    auto* d = scratch_array<float>(base, s.d);
-    auto* s16 = scratch_array<int32_t>(base, s.s16);
-    auto* s32 = scratch_array<int32_t>(base, s.s32);
-    auto* ds = scratch_array<float>(base, s.ds);
-    const int64_t k = w.k();
-    QuantizeRowFn quantize = quantize_row_fn();
-    Range rows = split_range(m, ctx.tid, ctx.nth);
-    // Row i is row r of the block-major slab of `height` rows starting at row i0 (all m rows
-    // when slab_rows is 0); each array holds the rows before that slab in full (see ActView).
-    const int64_t slab_rows = act_slab_rows(w, m);
-    auto place = [&](int64_t i, int64_t& i0, int64_t& r, int64_t& height) {
-      i0 = slab_rows > 0 ? i - i % slab_rows : 0;
-      r = i - i0;
-      height = slab_rows > 0 ? std::min(slab_rows, m - i0) : m;
-    };
-    for (int64_t i = rows.begin; i < rows.end; ++i) {
-      int64_t i0, r, h;
-      place(i, i0, r, h);
-      const int64_t at = i0 * (k / 32) + r;
-      quantize(x + i * k, k, h, q + i0 * k + r * 32, d + at, s16 + i0 * (k / 16) + r, s32 + at,
-               ds + at);
-    }
-    // Zero-point corrections for the segments' types (a merged weight may mix them).
-    for (int c = 0; c < s.n_corrections; ++c) {
-      const ActScratch::Correction& cr = s.corrections[c];
-      auto* corr = scratch_array<int32_t>(base, cr.offset);
-      const int32_t* sums = cr.sub_block == 32 ? s32 : s16;
-      const int64_t nsub = k / cr.sub_block;
-      for (int64_t i = rows.begin; i < rows.end; ++i) {
-        int64_t i0, r, h;
-        place(i, i0, r, h);
-        for (int64_t b = 0; b < nsub; ++b) {
-          const int64_t at = i0 * nsub + b * h + r;
-          corr[at] = -cr.zero_point * sums[at];
-        }
-      }
-      a.zp_corr[cr.slot] = corr;
-    }
-    a.m = m;
-    a.slab_rows = slab_rows;
-    a.q = q;
-    a.d = d;
-    a.s16 = s16;
-    a.s32 = s32;
-    a.ds = ds;
-  }
-  ctx.sync();
-  return a;
 }
 
 // Room for two expanded groups (a pair tile's), on the stack of the thread running the tiles

@@ -1,14 +1,16 @@
 // y = x * W^T over a PackedWeight, the GEMV/GEMM of every linear layer.
 //
 // Every function here is called on all threads of a worker group at once (ctx.tid in
-// [0, ctx.nth)), with the same arguments. Phase 1 quantizes the activation rows to int8 (rows
-// split across threads) into `scratch`, then ctx.sync(); phase 2 splits the OUTPUT COLUMNS
+// [0, ctx.nth)), with the same arguments. Phase 1 (matmul_acts.h) quantizes the activation rows
+// to int8 (under the bf16 contract: rounds them to bf16 tiles; rows split across threads) into
+// `scratch`, then ctx.sync(); phase 2 splits the OUTPUT COLUMNS
 // (16-column groups) across threads, so each weight byte is read once per call and one pass
 // over a group's weights serves every row of the batch (rows are tiled inside).
 //
 // Results are batch invariant and deterministic: each output element is bit-identical whatever
 // m is, whichever rows share the batch, however columns are split across threads, and whichever
-// ISA tier runs (see matmul_kernels.h for the arithmetic). matmul, matmul_split and a
+// ISA tier runs (see matmul_kernels.h for the arithmetic), within one contract: the opt-in bf16
+// contract (base/amx.h) has bits of its own. matmul, matmul_split and a
 // pack_concat'ed weight give the same bits per column.
 //
 // The functions return without a final barrier: the caller synchronizes the group before
