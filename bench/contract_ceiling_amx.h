@@ -95,10 +95,15 @@ KILN_AMX_TARGET inline void configure_int8() {
 }
 
 // tmm0-3: 2 x 2 f32 tiles; tmm4-5: 16 rows x 32 bf16; tmm6-7: 16 pairs x 16 columns of bf16.
-KILN_AMX_TARGET inline void configure_bf16() {
+// Every bf16 loop starts so: configured, its accumulators tmm0-3 zeroed.
+KILN_AMX_TARGET inline void start_bf16_loop() {
   TileConfig c;
   for (int t = 0; t < 8; ++t) c.colsb[t] = 64, c.rows[t] = 16;
   load_tile_config(c);
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
 }
 
 KILN_AMX_TARGET inline float amx_dots_only(Operands& o) {
@@ -222,11 +227,7 @@ KILN_AMX_TARGET inline float amx_contract_q4_k_deep(Operands& o) {
 }
 
 KILN_AMX_TARGET inline float bf16_tiles_only(Operands& o) {
-  configure_bf16();
-  _tile_zero(0);
-  _tile_zero(1);
-  _tile_zero(2);
-  _tile_zero(3);
+  start_bf16_loop();
   for (int p = 0; p < kPasses; ++p)
     for (int r = 0; r < kRecords; ++r) {
       _tile_loadd(4, o.a_bf16[r][0], 64);
@@ -266,11 +267,7 @@ KILN_AMX_TARGET inline void decompress(Operands& o, int g, int r, uint16_t (*out
 template <int M>
 KILN_AMX_TARGET inline float bf16_decompress_rows(Operands& o) {
   static_assert(M == 32 || M == 64);
-  configure_bf16();
-  _tile_zero(0);
-  _tile_zero(1);
-  _tile_zero(2);
-  _tile_zero(3);
+  start_bf16_loop();
   for (int p = 0; p < kPasses; ++p)
     for (int r = 0; r < kRecords; ++r) {
       decompress(o, 0, r, o.b_bf16[0]);
@@ -310,9 +307,7 @@ KILN_AMX_TARGET inline float bf16_decompress_rows(Operands& o) {
 template <int M>
 KILN_AMX_TARGET inline float bf16_lut_rows(Operands& o) {
   static_assert(M == 1 || M == 32);
-  configure_bf16();
-  _tile_zero(0);
-  _tile_zero(1);
+  start_bf16_loop();
   alignas(64) uint16_t weights[16][32];
   const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   for (int p = 0; p < kPasses; ++p)

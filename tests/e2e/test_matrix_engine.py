@@ -106,3 +106,12 @@ def test_bf16_contract_keeps_graph_equal_to_eager_and_batch_invariance(gemma, se
         finally:
             assert server.stop() == 0
     assert outs["optimize"] == outs["off"]
+
+
+def test_unknown_matmul_contract_is_a_clear_error(gemma):
+    r = subprocess.run([kiln_bin(), "run", "-m", str(gemma), "-p", "hi", "-n", "2"],
+                       capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "KILN_MATMUL_CONTRACT": "bf61"})
+    assert r.returncode != 0
+    assert "KILN_MATMUL_CONTRACT='bf61' is not a matmul contract: int8 (the default) or bf16" \
+        in r.stderr, r.stderr

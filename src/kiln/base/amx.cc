@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "kiln/base/cpu_features.h"
+#include "kiln/base/error.h"
 
 namespace kiln {
 namespace {
@@ -125,6 +126,12 @@ std::string matmul_tier_name() {
 bool bf16_contract_usable() { return amx_status().usable && amx_status().bf16; }
 
 bool bf16_contract_active() { return bf16_wanted() && amx_active() && amx_status().bf16; }
+
+void check_matmul_contract_env() {
+  const char* env = std::getenv("KILN_MATMUL_CONTRACT");
+  if (env == nullptr || std::strcmp(env, "int8") == 0 || std::strcmp(env, "bf16") == 0) return;
+  fail("KILN_MATMUL_CONTRACT='{}' is not a matmul contract: int8 (the default) or bf16", env);
+}
 
 void set_bf16_contract(bool on) { g_bf16_wanted.store(on ? 1 : 0, std::memory_order_relaxed); }
 

@@ -61,6 +61,9 @@ bool bf16_contract_usable();
 // Whether quantized matmuls run the bf16 contract now: asked for (KILN_MATMUL_CONTRACT=bf16 or
 // set_bf16_contract(true)), usable, and AMX active (KILN_ISA=avx512 or lower keeps int8).
 bool bf16_contract_active();
+// Throws kiln::Error when KILN_MATMUL_CONTRACT is set to anything but int8 or bf16 (a typo
+// would otherwise leave the int8 contract on without a word); the runtime checks at start-up.
+void check_matmul_contract_env();
 // Asks for (or against) the bf16 contract in this process: the command line and tests.
 void set_bf16_contract(bool on);
 // Forgets set_bf16_contract: KILN_MATMUL_CONTRACT decides again.

@@ -213,6 +213,7 @@ void Runtime::Impl::describe(const model::ModelFiles& files, const ServingGeomet
 }
 
 Runtime::Runtime(const RuntimeOptions& options) : impl_(std::make_unique<Impl>()) {
+  check_matmul_contract_env();  // before minutes of loading, not after
   Impl& m = *impl_;
   m.options = options;
   m.tp = options.tp != nullptr && options.tp->size() > 1 ? options.tp : nullptr;
